@@ -1,0 +1,50 @@
+"""Where the shared reference material sits: ``../shared`` beside the project root."""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+SCHEMAS = SHARED / "kafka-protocol"
+CAPTURES = SHARED / "kafka-captures"
+
+
+@dataclass(frozen=True)
+class CapturedFrame:
+    path: Path
+    index: int
+    direction: str  # "C" client -> broker, "S" broker -> client
+    frame: bytes  # the Kafka frame, size prefix included
+    meta: dict[str, Any]  # the .jsonl decode beside the capture
+
+
+def capture_files() -> list[Path]:
+    if not CAPTURES.is_dir():
+        return []
+    return sorted(CAPTURES.rglob("*.bin"))
+
+
+def read_capture(path: Path) -> Iterator[CapturedFrame]:
+    data = path.read_bytes()
+    metas = {}
+    jsonl = path.with_suffix(".jsonl")
+    if jsonl.exists():
+        lines = [ln for ln in jsonl.read_text().splitlines() if ln.strip()]
+        for i, line in enumerate(lines):
+            m = json.loads(line)
+            metas[m.get("frame_index", i)] = m
+    pos = 0
+    index = 0
+    while pos < len(data):
+        direction = chr(data[pos])
+        (n,) = struct.unpack_from(">I", data, pos + 1)
+        frame = data[pos + 5 : pos + 5 + n]
+        pos += 5 + n
+        yield CapturedFrame(path, index, direction, frame, metas.get(index, {}))
+        index += 1
