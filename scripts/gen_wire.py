@@ -344,7 +344,7 @@ class ModuleWriter:
                     lines.append(f"    f_{f.attr} = uuid_from(f_{f.attr})")
             run.clear()
 
-        regular = [f for f in st.fields if v in f.versions and not (v in f.tagged)]
+        regular = [f for f in st.fields if v in f.versions and v not in f.tagged]
         tagged = [f for f in st.fields if v in f.versions and v in f.tagged]
         for f in regular:
             if not f.is_array and f.type in FIXED:
@@ -526,7 +526,7 @@ class ModuleWriter:
             lines.append(f"    w += {name}.pack({vals})")
             run.clear()
 
-        regular = [f for f in st.fields if v in f.versions and not (v in f.tagged)]
+        regular = [f for f in st.fields if v in f.versions and v not in f.tagged]
         tagged = [f for f in st.fields if v in f.versions and v in f.tagged]
         for f in regular:
             if not f.is_array and f.type in FIXED:
