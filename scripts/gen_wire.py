@@ -48,7 +48,7 @@ PRIMITIVES = set(FIXED) | {"string", "bytes", "records"}
 
 #: Names the generated modules may import from wire.primitives (only the used ones are).
 PRIMITIVE_NAMES = sorted(
-    """DecodeLimits Message Regions RecordsData UnknownTags ZERO_UUID absent_field_error check_end
+    """DecodeLimits FIXED_ARRAYS Message SMALL_ARRAY Regions RecordsData UnknownTags ZERO_UUID absent_field_error check_end
     read_array_length read_bytes read_bytes_nn read_compact_nullable_string read_compact_string
     read_fixed_array read_nullable_string read_records read_string read_tag_count read_tag_header
     read_unknown_tag read_uuid read_uuid_array short skip_tagged_fields uuid_from write_array_length
@@ -361,7 +361,11 @@ class ModuleWriter:
                 for f in tagged:
                     lines.append(f"    f_{f.attr}: {self.annotation(f)} = {self.default_expr(f)}")
                 lines.append("    u: UnknownTags | None = None")
-                lines.append("    nt, p = read_tag_count(b, p, e, lim)")
+                lines.append("    if p < e and b[p] == 0:")
+                lines.append("        nt = 0")
+                lines.append("        p += 1")
+                lines.append("    else:")
+                lines.append("        nt, p = read_tag_count(b, p, e, lim)")
                 lines.append("    for _ in range(nt):")
                 lines.append("        t, q, p = read_tag_header(b, p, e)")
                 for i, f in enumerate(sorted(tagged, key=lambda x: x.tag or 0)):
@@ -383,7 +387,11 @@ class ModuleWriter:
                 lines.append("            u = read_unknown_tag(b, p, q, u, t)")
                 lines.append("        p = q")
             else:
-                lines.append("    u, p = skip_tagged_fields(b, p, e, lim)")
+                lines.append("    if p < e and b[p] == 0:")
+                lines.append("        u: UnknownTags | None = None")
+                lines.append("        p += 1")
+                lines.append("    else:")
+                lines.append("        u, p = skip_tagged_fields(b, p, e, lim)")
         args = []
         for f in st.fields:
             if v in f.versions:
@@ -421,9 +429,19 @@ class ModuleWriter:
         if annotate and (f.is_array or f.struct is not None):
             out.append(f"{ind}{t}: {self.annotation(f)}")
         if f.is_array:
-            out.append(
-                f"{ind}n, p = read_array_length(b, p, {end}, {compact}, {nullable}, lim)"
-            )
+            if compact:
+                # Fast path: a one-byte length of a non-null array.
+                out.append(f"{ind}if p < {end} and 0 < b[p] < 0x80 and b[p] <= {end} - p:")
+                out.append(f"{ind}    n = b[p] - 1")
+                out.append(f"{ind}    p += 1")
+                out.append(f"{ind}else:")
+                out.append(
+                    f"{ind}    n, p = read_array_length(b, p, {end}, {compact}, {nullable}, lim)"
+                )
+            else:
+                out.append(
+                    f"{ind}n, p = read_array_length(b, p, {end}, {compact}, {nullable}, lim)"
+                )
             inner = ind
             if nullable:
                 out.append(f"{ind}if n < 0:")
@@ -433,7 +451,11 @@ class ModuleWriter:
             elem = f.elem
             if elem in FIXED and elem != "uuid" and elem != "bool":
                 code, size = FIXED[elem]
-                out.append(f"{inner}{t}, p = read_fixed_array(b, p, {end}, n, {code!r}, {size})")
+                out.append(f"{inner}if n < SMALL_ARRAY and p + n * {size} <= {end}:")
+                out.append(f"{inner}    {t} = list(FIXED_ARRAYS[{code!r}][n].unpack_from(b, p))")
+                out.append(f"{inner}    p += n * {size}")
+                out.append(f"{inner}else:")
+                out.append(f"{inner}    {t}, p = read_fixed_array(b, p, {end}, n, {code!r}, {size})")
             elif elem == "uuid":
                 self.uses_uuid = True
                 out.append(f"{inner}{t}, p = read_uuid_array(b, p, {end}, n)")

@@ -413,6 +413,13 @@ def check_end(p: int, q: int, what: str) -> None:
 
 # ---------------------------------------------------------------- arrays of primitives
 
+#: Arrays of fixed-width primitives shorter than this are read with a precompiled Struct.
+SMALL_ARRAY = 32
+FIXED_ARRAYS: dict[str, tuple[struct.Struct, ...]] = {
+    code: tuple(struct.Struct(f">{n}{code}") for n in range(SMALL_ARRAY))
+    for code in ("?", "b", "h", "H", "i", "I", "q", "d")
+}
+
 _S = TypeVar("_S")
 
 

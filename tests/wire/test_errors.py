@@ -123,5 +123,5 @@ def test_members_behave_as_ints_on_the_wire() -> None:
     # Encoders write the member straight into an int16 field.
     assert ErrorCode.NOT_LEADER_OR_FOLLOWER + 0 == 6
     assert int(ErrorCode.UNKNOWN_SERVER_ERROR).to_bytes(2, "big", signed=True) == b"\xff\xff"
-    assert ErrorCode.NONE == 0
+    assert int(ErrorCode.NONE) == 0
     assert not ErrorCode.NONE

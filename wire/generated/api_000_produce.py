@@ -231,7 +231,11 @@ def _d_ProduceRequestPartitionProduceData_9(
     (f_index,) = _F1.unpack_from(b, p)
     p += 4
     f_records, p = read_records(b, p, e, True, True, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ProduceRequestPartitionProduceData(f_index, f_records, u), p
 
 
@@ -240,12 +244,20 @@ def _d_ProduceRequestTopicProduceData_9(
 ) -> tuple[ProduceRequestTopicProduceData, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partition_data: list[ProduceRequestPartitionProduceData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partition_data = []
     for _ in range(n):
         x_partition_data, p = _d_ProduceRequestPartitionProduceData_9(b, p, e, lim)
         f_partition_data.append(x_partition_data)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ProduceRequestTopicProduceData(f_name, f_partition_data, u), p
 
 
@@ -258,12 +270,20 @@ def _d_ProduceRequest_9(
     f_acks, f_timeout_ms = _F0.unpack_from(b, p)
     p += 6
     f_topic_data: list[ProduceRequestTopicProduceData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topic_data = []
     for _ in range(n):
         x_topic_data, p = _d_ProduceRequestTopicProduceData_9(b, p, e, lim)
         f_topic_data.append(x_topic_data)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ProduceRequest(f_transactional_id, f_acks, f_timeout_ms, f_topic_data, u), p
 
 
@@ -666,7 +686,11 @@ def _d_ProduceResponseBatchIndexAndErrorMessage_9(
     (f_batch_index,) = _F1.unpack_from(b, p)
     p += 4
     f_batch_index_error_message, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ProduceResponseBatchIndexAndErrorMessage(
         f_batch_index, f_batch_index_error_message, u
     ), p
@@ -682,13 +706,21 @@ def _d_ProduceResponsePartitionProduceResponse_9(
     )
     p += 30
     f_record_errors: list[ProduceResponseBatchIndexAndErrorMessage]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_record_errors = []
     for _ in range(n):
         x_record_errors, p = _d_ProduceResponseBatchIndexAndErrorMessage_9(b, p, e, lim)
         f_record_errors.append(x_record_errors)
     f_error_message, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ProduceResponsePartitionProduceResponse(
         f_index,
         f_error_code,
@@ -707,12 +739,20 @@ def _d_ProduceResponseTopicProduceResponse_9(
 ) -> tuple[ProduceResponseTopicProduceResponse, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partition_responses: list[ProduceResponsePartitionProduceResponse]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partition_responses = []
     for _ in range(n):
         x_partition_responses, p = _d_ProduceResponsePartitionProduceResponse_9(b, p, e, lim)
         f_partition_responses.append(x_partition_responses)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ProduceResponseTopicProduceResponse(f_name, f_partition_responses, u), p
 
 
@@ -720,7 +760,11 @@ def _d_ProduceResponse_9(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ProduceResponse, int]:
     f_responses: list[ProduceResponseTopicProduceResponse]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_responses = []
     for _ in range(n):
         x_responses, p = _d_ProduceResponseTopicProduceResponse_9(b, p, e, lim)
@@ -729,7 +773,11 @@ def _d_ProduceResponse_9(
         raise short(p, 4)
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ProduceResponse(f_responses, f_throttle_time_ms, [], u), p
 
 
@@ -793,7 +841,11 @@ def _d_ProduceResponseLeaderIdAndEpoch_10(
         raise short(p, 8)
     f_leader_id, f_leader_epoch = _F5.unpack_from(b, p)
     p += 8
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ProduceResponseLeaderIdAndEpoch(f_leader_id, f_leader_epoch, u), p
 
 
@@ -807,7 +859,11 @@ def _d_ProduceResponsePartitionProduceResponse_10(
     )
     p += 30
     f_record_errors: list[ProduceResponseBatchIndexAndErrorMessage]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_record_errors = []
     for _ in range(n):
         x_record_errors, p = _d_ProduceResponseBatchIndexAndErrorMessage_9(b, p, e, lim)
@@ -815,7 +871,11 @@ def _d_ProduceResponsePartitionProduceResponse_10(
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_current_leader: ProduceResponseLeaderIdAndEpoch = ProduceResponseLeaderIdAndEpoch()
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -842,12 +902,20 @@ def _d_ProduceResponseTopicProduceResponse_10(
 ) -> tuple[ProduceResponseTopicProduceResponse, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partition_responses: list[ProduceResponsePartitionProduceResponse]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partition_responses = []
     for _ in range(n):
         x_partition_responses, p = _d_ProduceResponsePartitionProduceResponse_10(b, p, e, lim)
         f_partition_responses.append(x_partition_responses)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ProduceResponseTopicProduceResponse(f_name, f_partition_responses, u), p
 
 
@@ -864,7 +932,11 @@ def _d_ProduceResponseNodeEndpoint_10(
     (f_port,) = _F1.unpack_from(b, p)
     p += 4
     f_rack, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ProduceResponseNodeEndpoint(f_node_id, f_host, f_port, f_rack, u), p
 
 
@@ -872,7 +944,11 @@ def _d_ProduceResponse_10(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ProduceResponse, int]:
     f_responses: list[ProduceResponseTopicProduceResponse]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_responses = []
     for _ in range(n):
         x_responses, p = _d_ProduceResponseTopicProduceResponse_10(b, p, e, lim)
@@ -883,11 +959,19 @@ def _d_ProduceResponse_10(
     p += 4
     f_node_endpoints: list[ProduceResponseNodeEndpoint] = []
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            n, p = read_array_length(b, p, q, True, False, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, False, lim)
             f_node_endpoints = []
             for _ in range(n):
                 x_node_endpoints, p = _d_ProduceResponseNodeEndpoint_10(b, p, q, lim)

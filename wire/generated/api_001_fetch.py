@@ -11,9 +11,11 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     RecordsData,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     absent_field_error,
@@ -449,7 +451,11 @@ def _d_FetchRequestForgottenTopic_7(
     f_topic, p = read_string(b, p, e)
     f_partitions: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
     return FetchRequestForgottenTopic(f_topic, ZERO_UUID, f_partitions, None), p
 
 
@@ -724,7 +730,11 @@ def _d_FetchRequestFetchPartition_12(
         f_partition_max_bytes,
     ) = _F7.unpack_from(b, p)
     p += 32
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchRequestFetchPartition(
         f_partition,
         f_current_leader_epoch,
@@ -742,12 +752,20 @@ def _d_FetchRequestFetchTopic_12(
 ) -> tuple[FetchRequestFetchTopic, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partitions: list[FetchRequestFetchPartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_FetchRequestFetchPartition_12(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchRequestFetchTopic(f_topic, ZERO_UUID, f_partitions, u), p
 
 
@@ -756,9 +774,21 @@ def _d_FetchRequestForgottenTopic_12(
 ) -> tuple[FetchRequestForgottenTopic, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchRequestForgottenTopic(f_topic, ZERO_UUID, f_partitions, u), p
 
 
@@ -778,13 +808,21 @@ def _d_FetchRequest_12(
     ) = _F5.unpack_from(b, p)
     p += 25
     f_topics: list[FetchRequestFetchTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_FetchRequestFetchTopic_12(b, p, e, lim)
         f_topics.append(x_topics)
     f_forgotten_topics_data: list[FetchRequestForgottenTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_forgotten_topics_data = []
     for _ in range(n):
         x_forgotten_topics_data, p = _d_FetchRequestForgottenTopic_12(b, p, e, lim)
@@ -792,7 +830,11 @@ def _d_FetchRequest_12(
     f_rack_id, p = read_compact_string(b, p, e)
     f_cluster_id: str | None = None
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -894,12 +936,20 @@ def _d_FetchRequestFetchTopic_13(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[FetchRequestFetchPartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_FetchRequestFetchPartition_12(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchRequestFetchTopic("", f_topic_id, f_partitions, u), p
 
 
@@ -912,9 +962,21 @@ def _d_FetchRequestForgottenTopic_13(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchRequestForgottenTopic("", f_topic_id, f_partitions, u), p
 
 
@@ -934,13 +996,21 @@ def _d_FetchRequest_13(
     ) = _F5.unpack_from(b, p)
     p += 25
     f_topics: list[FetchRequestFetchTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_FetchRequestFetchTopic_13(b, p, e, lim)
         f_topics.append(x_topics)
     f_forgotten_topics_data: list[FetchRequestForgottenTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_forgotten_topics_data = []
     for _ in range(n):
         x_forgotten_topics_data, p = _d_FetchRequestForgottenTopic_13(b, p, e, lim)
@@ -948,7 +1018,11 @@ def _d_FetchRequest_13(
     f_rack_id, p = read_compact_string(b, p, e)
     f_cluster_id: str | None = None
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -1031,7 +1105,11 @@ def _d_FetchRequestReplicaState_15(
         raise short(p, 12)
     f_replica_id, f_replica_epoch = _F10.unpack_from(b, p)
     p += 12
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchRequestReplicaState(f_replica_id, f_replica_epoch, u), p
 
 
@@ -1045,13 +1123,21 @@ def _d_FetchRequest_15(
     )
     p += 21
     f_topics: list[FetchRequestFetchTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_FetchRequestFetchTopic_13(b, p, e, lim)
         f_topics.append(x_topics)
     f_forgotten_topics_data: list[FetchRequestForgottenTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_forgotten_topics_data = []
     for _ in range(n):
         x_forgotten_topics_data, p = _d_FetchRequestForgottenTopic_13(b, p, e, lim)
@@ -1060,7 +1146,11 @@ def _d_FetchRequest_15(
     f_cluster_id: str | None = None
     f_replica_state: FetchRequestReplicaState = FetchRequestReplicaState()
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -1138,7 +1228,11 @@ def _d_FetchRequestFetchPartition_17(
     p += 32
     f_replica_directory_id: uuid.UUID = ZERO_UUID
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -1168,12 +1262,20 @@ def _d_FetchRequestFetchTopic_17(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[FetchRequestFetchPartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_FetchRequestFetchPartition_17(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchRequestFetchTopic("", f_topic_id, f_partitions, u), p
 
 
@@ -1187,13 +1289,21 @@ def _d_FetchRequest_17(
     )
     p += 21
     f_topics: list[FetchRequestFetchTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_FetchRequestFetchTopic_17(b, p, e, lim)
         f_topics.append(x_topics)
     f_forgotten_topics_data: list[FetchRequestForgottenTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_forgotten_topics_data = []
     for _ in range(n):
         x_forgotten_topics_data, p = _d_FetchRequestForgottenTopic_13(b, p, e, lim)
@@ -1202,7 +1312,11 @@ def _d_FetchRequest_17(
     f_cluster_id: str | None = None
     f_replica_state: FetchRequestReplicaState = FetchRequestReplicaState()
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -1756,7 +1870,11 @@ def _d_FetchResponseAbortedTransaction_12(
         raise short(p, 16)
     f_producer_id, f_first_offset = _F14.unpack_from(b, p)
     p += 16
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchResponseAbortedTransaction(f_producer_id, f_first_offset, u), p
 
 
@@ -1767,7 +1885,11 @@ def _d_FetchResponseEpochEndOffset_12(
         raise short(p, 12)
     f_epoch, f_end_offset = _F10.unpack_from(b, p)
     p += 12
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchResponseEpochEndOffset(f_epoch, f_end_offset, u), p
 
 
@@ -1778,7 +1900,11 @@ def _d_FetchResponseLeaderIdAndEpoch_12(
         raise short(p, 8)
     f_leader_id, f_leader_epoch = _F17.unpack_from(b, p)
     p += 8
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchResponseLeaderIdAndEpoch(f_leader_id, f_leader_epoch, u), p
 
 
@@ -1789,7 +1915,11 @@ def _d_FetchResponseSnapshotId_12(
         raise short(p, 12)
     f_end_offset, f_epoch = _F18.unpack_from(b, p)
     p += 12
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchResponseSnapshotId(f_end_offset, f_epoch, u), p
 
 
@@ -1803,7 +1933,11 @@ def _d_FetchResponsePartitionData_12(
     )
     p += 30
     f_aborted_transactions: list[FetchResponseAbortedTransaction] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_aborted_transactions = None
     else:
@@ -1820,7 +1954,11 @@ def _d_FetchResponsePartitionData_12(
     f_current_leader: FetchResponseLeaderIdAndEpoch = FetchResponseLeaderIdAndEpoch()
     f_snapshot_id: FetchResponseSnapshotId = FetchResponseSnapshotId()
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -1856,12 +1994,20 @@ def _d_FetchResponseFetchableTopicResponse_12(
 ) -> tuple[FetchResponseFetchableTopicResponse, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partitions: list[FetchResponsePartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_FetchResponsePartitionData_12(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchResponseFetchableTopicResponse(f_topic, ZERO_UUID, f_partitions, u), p
 
 
@@ -1873,12 +2019,20 @@ def _d_FetchResponse_12(
     f_throttle_time_ms, f_error_code, f_session_id = _F16.unpack_from(b, p)
     p += 10
     f_responses: list[FetchResponseFetchableTopicResponse]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_responses = []
     for _ in range(n):
         x_responses, p = _d_FetchResponseFetchableTopicResponse_12(b, p, e, lim)
         f_responses.append(x_responses)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, [], u), p
 
 
@@ -1983,12 +2137,20 @@ def _d_FetchResponseFetchableTopicResponse_13(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[FetchResponsePartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_FetchResponsePartitionData_12(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchResponseFetchableTopicResponse("", f_topic_id, f_partitions, u), p
 
 
@@ -2000,12 +2162,20 @@ def _d_FetchResponse_13(
     f_throttle_time_ms, f_error_code, f_session_id = _F16.unpack_from(b, p)
     p += 10
     f_responses: list[FetchResponseFetchableTopicResponse]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_responses = []
     for _ in range(n):
         x_responses, p = _d_FetchResponseFetchableTopicResponse_13(b, p, e, lim)
         f_responses.append(x_responses)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, [], u), p
 
 
@@ -2048,7 +2218,11 @@ def _d_FetchResponseNodeEndpoint_16(
     (f_port,) = _F12.unpack_from(b, p)
     p += 4
     f_rack, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchResponseNodeEndpoint(f_node_id, f_host, f_port, f_rack, u), p
 
 
@@ -2060,18 +2234,30 @@ def _d_FetchResponse_16(
     f_throttle_time_ms, f_error_code, f_session_id = _F16.unpack_from(b, p)
     p += 10
     f_responses: list[FetchResponseFetchableTopicResponse]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_responses = []
     for _ in range(n):
         x_responses, p = _d_FetchResponseFetchableTopicResponse_13(b, p, e, lim)
         f_responses.append(x_responses)
     f_node_endpoints: list[FetchResponseNodeEndpoint] = []
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            n, p = read_array_length(b, p, q, True, False, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, False, lim)
             f_node_endpoints = []
             for _ in range(n):
                 x_node_endpoints, p = _d_FetchResponseNodeEndpoint_16(b, p, q, lim)

@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     absent_field_error,
     read_array_length,
@@ -324,7 +326,11 @@ def _d_ListOffsetsRequestListOffsetsPartition_6(
         raise short(p, 16)
     f_partition_index, f_current_leader_epoch, f_timestamp = _F4.unpack_from(b, p)
     p += 16
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListOffsetsRequestListOffsetsPartition(
         f_partition_index, f_current_leader_epoch, f_timestamp, 1, u
     ), p
@@ -335,12 +341,20 @@ def _d_ListOffsetsRequestListOffsetsTopic_6(
 ) -> tuple[ListOffsetsRequestListOffsetsTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[ListOffsetsRequestListOffsetsPartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_ListOffsetsRequestListOffsetsPartition_6(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListOffsetsRequestListOffsetsTopic(f_name, f_partitions, u), p
 
 
@@ -352,12 +366,20 @@ def _d_ListOffsetsRequest_6(
     f_replica_id, f_isolation_level = _F3.unpack_from(b, p)
     p += 5
     f_topics: list[ListOffsetsRequestListOffsetsTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_ListOffsetsRequestListOffsetsTopic_6(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListOffsetsRequest(f_replica_id, f_isolation_level, f_topics, u), p
 
 
@@ -406,7 +428,11 @@ def _d_ListOffsetsResponseListOffsetsPartitionResponse_0(
     p += 6
     f_old_style_offsets: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_old_style_offsets, p = read_fixed_array(b, p, e, n, "q", 8)
+    if n < SMALL_ARRAY and p + n * 8 <= e:
+        f_old_style_offsets = list(FIXED_ARRAYS["q"][n].unpack_from(b, p))
+        p += n * 8
+    else:
+        f_old_style_offsets, p = read_fixed_array(b, p, e, n, "q", 8)
     return ListOffsetsResponseListOffsetsPartitionResponse(
         f_partition_index, f_error_code, f_old_style_offsets, -1, -1, -1, None
     ), p
@@ -627,7 +653,11 @@ def _d_ListOffsetsResponseListOffsetsPartitionResponse_6(
         raise short(p, 26)
     f_partition_index, f_error_code, f_timestamp, f_offset, f_leader_epoch = _F7.unpack_from(b, p)
     p += 26
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListOffsetsResponseListOffsetsPartitionResponse(
         f_partition_index, f_error_code, [], f_timestamp, f_offset, f_leader_epoch, u
     ), p
@@ -638,12 +668,20 @@ def _d_ListOffsetsResponseListOffsetsTopicResponse_6(
 ) -> tuple[ListOffsetsResponseListOffsetsTopicResponse, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[ListOffsetsResponseListOffsetsPartitionResponse]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_ListOffsetsResponseListOffsetsPartitionResponse_6(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListOffsetsResponseListOffsetsTopicResponse(f_name, f_partitions, u), p
 
 
@@ -655,12 +693,20 @@ def _d_ListOffsetsResponse_6(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_topics: list[ListOffsetsResponseListOffsetsTopicResponse]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_ListOffsetsResponseListOffsetsTopicResponse_6(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListOffsetsResponse(f_throttle_time_ms, f_topics, u), p
 
 

@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     absent_field_error,
@@ -260,7 +262,11 @@ def _d_MetadataRequestTopic_9(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[MetadataRequestTopic, int]:
     f_name, p = read_compact_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return MetadataRequestTopic(ZERO_UUID, f_name, u), p
 
 
@@ -268,7 +274,11 @@ def _d_MetadataRequest_9(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[MetadataRequest, int]:
     f_topics: list[MetadataRequestTopic] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_topics = None
     else:
@@ -284,7 +294,11 @@ def _d_MetadataRequest_9(
         f_include_topic_authorized_operations,
     ) = _F1.unpack_from(b, p)
     p += 3
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return MetadataRequest(
         f_topics,
         f_allow_auto_topic_creation,
@@ -329,7 +343,11 @@ def _d_MetadataRequestTopic_10(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_name, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return MetadataRequestTopic(f_topic_id, f_name, u), p
 
 
@@ -337,7 +355,11 @@ def _d_MetadataRequest_10(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[MetadataRequest, int]:
     f_topics: list[MetadataRequestTopic] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_topics = None
     else:
@@ -353,7 +375,11 @@ def _d_MetadataRequest_10(
         f_include_topic_authorized_operations,
     ) = _F1.unpack_from(b, p)
     p += 3
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return MetadataRequest(
         f_topics,
         f_allow_auto_topic_creation,
@@ -392,7 +418,11 @@ def _d_MetadataRequest_11(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[MetadataRequest, int]:
     f_topics: list[MetadataRequestTopic] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_topics = None
     else:
@@ -404,7 +434,11 @@ def _d_MetadataRequest_11(
         raise short(p, 2)
     f_allow_auto_topic_creation, f_include_topic_authorized_operations = _F3.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return MetadataRequest(
         f_topics, f_allow_auto_topic_creation, False, f_include_topic_authorized_operations, u
     ), p
@@ -448,10 +482,18 @@ def _d_MetadataResponsePartition_0(
     p += 10
     f_replica_nodes: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_replica_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replica_nodes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replica_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
     f_isr_nodes: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_isr_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr_nodes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
     return MetadataResponsePartition(
         f_error_code, f_partition_index, f_leader_id, -1, f_replica_nodes, f_isr_nodes, [], None
     ), p
@@ -714,13 +756,25 @@ def _d_MetadataResponsePartition_5(
     p += 10
     f_replica_nodes: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_replica_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replica_nodes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replica_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
     f_isr_nodes: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_isr_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr_nodes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
     f_offline_replicas: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_offline_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_offline_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_offline_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     return MetadataResponsePartition(
         f_error_code,
         f_partition_index,
@@ -831,13 +885,25 @@ def _d_MetadataResponsePartition_7(
     p += 14
     f_replica_nodes: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_replica_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replica_nodes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replica_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
     f_isr_nodes: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_isr_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr_nodes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
     f_offline_replicas: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_offline_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_offline_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_offline_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     return MetadataResponsePartition(
         f_error_code,
         f_partition_index,
@@ -1049,7 +1115,11 @@ def _d_MetadataResponseBroker_9(
     (f_port,) = _F4.unpack_from(b, p)
     p += 4
     f_rack, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return MetadataResponseBroker(f_node_id, f_host, f_port, f_rack, u), p
 
 
@@ -1061,15 +1131,43 @@ def _d_MetadataResponsePartition_9(
     f_error_code, f_partition_index, f_leader_id, f_leader_epoch = _F7.unpack_from(b, p)
     p += 14
     f_replica_nodes: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_replica_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replica_nodes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replica_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
     f_isr_nodes: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_isr_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr_nodes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
     f_offline_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_offline_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_offline_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_offline_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return MetadataResponsePartition(
         f_error_code,
         f_partition_index,
@@ -1095,7 +1193,11 @@ def _d_MetadataResponseTopic_9(
     (f_is_internal,) = _F0.unpack_from(b, p)
     p += 1
     f_partitions: list[MetadataResponsePartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_MetadataResponsePartition_9(b, p, e, lim)
@@ -1104,7 +1206,11 @@ def _d_MetadataResponseTopic_9(
         raise short(p, 4)
     (f_topic_authorized_operations,) = _F4.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return MetadataResponseTopic(
         f_error_code,
         f_name,
@@ -1124,7 +1230,11 @@ def _d_MetadataResponse_9(
     (f_throttle_time_ms,) = _F4.unpack_from(b, p)
     p += 4
     f_brokers: list[MetadataResponseBroker]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_brokers = []
     for _ in range(n):
         x_brokers, p = _d_MetadataResponseBroker_9(b, p, e, lim)
@@ -1135,7 +1245,11 @@ def _d_MetadataResponse_9(
     (f_controller_id,) = _F4.unpack_from(b, p)
     p += 4
     f_topics: list[MetadataResponseTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_MetadataResponseTopic_9(b, p, e, lim)
@@ -1144,7 +1258,11 @@ def _d_MetadataResponse_9(
         raise short(p, 4)
     (f_cluster_authorized_operations,) = _F4.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return MetadataResponse(
         f_throttle_time_ms,
         f_brokers,
@@ -1228,7 +1346,11 @@ def _d_MetadataResponseTopic_10(
     p += 17
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[MetadataResponsePartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_MetadataResponsePartition_9(b, p, e, lim)
@@ -1237,7 +1359,11 @@ def _d_MetadataResponseTopic_10(
         raise short(p, 4)
     (f_topic_authorized_operations,) = _F4.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return MetadataResponseTopic(
         f_error_code,
         f_name,
@@ -1257,7 +1383,11 @@ def _d_MetadataResponse_10(
     (f_throttle_time_ms,) = _F4.unpack_from(b, p)
     p += 4
     f_brokers: list[MetadataResponseBroker]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_brokers = []
     for _ in range(n):
         x_brokers, p = _d_MetadataResponseBroker_9(b, p, e, lim)
@@ -1268,7 +1398,11 @@ def _d_MetadataResponse_10(
     (f_controller_id,) = _F4.unpack_from(b, p)
     p += 4
     f_topics: list[MetadataResponseTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_MetadataResponseTopic_10(b, p, e, lim)
@@ -1277,7 +1411,11 @@ def _d_MetadataResponse_10(
         raise short(p, 4)
     (f_cluster_authorized_operations,) = _F4.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return MetadataResponse(
         f_throttle_time_ms,
         f_brokers,
@@ -1330,7 +1468,11 @@ def _d_MetadataResponse_11(
     (f_throttle_time_ms,) = _F4.unpack_from(b, p)
     p += 4
     f_brokers: list[MetadataResponseBroker]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_brokers = []
     for _ in range(n):
         x_brokers, p = _d_MetadataResponseBroker_9(b, p, e, lim)
@@ -1341,12 +1483,20 @@ def _d_MetadataResponse_11(
     (f_controller_id,) = _F4.unpack_from(b, p)
     p += 4
     f_topics: list[MetadataResponseTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_MetadataResponseTopic_10(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return MetadataResponse(
         f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648, u
     ), p
@@ -1384,7 +1534,11 @@ def _d_MetadataResponseTopic_12(
     p += 17
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[MetadataResponsePartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_MetadataResponsePartition_9(b, p, e, lim)
@@ -1393,7 +1547,11 @@ def _d_MetadataResponseTopic_12(
         raise short(p, 4)
     (f_topic_authorized_operations,) = _F4.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return MetadataResponseTopic(
         f_error_code,
         f_name,
@@ -1413,7 +1571,11 @@ def _d_MetadataResponse_12(
     (f_throttle_time_ms,) = _F4.unpack_from(b, p)
     p += 4
     f_brokers: list[MetadataResponseBroker]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_brokers = []
     for _ in range(n):
         x_brokers, p = _d_MetadataResponseBroker_9(b, p, e, lim)
@@ -1424,12 +1586,20 @@ def _d_MetadataResponse_12(
     (f_controller_id,) = _F4.unpack_from(b, p)
     p += 4
     f_topics: list[MetadataResponseTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_MetadataResponseTopic_12(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return MetadataResponse(
         f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648, u
     ), p

@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     absent_field_error,
@@ -142,14 +144,22 @@ def _d_LeaderAndIsrRequestLeaderAndIsrPartitionState_0(
     p += 16
     f_isr: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 4 > e:
         raise short(p, 4)
     (f_partition_epoch,) = _F2.unpack_from(b, p)
     p += 4
     f_replicas: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     return LeaderAndIsrRequestLeaderAndIsrPartitionState(
         f_topic_name,
         f_partition_index,
@@ -266,14 +276,22 @@ def _d_LeaderAndIsrRequestLeaderAndIsrPartitionState_1(
     p += 16
     f_isr: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 4 > e:
         raise short(p, 4)
     (f_partition_epoch,) = _F2.unpack_from(b, p)
     p += 4
     f_replicas: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 1 > e:
         raise short(p, 1)
     (f_is_new,) = _F3.unpack_from(b, p)
@@ -371,14 +389,22 @@ def _d_LeaderAndIsrRequestLeaderAndIsrPartitionState_2(
     p += 16
     f_isr: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 4 > e:
         raise short(p, 4)
     (f_partition_epoch,) = _F2.unpack_from(b, p)
     p += 4
     f_replicas: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 1 > e:
         raise short(p, 1)
     (f_is_new,) = _F3.unpack_from(b, p)
@@ -497,20 +523,36 @@ def _d_LeaderAndIsrRequestLeaderAndIsrPartitionState_3(
     p += 16
     f_isr: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 4 > e:
         raise short(p, 4)
     (f_partition_epoch,) = _F2.unpack_from(b, p)
     p += 4
     f_replicas: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_adding_replicas: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_adding_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_adding_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_adding_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_removing_replicas: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_removing_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_removing_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_removing_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 1 > e:
         raise short(p, 1)
     (f_is_new,) = _F3.unpack_from(b, p)
@@ -632,26 +674,62 @@ def _d_LeaderAndIsrRequestLeaderAndIsrPartitionState_4(
     f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _F1.unpack_from(b, p)
     p += 16
     f_isr: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 4 > e:
         raise short(p, 4)
     (f_partition_epoch,) = _F2.unpack_from(b, p)
     p += 4
     f_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_adding_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_adding_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_adding_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_adding_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_removing_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_removing_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_removing_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_removing_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 1 > e:
         raise short(p, 1)
     (f_is_new,) = _F3.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderAndIsrRequestLeaderAndIsrPartitionState(
         "",
         f_partition_index,
@@ -674,12 +752,20 @@ def _d_LeaderAndIsrRequestLeaderAndIsrTopicState_4(
 ) -> tuple[LeaderAndIsrRequestLeaderAndIsrTopicState, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partition_states: list[LeaderAndIsrRequestLeaderAndIsrPartitionState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partition_states = []
     for _ in range(n):
         x_partition_states, p = _d_LeaderAndIsrRequestLeaderAndIsrPartitionState_4(b, p, e, lim)
         f_partition_states.append(x_partition_states)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderAndIsrRequestLeaderAndIsrTopicState(
         f_topic_name, ZERO_UUID, f_partition_states, u
     ), p
@@ -697,7 +783,11 @@ def _d_LeaderAndIsrRequestLeaderAndIsrLiveLeader_4(
         raise short(p, 4)
     (f_port,) = _F2.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderAndIsrRequestLeaderAndIsrLiveLeader(f_broker_id, f_host_name, f_port, u), p
 
 
@@ -709,18 +799,30 @@ def _d_LeaderAndIsrRequest_4(
     f_controller_id, f_controller_epoch, f_broker_epoch = _F4.unpack_from(b, p)
     p += 16
     f_topic_states: list[LeaderAndIsrRequestLeaderAndIsrTopicState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topic_states = []
     for _ in range(n):
         x_topic_states, p = _d_LeaderAndIsrRequestLeaderAndIsrTopicState_4(b, p, e, lim)
         f_topic_states.append(x_topic_states)
     f_live_leaders: list[LeaderAndIsrRequestLeaderAndIsrLiveLeader]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_live_leaders = []
     for _ in range(n):
         x_live_leaders, p = _d_LeaderAndIsrRequestLeaderAndIsrLiveLeader_4(b, p, e, lim)
         f_live_leaders.append(x_live_leaders)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderAndIsrRequest(
         f_controller_id,
         False,
@@ -813,12 +915,20 @@ def _d_LeaderAndIsrRequestLeaderAndIsrTopicState_5(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partition_states: list[LeaderAndIsrRequestLeaderAndIsrPartitionState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partition_states = []
     for _ in range(n):
         x_partition_states, p = _d_LeaderAndIsrRequestLeaderAndIsrPartitionState_4(b, p, e, lim)
         f_partition_states.append(x_partition_states)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderAndIsrRequestLeaderAndIsrTopicState(
         f_topic_name, f_topic_id, f_partition_states, u
     ), p
@@ -832,18 +942,30 @@ def _d_LeaderAndIsrRequest_5(
     f_controller_id, f_controller_epoch, f_broker_epoch, f_type = _F5.unpack_from(b, p)
     p += 17
     f_topic_states: list[LeaderAndIsrRequestLeaderAndIsrTopicState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topic_states = []
     for _ in range(n):
         x_topic_states, p = _d_LeaderAndIsrRequestLeaderAndIsrTopicState_5(b, p, e, lim)
         f_topic_states.append(x_topic_states)
     f_live_leaders: list[LeaderAndIsrRequestLeaderAndIsrLiveLeader]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_live_leaders = []
     for _ in range(n):
         x_live_leaders, p = _d_LeaderAndIsrRequestLeaderAndIsrLiveLeader_4(b, p, e, lim)
         f_live_leaders.append(x_live_leaders)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderAndIsrRequest(
         f_controller_id,
         False,
@@ -897,26 +1019,62 @@ def _d_LeaderAndIsrRequestLeaderAndIsrPartitionState_6(
     f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _F1.unpack_from(b, p)
     p += 16
     f_isr: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 4 > e:
         raise short(p, 4)
     (f_partition_epoch,) = _F2.unpack_from(b, p)
     p += 4
     f_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_adding_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_adding_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_adding_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_adding_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_removing_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_removing_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_removing_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_removing_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 2 > e:
         raise short(p, 2)
     f_is_new, f_leader_recovery_state = _F7.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderAndIsrRequestLeaderAndIsrPartitionState(
         "",
         f_partition_index,
@@ -944,12 +1102,20 @@ def _d_LeaderAndIsrRequestLeaderAndIsrTopicState_6(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partition_states: list[LeaderAndIsrRequestLeaderAndIsrPartitionState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partition_states = []
     for _ in range(n):
         x_partition_states, p = _d_LeaderAndIsrRequestLeaderAndIsrPartitionState_6(b, p, e, lim)
         f_partition_states.append(x_partition_states)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderAndIsrRequestLeaderAndIsrTopicState(
         f_topic_name, f_topic_id, f_partition_states, u
     ), p
@@ -963,18 +1129,30 @@ def _d_LeaderAndIsrRequest_6(
     f_controller_id, f_controller_epoch, f_broker_epoch, f_type = _F5.unpack_from(b, p)
     p += 17
     f_topic_states: list[LeaderAndIsrRequestLeaderAndIsrTopicState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topic_states = []
     for _ in range(n):
         x_topic_states, p = _d_LeaderAndIsrRequestLeaderAndIsrTopicState_6(b, p, e, lim)
         f_topic_states.append(x_topic_states)
     f_live_leaders: list[LeaderAndIsrRequestLeaderAndIsrLiveLeader]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_live_leaders = []
     for _ in range(n):
         x_live_leaders, p = _d_LeaderAndIsrRequestLeaderAndIsrLiveLeader_4(b, p, e, lim)
         f_live_leaders.append(x_live_leaders)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderAndIsrRequest(
         f_controller_id,
         False,
@@ -1050,18 +1228,30 @@ def _d_LeaderAndIsrRequest_7(
     )
     p += 18
     f_topic_states: list[LeaderAndIsrRequestLeaderAndIsrTopicState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topic_states = []
     for _ in range(n):
         x_topic_states, p = _d_LeaderAndIsrRequestLeaderAndIsrTopicState_6(b, p, e, lim)
         f_topic_states.append(x_topic_states)
     f_live_leaders: list[LeaderAndIsrRequestLeaderAndIsrLiveLeader]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_live_leaders = []
     for _ in range(n):
         x_live_leaders, p = _d_LeaderAndIsrRequestLeaderAndIsrLiveLeader_4(b, p, e, lim)
         f_live_leaders.append(x_live_leaders)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderAndIsrRequest(
         f_controller_id,
         f_is_k_raft_controller,
@@ -1146,7 +1336,11 @@ def _d_LeaderAndIsrResponseLeaderAndIsrPartitionError_4(
         raise short(p, 6)
     f_partition_index, f_error_code = _F10.unpack_from(b, p)
     p += 6
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderAndIsrResponseLeaderAndIsrPartitionError(
         f_topic_name, f_partition_index, f_error_code, u
     ), p
@@ -1160,12 +1354,20 @@ def _d_LeaderAndIsrResponse_4(
     (f_error_code,) = _F9.unpack_from(b, p)
     p += 2
     f_partition_errors: list[LeaderAndIsrResponseLeaderAndIsrPartitionError]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partition_errors = []
     for _ in range(n):
         x_partition_errors, p = _d_LeaderAndIsrResponseLeaderAndIsrPartitionError_4(b, p, e, lim)
         f_partition_errors.append(x_partition_errors)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderAndIsrResponse(f_error_code, f_partition_errors, [], u), p
 
 
@@ -1200,7 +1402,11 @@ def _d_LeaderAndIsrResponseLeaderAndIsrPartitionError_5(
         raise short(p, 6)
     f_partition_index, f_error_code = _F10.unpack_from(b, p)
     p += 6
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderAndIsrResponseLeaderAndIsrPartitionError("", f_partition_index, f_error_code, u), p
 
 
@@ -1213,12 +1419,20 @@ def _d_LeaderAndIsrResponseLeaderAndIsrTopicError_5(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partition_errors: list[LeaderAndIsrResponseLeaderAndIsrPartitionError]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partition_errors = []
     for _ in range(n):
         x_partition_errors, p = _d_LeaderAndIsrResponseLeaderAndIsrPartitionError_5(b, p, e, lim)
         f_partition_errors.append(x_partition_errors)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderAndIsrResponseLeaderAndIsrTopicError(f_topic_id, f_partition_errors, u), p
 
 
@@ -1230,12 +1444,20 @@ def _d_LeaderAndIsrResponse_5(
     (f_error_code,) = _F9.unpack_from(b, p)
     p += 2
     f_topics: list[LeaderAndIsrResponseLeaderAndIsrTopicError]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_LeaderAndIsrResponseLeaderAndIsrTopicError_5(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderAndIsrResponse(f_error_code, [], f_topics, u), p
 
 

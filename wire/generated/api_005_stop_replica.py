@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     absent_field_error,
     read_array_length,
@@ -175,7 +177,11 @@ def _d_StopReplicaRequestStopReplicaTopicV1_1(
     f_name, p = read_string(b, p, e)
     f_partition_indexes: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_partition_indexes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partition_indexes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partition_indexes, p = read_fixed_array(b, p, e, n, "i", 4)
     return StopReplicaRequestStopReplicaTopicV1(f_name, f_partition_indexes, None), p
 
 
@@ -231,9 +237,21 @@ def _d_StopReplicaRequestStopReplicaTopicV1_2(
 ) -> tuple[StopReplicaRequestStopReplicaTopicV1, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partition_indexes: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partition_indexes, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partition_indexes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partition_indexes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return StopReplicaRequestStopReplicaTopicV1(f_name, f_partition_indexes, u), p
 
 
@@ -245,12 +263,20 @@ def _d_StopReplicaRequest_2(
     f_controller_id, f_controller_epoch, f_broker_epoch, f_delete_partitions = _F2.unpack_from(b, p)
     p += 17
     f_topics: list[StopReplicaRequestStopReplicaTopicV1]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_StopReplicaRequestStopReplicaTopicV1_2(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return StopReplicaRequest(
         f_controller_id,
         False,
@@ -300,7 +326,11 @@ def _d_StopReplicaRequestStopReplicaPartitionState_3(
         raise short(p, 9)
     f_partition_index, f_leader_epoch, f_delete_partition = _F0.unpack_from(b, p)
     p += 9
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return StopReplicaRequestStopReplicaPartitionState(
         f_partition_index, f_leader_epoch, f_delete_partition, u
     ), p
@@ -311,12 +341,20 @@ def _d_StopReplicaRequestStopReplicaTopicState_3(
 ) -> tuple[StopReplicaRequestStopReplicaTopicState, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partition_states: list[StopReplicaRequestStopReplicaPartitionState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partition_states = []
     for _ in range(n):
         x_partition_states, p = _d_StopReplicaRequestStopReplicaPartitionState_3(b, p, e, lim)
         f_partition_states.append(x_partition_states)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return StopReplicaRequestStopReplicaTopicState(f_topic_name, f_partition_states, u), p
 
 
@@ -328,12 +366,20 @@ def _d_StopReplicaRequest_3(
     f_controller_id, f_controller_epoch, f_broker_epoch = _F3.unpack_from(b, p)
     p += 16
     f_topic_states: list[StopReplicaRequestStopReplicaTopicState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topic_states = []
     for _ in range(n):
         x_topic_states, p = _d_StopReplicaRequestStopReplicaTopicState_3(b, p, e, lim)
         f_topic_states.append(x_topic_states)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return StopReplicaRequest(
         f_controller_id, False, f_controller_epoch, f_broker_epoch, False, [], [], f_topic_states, u
     ), p
@@ -391,12 +437,20 @@ def _d_StopReplicaRequest_4(
     )
     p += 17
     f_topic_states: list[StopReplicaRequestStopReplicaTopicState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topic_states = []
     for _ in range(n):
         x_topic_states, p = _d_StopReplicaRequestStopReplicaTopicState_3(b, p, e, lim)
         f_topic_states.append(x_topic_states)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return StopReplicaRequest(
         f_controller_id,
         f_is_k_raft_controller,
@@ -478,7 +532,11 @@ def _d_StopReplicaResponseStopReplicaPartitionError_2(
         raise short(p, 6)
     f_partition_index, f_error_code = _F6.unpack_from(b, p)
     p += 6
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return StopReplicaResponseStopReplicaPartitionError(
         f_topic_name, f_partition_index, f_error_code, u
     ), p
@@ -492,12 +550,20 @@ def _d_StopReplicaResponse_2(
     (f_error_code,) = _F5.unpack_from(b, p)
     p += 2
     f_partition_errors: list[StopReplicaResponseStopReplicaPartitionError]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partition_errors = []
     for _ in range(n):
         x_partition_errors, p = _d_StopReplicaResponseStopReplicaPartitionError_2(b, p, e, lim)
         f_partition_errors.append(x_partition_errors)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return StopReplicaResponse(f_error_code, f_partition_errors, u), p
 
 

@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     absent_field_error,
@@ -134,14 +136,22 @@ def _d_UpdateMetadataRequestUpdateMetadataPartitionState_0(
     p += 16
     f_isr: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 4 > e:
         raise short(p, 4)
     (f_zk_version,) = _F2.unpack_from(b, p)
     p += 4
     f_replicas: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     return UpdateMetadataRequestUpdateMetadataPartitionState(
         f_topic_name,
         f_partition_index,
@@ -532,17 +542,29 @@ def _d_UpdateMetadataRequestUpdateMetadataPartitionState_4(
     p += 16
     f_isr: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 4 > e:
         raise short(p, 4)
     (f_zk_version,) = _F2.unpack_from(b, p)
     p += 4
     f_replicas: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_offline_replicas: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_offline_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_offline_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_offline_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     return UpdateMetadataRequestUpdateMetadataPartitionState(
         f_topic_name,
         f_partition_index,
@@ -630,17 +652,29 @@ def _d_UpdateMetadataRequestUpdateMetadataPartitionState_5(
     p += 16
     f_isr: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 4 > e:
         raise short(p, 4)
     (f_zk_version,) = _F2.unpack_from(b, p)
     p += 4
     f_replicas: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_offline_replicas: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_offline_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_offline_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_offline_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     return UpdateMetadataRequestUpdateMetadataPartitionState(
         "",
         f_partition_index,
@@ -748,19 +782,47 @@ def _d_UpdateMetadataRequestUpdateMetadataPartitionState_6(
     f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _F1.unpack_from(b, p)
     p += 16
     f_isr: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 4 > e:
         raise short(p, 4)
     (f_zk_version,) = _F2.unpack_from(b, p)
     p += 4
     f_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_offline_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_offline_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_offline_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_offline_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UpdateMetadataRequestUpdateMetadataPartitionState(
         "",
         f_partition_index,
@@ -780,12 +842,20 @@ def _d_UpdateMetadataRequestUpdateMetadataTopicState_6(
 ) -> tuple[UpdateMetadataRequestUpdateMetadataTopicState, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partition_states: list[UpdateMetadataRequestUpdateMetadataPartitionState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partition_states = []
     for _ in range(n):
         x_partition_states, p = _d_UpdateMetadataRequestUpdateMetadataPartitionState_6(b, p, e, lim)
         f_partition_states.append(x_partition_states)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UpdateMetadataRequestUpdateMetadataTopicState(
         f_topic_name, ZERO_UUID, f_partition_states, u
     ), p
@@ -804,7 +874,11 @@ def _d_UpdateMetadataRequestUpdateMetadataEndpoint_6(
         raise short(p, 2)
     (f_security_protocol,) = _F3.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UpdateMetadataRequestUpdateMetadataEndpoint(
         f_port, f_host, f_listener, f_security_protocol, u
     ), p
@@ -818,13 +892,21 @@ def _d_UpdateMetadataRequestUpdateMetadataBroker_6(
     (f_id,) = _F2.unpack_from(b, p)
     p += 4
     f_endpoints: list[UpdateMetadataRequestUpdateMetadataEndpoint]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_endpoints = []
     for _ in range(n):
         x_endpoints, p = _d_UpdateMetadataRequestUpdateMetadataEndpoint_6(b, p, e, lim)
         f_endpoints.append(x_endpoints)
     f_rack, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UpdateMetadataRequestUpdateMetadataBroker(f_id, "", 0, f_endpoints, f_rack, u), p
 
 
@@ -836,18 +918,30 @@ def _d_UpdateMetadataRequest_6(
     f_controller_id, f_controller_epoch, f_broker_epoch = _F4.unpack_from(b, p)
     p += 16
     f_topic_states: list[UpdateMetadataRequestUpdateMetadataTopicState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topic_states = []
     for _ in range(n):
         x_topic_states, p = _d_UpdateMetadataRequestUpdateMetadataTopicState_6(b, p, e, lim)
         f_topic_states.append(x_topic_states)
     f_live_brokers: list[UpdateMetadataRequestUpdateMetadataBroker]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_live_brokers = []
     for _ in range(n):
         x_live_brokers, p = _d_UpdateMetadataRequestUpdateMetadataBroker_6(b, p, e, lim)
         f_live_brokers.append(x_live_brokers)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UpdateMetadataRequest(
         f_controller_id,
         False,
@@ -948,12 +1042,20 @@ def _d_UpdateMetadataRequestUpdateMetadataTopicState_7(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partition_states: list[UpdateMetadataRequestUpdateMetadataPartitionState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partition_states = []
     for _ in range(n):
         x_partition_states, p = _d_UpdateMetadataRequestUpdateMetadataPartitionState_6(b, p, e, lim)
         f_partition_states.append(x_partition_states)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UpdateMetadataRequestUpdateMetadataTopicState(
         f_topic_name, f_topic_id, f_partition_states, u
     ), p
@@ -967,18 +1069,30 @@ def _d_UpdateMetadataRequest_7(
     f_controller_id, f_controller_epoch, f_broker_epoch = _F4.unpack_from(b, p)
     p += 16
     f_topic_states: list[UpdateMetadataRequestUpdateMetadataTopicState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topic_states = []
     for _ in range(n):
         x_topic_states, p = _d_UpdateMetadataRequestUpdateMetadataTopicState_7(b, p, e, lim)
         f_topic_states.append(x_topic_states)
     f_live_brokers: list[UpdateMetadataRequestUpdateMetadataBroker]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_live_brokers = []
     for _ in range(n):
         x_live_brokers, p = _d_UpdateMetadataRequestUpdateMetadataBroker_6(b, p, e, lim)
         f_live_brokers.append(x_live_brokers)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UpdateMetadataRequest(
         f_controller_id,
         False,
@@ -1036,20 +1150,32 @@ def _d_UpdateMetadataRequest_8(
     )
     p += 17
     f_topic_states: list[UpdateMetadataRequestUpdateMetadataTopicState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topic_states = []
     for _ in range(n):
         x_topic_states, p = _d_UpdateMetadataRequestUpdateMetadataTopicState_7(b, p, e, lim)
         f_topic_states.append(x_topic_states)
     f_live_brokers: list[UpdateMetadataRequestUpdateMetadataBroker]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_live_brokers = []
     for _ in range(n):
         x_live_brokers, p = _d_UpdateMetadataRequestUpdateMetadataBroker_6(b, p, e, lim)
         f_live_brokers.append(x_live_brokers)
     f_type: int = 0
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -1113,7 +1239,11 @@ def _d_UpdateMetadataResponse_6(
         raise short(p, 2)
     (f_error_code,) = _F3.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UpdateMetadataResponse(f_error_code, u), p
 
 

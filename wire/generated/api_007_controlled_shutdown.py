@@ -100,7 +100,11 @@ def _d_ControlledShutdownRequest_3(
         raise short(p, 12)
     f_broker_id, f_broker_epoch = _F1.unpack_from(b, p)
     p += 12
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ControlledShutdownRequest(f_broker_id, f_broker_epoch, u), p
 
 
@@ -163,7 +167,11 @@ def _d_ControlledShutdownResponseRemainingPartition_3(
         raise short(p, 4)
     (f_partition_index,) = _F0.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ControlledShutdownResponseRemainingPartition(f_topic_name, f_partition_index, u), p
 
 
@@ -175,12 +183,20 @@ def _d_ControlledShutdownResponse_3(
     (f_error_code,) = _F2.unpack_from(b, p)
     p += 2
     f_remaining_partitions: list[ControlledShutdownResponseRemainingPartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_remaining_partitions = []
     for _ in range(n):
         x_remaining_partitions, p = _d_ControlledShutdownResponseRemainingPartition_3(b, p, e, lim)
         f_remaining_partitions.append(x_remaining_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ControlledShutdownResponse(f_error_code, f_remaining_partitions, u), p
 
 

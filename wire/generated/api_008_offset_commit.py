@@ -430,7 +430,11 @@ def _d_OffsetCommitRequestPartition_8(
     f_partition_index, f_committed_offset, f_committed_leader_epoch = _F4.unpack_from(b, p)
     p += 16
     f_committed_metadata, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetCommitRequestPartition(
         f_partition_index, f_committed_offset, f_committed_leader_epoch, -1, f_committed_metadata, u
     ), p
@@ -441,12 +445,20 @@ def _d_OffsetCommitRequestTopic_8(
 ) -> tuple[OffsetCommitRequestTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[OffsetCommitRequestPartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_OffsetCommitRequestPartition_8(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetCommitRequestTopic(f_name, f_partitions, u), p
 
 
@@ -461,12 +473,20 @@ def _d_OffsetCommitRequest_8(
     f_member_id, p = read_compact_string(b, p, e)
     f_group_instance_id, p = read_compact_nullable_string(b, p, e)
     f_topics: list[OffsetCommitRequestTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_OffsetCommitRequestTopic_8(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetCommitRequest(
         f_group_id,
         f_generation_id_or_member_epoch,
@@ -600,7 +620,11 @@ def _d_OffsetCommitResponsePartition_8(
         raise short(p, 6)
     f_partition_index, f_error_code = _F5.unpack_from(b, p)
     p += 6
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetCommitResponsePartition(f_partition_index, f_error_code, u), p
 
 
@@ -609,12 +633,20 @@ def _d_OffsetCommitResponseTopic_8(
 ) -> tuple[OffsetCommitResponseTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[OffsetCommitResponsePartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_OffsetCommitResponsePartition_8(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetCommitResponseTopic(f_name, f_partitions, u), p
 
 
@@ -626,12 +658,20 @@ def _d_OffsetCommitResponse_8(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_topics: list[OffsetCommitResponseTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_OffsetCommitResponseTopic_8(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetCommitResponse(f_throttle_time_ms, f_topics, u), p
 
 

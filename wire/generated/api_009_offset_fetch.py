@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     absent_field_error,
     read_array_length,
@@ -140,7 +142,11 @@ def _d_OffsetFetchRequestTopic_0(
     f_name, p = read_string(b, p, e)
     f_partition_indexes: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_partition_indexes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partition_indexes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partition_indexes, p = read_fixed_array(b, p, e, n, "i", 4)
     return OffsetFetchRequestTopic(f_name, f_partition_indexes, None), p
 
 
@@ -210,9 +216,21 @@ def _d_OffsetFetchRequestTopic_6(
 ) -> tuple[OffsetFetchRequestTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partition_indexes: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partition_indexes, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partition_indexes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partition_indexes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetFetchRequestTopic(f_name, f_partition_indexes, u), p
 
 
@@ -221,7 +239,11 @@ def _d_OffsetFetchRequest_6(
 ) -> tuple[OffsetFetchRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[OffsetFetchRequestTopic] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_topics = None
     else:
@@ -229,7 +251,11 @@ def _d_OffsetFetchRequest_6(
         for _ in range(n):
             x_topics, p = _d_OffsetFetchRequestTopic_6(b, p, e, lim)
             f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetFetchRequest(f_group_id, f_topics, [], False, u), p
 
 
@@ -264,7 +290,11 @@ def _d_OffsetFetchRequest_7(
 ) -> tuple[OffsetFetchRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[OffsetFetchRequestTopic] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_topics = None
     else:
@@ -276,7 +306,11 @@ def _d_OffsetFetchRequest_7(
         raise short(p, 1)
     (f_require_stable,) = _F0.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetFetchRequest(f_group_id, f_topics, [], f_require_stable, u), p
 
 
@@ -300,9 +334,21 @@ def _d_OffsetFetchRequestTopics_8(
 ) -> tuple[OffsetFetchRequestTopics, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partition_indexes: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partition_indexes, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partition_indexes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partition_indexes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetFetchRequestTopics(f_name, f_partition_indexes, u), p
 
 
@@ -311,7 +357,11 @@ def _d_OffsetFetchRequestGroup_8(
 ) -> tuple[OffsetFetchRequestGroup, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[OffsetFetchRequestTopics] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_topics = None
     else:
@@ -319,7 +369,11 @@ def _d_OffsetFetchRequestGroup_8(
         for _ in range(n):
             x_topics, p = _d_OffsetFetchRequestTopics_8(b, p, e, lim)
             f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetFetchRequestGroup(f_group_id, None, -1, f_topics, u), p
 
 
@@ -327,7 +381,11 @@ def _d_OffsetFetchRequest_8(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[OffsetFetchRequest, int]:
     f_groups: list[OffsetFetchRequestGroup]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_groups = []
     for _ in range(n):
         x_groups, p = _d_OffsetFetchRequestGroup_8(b, p, e, lim)
@@ -336,7 +394,11 @@ def _d_OffsetFetchRequest_8(
         raise short(p, 1)
     (f_require_stable,) = _F0.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetFetchRequest("", [], f_groups, f_require_stable, u), p
 
 
@@ -387,7 +449,11 @@ def _d_OffsetFetchRequestGroup_9(
     (f_member_epoch,) = _F1.unpack_from(b, p)
     p += 4
     f_topics: list[OffsetFetchRequestTopics] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_topics = None
     else:
@@ -395,7 +461,11 @@ def _d_OffsetFetchRequestGroup_9(
         for _ in range(n):
             x_topics, p = _d_OffsetFetchRequestTopics_8(b, p, e, lim)
             f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetFetchRequestGroup(f_group_id, f_member_id, f_member_epoch, f_topics, u), p
 
 
@@ -403,7 +473,11 @@ def _d_OffsetFetchRequest_9(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[OffsetFetchRequest, int]:
     f_groups: list[OffsetFetchRequestGroup]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_groups = []
     for _ in range(n):
         x_groups, p = _d_OffsetFetchRequestGroup_9(b, p, e, lim)
@@ -412,7 +486,11 @@ def _d_OffsetFetchRequest_9(
         raise short(p, 1)
     (f_require_stable,) = _F0.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetFetchRequest("", [], f_groups, f_require_stable, u), p
 
 
@@ -657,7 +735,11 @@ def _d_OffsetFetchResponsePartition_6(
         raise short(p, 2)
     (f_error_code,) = _F3.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetFetchResponsePartition(
         f_partition_index, f_committed_offset, f_committed_leader_epoch, f_metadata, f_error_code, u
     ), p
@@ -668,12 +750,20 @@ def _d_OffsetFetchResponseTopic_6(
 ) -> tuple[OffsetFetchResponseTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[OffsetFetchResponsePartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_OffsetFetchResponsePartition_6(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetFetchResponseTopic(f_name, f_partitions, u), p
 
 
@@ -685,7 +775,11 @@ def _d_OffsetFetchResponse_6(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_topics: list[OffsetFetchResponseTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_OffsetFetchResponseTopic_6(b, p, e, lim)
@@ -694,7 +788,11 @@ def _d_OffsetFetchResponse_6(
         raise short(p, 2)
     (f_error_code,) = _F3.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetFetchResponse(f_throttle_time_ms, f_topics, f_error_code, [], u), p
 
 
@@ -747,7 +845,11 @@ def _d_OffsetFetchResponsePartitions_8(
         raise short(p, 2)
     (f_error_code,) = _F3.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetFetchResponsePartitions(
         f_partition_index, f_committed_offset, f_committed_leader_epoch, f_metadata, f_error_code, u
     ), p
@@ -758,12 +860,20 @@ def _d_OffsetFetchResponseTopics_8(
 ) -> tuple[OffsetFetchResponseTopics, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[OffsetFetchResponsePartitions]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_OffsetFetchResponsePartitions_8(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetFetchResponseTopics(f_name, f_partitions, u), p
 
 
@@ -772,7 +882,11 @@ def _d_OffsetFetchResponseGroup_8(
 ) -> tuple[OffsetFetchResponseGroup, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[OffsetFetchResponseTopics]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_OffsetFetchResponseTopics_8(b, p, e, lim)
@@ -781,7 +895,11 @@ def _d_OffsetFetchResponseGroup_8(
         raise short(p, 2)
     (f_error_code,) = _F3.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetFetchResponseGroup(f_group_id, f_topics, f_error_code, u), p
 
 
@@ -793,12 +911,20 @@ def _d_OffsetFetchResponse_8(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_groups: list[OffsetFetchResponseGroup]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_groups = []
     for _ in range(n):
         x_groups, p = _d_OffsetFetchResponseGroup_8(b, p, e, lim)
         f_groups.append(x_groups)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetFetchResponse(f_throttle_time_ms, [], 0, f_groups, u), p
 
 

@@ -120,7 +120,11 @@ def _d_FindCoordinatorRequest_3(
         raise short(p, 1)
     (f_key_type,) = _F0.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FindCoordinatorRequest(f_key, f_key_type, [], u), p
 
 
@@ -143,12 +147,20 @@ def _d_FindCoordinatorRequest_4(
     (f_key_type,) = _F0.unpack_from(b, p)
     p += 1
     f_coordinator_keys: list[str]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_coordinator_keys = []
     for _ in range(n):
         x_coordinator_keys, p = read_compact_string(b, p, e)
         f_coordinator_keys.append(x_coordinator_keys)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FindCoordinatorRequest("", f_key_type, f_coordinator_keys, u), p
 
 
@@ -237,7 +249,11 @@ def _d_FindCoordinatorResponse_3(
         raise short(p, 4)
     (f_port,) = _F2.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FindCoordinatorResponse(
         f_throttle_time_ms, f_error_code, f_error_message, f_node_id, f_host, f_port, [], u
     ), p
@@ -271,7 +287,11 @@ def _d_FindCoordinatorResponseCoordinator_4(
     f_port, f_error_code = _F3.unpack_from(b, p)
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FindCoordinatorResponseCoordinator(
         f_key, f_node_id, f_host, f_port, f_error_code, f_error_message, u
     ), p
@@ -285,12 +305,20 @@ def _d_FindCoordinatorResponse_4(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_coordinators: list[FindCoordinatorResponseCoordinator]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_coordinators = []
     for _ in range(n):
         x_coordinators, p = _d_FindCoordinatorResponseCoordinator_4(b, p, e, lim)
         f_coordinators.append(x_coordinators)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FindCoordinatorResponse(f_throttle_time_ms, 0, "", 0, "", 0, f_coordinators, u), p
 
 

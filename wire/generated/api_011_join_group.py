@@ -234,7 +234,11 @@ def _d_JoinGroupRequestProtocol_6(
 ) -> tuple[JoinGroupRequestProtocol, int]:
     f_name, p = read_compact_string(b, p, e)
     f_metadata, p = read_bytes_nn(b, p, e, True, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return JoinGroupRequestProtocol(f_name, f_metadata, u), p
 
 
@@ -250,12 +254,20 @@ def _d_JoinGroupRequest_6(
     f_group_instance_id, p = read_compact_nullable_string(b, p, e)
     f_protocol_type, p = read_compact_string(b, p, e)
     f_protocols: list[JoinGroupRequestProtocol]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_protocols = []
     for _ in range(n):
         x_protocols, p = _d_JoinGroupRequestProtocol_6(b, p, e, lim)
         f_protocols.append(x_protocols)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return JoinGroupRequest(
         f_group_id,
         f_session_timeout_ms,
@@ -305,13 +317,21 @@ def _d_JoinGroupRequest_8(
     f_group_instance_id, p = read_compact_nullable_string(b, p, e)
     f_protocol_type, p = read_compact_string(b, p, e)
     f_protocols: list[JoinGroupRequestProtocol]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_protocols = []
     for _ in range(n):
         x_protocols, p = _d_JoinGroupRequestProtocol_6(b, p, e, lim)
         f_protocols.append(x_protocols)
     f_reason, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return JoinGroupRequest(
         f_group_id,
         f_session_timeout_ms,
@@ -507,7 +527,11 @@ def _d_JoinGroupResponseMember_6(
     f_member_id, p = read_compact_string(b, p, e)
     f_group_instance_id, p = read_compact_nullable_string(b, p, e)
     f_metadata, p = read_bytes_nn(b, p, e, True, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return JoinGroupResponseMember(f_member_id, f_group_instance_id, f_metadata, u), p
 
 
@@ -522,12 +546,20 @@ def _d_JoinGroupResponse_6(
     f_leader, p = read_compact_string(b, p, e)
     f_member_id, p = read_compact_string(b, p, e)
     f_members: list[JoinGroupResponseMember]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_members = []
     for _ in range(n):
         x_members, p = _d_JoinGroupResponseMember_6(b, p, e, lim)
         f_members.append(x_members)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return JoinGroupResponse(
         f_throttle_time_ms,
         f_error_code,
@@ -582,12 +614,20 @@ def _d_JoinGroupResponse_7(
     f_leader, p = read_compact_string(b, p, e)
     f_member_id, p = read_compact_string(b, p, e)
     f_members: list[JoinGroupResponseMember]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_members = []
     for _ in range(n):
         x_members, p = _d_JoinGroupResponseMember_6(b, p, e, lim)
         f_members.append(x_members)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return JoinGroupResponse(
         f_throttle_time_ms,
         f_error_code,
@@ -635,12 +675,20 @@ def _d_JoinGroupResponse_9(
     p += 1
     f_member_id, p = read_compact_string(b, p, e)
     f_members: list[JoinGroupResponseMember]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_members = []
     for _ in range(n):
         x_members, p = _d_JoinGroupResponseMember_6(b, p, e, lim)
         f_members.append(x_members)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return JoinGroupResponse(
         f_throttle_time_ms,
         f_error_code,

@@ -111,7 +111,11 @@ def _d_HeartbeatRequest_4(
     p += 4
     f_member_id, p = read_compact_string(b, p, e)
     f_group_instance_id, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return HeartbeatRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id, u), p
 
 
@@ -161,7 +165,11 @@ def _d_HeartbeatResponse_4(
         raise short(p, 6)
     f_throttle_time_ms, f_error_code = _F2.unpack_from(b, p)
     p += 6
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return HeartbeatResponse(f_throttle_time_ms, f_error_code, u), p
 
 

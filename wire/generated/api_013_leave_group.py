@@ -135,7 +135,11 @@ def _d_LeaveGroupRequestMemberIdentity_4(
 ) -> tuple[LeaveGroupRequestMemberIdentity, int]:
     f_member_id, p = read_compact_string(b, p, e)
     f_group_instance_id, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaveGroupRequestMemberIdentity(f_member_id, f_group_instance_id, None, u), p
 
 
@@ -144,12 +148,20 @@ def _d_LeaveGroupRequest_4(
 ) -> tuple[LeaveGroupRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_members: list[LeaveGroupRequestMemberIdentity]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_members = []
     for _ in range(n):
         x_members, p = _d_LeaveGroupRequestMemberIdentity_4(b, p, e, lim)
         f_members.append(x_members)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaveGroupRequest(f_group_id, "", f_members, u), p
 
 
@@ -183,7 +195,11 @@ def _d_LeaveGroupRequestMemberIdentity_5(
     f_member_id, p = read_compact_string(b, p, e)
     f_group_instance_id, p = read_compact_nullable_string(b, p, e)
     f_reason, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaveGroupRequestMemberIdentity(f_member_id, f_group_instance_id, f_reason, u), p
 
 
@@ -192,12 +208,20 @@ def _d_LeaveGroupRequest_5(
 ) -> tuple[LeaveGroupRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_members: list[LeaveGroupRequestMemberIdentity]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_members = []
     for _ in range(n):
         x_members, p = _d_LeaveGroupRequestMemberIdentity_5(b, p, e, lim)
         f_members.append(x_members)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaveGroupRequest(f_group_id, "", f_members, u), p
 
 
@@ -310,7 +334,11 @@ def _d_LeaveGroupResponseMemberResponse_4(
         raise short(p, 2)
     (f_error_code,) = _F0.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaveGroupResponseMemberResponse(f_member_id, f_group_instance_id, f_error_code, u), p
 
 
@@ -322,12 +350,20 @@ def _d_LeaveGroupResponse_4(
     f_throttle_time_ms, f_error_code = _F1.unpack_from(b, p)
     p += 6
     f_members: list[LeaveGroupResponseMemberResponse]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_members = []
     for _ in range(n):
         x_members, p = _d_LeaveGroupResponseMemberResponse_4(b, p, e, lim)
         f_members.append(x_members)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaveGroupResponse(f_throttle_time_ms, f_error_code, f_members, u), p
 
 

@@ -167,7 +167,11 @@ def _d_SyncGroupRequestAssignment_4(
 ) -> tuple[SyncGroupRequestAssignment, int]:
     f_member_id, p = read_compact_string(b, p, e)
     f_assignment, p = read_bytes_nn(b, p, e, True, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return SyncGroupRequestAssignment(f_member_id, f_assignment, u), p
 
 
@@ -182,12 +186,20 @@ def _d_SyncGroupRequest_4(
     f_member_id, p = read_compact_string(b, p, e)
     f_group_instance_id, p = read_compact_nullable_string(b, p, e)
     f_assignments: list[SyncGroupRequestAssignment]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_assignments = []
     for _ in range(n):
         x_assignments, p = _d_SyncGroupRequestAssignment_4(b, p, e, lim)
         f_assignments.append(x_assignments)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return SyncGroupRequest(
         f_group_id, f_generation_id, f_member_id, f_group_instance_id, None, None, f_assignments, u
     ), p
@@ -231,12 +243,20 @@ def _d_SyncGroupRequest_5(
     f_protocol_type, p = read_compact_nullable_string(b, p, e)
     f_protocol_name, p = read_compact_nullable_string(b, p, e)
     f_assignments: list[SyncGroupRequestAssignment]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_assignments = []
     for _ in range(n):
         x_assignments, p = _d_SyncGroupRequestAssignment_4(b, p, e, lim)
         f_assignments.append(x_assignments)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return SyncGroupRequest(
         f_group_id,
         f_generation_id,
@@ -305,7 +325,11 @@ def _d_SyncGroupResponse_4(
     f_throttle_time_ms, f_error_code = _F2.unpack_from(b, p)
     p += 6
     f_assignment, p = read_bytes_nn(b, p, e, True, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return SyncGroupResponse(f_throttle_time_ms, f_error_code, None, None, f_assignment, u), p
 
 
@@ -328,7 +352,11 @@ def _d_SyncGroupResponse_5(
     f_protocol_type, p = read_compact_nullable_string(b, p, e)
     f_protocol_name, p = read_compact_nullable_string(b, p, e)
     f_assignment, p = read_bytes_nn(b, p, e, True, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return SyncGroupResponse(
         f_throttle_time_ms, f_error_code, f_protocol_type, f_protocol_name, f_assignment, u
     ), p

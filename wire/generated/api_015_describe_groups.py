@@ -133,7 +133,11 @@ def _d_DescribeGroupsRequest_5(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeGroupsRequest, int]:
     f_groups: list[str]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_groups = []
     for _ in range(n):
         x_groups, p = read_compact_string(b, p, e)
@@ -142,7 +146,11 @@ def _d_DescribeGroupsRequest_5(
         raise short(p, 1)
     (f_include_authorized_operations,) = _F0.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeGroupsRequest(f_groups, f_include_authorized_operations, u), p
 
 
@@ -445,7 +453,11 @@ def _d_DescribeGroupsResponseDescribedGroupMember_5(
     f_client_host, p = read_compact_string(b, p, e)
     f_member_metadata, p = read_bytes_nn(b, p, e, True, lim)
     f_member_assignment, p = read_bytes_nn(b, p, e, True, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeGroupsResponseDescribedGroupMember(
         f_member_id,
         f_group_instance_id,
@@ -469,7 +481,11 @@ def _d_DescribeGroupsResponseDescribedGroup_5(
     f_protocol_type, p = read_compact_string(b, p, e)
     f_protocol_data, p = read_compact_string(b, p, e)
     f_members: list[DescribeGroupsResponseDescribedGroupMember]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_members = []
     for _ in range(n):
         x_members, p = _d_DescribeGroupsResponseDescribedGroupMember_5(b, p, e, lim)
@@ -478,7 +494,11 @@ def _d_DescribeGroupsResponseDescribedGroup_5(
         raise short(p, 4)
     (f_authorized_operations,) = _F2.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeGroupsResponseDescribedGroup(
         f_error_code,
         f_group_id,
@@ -499,12 +519,20 @@ def _d_DescribeGroupsResponse_5(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_groups: list[DescribeGroupsResponseDescribedGroup]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_groups = []
     for _ in range(n):
         x_groups, p = _d_DescribeGroupsResponseDescribedGroup_5(b, p, e, lim)
         f_groups.append(x_groups)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeGroupsResponse(f_throttle_time_ms, f_groups, u), p
 
 

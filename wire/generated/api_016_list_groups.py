@@ -83,7 +83,11 @@ def _e_ListGroupsRequest_0(o: ListGroupsRequest, w: bytearray, rg: Regions) -> N
 def _d_ListGroupsRequest_3(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ListGroupsRequest, int]:
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListGroupsRequest([], [], u), p
 
 
@@ -102,12 +106,20 @@ def _d_ListGroupsRequest_4(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ListGroupsRequest, int]:
     f_states_filter: list[str]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_states_filter = []
     for _ in range(n):
         x_states_filter, p = read_compact_string(b, p, e)
         f_states_filter.append(x_states_filter)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListGroupsRequest(f_states_filter, [], u), p
 
 
@@ -127,18 +139,30 @@ def _d_ListGroupsRequest_5(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ListGroupsRequest, int]:
     f_states_filter: list[str]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_states_filter = []
     for _ in range(n):
         x_states_filter, p = read_compact_string(b, p, e)
         f_states_filter.append(x_states_filter)
     f_types_filter: list[str]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_types_filter = []
     for _ in range(n):
         x_types_filter, p = read_compact_string(b, p, e)
         f_types_filter.append(x_types_filter)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListGroupsRequest(f_states_filter, f_types_filter, u), p
 
 
@@ -221,7 +245,11 @@ def _d_ListGroupsResponseListedGroup_3(
 ) -> tuple[ListGroupsResponseListedGroup, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_protocol_type, p = read_compact_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListGroupsResponseListedGroup(f_group_id, f_protocol_type, "", "", u), p
 
 
@@ -233,12 +261,20 @@ def _d_ListGroupsResponse_3(
     f_throttle_time_ms, f_error_code = _F1.unpack_from(b, p)
     p += 6
     f_groups: list[ListGroupsResponseListedGroup]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_groups = []
     for _ in range(n):
         x_groups, p = _d_ListGroupsResponseListedGroup_3(b, p, e, lim)
         f_groups.append(x_groups)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListGroupsResponse(f_throttle_time_ms, f_error_code, f_groups, u), p
 
 
@@ -270,7 +306,11 @@ def _d_ListGroupsResponseListedGroup_4(
     f_group_id, p = read_compact_string(b, p, e)
     f_protocol_type, p = read_compact_string(b, p, e)
     f_group_state, p = read_compact_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListGroupsResponseListedGroup(f_group_id, f_protocol_type, f_group_state, "", u), p
 
 
@@ -282,12 +322,20 @@ def _d_ListGroupsResponse_4(
     f_throttle_time_ms, f_error_code = _F1.unpack_from(b, p)
     p += 6
     f_groups: list[ListGroupsResponseListedGroup]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_groups = []
     for _ in range(n):
         x_groups, p = _d_ListGroupsResponseListedGroup_4(b, p, e, lim)
         f_groups.append(x_groups)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListGroupsResponse(f_throttle_time_ms, f_error_code, f_groups, u), p
 
 
@@ -321,7 +369,11 @@ def _d_ListGroupsResponseListedGroup_5(
     f_protocol_type, p = read_compact_string(b, p, e)
     f_group_state, p = read_compact_string(b, p, e)
     f_group_type, p = read_compact_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListGroupsResponseListedGroup(
         f_group_id, f_protocol_type, f_group_state, f_group_type, u
     ), p
@@ -335,12 +387,20 @@ def _d_ListGroupsResponse_5(
     f_throttle_time_ms, f_error_code = _F1.unpack_from(b, p)
     p += 6
     f_groups: list[ListGroupsResponseListedGroup]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_groups = []
     for _ in range(n):
         x_groups, p = _d_ListGroupsResponseListedGroup_5(b, p, e, lim)
         f_groups.append(x_groups)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListGroupsResponse(f_throttle_time_ms, f_error_code, f_groups, u), p
 
 

@@ -106,7 +106,11 @@ def _d_ApiVersionsRequest_3(
 ) -> tuple[ApiVersionsRequest, int]:
     f_client_software_name, p = read_compact_string(b, p, e)
     f_client_software_version, p = read_compact_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ApiVersionsRequest(f_client_software_name, f_client_software_version, u), p
 
 
@@ -195,7 +199,11 @@ def _d_ApiVersionsResponseApiVersion_3(
         raise short(p, 6)
     f_api_key, f_min_version, f_max_version = _F1.unpack_from(b, p)
     p += 6
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ApiVersionsResponseApiVersion(f_api_key, f_min_version, f_max_version, u), p
 
 
@@ -207,7 +215,11 @@ def _d_ApiVersionsResponseSupportedFeatureKey_3(
         raise short(p, 4)
     f_min_version, f_max_version = _F3.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ApiVersionsResponseSupportedFeatureKey(f_name, f_min_version, f_max_version, u), p
 
 
@@ -219,7 +231,11 @@ def _d_ApiVersionsResponseFinalizedFeatureKey_3(
         raise short(p, 4)
     f_max_version_level, f_min_version_level = _F3.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ApiVersionsResponseFinalizedFeatureKey(
         f_name, f_max_version_level, f_min_version_level, u
     ), p
@@ -233,7 +249,11 @@ def _d_ApiVersionsResponse_3(
     (f_error_code,) = _F0.unpack_from(b, p)
     p += 2
     f_api_keys: list[ApiVersionsResponseApiVersion]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_api_keys = []
     for _ in range(n):
         x_api_keys, p = _d_ApiVersionsResponseApiVersion_3(b, p, e, lim)
@@ -247,11 +267,19 @@ def _d_ApiVersionsResponse_3(
     f_finalized_features: list[ApiVersionsResponseFinalizedFeatureKey] = []
     f_zk_migration_ready: bool = False
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            n, p = read_array_length(b, p, q, True, False, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, False, lim)
             f_supported_features = []
             for _ in range(n):
                 x_supported_features, p = _d_ApiVersionsResponseSupportedFeatureKey_3(b, p, q, lim)
@@ -264,7 +292,11 @@ def _d_ApiVersionsResponse_3(
             p += 8
             check_end(p, q, "FinalizedFeaturesEpoch")
         elif t == 2:
-            n, p = read_array_length(b, p, q, True, False, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, False, lim)
             f_finalized_features = []
             for _ in range(n):
                 x_finalized_features, p = _d_ApiVersionsResponseFinalizedFeatureKey_3(b, p, q, lim)

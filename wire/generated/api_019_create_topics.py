@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     absent_field_error,
@@ -129,7 +131,11 @@ def _d_CreateTopicsRequestCreatableReplicaAssignment_0(
     p += 4
     f_broker_ids: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_broker_ids, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_broker_ids = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_broker_ids, p = read_fixed_array(b, p, e, n, "i", 4)
     return CreateTopicsRequestCreatableReplicaAssignment(f_partition_index, f_broker_ids, None), p
 
 
@@ -250,9 +256,21 @@ def _d_CreateTopicsRequestCreatableReplicaAssignment_5(
     (f_partition_index,) = _F1.unpack_from(b, p)
     p += 4
     f_broker_ids: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_broker_ids, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_broker_ids = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_broker_ids, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreateTopicsRequestCreatableReplicaAssignment(f_partition_index, f_broker_ids, u), p
 
 
@@ -261,7 +279,11 @@ def _d_CreateTopicsRequestCreatableTopicConfig_5(
 ) -> tuple[CreateTopicsRequestCreatableTopicConfig, int]:
     f_name, p = read_compact_string(b, p, e)
     f_value, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreateTopicsRequestCreatableTopicConfig(f_name, f_value, u), p
 
 
@@ -274,18 +296,30 @@ def _d_CreateTopicsRequestCreatableTopic_5(
     f_num_partitions, f_replication_factor = _F0.unpack_from(b, p)
     p += 6
     f_assignments: list[CreateTopicsRequestCreatableReplicaAssignment]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_assignments = []
     for _ in range(n):
         x_assignments, p = _d_CreateTopicsRequestCreatableReplicaAssignment_5(b, p, e, lim)
         f_assignments.append(x_assignments)
     f_configs: list[CreateTopicsRequestCreatableTopicConfig]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_configs = []
     for _ in range(n):
         x_configs, p = _d_CreateTopicsRequestCreatableTopicConfig_5(b, p, e, lim)
         f_configs.append(x_configs)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreateTopicsRequestCreatableTopic(
         f_name, f_num_partitions, f_replication_factor, f_assignments, f_configs, u
     ), p
@@ -295,7 +329,11 @@ def _d_CreateTopicsRequest_5(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[CreateTopicsRequest, int]:
     f_topics: list[CreateTopicsRequestCreatableTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_CreateTopicsRequestCreatableTopic_5(b, p, e, lim)
@@ -304,7 +342,11 @@ def _d_CreateTopicsRequest_5(
         raise short(p, 5)
     f_timeout_ms, f_validate_only = _F2.unpack_from(b, p)
     p += 5
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreateTopicsRequest(f_topics, f_timeout_ms, f_validate_only, u), p
 
 
@@ -469,7 +511,11 @@ def _d_CreateTopicsResponseCreatableTopicConfigs_5(
         raise short(p, 3)
     f_read_only, f_config_source, f_is_sensitive = _F4.unpack_from(b, p)
     p += 3
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreateTopicsResponseCreatableTopicConfigs(
         f_name, f_value, f_read_only, f_config_source, f_is_sensitive, u
     ), p
@@ -489,7 +535,11 @@ def _d_CreateTopicsResponseCreatableTopicResult_5(
     f_num_partitions, f_replication_factor = _F0.unpack_from(b, p)
     p += 6
     f_configs: list[CreateTopicsResponseCreatableTopicConfigs] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_configs = None
     else:
@@ -499,7 +549,11 @@ def _d_CreateTopicsResponseCreatableTopicResult_5(
             f_configs.append(x_configs)
     f_topic_config_error_code: int = 0
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -532,12 +586,20 @@ def _d_CreateTopicsResponse_5(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_topics: list[CreateTopicsResponseCreatableTopicResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_CreateTopicsResponseCreatableTopicResult_5(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreateTopicsResponse(f_throttle_time_ms, f_topics, u), p
 
 
@@ -598,7 +660,11 @@ def _d_CreateTopicsResponseCreatableTopicResult_7(
     f_num_partitions, f_replication_factor = _F0.unpack_from(b, p)
     p += 6
     f_configs: list[CreateTopicsResponseCreatableTopicConfigs] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_configs = None
     else:
@@ -608,7 +674,11 @@ def _d_CreateTopicsResponseCreatableTopicResult_7(
             f_configs.append(x_configs)
     f_topic_config_error_code: int = 0
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -641,12 +711,20 @@ def _d_CreateTopicsResponse_7(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_topics: list[CreateTopicsResponseCreatableTopicResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_CreateTopicsResponseCreatableTopicResult_7(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreateTopicsResponse(f_throttle_time_ms, f_topics, u), p
 
 

@@ -108,7 +108,11 @@ def _d_DeleteTopicsRequest_4(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DeleteTopicsRequest, int]:
     f_topic_names: list[str]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topic_names = []
     for _ in range(n):
         x_topic_names, p = read_compact_string(b, p, e)
@@ -117,7 +121,11 @@ def _d_DeleteTopicsRequest_4(
         raise short(p, 4)
     (f_timeout_ms,) = _F0.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteTopicsRequest([], f_topic_names, f_timeout_ms, u), p
 
 
@@ -143,7 +151,11 @@ def _d_DeleteTopicsRequestDeleteTopicState_6(
     (f_topic_id,) = _F1.unpack_from(b, p)
     p += 16
     f_topic_id = uuid_from(f_topic_id)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteTopicsRequestDeleteTopicState(f_name, f_topic_id, u), p
 
 
@@ -151,7 +163,11 @@ def _d_DeleteTopicsRequest_6(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DeleteTopicsRequest, int]:
     f_topics: list[DeleteTopicsRequestDeleteTopicState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_DeleteTopicsRequestDeleteTopicState_6(b, p, e, lim)
@@ -160,7 +176,11 @@ def _d_DeleteTopicsRequest_6(
         raise short(p, 4)
     (f_timeout_ms,) = _F0.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteTopicsRequest(f_topics, [], f_timeout_ms, u), p
 
 
@@ -255,7 +275,11 @@ def _d_DeleteTopicsResponseDeletableTopicResult_4(
         raise short(p, 2)
     (f_error_code,) = _F2.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteTopicsResponseDeletableTopicResult(f_name, ZERO_UUID, f_error_code, None, u), p
 
 
@@ -267,12 +291,20 @@ def _d_DeleteTopicsResponse_4(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_responses: list[DeleteTopicsResponseDeletableTopicResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_responses = []
     for _ in range(n):
         x_responses, p = _d_DeleteTopicsResponseDeletableTopicResult_4(b, p, e, lim)
         f_responses.append(x_responses)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteTopicsResponse(f_throttle_time_ms, f_responses, u), p
 
 
@@ -309,7 +341,11 @@ def _d_DeleteTopicsResponseDeletableTopicResult_5(
     (f_error_code,) = _F2.unpack_from(b, p)
     p += 2
     f_error_message, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteTopicsResponseDeletableTopicResult(
         f_name, ZERO_UUID, f_error_code, f_error_message, u
     ), p
@@ -323,12 +359,20 @@ def _d_DeleteTopicsResponse_5(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_responses: list[DeleteTopicsResponseDeletableTopicResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_responses = []
     for _ in range(n):
         x_responses, p = _d_DeleteTopicsResponseDeletableTopicResult_5(b, p, e, lim)
         f_responses.append(x_responses)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteTopicsResponse(f_throttle_time_ms, f_responses, u), p
 
 
@@ -367,7 +411,11 @@ def _d_DeleteTopicsResponseDeletableTopicResult_6(
     p += 18
     f_topic_id = uuid_from(f_topic_id)
     f_error_message, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteTopicsResponseDeletableTopicResult(
         f_name, f_topic_id, f_error_code, f_error_message, u
     ), p
@@ -381,12 +429,20 @@ def _d_DeleteTopicsResponse_6(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_responses: list[DeleteTopicsResponseDeletableTopicResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_responses = []
     for _ in range(n):
         x_responses, p = _d_DeleteTopicsResponseDeletableTopicResult_6(b, p, e, lim)
         f_responses.append(x_responses)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteTopicsResponse(f_throttle_time_ms, f_responses, u), p
 
 

@@ -155,7 +155,11 @@ def _d_DeleteRecordsRequestDeleteRecordsPartition_2(
         raise short(p, 12)
     f_partition_index, f_offset = _F0.unpack_from(b, p)
     p += 12
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteRecordsRequestDeleteRecordsPartition(f_partition_index, f_offset, u), p
 
 
@@ -164,12 +168,20 @@ def _d_DeleteRecordsRequestDeleteRecordsTopic_2(
 ) -> tuple[DeleteRecordsRequestDeleteRecordsTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[DeleteRecordsRequestDeleteRecordsPartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_DeleteRecordsRequestDeleteRecordsPartition_2(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteRecordsRequestDeleteRecordsTopic(f_name, f_partitions, u), p
 
 
@@ -177,7 +189,11 @@ def _d_DeleteRecordsRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DeleteRecordsRequest, int]:
     f_topics: list[DeleteRecordsRequestDeleteRecordsTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_DeleteRecordsRequestDeleteRecordsTopic_2(b, p, e, lim)
@@ -186,7 +202,11 @@ def _d_DeleteRecordsRequest_2(
         raise short(p, 4)
     (f_timeout_ms,) = _F1.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteRecordsRequest(f_topics, f_timeout_ms, u), p
 
 
@@ -294,7 +314,11 @@ def _d_DeleteRecordsResponseDeleteRecordsPartitionResult_2(
         raise short(p, 14)
     f_partition_index, f_low_watermark, f_error_code = _F2.unpack_from(b, p)
     p += 14
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteRecordsResponseDeleteRecordsPartitionResult(
         f_partition_index, f_low_watermark, f_error_code, u
     ), p
@@ -305,12 +329,20 @@ def _d_DeleteRecordsResponseDeleteRecordsTopicResult_2(
 ) -> tuple[DeleteRecordsResponseDeleteRecordsTopicResult, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[DeleteRecordsResponseDeleteRecordsPartitionResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_DeleteRecordsResponseDeleteRecordsPartitionResult_2(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteRecordsResponseDeleteRecordsTopicResult(f_name, f_partitions, u), p
 
 
@@ -322,12 +354,20 @@ def _d_DeleteRecordsResponse_2(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_topics: list[DeleteRecordsResponseDeleteRecordsTopicResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_DeleteRecordsResponseDeleteRecordsTopicResult_2(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteRecordsResponse(f_throttle_time_ms, f_topics, u), p
 
 

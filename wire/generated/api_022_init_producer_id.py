@@ -87,7 +87,11 @@ def _d_InitProducerIdRequest_2(
         raise short(p, 4)
     (f_transaction_timeout_ms,) = _F0.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return InitProducerIdRequest(f_transactional_id, f_transaction_timeout_ms, -1, -1, u), p
 
 
@@ -112,7 +116,11 @@ def _d_InitProducerIdRequest_3(
         raise short(p, 14)
     f_transaction_timeout_ms, f_producer_id, f_producer_epoch = _F1.unpack_from(b, p)
     p += 14
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return InitProducerIdRequest(
         f_transactional_id, f_transaction_timeout_ms, f_producer_id, f_producer_epoch, u
     ), p
@@ -150,7 +158,11 @@ def _d_InitProducerIdResponse_2(
         raise short(p, 16)
     f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch = _F2.unpack_from(b, p)
     p += 16
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return InitProducerIdResponse(
         f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch, u
     ), p

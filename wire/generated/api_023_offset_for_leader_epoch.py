@@ -245,7 +245,11 @@ def _d_OffsetForLeaderEpochRequestOffsetForLeaderPartition_4(
         raise short(p, 12)
     f_partition, f_current_leader_epoch, f_leader_epoch = _F1.unpack_from(b, p)
     p += 12
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetForLeaderEpochRequestOffsetForLeaderPartition(
         f_partition, f_current_leader_epoch, f_leader_epoch, u
     ), p
@@ -256,12 +260,20 @@ def _d_OffsetForLeaderEpochRequestOffsetForLeaderTopic_4(
 ) -> tuple[OffsetForLeaderEpochRequestOffsetForLeaderTopic, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partitions: list[OffsetForLeaderEpochRequestOffsetForLeaderPartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_OffsetForLeaderEpochRequestOffsetForLeaderPartition_4(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetForLeaderEpochRequestOffsetForLeaderTopic(f_topic, f_partitions, u), p
 
 
@@ -273,12 +285,20 @@ def _d_OffsetForLeaderEpochRequest_4(
     (f_replica_id,) = _F2.unpack_from(b, p)
     p += 4
     f_topics: list[OffsetForLeaderEpochRequestOffsetForLeaderTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_OffsetForLeaderEpochRequestOffsetForLeaderTopic_4(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetForLeaderEpochRequest(f_replica_id, f_topics, u), p
 
 
@@ -470,7 +490,11 @@ def _d_OffsetForLeaderEpochResponseEpochEndOffset_4(
         raise short(p, 18)
     f_error_code, f_partition, f_leader_epoch, f_end_offset = _F4.unpack_from(b, p)
     p += 18
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetForLeaderEpochResponseEpochEndOffset(
         f_error_code, f_partition, f_leader_epoch, f_end_offset, u
     ), p
@@ -481,12 +505,20 @@ def _d_OffsetForLeaderEpochResponseOffsetForLeaderTopicResult_4(
 ) -> tuple[OffsetForLeaderEpochResponseOffsetForLeaderTopicResult, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partitions: list[OffsetForLeaderEpochResponseEpochEndOffset]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_OffsetForLeaderEpochResponseEpochEndOffset_4(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetForLeaderEpochResponseOffsetForLeaderTopicResult(f_topic, f_partitions, u), p
 
 
@@ -498,12 +530,20 @@ def _d_OffsetForLeaderEpochResponse_4(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_topics: list[OffsetForLeaderEpochResponseOffsetForLeaderTopicResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_OffsetForLeaderEpochResponseOffsetForLeaderTopicResult_4(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetForLeaderEpochResponse(f_throttle_time_ms, f_topics, u), p
 
 

@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     absent_field_error,
     read_array_length,
@@ -121,7 +123,11 @@ def _d_AddPartitionsToTxnRequestAddPartitionsToTxnTopic_0(
     f_name, p = read_string(b, p, e)
     f_partitions: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
     return AddPartitionsToTxnRequestAddPartitionsToTxnTopic(f_name, f_partitions, None), p
 
 
@@ -174,9 +180,21 @@ def _d_AddPartitionsToTxnRequestAddPartitionsToTxnTopic_3(
 ) -> tuple[AddPartitionsToTxnRequestAddPartitionsToTxnTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AddPartitionsToTxnRequestAddPartitionsToTxnTopic(f_name, f_partitions, u), p
 
 
@@ -189,14 +207,22 @@ def _d_AddPartitionsToTxnRequest_3(
     f_v3_and_below_producer_id, f_v3_and_below_producer_epoch = _F0.unpack_from(b, p)
     p += 10
     f_v3_and_below_topics: list[AddPartitionsToTxnRequestAddPartitionsToTxnTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_v3_and_below_topics = []
     for _ in range(n):
         x_v3_and_below_topics, p = _d_AddPartitionsToTxnRequestAddPartitionsToTxnTopic_3(
             b, p, e, lim
         )
         f_v3_and_below_topics.append(x_v3_and_below_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AddPartitionsToTxnRequest(
         [],
         f_v3_and_below_transactional_id,
@@ -242,12 +268,20 @@ def _d_AddPartitionsToTxnRequestAddPartitionsToTxnTransaction_4(
     f_producer_id, f_producer_epoch, f_verify_only = _F1.unpack_from(b, p)
     p += 11
     f_topics: list[AddPartitionsToTxnRequestAddPartitionsToTxnTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_AddPartitionsToTxnRequestAddPartitionsToTxnTopic_3(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AddPartitionsToTxnRequestAddPartitionsToTxnTransaction(
         f_transactional_id, f_producer_id, f_producer_epoch, f_verify_only, f_topics, u
     ), p
@@ -257,14 +291,22 @@ def _d_AddPartitionsToTxnRequest_4(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[AddPartitionsToTxnRequest, int]:
     f_transactions: list[AddPartitionsToTxnRequestAddPartitionsToTxnTransaction]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_transactions = []
     for _ in range(n):
         x_transactions, p = _d_AddPartitionsToTxnRequestAddPartitionsToTxnTransaction_4(
             b, p, e, lim
         )
         f_transactions.append(x_transactions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AddPartitionsToTxnRequest(f_transactions, "", 0, 0, [], u), p
 
 
@@ -386,7 +428,11 @@ def _d_AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult_3(
         raise short(p, 6)
     f_partition_index, f_partition_error_code = _F3.unpack_from(b, p)
     p += 6
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult(
         f_partition_index, f_partition_error_code, u
     ), p
@@ -397,14 +443,22 @@ def _d_AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult_3(
 ) -> tuple[AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult, int]:
     f_name, p = read_compact_string(b, p, e)
     f_results_by_partition: list[AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results_by_partition = []
     for _ in range(n):
         x_results_by_partition, p = (
             _d_AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult_3(b, p, e, lim)
         )
         f_results_by_partition.append(x_results_by_partition)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult(
         f_name, f_results_by_partition, u
     ), p
@@ -418,14 +472,22 @@ def _d_AddPartitionsToTxnResponse_3(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_results_by_topic_v3_and_below: list[AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results_by_topic_v3_and_below = []
     for _ in range(n):
         x_results_by_topic_v3_and_below, p = (
             _d_AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult_3(b, p, e, lim)
         )
         f_results_by_topic_v3_and_below.append(x_results_by_topic_v3_and_below)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AddPartitionsToTxnResponse(
         f_throttle_time_ms, 0, [], f_results_by_topic_v3_and_below, u
     ), p
@@ -478,14 +540,22 @@ def _d_AddPartitionsToTxnResponseAddPartitionsToTxnResult_4(
 ) -> tuple[AddPartitionsToTxnResponseAddPartitionsToTxnResult, int]:
     f_transactional_id, p = read_compact_string(b, p, e)
     f_topic_results: list[AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topic_results = []
     for _ in range(n):
         x_topic_results, p = _d_AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult_3(
             b, p, e, lim
         )
         f_topic_results.append(x_topic_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AddPartitionsToTxnResponseAddPartitionsToTxnResult(
         f_transactional_id, f_topic_results, u
     ), p
@@ -499,14 +569,22 @@ def _d_AddPartitionsToTxnResponse_4(
     f_throttle_time_ms, f_error_code = _F3.unpack_from(b, p)
     p += 6
     f_results_by_transaction: list[AddPartitionsToTxnResponseAddPartitionsToTxnResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results_by_transaction = []
     for _ in range(n):
         x_results_by_transaction, p = _d_AddPartitionsToTxnResponseAddPartitionsToTxnResult_4(
             b, p, e, lim
         )
         f_results_by_transaction.append(x_results_by_transaction)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AddPartitionsToTxnResponse(
         f_throttle_time_ms, f_error_code, f_results_by_transaction, [], u
     ), p

@@ -84,7 +84,11 @@ def _d_AddOffsetsToTxnRequest_3(
     f_producer_id, f_producer_epoch = _F0.unpack_from(b, p)
     p += 10
     f_group_id, p = read_compact_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AddOffsetsToTxnRequest(
         f_transactional_id, f_producer_id, f_producer_epoch, f_group_id, u
     ), p
@@ -121,7 +125,11 @@ def _d_AddOffsetsToTxnResponse_3(
         raise short(p, 6)
     f_throttle_time_ms, f_error_code = _F1.unpack_from(b, p)
     p += 6
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AddOffsetsToTxnResponse(f_throttle_time_ms, f_error_code, u), p
 
 

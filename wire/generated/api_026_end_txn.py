@@ -79,7 +79,11 @@ def _d_EndTxnRequest_3(
         raise short(p, 11)
     f_producer_id, f_producer_epoch, f_committed = _F0.unpack_from(b, p)
     p += 11
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return EndTxnRequest(f_transactional_id, f_producer_id, f_producer_epoch, f_committed, u), p
 
 
@@ -113,7 +117,11 @@ def _d_EndTxnResponse_3(
         raise short(p, 6)
     f_throttle_time_ms, f_error_code = _F1.unpack_from(b, p)
     p += 6
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return EndTxnResponse(f_throttle_time_ms, f_error_code, u), p
 
 

@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     read_array_length,
     read_compact_string,
@@ -103,7 +105,11 @@ def _d_WriteTxnMarkersRequestWritableTxnMarkerTopic_0(
     f_name, p = read_string(b, p, e)
     f_partition_indexes: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_partition_indexes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partition_indexes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partition_indexes, p = read_fixed_array(b, p, e, n, "i", 4)
     return WriteTxnMarkersRequestWritableTxnMarkerTopic(f_name, f_partition_indexes, None), p
 
 
@@ -170,9 +176,21 @@ def _d_WriteTxnMarkersRequestWritableTxnMarkerTopic_1(
 ) -> tuple[WriteTxnMarkersRequestWritableTxnMarkerTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partition_indexes: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partition_indexes, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partition_indexes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partition_indexes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return WriteTxnMarkersRequestWritableTxnMarkerTopic(f_name, f_partition_indexes, u), p
 
 
@@ -184,7 +202,11 @@ def _d_WriteTxnMarkersRequestWritableTxnMarker_1(
     f_producer_id, f_producer_epoch, f_transaction_result = _F0.unpack_from(b, p)
     p += 11
     f_topics: list[WriteTxnMarkersRequestWritableTxnMarkerTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_WriteTxnMarkersRequestWritableTxnMarkerTopic_1(b, p, e, lim)
@@ -193,7 +215,11 @@ def _d_WriteTxnMarkersRequestWritableTxnMarker_1(
         raise short(p, 4)
     (f_coordinator_epoch,) = _F1.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return WriteTxnMarkersRequestWritableTxnMarker(
         f_producer_id, f_producer_epoch, f_transaction_result, f_topics, f_coordinator_epoch, u
     ), p
@@ -203,12 +229,20 @@ def _d_WriteTxnMarkersRequest_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[WriteTxnMarkersRequest, int]:
     f_markers: list[WriteTxnMarkersRequestWritableTxnMarker]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_markers = []
     for _ in range(n):
         x_markers, p = _d_WriteTxnMarkersRequestWritableTxnMarker_1(b, p, e, lim)
         f_markers.append(x_markers)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return WriteTxnMarkersRequest(f_markers, u), p
 
 
@@ -338,7 +372,11 @@ def _d_WriteTxnMarkersResponseWritableTxnMarkerPartitionResult_1(
         raise short(p, 6)
     f_partition_index, f_error_code = _F3.unpack_from(b, p)
     p += 6
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return WriteTxnMarkersResponseWritableTxnMarkerPartitionResult(
         f_partition_index, f_error_code, u
     ), p
@@ -349,12 +387,20 @@ def _d_WriteTxnMarkersResponseWritableTxnMarkerTopicResult_1(
 ) -> tuple[WriteTxnMarkersResponseWritableTxnMarkerTopicResult, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[WriteTxnMarkersResponseWritableTxnMarkerPartitionResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_WriteTxnMarkersResponseWritableTxnMarkerPartitionResult_1(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return WriteTxnMarkersResponseWritableTxnMarkerTopicResult(f_name, f_partitions, u), p
 
 
@@ -366,12 +412,20 @@ def _d_WriteTxnMarkersResponseWritableTxnMarkerResult_1(
     (f_producer_id,) = _F2.unpack_from(b, p)
     p += 8
     f_topics: list[WriteTxnMarkersResponseWritableTxnMarkerTopicResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_WriteTxnMarkersResponseWritableTxnMarkerTopicResult_1(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return WriteTxnMarkersResponseWritableTxnMarkerResult(f_producer_id, f_topics, u), p
 
 
@@ -379,12 +433,20 @@ def _d_WriteTxnMarkersResponse_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[WriteTxnMarkersResponse, int]:
     f_markers: list[WriteTxnMarkersResponseWritableTxnMarkerResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_markers = []
     for _ in range(n):
         x_markers, p = _d_WriteTxnMarkersResponseWritableTxnMarkerResult_1(b, p, e, lim)
         f_markers.append(x_markers)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return WriteTxnMarkersResponse(f_markers, u), p
 
 

@@ -278,7 +278,11 @@ def _d_TxnOffsetCommitRequestPartition_3(
     f_partition_index, f_committed_offset, f_committed_leader_epoch = _F2.unpack_from(b, p)
     p += 16
     f_committed_metadata, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return TxnOffsetCommitRequestPartition(
         f_partition_index, f_committed_offset, f_committed_leader_epoch, f_committed_metadata, u
     ), p
@@ -289,12 +293,20 @@ def _d_TxnOffsetCommitRequestTopic_3(
 ) -> tuple[TxnOffsetCommitRequestTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[TxnOffsetCommitRequestPartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_TxnOffsetCommitRequestPartition_3(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return TxnOffsetCommitRequestTopic(f_name, f_partitions, u), p
 
 
@@ -310,12 +322,20 @@ def _d_TxnOffsetCommitRequest_3(
     f_member_id, p = read_compact_string(b, p, e)
     f_group_instance_id, p = read_compact_nullable_string(b, p, e)
     f_topics: list[TxnOffsetCommitRequestTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_TxnOffsetCommitRequestTopic_3(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return TxnOffsetCommitRequest(
         f_transactional_id,
         f_group_id,
@@ -436,7 +456,11 @@ def _d_TxnOffsetCommitResponsePartition_3(
         raise short(p, 6)
     f_partition_index, f_error_code = _F5.unpack_from(b, p)
     p += 6
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return TxnOffsetCommitResponsePartition(f_partition_index, f_error_code, u), p
 
 
@@ -445,12 +469,20 @@ def _d_TxnOffsetCommitResponseTopic_3(
 ) -> tuple[TxnOffsetCommitResponseTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[TxnOffsetCommitResponsePartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_TxnOffsetCommitResponsePartition_3(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return TxnOffsetCommitResponseTopic(f_name, f_partitions, u), p
 
 
@@ -462,12 +494,20 @@ def _d_TxnOffsetCommitResponse_3(
     (f_throttle_time_ms,) = _F4.unpack_from(b, p)
     p += 4
     f_topics: list[TxnOffsetCommitResponseTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_TxnOffsetCommitResponseTopic_3(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return TxnOffsetCommitResponse(f_throttle_time_ms, f_topics, u), p
 
 

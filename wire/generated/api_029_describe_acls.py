@@ -179,7 +179,11 @@ def _d_DescribeAclsRequest_2(
         raise short(p, 2)
     f_operation, f_permission_type = _F1.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeAclsRequest(
         f_resource_type_filter,
         f_resource_name_filter,
@@ -355,7 +359,11 @@ def _d_DescribeAclsResponseAclDescription_2(
         raise short(p, 2)
     f_operation, f_permission_type = _F1.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeAclsResponseAclDescription(
         f_principal, f_host, f_operation, f_permission_type, u
     ), p
@@ -374,12 +382,20 @@ def _d_DescribeAclsResponseDescribeAclsResource_2(
     (f_pattern_type,) = _F0.unpack_from(b, p)
     p += 1
     f_acls: list[DescribeAclsResponseAclDescription]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_acls = []
     for _ in range(n):
         x_acls, p = _d_DescribeAclsResponseAclDescription_2(b, p, e, lim)
         f_acls.append(x_acls)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeAclsResponseDescribeAclsResource(
         f_resource_type, f_resource_name, f_pattern_type, f_acls, u
     ), p
@@ -394,12 +410,20 @@ def _d_DescribeAclsResponse_2(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_resources: list[DescribeAclsResponseDescribeAclsResource]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_resources = []
     for _ in range(n):
         x_resources, p = _d_DescribeAclsResponseDescribeAclsResource_2(b, p, e, lim)
         f_resources.append(x_resources)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeAclsResponse(
         f_throttle_time_ms, f_error_code, f_error_message, f_resources, u
     ), p

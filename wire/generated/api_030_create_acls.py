@@ -213,7 +213,11 @@ def _d_CreateAclsRequestAclCreation_2(
         raise short(p, 2)
     f_operation, f_permission_type = _F1.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreateAclsRequestAclCreation(
         f_resource_type,
         f_resource_name,
@@ -230,12 +234,20 @@ def _d_CreateAclsRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[CreateAclsRequest, int]:
     f_creations: list[CreateAclsRequestAclCreation]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_creations = []
     for _ in range(n):
         x_creations, p = _d_CreateAclsRequestAclCreation_2(b, p, e, lim)
         f_creations.append(x_creations)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreateAclsRequest(f_creations, u), p
 
 
@@ -313,7 +325,11 @@ def _d_CreateAclsResponseAclCreationResult_2(
     (f_error_code,) = _F3.unpack_from(b, p)
     p += 2
     f_error_message, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreateAclsResponseAclCreationResult(f_error_code, f_error_message, u), p
 
 
@@ -325,12 +341,20 @@ def _d_CreateAclsResponse_2(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_results: list[CreateAclsResponseAclCreationResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results = []
     for _ in range(n):
         x_results, p = _d_CreateAclsResponseAclCreationResult_2(b, p, e, lim)
         f_results.append(x_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreateAclsResponse(f_throttle_time_ms, f_results, u), p
 
 

@@ -228,7 +228,11 @@ def _d_DeleteAclsRequestDeleteAclsFilter_2(
         raise short(p, 2)
     f_operation, f_permission_type = _F1.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteAclsRequestDeleteAclsFilter(
         f_resource_type_filter,
         f_resource_name_filter,
@@ -245,12 +249,20 @@ def _d_DeleteAclsRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DeleteAclsRequest, int]:
     f_filters: list[DeleteAclsRequestDeleteAclsFilter]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_filters = []
     for _ in range(n):
         x_filters, p = _d_DeleteAclsRequestDeleteAclsFilter_2(b, p, e, lim)
         f_filters.append(x_filters)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteAclsRequest(f_filters, u), p
 
 
@@ -503,7 +515,11 @@ def _d_DeleteAclsResponseDeleteAclsMatchingAcl_2(
         raise short(p, 2)
     f_operation, f_permission_type = _F1.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteAclsResponseDeleteAclsMatchingAcl(
         f_error_code,
         f_error_message,
@@ -527,12 +543,20 @@ def _d_DeleteAclsResponseDeleteAclsFilterResult_2(
     p += 2
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_matching_acls: list[DeleteAclsResponseDeleteAclsMatchingAcl]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_matching_acls = []
     for _ in range(n):
         x_matching_acls, p = _d_DeleteAclsResponseDeleteAclsMatchingAcl_2(b, p, e, lim)
         f_matching_acls.append(x_matching_acls)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteAclsResponseDeleteAclsFilterResult(
         f_error_code, f_error_message, f_matching_acls, u
     ), p
@@ -546,12 +570,20 @@ def _d_DeleteAclsResponse_2(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_filter_results: list[DeleteAclsResponseDeleteAclsFilterResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_filter_results = []
     for _ in range(n):
         x_filter_results, p = _d_DeleteAclsResponseDeleteAclsFilterResult_2(b, p, e, lim)
         f_filter_results.append(x_filter_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteAclsResponse(f_throttle_time_ms, f_filter_results, u), p
 
 

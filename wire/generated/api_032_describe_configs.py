@@ -220,7 +220,11 @@ def _d_DescribeConfigsRequestDescribeConfigsResource_4(
     p += 1
     f_resource_name, p = read_compact_string(b, p, e)
     f_configuration_keys: list[str] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_configuration_keys = None
     else:
@@ -228,7 +232,11 @@ def _d_DescribeConfigsRequestDescribeConfigsResource_4(
         for _ in range(n):
             x_configuration_keys, p = read_compact_string(b, p, e)
             f_configuration_keys.append(x_configuration_keys)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeConfigsRequestDescribeConfigsResource(
         f_resource_type, f_resource_name, f_configuration_keys, u
     ), p
@@ -238,7 +246,11 @@ def _d_DescribeConfigsRequest_4(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeConfigsRequest, int]:
     f_resources: list[DescribeConfigsRequestDescribeConfigsResource]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_resources = []
     for _ in range(n):
         x_resources, p = _d_DescribeConfigsRequestDescribeConfigsResource_4(b, p, e, lim)
@@ -247,7 +259,11 @@ def _d_DescribeConfigsRequest_4(
         raise short(p, 2)
     f_include_synonyms, f_include_documentation = _F2.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeConfigsRequest(f_resources, f_include_synonyms, f_include_documentation, u), p
 
 
@@ -600,7 +616,11 @@ def _d_DescribeConfigsResponseDescribeConfigsSynonym_4(
         raise short(p, 1)
     (f_source,) = _F0.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeConfigsResponseDescribeConfigsSynonym(f_name, f_value, f_source, u), p
 
 
@@ -614,7 +634,11 @@ def _d_DescribeConfigsResponseDescribeConfigsResourceResult_4(
     f_read_only, f_config_source, f_is_sensitive = _F6.unpack_from(b, p)
     p += 3
     f_synonyms: list[DescribeConfigsResponseDescribeConfigsSynonym]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_synonyms = []
     for _ in range(n):
         x_synonyms, p = _d_DescribeConfigsResponseDescribeConfigsSynonym_4(b, p, e, lim)
@@ -624,7 +648,11 @@ def _d_DescribeConfigsResponseDescribeConfigsResourceResult_4(
     (f_config_type,) = _F0.unpack_from(b, p)
     p += 1
     f_documentation, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeConfigsResponseDescribeConfigsResourceResult(
         f_name,
         f_value,
@@ -653,12 +681,20 @@ def _d_DescribeConfigsResponseDescribeConfigsResult_4(
     p += 1
     f_resource_name, p = read_compact_string(b, p, e)
     f_configs: list[DescribeConfigsResponseDescribeConfigsResourceResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_configs = []
     for _ in range(n):
         x_configs, p = _d_DescribeConfigsResponseDescribeConfigsResourceResult_4(b, p, e, lim)
         f_configs.append(x_configs)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeConfigsResponseDescribeConfigsResult(
         f_error_code, f_error_message, f_resource_type, f_resource_name, f_configs, u
     ), p
@@ -672,12 +708,20 @@ def _d_DescribeConfigsResponse_4(
     (f_throttle_time_ms,) = _F3.unpack_from(b, p)
     p += 4
     f_results: list[DescribeConfigsResponseDescribeConfigsResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results = []
     for _ in range(n):
         x_results, p = _d_DescribeConfigsResponseDescribeConfigsResult_4(b, p, e, lim)
         f_results.append(x_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeConfigsResponse(f_throttle_time_ms, f_results, u), p
 
 

@@ -157,7 +157,11 @@ def _d_AlterConfigsRequestAlterableConfig_2(
 ) -> tuple[AlterConfigsRequestAlterableConfig, int]:
     f_name, p = read_compact_string(b, p, e)
     f_value, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterConfigsRequestAlterableConfig(f_name, f_value, u), p
 
 
@@ -170,12 +174,20 @@ def _d_AlterConfigsRequestAlterConfigsResource_2(
     p += 1
     f_resource_name, p = read_compact_string(b, p, e)
     f_configs: list[AlterConfigsRequestAlterableConfig]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_configs = []
     for _ in range(n):
         x_configs, p = _d_AlterConfigsRequestAlterableConfig_2(b, p, e, lim)
         f_configs.append(x_configs)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterConfigsRequestAlterConfigsResource(
         f_resource_type, f_resource_name, f_configs, u
     ), p
@@ -185,7 +197,11 @@ def _d_AlterConfigsRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[AlterConfigsRequest, int]:
     f_resources: list[AlterConfigsRequestAlterConfigsResource]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_resources = []
     for _ in range(n):
         x_resources, p = _d_AlterConfigsRequestAlterConfigsResource_2(b, p, e, lim)
@@ -194,7 +210,11 @@ def _d_AlterConfigsRequest_2(
         raise short(p, 1)
     (f_validate_only,) = _F1.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterConfigsRequest(f_resources, f_validate_only, u), p
 
 
@@ -297,7 +317,11 @@ def _d_AlterConfigsResponseAlterConfigsResourceResponse_2(
     (f_resource_type,) = _F0.unpack_from(b, p)
     p += 1
     f_resource_name, p = read_compact_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterConfigsResponseAlterConfigsResourceResponse(
         f_error_code, f_error_message, f_resource_type, f_resource_name, u
     ), p
@@ -311,12 +335,20 @@ def _d_AlterConfigsResponse_2(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_responses: list[AlterConfigsResponseAlterConfigsResourceResponse]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_responses = []
     for _ in range(n):
         x_responses, p = _d_AlterConfigsResponseAlterConfigsResourceResponse_2(b, p, e, lim)
         f_responses.append(x_responses)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterConfigsResponse(f_throttle_time_ms, f_responses, u), p
 
 

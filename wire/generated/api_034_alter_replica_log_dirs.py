@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     read_array_length,
     read_compact_string,
@@ -94,7 +96,11 @@ def _d_AlterReplicaLogDirsRequestAlterReplicaLogDirTopic_0(
     f_name, p = read_string(b, p, e)
     f_partitions: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
     return AlterReplicaLogDirsRequestAlterReplicaLogDirTopic(f_name, f_partitions, None), p
 
 
@@ -153,9 +159,21 @@ def _d_AlterReplicaLogDirsRequestAlterReplicaLogDirTopic_2(
 ) -> tuple[AlterReplicaLogDirsRequestAlterReplicaLogDirTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterReplicaLogDirsRequestAlterReplicaLogDirTopic(f_name, f_partitions, u), p
 
 
@@ -164,12 +182,20 @@ def _d_AlterReplicaLogDirsRequestAlterReplicaLogDir_2(
 ) -> tuple[AlterReplicaLogDirsRequestAlterReplicaLogDir, int]:
     f_path, p = read_compact_string(b, p, e)
     f_topics: list[AlterReplicaLogDirsRequestAlterReplicaLogDirTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_AlterReplicaLogDirsRequestAlterReplicaLogDirTopic_2(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterReplicaLogDirsRequestAlterReplicaLogDir(f_path, f_topics, u), p
 
 
@@ -177,12 +203,20 @@ def _d_AlterReplicaLogDirsRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[AlterReplicaLogDirsRequest, int]:
     f_dirs: list[AlterReplicaLogDirsRequestAlterReplicaLogDir]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_dirs = []
     for _ in range(n):
         x_dirs, p = _d_AlterReplicaLogDirsRequestAlterReplicaLogDir_2(b, p, e, lim)
         f_dirs.append(x_dirs)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterReplicaLogDirsRequest(f_dirs, u), p
 
 
@@ -299,7 +333,11 @@ def _d_AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult_2(
         raise short(p, 6)
     f_partition_index, f_error_code = _F1.unpack_from(b, p)
     p += 6
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult(
         f_partition_index, f_error_code, u
     ), p
@@ -310,14 +348,22 @@ def _d_AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult_2(
 ) -> tuple[AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult_2(
             b, p, e, lim
         )
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult(
         f_topic_name, f_partitions, u
     ), p
@@ -331,12 +377,20 @@ def _d_AlterReplicaLogDirsResponse_2(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_results: list[AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results = []
     for _ in range(n):
         x_results, p = _d_AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult_2(b, p, e, lim)
         f_results.append(x_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterReplicaLogDirsResponse(f_throttle_time_ms, f_results, u), p
 
 

@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     read_array_length,
     read_compact_string,
@@ -99,7 +101,11 @@ def _d_DescribeLogDirsRequestDescribableLogDirTopic_0(
     f_topic, p = read_string(b, p, e)
     f_partitions: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
     return DescribeLogDirsRequestDescribableLogDirTopic(f_topic, f_partitions, None), p
 
 
@@ -138,9 +144,21 @@ def _d_DescribeLogDirsRequestDescribableLogDirTopic_2(
 ) -> tuple[DescribeLogDirsRequestDescribableLogDirTopic, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeLogDirsRequestDescribableLogDirTopic(f_topic, f_partitions, u), p
 
 
@@ -148,7 +166,11 @@ def _d_DescribeLogDirsRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeLogDirsRequest, int]:
     f_topics: list[DescribeLogDirsRequestDescribableLogDirTopic] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_topics = None
     else:
@@ -156,7 +178,11 @@ def _d_DescribeLogDirsRequest_2(
         for _ in range(n):
             x_topics, p = _d_DescribeLogDirsRequestDescribableLogDirTopic_2(b, p, e, lim)
             f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeLogDirsRequest(f_topics, u), p
 
 
@@ -282,7 +308,11 @@ def _d_DescribeLogDirsResponseDescribeLogDirsPartition_2(
         raise short(p, 21)
     f_partition_index, f_partition_size, f_offset_lag, f_is_future_key = _F2.unpack_from(b, p)
     p += 21
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeLogDirsResponseDescribeLogDirsPartition(
         f_partition_index, f_partition_size, f_offset_lag, f_is_future_key, u
     ), p
@@ -293,12 +323,20 @@ def _d_DescribeLogDirsResponseDescribeLogDirsTopic_2(
 ) -> tuple[DescribeLogDirsResponseDescribeLogDirsTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[DescribeLogDirsResponseDescribeLogDirsPartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_DescribeLogDirsResponseDescribeLogDirsPartition_2(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeLogDirsResponseDescribeLogDirsTopic(f_name, f_partitions, u), p
 
 
@@ -311,12 +349,20 @@ def _d_DescribeLogDirsResponseDescribeLogDirsResult_2(
     p += 2
     f_log_dir, p = read_compact_string(b, p, e)
     f_topics: list[DescribeLogDirsResponseDescribeLogDirsTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_DescribeLogDirsResponseDescribeLogDirsTopic_2(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeLogDirsResponseDescribeLogDirsResult(
         f_error_code, f_log_dir, f_topics, -1, -1, u
     ), p
@@ -330,12 +376,20 @@ def _d_DescribeLogDirsResponse_2(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_results: list[DescribeLogDirsResponseDescribeLogDirsResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results = []
     for _ in range(n):
         x_results, p = _d_DescribeLogDirsResponseDescribeLogDirsResult_2(b, p, e, lim)
         f_results.append(x_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeLogDirsResponse(f_throttle_time_ms, 0, f_results, u), p
 
 
@@ -395,12 +449,20 @@ def _d_DescribeLogDirsResponse_3(
     f_throttle_time_ms, f_error_code = _F3.unpack_from(b, p)
     p += 6
     f_results: list[DescribeLogDirsResponseDescribeLogDirsResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results = []
     for _ in range(n):
         x_results, p = _d_DescribeLogDirsResponseDescribeLogDirsResult_2(b, p, e, lim)
         f_results.append(x_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeLogDirsResponse(f_throttle_time_ms, f_error_code, f_results, u), p
 
 
@@ -424,7 +486,11 @@ def _d_DescribeLogDirsResponseDescribeLogDirsResult_4(
     p += 2
     f_log_dir, p = read_compact_string(b, p, e)
     f_topics: list[DescribeLogDirsResponseDescribeLogDirsTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_DescribeLogDirsResponseDescribeLogDirsTopic_2(b, p, e, lim)
@@ -433,7 +499,11 @@ def _d_DescribeLogDirsResponseDescribeLogDirsResult_4(
         raise short(p, 16)
     f_total_bytes, f_usable_bytes = _F4.unpack_from(b, p)
     p += 16
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeLogDirsResponseDescribeLogDirsResult(
         f_error_code, f_log_dir, f_topics, f_total_bytes, f_usable_bytes, u
     ), p
@@ -447,12 +517,20 @@ def _d_DescribeLogDirsResponse_4(
     f_throttle_time_ms, f_error_code = _F3.unpack_from(b, p)
     p += 6
     f_results: list[DescribeLogDirsResponseDescribeLogDirsResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results = []
     for _ in range(n):
         x_results, p = _d_DescribeLogDirsResponseDescribeLogDirsResult_4(b, p, e, lim)
         f_results.append(x_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeLogDirsResponse(f_throttle_time_ms, f_error_code, f_results, u), p
 
 

@@ -71,7 +71,11 @@ def _d_SaslAuthenticateRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[SaslAuthenticateRequest, int]:
     f_auth_bytes, p = read_bytes_nn(b, p, e, True, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return SaslAuthenticateRequest(f_auth_bytes, u), p
 
 
@@ -139,7 +143,11 @@ def _d_SaslAuthenticateResponse_2(
         raise short(p, 8)
     (f_session_lifetime_ms,) = _F1.unpack_from(b, p)
     p += 8
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return SaslAuthenticateResponse(
         f_error_code, f_error_message, f_auth_bytes, f_session_lifetime_ms, u
     ), p

@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     read_array_length,
     read_compact_nullable_string,
@@ -92,7 +94,11 @@ def _d_CreatePartitionsRequestCreatePartitionsAssignment_0(
 ) -> tuple[CreatePartitionsRequestCreatePartitionsAssignment, int]:
     f_broker_ids: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_broker_ids, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_broker_ids = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_broker_ids, p = read_fixed_array(b, p, e, n, "i", 4)
     return CreatePartitionsRequestCreatePartitionsAssignment(f_broker_ids, None), p
 
 
@@ -161,9 +167,21 @@ def _d_CreatePartitionsRequestCreatePartitionsAssignment_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[CreatePartitionsRequestCreatePartitionsAssignment, int]:
     f_broker_ids: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_broker_ids, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_broker_ids = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_broker_ids, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreatePartitionsRequestCreatePartitionsAssignment(f_broker_ids, u), p
 
 
@@ -176,7 +194,11 @@ def _d_CreatePartitionsRequestCreatePartitionsTopic_2(
     (f_count,) = _F0.unpack_from(b, p)
     p += 4
     f_assignments: list[CreatePartitionsRequestCreatePartitionsAssignment] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_assignments = None
     else:
@@ -184,7 +206,11 @@ def _d_CreatePartitionsRequestCreatePartitionsTopic_2(
         for _ in range(n):
             x_assignments, p = _d_CreatePartitionsRequestCreatePartitionsAssignment_2(b, p, e, lim)
             f_assignments.append(x_assignments)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreatePartitionsRequestCreatePartitionsTopic(f_name, f_count, f_assignments, u), p
 
 
@@ -192,7 +218,11 @@ def _d_CreatePartitionsRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[CreatePartitionsRequest, int]:
     f_topics: list[CreatePartitionsRequestCreatePartitionsTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_CreatePartitionsRequestCreatePartitionsTopic_2(b, p, e, lim)
@@ -201,7 +231,11 @@ def _d_CreatePartitionsRequest_2(
         raise short(p, 5)
     f_timeout_ms, f_validate_only = _F1.unpack_from(b, p)
     p += 5
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreatePartitionsRequest(f_topics, f_timeout_ms, f_validate_only, u), p
 
 
@@ -296,7 +330,11 @@ def _d_CreatePartitionsResponseCreatePartitionsTopicResult_2(
     (f_error_code,) = _F2.unpack_from(b, p)
     p += 2
     f_error_message, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreatePartitionsResponseCreatePartitionsTopicResult(
         f_name, f_error_code, f_error_message, u
     ), p
@@ -310,12 +348,20 @@ def _d_CreatePartitionsResponse_2(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_results: list[CreatePartitionsResponseCreatePartitionsTopicResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results = []
     for _ in range(n):
         x_results, p = _d_CreatePartitionsResponseCreatePartitionsTopicResult_2(b, p, e, lim)
         f_results.append(x_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreatePartitionsResponse(f_throttle_time_ms, f_results, u), p
 
 

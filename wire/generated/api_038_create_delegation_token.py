@@ -131,7 +131,11 @@ def _d_CreateDelegationTokenRequestCreatableRenewers_2(
 ) -> tuple[CreateDelegationTokenRequestCreatableRenewers, int]:
     f_principal_type, p = read_compact_string(b, p, e)
     f_principal_name, p = read_compact_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreateDelegationTokenRequestCreatableRenewers(f_principal_type, f_principal_name, u), p
 
 
@@ -139,7 +143,11 @@ def _d_CreateDelegationTokenRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[CreateDelegationTokenRequest, int]:
     f_renewers: list[CreateDelegationTokenRequestCreatableRenewers]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_renewers = []
     for _ in range(n):
         x_renewers, p = _d_CreateDelegationTokenRequestCreatableRenewers_2(b, p, e, lim)
@@ -148,7 +156,11 @@ def _d_CreateDelegationTokenRequest_2(
         raise short(p, 8)
     (f_max_lifetime_ms,) = _F0.unpack_from(b, p)
     p += 8
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreateDelegationTokenRequest("", "", f_renewers, f_max_lifetime_ms, u), p
 
 
@@ -186,7 +198,11 @@ def _d_CreateDelegationTokenRequest_3(
     f_owner_principal_type, p = read_compact_nullable_string(b, p, e)
     f_owner_principal_name, p = read_compact_nullable_string(b, p, e)
     f_renewers: list[CreateDelegationTokenRequestCreatableRenewers]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_renewers = []
     for _ in range(n):
         x_renewers, p = _d_CreateDelegationTokenRequestCreatableRenewers_2(b, p, e, lim)
@@ -195,7 +211,11 @@ def _d_CreateDelegationTokenRequest_3(
         raise short(p, 8)
     (f_max_lifetime_ms,) = _F0.unpack_from(b, p)
     p += 8
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreateDelegationTokenRequest(
         f_owner_principal_type, f_owner_principal_name, f_renewers, f_max_lifetime_ms, u
     ), p
@@ -286,7 +306,11 @@ def _d_CreateDelegationTokenResponse_2(
         raise short(p, 4)
     (f_throttle_time_ms,) = _F3.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreateDelegationTokenResponse(
         f_error_code,
         f_principal_type,
@@ -344,7 +368,11 @@ def _d_CreateDelegationTokenResponse_3(
         raise short(p, 4)
     (f_throttle_time_ms,) = _F3.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return CreateDelegationTokenResponse(
         f_error_code,
         f_principal_type,

@@ -78,7 +78,11 @@ def _d_RenewDelegationTokenRequest_2(
         raise short(p, 8)
     (f_renew_period_ms,) = _F0.unpack_from(b, p)
     p += 8
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return RenewDelegationTokenRequest(f_hmac, f_renew_period_ms, u), p
 
 
@@ -118,7 +122,11 @@ def _d_RenewDelegationTokenResponse_2(
         raise short(p, 14)
     f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms = _F1.unpack_from(b, p)
     p += 14
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return RenewDelegationTokenResponse(
         f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms, u
     ), p

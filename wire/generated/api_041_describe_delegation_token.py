@@ -142,7 +142,11 @@ def _d_DescribeDelegationTokenRequestDescribeDelegationTokenOwner_2(
 ) -> tuple[DescribeDelegationTokenRequestDescribeDelegationTokenOwner, int]:
     f_principal_type, p = read_compact_string(b, p, e)
     f_principal_name, p = read_compact_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeDelegationTokenRequestDescribeDelegationTokenOwner(
         f_principal_type, f_principal_name, u
     ), p
@@ -152,7 +156,11 @@ def _d_DescribeDelegationTokenRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeDelegationTokenRequest, int]:
     f_owners: list[DescribeDelegationTokenRequestDescribeDelegationTokenOwner] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_owners = None
     else:
@@ -162,7 +170,11 @@ def _d_DescribeDelegationTokenRequest_2(
                 b, p, e, lim
             )
             f_owners.append(x_owners)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeDelegationTokenRequest(f_owners, u), p
 
 
@@ -299,7 +311,11 @@ def _d_DescribeDelegationTokenResponseDescribedDelegationTokenRenewer_2(
 ) -> tuple[DescribeDelegationTokenResponseDescribedDelegationTokenRenewer, int]:
     f_principal_type, p = read_compact_string(b, p, e)
     f_principal_name, p = read_compact_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeDelegationTokenResponseDescribedDelegationTokenRenewer(
         f_principal_type, f_principal_name, u
     ), p
@@ -317,14 +333,22 @@ def _d_DescribeDelegationTokenResponseDescribedDelegationToken_2(
     f_token_id, p = read_compact_string(b, p, e)
     f_hmac, p = read_bytes_nn(b, p, e, True, lim)
     f_renewers: list[DescribeDelegationTokenResponseDescribedDelegationTokenRenewer]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_renewers = []
     for _ in range(n):
         x_renewers, p = _d_DescribeDelegationTokenResponseDescribedDelegationTokenRenewer_2(
             b, p, e, lim
         )
         f_renewers.append(x_renewers)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeDelegationTokenResponseDescribedDelegationToken(
         f_principal_type,
         f_principal_name,
@@ -348,7 +372,11 @@ def _d_DescribeDelegationTokenResponse_2(
     (f_error_code,) = _F0.unpack_from(b, p)
     p += 2
     f_tokens: list[DescribeDelegationTokenResponseDescribedDelegationToken]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_tokens = []
     for _ in range(n):
         x_tokens, p = _d_DescribeDelegationTokenResponseDescribedDelegationToken_2(b, p, e, lim)
@@ -357,7 +385,11 @@ def _d_DescribeDelegationTokenResponse_2(
         raise short(p, 4)
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeDelegationTokenResponse(f_error_code, f_tokens, f_throttle_time_ms, u), p
 
 
@@ -427,14 +459,22 @@ def _d_DescribeDelegationTokenResponseDescribedDelegationToken_3(
     f_token_id, p = read_compact_string(b, p, e)
     f_hmac, p = read_bytes_nn(b, p, e, True, lim)
     f_renewers: list[DescribeDelegationTokenResponseDescribedDelegationTokenRenewer]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_renewers = []
     for _ in range(n):
         x_renewers, p = _d_DescribeDelegationTokenResponseDescribedDelegationTokenRenewer_2(
             b, p, e, lim
         )
         f_renewers.append(x_renewers)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeDelegationTokenResponseDescribedDelegationToken(
         f_principal_type,
         f_principal_name,
@@ -458,7 +498,11 @@ def _d_DescribeDelegationTokenResponse_3(
     (f_error_code,) = _F0.unpack_from(b, p)
     p += 2
     f_tokens: list[DescribeDelegationTokenResponseDescribedDelegationToken]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_tokens = []
     for _ in range(n):
         x_tokens, p = _d_DescribeDelegationTokenResponseDescribedDelegationToken_3(b, p, e, lim)
@@ -467,7 +511,11 @@ def _d_DescribeDelegationTokenResponse_3(
         raise short(p, 4)
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeDelegationTokenResponse(f_error_code, f_tokens, f_throttle_time_ms, u), p
 
 

@@ -83,12 +83,20 @@ def _d_DeleteGroupsRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DeleteGroupsRequest, int]:
     f_groups_names: list[str]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_groups_names = []
     for _ in range(n):
         x_groups_names, p = read_compact_string(b, p, e)
         f_groups_names.append(x_groups_names)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteGroupsRequest(f_groups_names, u), p
 
 
@@ -151,7 +159,11 @@ def _d_DeleteGroupsResponseDeletableGroupResult_2(
         raise short(p, 2)
     (f_error_code,) = _F1.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteGroupsResponseDeletableGroupResult(f_group_id, f_error_code, u), p
 
 
@@ -163,12 +175,20 @@ def _d_DeleteGroupsResponse_2(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_results: list[DeleteGroupsResponseDeletableGroupResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results = []
     for _ in range(n):
         x_results, p = _d_DeleteGroupsResponseDeletableGroupResult_2(b, p, e, lim)
         f_results.append(x_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteGroupsResponse(f_throttle_time_ms, f_results, u), p
 
 

@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     absent_field_error,
     read_array_length,
@@ -95,7 +97,11 @@ def _d_ElectLeadersRequestTopicPartitions_0(
     f_topic, p = read_string(b, p, e)
     f_partitions: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
     return ElectLeadersRequestTopicPartitions(f_topic, f_partitions, None), p
 
 
@@ -173,9 +179,21 @@ def _d_ElectLeadersRequestTopicPartitions_2(
 ) -> tuple[ElectLeadersRequestTopicPartitions, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ElectLeadersRequestTopicPartitions(f_topic, f_partitions, u), p
 
 
@@ -187,7 +205,11 @@ def _d_ElectLeadersRequest_2(
     (f_election_type,) = _F1.unpack_from(b, p)
     p += 1
     f_topic_partitions: list[ElectLeadersRequestTopicPartitions] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_topic_partitions = None
     else:
@@ -199,7 +221,11 @@ def _d_ElectLeadersRequest_2(
         raise short(p, 4)
     (f_timeout_ms,) = _F0.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ElectLeadersRequest(f_election_type, f_topic_partitions, f_timeout_ms, u), p
 
 
@@ -328,7 +354,11 @@ def _d_ElectLeadersResponsePartitionResult_2(
     f_partition_id, f_error_code = _F2.unpack_from(b, p)
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ElectLeadersResponsePartitionResult(f_partition_id, f_error_code, f_error_message, u), p
 
 
@@ -337,12 +367,20 @@ def _d_ElectLeadersResponseReplicaElectionResult_2(
 ) -> tuple[ElectLeadersResponseReplicaElectionResult, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partition_result: list[ElectLeadersResponsePartitionResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partition_result = []
     for _ in range(n):
         x_partition_result, p = _d_ElectLeadersResponsePartitionResult_2(b, p, e, lim)
         f_partition_result.append(x_partition_result)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ElectLeadersResponseReplicaElectionResult(f_topic, f_partition_result, u), p
 
 
@@ -354,12 +392,20 @@ def _d_ElectLeadersResponse_2(
     f_throttle_time_ms, f_error_code = _F2.unpack_from(b, p)
     p += 6
     f_replica_election_results: list[ElectLeadersResponseReplicaElectionResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_replica_election_results = []
     for _ in range(n):
         x_replica_election_results, p = _d_ElectLeadersResponseReplicaElectionResult_2(b, p, e, lim)
         f_replica_election_results.append(x_replica_election_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ElectLeadersResponse(f_throttle_time_ms, f_error_code, f_replica_election_results, u), p
 
 

@@ -175,7 +175,11 @@ def _d_IncrementalAlterConfigsRequestAlterableConfig_1(
     (f_config_operation,) = _F0.unpack_from(b, p)
     p += 1
     f_value, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return IncrementalAlterConfigsRequestAlterableConfig(f_name, f_config_operation, f_value, u), p
 
 
@@ -188,12 +192,20 @@ def _d_IncrementalAlterConfigsRequestAlterConfigsResource_1(
     p += 1
     f_resource_name, p = read_compact_string(b, p, e)
     f_configs: list[IncrementalAlterConfigsRequestAlterableConfig]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_configs = []
     for _ in range(n):
         x_configs, p = _d_IncrementalAlterConfigsRequestAlterableConfig_1(b, p, e, lim)
         f_configs.append(x_configs)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return IncrementalAlterConfigsRequestAlterConfigsResource(
         f_resource_type, f_resource_name, f_configs, u
     ), p
@@ -203,7 +215,11 @@ def _d_IncrementalAlterConfigsRequest_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[IncrementalAlterConfigsRequest, int]:
     f_resources: list[IncrementalAlterConfigsRequestAlterConfigsResource]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_resources = []
     for _ in range(n):
         x_resources, p = _d_IncrementalAlterConfigsRequestAlterConfigsResource_1(b, p, e, lim)
@@ -212,7 +228,11 @@ def _d_IncrementalAlterConfigsRequest_1(
         raise short(p, 1)
     (f_validate_only,) = _F1.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return IncrementalAlterConfigsRequest(f_resources, f_validate_only, u), p
 
 
@@ -322,7 +342,11 @@ def _d_IncrementalAlterConfigsResponseAlterConfigsResourceResponse_1(
     (f_resource_type,) = _F0.unpack_from(b, p)
     p += 1
     f_resource_name, p = read_compact_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return IncrementalAlterConfigsResponseAlterConfigsResourceResponse(
         f_error_code, f_error_message, f_resource_type, f_resource_name, u
     ), p
@@ -336,14 +360,22 @@ def _d_IncrementalAlterConfigsResponse_1(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_responses: list[IncrementalAlterConfigsResponseAlterConfigsResourceResponse]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_responses = []
     for _ in range(n):
         x_responses, p = _d_IncrementalAlterConfigsResponseAlterConfigsResourceResponse_1(
             b, p, e, lim
         )
         f_responses.append(x_responses)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return IncrementalAlterConfigsResponse(f_throttle_time_ms, f_responses, u), p
 
 

@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     read_array_length,
     read_compact_nullable_string,
@@ -102,12 +104,24 @@ def _d_AlterPartitionReassignmentsRequestReassignablePartition_0(
     (f_partition_index,) = _F0.unpack_from(b, p)
     p += 4
     f_replicas: list[int] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_replicas = None
     else:
-        f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+        if n < SMALL_ARRAY and p + n * 4 <= e:
+            f_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+            p += n * 4
+        else:
+            f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionReassignmentsRequestReassignablePartition(
         f_partition_index, f_replicas, u
     ), p
@@ -118,12 +132,20 @@ def _d_AlterPartitionReassignmentsRequestReassignableTopic_0(
 ) -> tuple[AlterPartitionReassignmentsRequestReassignableTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[AlterPartitionReassignmentsRequestReassignablePartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_AlterPartitionReassignmentsRequestReassignablePartition_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionReassignmentsRequestReassignableTopic(f_name, f_partitions, u), p
 
 
@@ -135,12 +157,20 @@ def _d_AlterPartitionReassignmentsRequest_0(
     (f_timeout_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_topics: list[AlterPartitionReassignmentsRequestReassignableTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_AlterPartitionReassignmentsRequestReassignableTopic_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionReassignmentsRequest(f_timeout_ms, f_topics, u), p
 
 
@@ -191,7 +221,11 @@ def _d_AlterPartitionReassignmentsResponseReassignablePartitionResponse_0(
     f_partition_index, f_error_code = _F1.unpack_from(b, p)
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionReassignmentsResponseReassignablePartitionResponse(
         f_partition_index, f_error_code, f_error_message, u
     ), p
@@ -202,14 +236,22 @@ def _d_AlterPartitionReassignmentsResponseReassignableTopicResponse_0(
 ) -> tuple[AlterPartitionReassignmentsResponseReassignableTopicResponse, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[AlterPartitionReassignmentsResponseReassignablePartitionResponse]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_AlterPartitionReassignmentsResponseReassignablePartitionResponse_0(
             b, p, e, lim
         )
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionReassignmentsResponseReassignableTopicResponse(f_name, f_partitions, u), p
 
 
@@ -222,14 +264,22 @@ def _d_AlterPartitionReassignmentsResponse_0(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_responses: list[AlterPartitionReassignmentsResponseReassignableTopicResponse]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_responses = []
     for _ in range(n):
         x_responses, p = _d_AlterPartitionReassignmentsResponseReassignableTopicResponse_0(
             b, p, e, lim
         )
         f_responses.append(x_responses)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionReassignmentsResponse(
         f_throttle_time_ms, f_error_code, f_error_message, f_responses, u
     ), p

@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     read_array_length,
     read_compact_nullable_string,
@@ -91,9 +93,21 @@ def _d_ListPartitionReassignmentsRequestListPartitionReassignmentsTopics_0(
 ) -> tuple[ListPartitionReassignmentsRequestListPartitionReassignmentsTopics, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partition_indexes: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partition_indexes, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partition_indexes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partition_indexes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListPartitionReassignmentsRequestListPartitionReassignmentsTopics(
         f_name, f_partition_indexes, u
     ), p
@@ -107,7 +121,11 @@ def _d_ListPartitionReassignmentsRequest_0(
     (f_timeout_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_topics: list[ListPartitionReassignmentsRequestListPartitionReassignmentsTopics] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_topics = None
     else:
@@ -117,7 +135,11 @@ def _d_ListPartitionReassignmentsRequest_0(
                 b, p, e, lim
             )
             f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListPartitionReassignmentsRequest(f_timeout_ms, f_topics, u), p
 
 
@@ -155,15 +177,43 @@ def _d_ListPartitionReassignmentsResponseOngoingPartitionReassignment_0(
     (f_partition_index,) = _F0.unpack_from(b, p)
     p += 4
     f_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_adding_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_adding_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_adding_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_adding_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_removing_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_removing_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_removing_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_removing_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListPartitionReassignmentsResponseOngoingPartitionReassignment(
         f_partition_index, f_replicas, f_adding_replicas, f_removing_replicas, u
     ), p
@@ -174,14 +224,22 @@ def _d_ListPartitionReassignmentsResponseOngoingTopicReassignment_0(
 ) -> tuple[ListPartitionReassignmentsResponseOngoingTopicReassignment, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[ListPartitionReassignmentsResponseOngoingPartitionReassignment]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_ListPartitionReassignmentsResponseOngoingPartitionReassignment_0(
             b, p, e, lim
         )
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListPartitionReassignmentsResponseOngoingTopicReassignment(f_name, f_partitions, u), p
 
 
@@ -194,12 +252,20 @@ def _d_ListPartitionReassignmentsResponse_0(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_topics: list[ListPartitionReassignmentsResponseOngoingTopicReassignment]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_ListPartitionReassignmentsResponseOngoingTopicReassignment_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListPartitionReassignmentsResponse(
         f_throttle_time_ms, f_error_code, f_error_message, f_topics, u
     ), p

@@ -146,7 +146,11 @@ def _d_DescribeClientQuotasRequestComponentData_1(
     (f_match_type,) = _F0.unpack_from(b, p)
     p += 1
     f_match, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeClientQuotasRequestComponentData(f_entity_type, f_match_type, f_match, u), p
 
 
@@ -154,7 +158,11 @@ def _d_DescribeClientQuotasRequest_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeClientQuotasRequest, int]:
     f_components: list[DescribeClientQuotasRequestComponentData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_components = []
     for _ in range(n):
         x_components, p = _d_DescribeClientQuotasRequestComponentData_1(b, p, e, lim)
@@ -163,7 +171,11 @@ def _d_DescribeClientQuotasRequest_1(
         raise short(p, 1)
     (f_strict,) = _F1.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeClientQuotasRequest(f_components, f_strict, u), p
 
 
@@ -292,7 +304,11 @@ def _d_DescribeClientQuotasResponseEntityData_1(
 ) -> tuple[DescribeClientQuotasResponseEntityData, int]:
     f_entity_type, p = read_compact_string(b, p, e)
     f_entity_name, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeClientQuotasResponseEntityData(f_entity_type, f_entity_name, u), p
 
 
@@ -304,7 +320,11 @@ def _d_DescribeClientQuotasResponseValueData_1(
         raise short(p, 8)
     (f_value,) = _F3.unpack_from(b, p)
     p += 8
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeClientQuotasResponseValueData(f_key, f_value, u), p
 
 
@@ -312,18 +332,30 @@ def _d_DescribeClientQuotasResponseEntryData_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeClientQuotasResponseEntryData, int]:
     f_entity: list[DescribeClientQuotasResponseEntityData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_entity = []
     for _ in range(n):
         x_entity, p = _d_DescribeClientQuotasResponseEntityData_1(b, p, e, lim)
         f_entity.append(x_entity)
     f_values: list[DescribeClientQuotasResponseValueData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_values = []
     for _ in range(n):
         x_values, p = _d_DescribeClientQuotasResponseValueData_1(b, p, e, lim)
         f_values.append(x_values)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeClientQuotasResponseEntryData(f_entity, f_values, u), p
 
 
@@ -336,7 +368,11 @@ def _d_DescribeClientQuotasResponse_1(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_entries: list[DescribeClientQuotasResponseEntryData] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_entries = None
     else:
@@ -344,7 +380,11 @@ def _d_DescribeClientQuotasResponse_1(
         for _ in range(n):
             x_entries, p = _d_DescribeClientQuotasResponseEntryData_1(b, p, e, lim)
             f_entries.append(x_entries)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeClientQuotasResponse(
         f_throttle_time_ms, f_error_code, f_error_message, f_entries, u
     ), p

@@ -188,7 +188,11 @@ def _d_AlterClientQuotasRequestEntityData_1(
 ) -> tuple[AlterClientQuotasRequestEntityData, int]:
     f_entity_type, p = read_compact_string(b, p, e)
     f_entity_name, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterClientQuotasRequestEntityData(f_entity_type, f_entity_name, u), p
 
 
@@ -200,7 +204,11 @@ def _d_AlterClientQuotasRequestOpData_1(
         raise short(p, 9)
     f_value, f_remove = _F0.unpack_from(b, p)
     p += 9
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterClientQuotasRequestOpData(f_key, f_value, f_remove, u), p
 
 
@@ -208,18 +216,30 @@ def _d_AlterClientQuotasRequestEntryData_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[AlterClientQuotasRequestEntryData, int]:
     f_entity: list[AlterClientQuotasRequestEntityData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_entity = []
     for _ in range(n):
         x_entity, p = _d_AlterClientQuotasRequestEntityData_1(b, p, e, lim)
         f_entity.append(x_entity)
     f_ops: list[AlterClientQuotasRequestOpData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_ops = []
     for _ in range(n):
         x_ops, p = _d_AlterClientQuotasRequestOpData_1(b, p, e, lim)
         f_ops.append(x_ops)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterClientQuotasRequestEntryData(f_entity, f_ops, u), p
 
 
@@ -227,7 +247,11 @@ def _d_AlterClientQuotasRequest_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[AlterClientQuotasRequest, int]:
     f_entries: list[AlterClientQuotasRequestEntryData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_entries = []
     for _ in range(n):
         x_entries, p = _d_AlterClientQuotasRequestEntryData_1(b, p, e, lim)
@@ -236,7 +260,11 @@ def _d_AlterClientQuotasRequest_1(
         raise short(p, 1)
     (f_validate_only,) = _F1.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterClientQuotasRequest(f_entries, f_validate_only, u), p
 
 
@@ -358,7 +386,11 @@ def _d_AlterClientQuotasResponseEntityData_1(
 ) -> tuple[AlterClientQuotasResponseEntityData, int]:
     f_entity_type, p = read_compact_string(b, p, e)
     f_entity_name, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterClientQuotasResponseEntityData(f_entity_type, f_entity_name, u), p
 
 
@@ -371,12 +403,20 @@ def _d_AlterClientQuotasResponseEntryData_1(
     p += 2
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_entity: list[AlterClientQuotasResponseEntityData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_entity = []
     for _ in range(n):
         x_entity, p = _d_AlterClientQuotasResponseEntityData_1(b, p, e, lim)
         f_entity.append(x_entity)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterClientQuotasResponseEntryData(f_error_code, f_error_message, f_entity, u), p
 
 
@@ -388,12 +428,20 @@ def _d_AlterClientQuotasResponse_1(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_entries: list[AlterClientQuotasResponseEntryData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_entries = []
     for _ in range(n):
         x_entries, p = _d_AlterClientQuotasResponseEntryData_1(b, p, e, lim)
         f_entries.append(x_entries)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterClientQuotasResponse(f_throttle_time_ms, f_entries, u), p
 
 

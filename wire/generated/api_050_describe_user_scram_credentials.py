@@ -87,7 +87,11 @@ def _d_DescribeUserScramCredentialsRequestUserName_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeUserScramCredentialsRequestUserName, int]:
     f_name, p = read_compact_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeUserScramCredentialsRequestUserName(f_name, u), p
 
 
@@ -95,7 +99,11 @@ def _d_DescribeUserScramCredentialsRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeUserScramCredentialsRequest, int]:
     f_users: list[DescribeUserScramCredentialsRequestUserName] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_users = None
     else:
@@ -103,7 +111,11 @@ def _d_DescribeUserScramCredentialsRequest_0(
         for _ in range(n):
             x_users, p = _d_DescribeUserScramCredentialsRequestUserName_0(b, p, e, lim)
             f_users.append(x_users)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeUserScramCredentialsRequest(f_users, u), p
 
 
@@ -137,7 +149,11 @@ def _d_DescribeUserScramCredentialsResponseCredentialInfo_0(
         raise short(p, 5)
     f_mechanism, f_iterations = _F2.unpack_from(b, p)
     p += 5
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeUserScramCredentialsResponseCredentialInfo(f_mechanism, f_iterations, u), p
 
 
@@ -151,14 +167,22 @@ def _d_DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult_0(
     p += 2
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_credential_infos: list[DescribeUserScramCredentialsResponseCredentialInfo]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_credential_infos = []
     for _ in range(n):
         x_credential_infos, p = _d_DescribeUserScramCredentialsResponseCredentialInfo_0(
             b, p, e, lim
         )
         f_credential_infos.append(x_credential_infos)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult(
         f_user, f_error_code, f_error_message, f_credential_infos, u
     ), p
@@ -173,14 +197,22 @@ def _d_DescribeUserScramCredentialsResponse_0(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_results: list[DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results = []
     for _ in range(n):
         x_results, p = _d_DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult_0(
             b, p, e, lim
         )
         f_results.append(x_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeUserScramCredentialsResponse(
         f_throttle_time_ms, f_error_code, f_error_message, f_results, u
     ), p

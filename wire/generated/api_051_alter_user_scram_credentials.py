@@ -98,7 +98,11 @@ def _d_AlterUserScramCredentialsRequestScramCredentialDeletion_0(
         raise short(p, 1)
     (f_mechanism,) = _F0.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterUserScramCredentialsRequestScramCredentialDeletion(f_name, f_mechanism, u), p
 
 
@@ -112,7 +116,11 @@ def _d_AlterUserScramCredentialsRequestScramCredentialUpsertion_0(
     p += 5
     f_salt, p = read_bytes_nn(b, p, e, True, lim)
     f_salted_password, p = read_bytes_nn(b, p, e, True, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterUserScramCredentialsRequestScramCredentialUpsertion(
         f_name, f_mechanism, f_iterations, f_salt, f_salted_password, u
     ), p
@@ -122,20 +130,32 @@ def _d_AlterUserScramCredentialsRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[AlterUserScramCredentialsRequest, int]:
     f_deletions: list[AlterUserScramCredentialsRequestScramCredentialDeletion]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_deletions = []
     for _ in range(n):
         x_deletions, p = _d_AlterUserScramCredentialsRequestScramCredentialDeletion_0(b, p, e, lim)
         f_deletions.append(x_deletions)
     f_upsertions: list[AlterUserScramCredentialsRequestScramCredentialUpsertion]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_upsertions = []
     for _ in range(n):
         x_upsertions, p = _d_AlterUserScramCredentialsRequestScramCredentialUpsertion_0(
             b, p, e, lim
         )
         f_upsertions.append(x_upsertions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterUserScramCredentialsRequest(f_deletions, f_upsertions, u), p
 
 
@@ -187,7 +207,11 @@ def _d_AlterUserScramCredentialsResponseAlterUserScramCredentialsResult_0(
     (f_error_code,) = _F3.unpack_from(b, p)
     p += 2
     f_error_message, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterUserScramCredentialsResponseAlterUserScramCredentialsResult(
         f_user, f_error_code, f_error_message, u
     ), p
@@ -201,14 +225,22 @@ def _d_AlterUserScramCredentialsResponse_0(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_results: list[AlterUserScramCredentialsResponseAlterUserScramCredentialsResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results = []
     for _ in range(n):
         x_results, p = _d_AlterUserScramCredentialsResponseAlterUserScramCredentialsResult_0(
             b, p, e, lim
         )
         f_results.append(x_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterUserScramCredentialsResponse(f_throttle_time_ms, f_results, u), p
 
 

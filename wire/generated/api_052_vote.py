@@ -121,7 +121,11 @@ def _d_VoteRequestPartitionData_0(
         _F0.unpack_from(b, p)
     )
     p += 24
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return VoteRequestPartitionData(
         f_partition_index,
         f_candidate_epoch,
@@ -139,24 +143,40 @@ def _d_VoteRequestTopicData_0(
 ) -> tuple[VoteRequestTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[VoteRequestPartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_VoteRequestPartitionData_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return VoteRequestTopicData(f_topic_name, f_partitions, u), p
 
 
 def _d_VoteRequest_0(b: memoryview, p: int, e: int, lim: DecodeLimits) -> tuple[VoteRequest, int]:
     f_cluster_id, p = read_compact_nullable_string(b, p, e)
     f_topics: list[VoteRequestTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_VoteRequestTopicData_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return VoteRequest(f_cluster_id, -1, f_topics, u), p
 
 
@@ -209,7 +229,11 @@ def _d_VoteRequestPartitionData_1(
     p += 56
     f_candidate_directory_id = uuid_from(f_candidate_directory_id)
     f_voter_directory_id = uuid_from(f_voter_directory_id)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return VoteRequestPartitionData(
         f_partition_index,
         f_candidate_epoch,
@@ -227,12 +251,20 @@ def _d_VoteRequestTopicData_1(
 ) -> tuple[VoteRequestTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[VoteRequestPartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_VoteRequestPartitionData_1(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return VoteRequestTopicData(f_topic_name, f_partitions, u), p
 
 
@@ -243,12 +275,20 @@ def _d_VoteRequest_1(b: memoryview, p: int, e: int, lim: DecodeLimits) -> tuple[
     (f_voter_id,) = _F1.unpack_from(b, p)
     p += 4
     f_topics: list[VoteRequestTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_VoteRequestTopicData_1(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return VoteRequest(f_cluster_id, f_voter_id, f_topics, u), p
 
 
@@ -300,7 +340,11 @@ def _d_VoteResponsePartitionData_0(
         b, p
     )
     p += 15
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return VoteResponsePartitionData(
         f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_vote_granted, u
     ), p
@@ -311,12 +355,20 @@ def _d_VoteResponseTopicData_0(
 ) -> tuple[VoteResponseTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[VoteResponsePartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_VoteResponsePartitionData_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return VoteResponseTopicData(f_topic_name, f_partitions, u), p
 
 
@@ -326,12 +378,20 @@ def _d_VoteResponse_0(b: memoryview, p: int, e: int, lim: DecodeLimits) -> tuple
     (f_error_code,) = _F3.unpack_from(b, p)
     p += 2
     f_topics: list[VoteResponseTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_VoteResponseTopicData_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return VoteResponse(f_error_code, f_topics, [], u), p
 
 
@@ -379,7 +439,11 @@ def _d_VoteResponseNodeEndpoint_1(
         raise short(p, 2)
     (f_port,) = _F5.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return VoteResponseNodeEndpoint(f_node_id, f_host, f_port, u), p
 
 
@@ -389,18 +453,30 @@ def _d_VoteResponse_1(b: memoryview, p: int, e: int, lim: DecodeLimits) -> tuple
     (f_error_code,) = _F3.unpack_from(b, p)
     p += 2
     f_topics: list[VoteResponseTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_VoteResponseTopicData_0(b, p, e, lim)
         f_topics.append(x_topics)
     f_node_endpoints: list[VoteResponseNodeEndpoint] = []
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            n, p = read_array_length(b, p, q, True, False, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, False, lim)
             f_node_endpoints = []
             for _ in range(n):
                 x_node_endpoints, p = _d_VoteResponseNodeEndpoint_1(b, p, q, lim)

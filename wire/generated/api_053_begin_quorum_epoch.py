@@ -189,7 +189,11 @@ def _d_BeginQuorumEpochRequestPartitionData_1(
     f_partition_index, f_voter_directory_id, f_leader_id, f_leader_epoch = _F2.unpack_from(b, p)
     p += 28
     f_voter_directory_id = uuid_from(f_voter_directory_id)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return BeginQuorumEpochRequestPartitionData(
         f_partition_index, f_voter_directory_id, f_leader_id, f_leader_epoch, u
     ), p
@@ -200,12 +204,20 @@ def _d_BeginQuorumEpochRequestTopicData_1(
 ) -> tuple[BeginQuorumEpochRequestTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[BeginQuorumEpochRequestPartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_BeginQuorumEpochRequestPartitionData_1(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return BeginQuorumEpochRequestTopicData(f_topic_name, f_partitions, u), p
 
 
@@ -218,7 +230,11 @@ def _d_BeginQuorumEpochRequestLeaderEndpoint_1(
         raise short(p, 2)
     (f_port,) = _F3.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return BeginQuorumEpochRequestLeaderEndpoint(f_name, f_host, f_port, u), p
 
 
@@ -231,18 +247,30 @@ def _d_BeginQuorumEpochRequest_1(
     (f_voter_id,) = _F1.unpack_from(b, p)
     p += 4
     f_topics: list[BeginQuorumEpochRequestTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_BeginQuorumEpochRequestTopicData_1(b, p, e, lim)
         f_topics.append(x_topics)
     f_leader_endpoints: list[BeginQuorumEpochRequestLeaderEndpoint]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_leader_endpoints = []
     for _ in range(n):
         x_leader_endpoints, p = _d_BeginQuorumEpochRequestLeaderEndpoint_1(b, p, e, lim)
         f_leader_endpoints.append(x_leader_endpoints)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return BeginQuorumEpochRequest(f_cluster_id, f_voter_id, f_topics, f_leader_endpoints, u), p
 
 
@@ -368,7 +396,11 @@ def _d_BeginQuorumEpochResponsePartitionData_1(
         raise short(p, 14)
     f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _F5.unpack_from(b, p)
     p += 14
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return BeginQuorumEpochResponsePartitionData(
         f_partition_index, f_error_code, f_leader_id, f_leader_epoch, u
     ), p
@@ -379,12 +411,20 @@ def _d_BeginQuorumEpochResponseTopicData_1(
 ) -> tuple[BeginQuorumEpochResponseTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[BeginQuorumEpochResponsePartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_BeginQuorumEpochResponsePartitionData_1(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return BeginQuorumEpochResponseTopicData(f_topic_name, f_partitions, u), p
 
 
@@ -400,7 +440,11 @@ def _d_BeginQuorumEpochResponseNodeEndpoint_1(
         raise short(p, 2)
     (f_port,) = _F3.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return BeginQuorumEpochResponseNodeEndpoint(f_node_id, f_host, f_port, u), p
 
 
@@ -412,18 +456,30 @@ def _d_BeginQuorumEpochResponse_1(
     (f_error_code,) = _F4.unpack_from(b, p)
     p += 2
     f_topics: list[BeginQuorumEpochResponseTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_BeginQuorumEpochResponseTopicData_1(b, p, e, lim)
         f_topics.append(x_topics)
     f_node_endpoints: list[BeginQuorumEpochResponseNodeEndpoint] = []
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            n, p = read_array_length(b, p, q, True, False, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, False, lim)
             f_node_endpoints = []
             for _ in range(n):
                 x_node_endpoints, p = _d_BeginQuorumEpochResponseNodeEndpoint_1(b, p, q, lim)

@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     absent_field_error,
@@ -139,7 +141,11 @@ def _d_EndQuorumEpochRequestPartitionData_0(
     p += 12
     f_preferred_successors: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_preferred_successors, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_preferred_successors = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_preferred_successors, p = read_fixed_array(b, p, e, n, "i", 4)
     return EndQuorumEpochRequestPartitionData(
         f_partition_index, f_leader_id, f_leader_epoch, f_preferred_successors, [], None
     ), p
@@ -203,7 +209,11 @@ def _d_EndQuorumEpochRequestReplicaInfo_1(
     f_candidate_id, f_candidate_directory_id = _F1.unpack_from(b, p)
     p += 20
     f_candidate_directory_id = uuid_from(f_candidate_directory_id)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return EndQuorumEpochRequestReplicaInfo(f_candidate_id, f_candidate_directory_id, u), p
 
 
@@ -215,12 +225,20 @@ def _d_EndQuorumEpochRequestPartitionData_1(
     f_partition_index, f_leader_id, f_leader_epoch = _F0.unpack_from(b, p)
     p += 12
     f_preferred_candidates: list[EndQuorumEpochRequestReplicaInfo]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_preferred_candidates = []
     for _ in range(n):
         x_preferred_candidates, p = _d_EndQuorumEpochRequestReplicaInfo_1(b, p, e, lim)
         f_preferred_candidates.append(x_preferred_candidates)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return EndQuorumEpochRequestPartitionData(
         f_partition_index, f_leader_id, f_leader_epoch, [], f_preferred_candidates, u
     ), p
@@ -231,12 +249,20 @@ def _d_EndQuorumEpochRequestTopicData_1(
 ) -> tuple[EndQuorumEpochRequestTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[EndQuorumEpochRequestPartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_EndQuorumEpochRequestPartitionData_1(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return EndQuorumEpochRequestTopicData(f_topic_name, f_partitions, u), p
 
 
@@ -249,7 +275,11 @@ def _d_EndQuorumEpochRequestLeaderEndpoint_1(
         raise short(p, 2)
     (f_port,) = _F2.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return EndQuorumEpochRequestLeaderEndpoint(f_name, f_host, f_port, u), p
 
 
@@ -258,18 +288,30 @@ def _d_EndQuorumEpochRequest_1(
 ) -> tuple[EndQuorumEpochRequest, int]:
     f_cluster_id, p = read_compact_nullable_string(b, p, e)
     f_topics: list[EndQuorumEpochRequestTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_EndQuorumEpochRequestTopicData_1(b, p, e, lim)
         f_topics.append(x_topics)
     f_leader_endpoints: list[EndQuorumEpochRequestLeaderEndpoint]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_leader_endpoints = []
     for _ in range(n):
         x_leader_endpoints, p = _d_EndQuorumEpochRequestLeaderEndpoint_1(b, p, e, lim)
         f_leader_endpoints.append(x_leader_endpoints)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return EndQuorumEpochRequest(f_cluster_id, f_topics, f_leader_endpoints, u), p
 
 
@@ -407,7 +449,11 @@ def _d_EndQuorumEpochResponsePartitionData_1(
         raise short(p, 14)
     f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _F4.unpack_from(b, p)
     p += 14
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return EndQuorumEpochResponsePartitionData(
         f_partition_index, f_error_code, f_leader_id, f_leader_epoch, u
     ), p
@@ -418,12 +464,20 @@ def _d_EndQuorumEpochResponseTopicData_1(
 ) -> tuple[EndQuorumEpochResponseTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[EndQuorumEpochResponsePartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_EndQuorumEpochResponsePartitionData_1(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return EndQuorumEpochResponseTopicData(f_topic_name, f_partitions, u), p
 
 
@@ -439,7 +493,11 @@ def _d_EndQuorumEpochResponseNodeEndpoint_1(
         raise short(p, 2)
     (f_port,) = _F2.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return EndQuorumEpochResponseNodeEndpoint(f_node_id, f_host, f_port, u), p
 
 
@@ -451,18 +509,30 @@ def _d_EndQuorumEpochResponse_1(
     (f_error_code,) = _F3.unpack_from(b, p)
     p += 2
     f_topics: list[EndQuorumEpochResponseTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_EndQuorumEpochResponseTopicData_1(b, p, e, lim)
         f_topics.append(x_topics)
     f_node_endpoints: list[EndQuorumEpochResponseNodeEndpoint] = []
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            n, p = read_array_length(b, p, q, True, False, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, False, lim)
             f_node_endpoints = []
             for _ in range(n):
                 x_node_endpoints, p = _d_EndQuorumEpochResponseNodeEndpoint_1(b, p, q, lim)

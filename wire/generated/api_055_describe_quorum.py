@@ -131,7 +131,11 @@ def _d_DescribeQuorumRequestPartitionData_0(
         raise short(p, 4)
     (f_partition_index,) = _F0.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeQuorumRequestPartitionData(f_partition_index, u), p
 
 
@@ -140,12 +144,20 @@ def _d_DescribeQuorumRequestTopicData_0(
 ) -> tuple[DescribeQuorumRequestTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[DescribeQuorumRequestPartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_DescribeQuorumRequestPartitionData_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeQuorumRequestTopicData(f_topic_name, f_partitions, u), p
 
 
@@ -153,12 +165,20 @@ def _d_DescribeQuorumRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeQuorumRequest, int]:
     f_topics: list[DescribeQuorumRequestTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_DescribeQuorumRequestTopicData_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeQuorumRequest(f_topics, u), p
 
 
@@ -202,7 +222,11 @@ def _d_DescribeQuorumResponseReplicaState_0(
         raise short(p, 12)
     f_replica_id, f_log_end_offset = _F3.unpack_from(b, p)
     p += 12
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeQuorumResponseReplicaState(
         f_replica_id, ZERO_UUID, f_log_end_offset, -1, -1, u
     ), p
@@ -218,18 +242,30 @@ def _d_DescribeQuorumResponsePartitionData_0(
     )
     p += 22
     f_current_voters: list[DescribeQuorumResponseReplicaState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_current_voters = []
     for _ in range(n):
         x_current_voters, p = _d_DescribeQuorumResponseReplicaState_0(b, p, e, lim)
         f_current_voters.append(x_current_voters)
     f_observers: list[DescribeQuorumResponseReplicaState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_observers = []
     for _ in range(n):
         x_observers, p = _d_DescribeQuorumResponseReplicaState_0(b, p, e, lim)
         f_observers.append(x_observers)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeQuorumResponsePartitionData(
         f_partition_index,
         f_error_code,
@@ -248,12 +284,20 @@ def _d_DescribeQuorumResponseTopicData_0(
 ) -> tuple[DescribeQuorumResponseTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[DescribeQuorumResponsePartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_DescribeQuorumResponsePartitionData_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeQuorumResponseTopicData(f_topic_name, f_partitions, u), p
 
 
@@ -265,12 +309,20 @@ def _d_DescribeQuorumResponse_0(
     (f_error_code,) = _F1.unpack_from(b, p)
     p += 2
     f_topics: list[DescribeQuorumResponseTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_DescribeQuorumResponseTopicData_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeQuorumResponse(f_error_code, "", f_topics, [], u), p
 
 
@@ -337,7 +389,11 @@ def _d_DescribeQuorumResponseReplicaState_1(
         _F4.unpack_from(b, p)
     )
     p += 28
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeQuorumResponseReplicaState(
         f_replica_id,
         ZERO_UUID,
@@ -358,18 +414,30 @@ def _d_DescribeQuorumResponsePartitionData_1(
     )
     p += 22
     f_current_voters: list[DescribeQuorumResponseReplicaState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_current_voters = []
     for _ in range(n):
         x_current_voters, p = _d_DescribeQuorumResponseReplicaState_1(b, p, e, lim)
         f_current_voters.append(x_current_voters)
     f_observers: list[DescribeQuorumResponseReplicaState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_observers = []
     for _ in range(n):
         x_observers, p = _d_DescribeQuorumResponseReplicaState_1(b, p, e, lim)
         f_observers.append(x_observers)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeQuorumResponsePartitionData(
         f_partition_index,
         f_error_code,
@@ -388,12 +456,20 @@ def _d_DescribeQuorumResponseTopicData_1(
 ) -> tuple[DescribeQuorumResponseTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[DescribeQuorumResponsePartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_DescribeQuorumResponsePartitionData_1(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeQuorumResponseTopicData(f_topic_name, f_partitions, u), p
 
 
@@ -405,12 +481,20 @@ def _d_DescribeQuorumResponse_1(
     (f_error_code,) = _F1.unpack_from(b, p)
     p += 2
     f_topics: list[DescribeQuorumResponseTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_DescribeQuorumResponseTopicData_1(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeQuorumResponse(f_error_code, "", f_topics, [], u), p
 
 
@@ -484,7 +568,11 @@ def _d_DescribeQuorumResponseReplicaState_2(
     ) = _F7.unpack_from(b, p)
     p += 44
     f_replica_directory_id = uuid_from(f_replica_directory_id)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeQuorumResponseReplicaState(
         f_replica_id,
         f_replica_directory_id,
@@ -508,18 +596,30 @@ def _d_DescribeQuorumResponsePartitionData_2(
     f_leader_id, f_leader_epoch, f_high_watermark = _F6.unpack_from(b, p)
     p += 16
     f_current_voters: list[DescribeQuorumResponseReplicaState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_current_voters = []
     for _ in range(n):
         x_current_voters, p = _d_DescribeQuorumResponseReplicaState_2(b, p, e, lim)
         f_current_voters.append(x_current_voters)
     f_observers: list[DescribeQuorumResponseReplicaState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_observers = []
     for _ in range(n):
         x_observers, p = _d_DescribeQuorumResponseReplicaState_2(b, p, e, lim)
         f_observers.append(x_observers)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeQuorumResponsePartitionData(
         f_partition_index,
         f_error_code,
@@ -538,12 +638,20 @@ def _d_DescribeQuorumResponseTopicData_2(
 ) -> tuple[DescribeQuorumResponseTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[DescribeQuorumResponsePartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_DescribeQuorumResponsePartitionData_2(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeQuorumResponseTopicData(f_topic_name, f_partitions, u), p
 
 
@@ -556,7 +664,11 @@ def _d_DescribeQuorumResponseListener_2(
         raise short(p, 2)
     (f_port,) = _F8.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeQuorumResponseListener(f_name, f_host, f_port, u), p
 
 
@@ -568,12 +680,20 @@ def _d_DescribeQuorumResponseNode_2(
     (f_node_id,) = _F0.unpack_from(b, p)
     p += 4
     f_listeners: list[DescribeQuorumResponseListener]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_listeners = []
     for _ in range(n):
         x_listeners, p = _d_DescribeQuorumResponseListener_2(b, p, e, lim)
         f_listeners.append(x_listeners)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeQuorumResponseNode(f_node_id, f_listeners, u), p
 
 
@@ -586,18 +706,30 @@ def _d_DescribeQuorumResponse_2(
     p += 2
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_topics: list[DescribeQuorumResponseTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_DescribeQuorumResponseTopicData_2(b, p, e, lim)
         f_topics.append(x_topics)
     f_nodes: list[DescribeQuorumResponseNode]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_nodes = []
     for _ in range(n):
         x_nodes, p = _d_DescribeQuorumResponseNode_2(b, p, e, lim)
         f_nodes.append(x_nodes)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeQuorumResponse(f_error_code, f_error_message, f_topics, f_nodes, u), p
 
 

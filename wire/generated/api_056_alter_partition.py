@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     absent_field_error,
@@ -119,13 +121,25 @@ def _d_AlterPartitionRequestPartitionData_0(
     f_partition_index, f_leader_epoch = _F1.unpack_from(b, p)
     p += 8
     f_new_isr: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_new_isr, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_new_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_new_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 4 > e:
         raise short(p, 4)
     (f_partition_epoch,) = _F2.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionRequestPartitionData(
         f_partition_index, f_leader_epoch, f_new_isr, [], 0, f_partition_epoch, u
     ), p
@@ -136,12 +150,20 @@ def _d_AlterPartitionRequestTopicData_0(
 ) -> tuple[AlterPartitionRequestTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[AlterPartitionRequestPartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_AlterPartitionRequestPartitionData_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionRequestTopicData(f_topic_name, ZERO_UUID, f_partitions, u), p
 
 
@@ -153,12 +175,20 @@ def _d_AlterPartitionRequest_0(
     f_broker_id, f_broker_epoch = _F0.unpack_from(b, p)
     p += 12
     f_topics: list[AlterPartitionRequestTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_AlterPartitionRequestTopicData_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics, u), p
 
 
@@ -211,13 +241,25 @@ def _d_AlterPartitionRequestPartitionData_1(
     f_partition_index, f_leader_epoch = _F1.unpack_from(b, p)
     p += 8
     f_new_isr: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_new_isr, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_new_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_new_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 5 > e:
         raise short(p, 5)
     f_leader_recovery_state, f_partition_epoch = _F3.unpack_from(b, p)
     p += 5
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionRequestPartitionData(
         f_partition_index,
         f_leader_epoch,
@@ -234,12 +276,20 @@ def _d_AlterPartitionRequestTopicData_1(
 ) -> tuple[AlterPartitionRequestTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[AlterPartitionRequestPartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_AlterPartitionRequestPartitionData_1(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionRequestTopicData(f_topic_name, ZERO_UUID, f_partitions, u), p
 
 
@@ -251,12 +301,20 @@ def _d_AlterPartitionRequest_1(
     f_broker_id, f_broker_epoch = _F0.unpack_from(b, p)
     p += 12
     f_topics: list[AlterPartitionRequestTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_AlterPartitionRequestTopicData_1(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics, u), p
 
 
@@ -308,12 +366,20 @@ def _d_AlterPartitionRequestTopicData_2(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[AlterPartitionRequestPartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_AlterPartitionRequestPartitionData_1(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionRequestTopicData("", f_topic_id, f_partitions, u), p
 
 
@@ -325,12 +391,20 @@ def _d_AlterPartitionRequest_2(
     f_broker_id, f_broker_epoch = _F0.unpack_from(b, p)
     p += 12
     f_topics: list[AlterPartitionRequestTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_AlterPartitionRequestTopicData_2(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics, u), p
 
 
@@ -365,7 +439,11 @@ def _d_AlterPartitionRequestBrokerState_3(
         raise short(p, 12)
     f_broker_id, f_broker_epoch = _F0.unpack_from(b, p)
     p += 12
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionRequestBrokerState(f_broker_id, f_broker_epoch, u), p
 
 
@@ -377,7 +455,11 @@ def _d_AlterPartitionRequestPartitionData_3(
     f_partition_index, f_leader_epoch = _F1.unpack_from(b, p)
     p += 8
     f_new_isr_with_epochs: list[AlterPartitionRequestBrokerState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_new_isr_with_epochs = []
     for _ in range(n):
         x_new_isr_with_epochs, p = _d_AlterPartitionRequestBrokerState_3(b, p, e, lim)
@@ -386,7 +468,11 @@ def _d_AlterPartitionRequestPartitionData_3(
         raise short(p, 5)
     f_leader_recovery_state, f_partition_epoch = _F3.unpack_from(b, p)
     p += 5
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionRequestPartitionData(
         f_partition_index,
         f_leader_epoch,
@@ -407,12 +493,20 @@ def _d_AlterPartitionRequestTopicData_3(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[AlterPartitionRequestPartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_AlterPartitionRequestPartitionData_3(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionRequestTopicData("", f_topic_id, f_partitions, u), p
 
 
@@ -424,12 +518,20 @@ def _d_AlterPartitionRequest_3(
     f_broker_id, f_broker_epoch = _F0.unpack_from(b, p)
     p += 12
     f_topics: list[AlterPartitionRequestTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_AlterPartitionRequestTopicData_3(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics, u), p
 
 
@@ -491,13 +593,25 @@ def _d_AlterPartitionResponsePartitionData_0(
     f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _F6.unpack_from(b, p)
     p += 14
     f_isr: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 4 > e:
         raise short(p, 4)
     (f_partition_epoch,) = _F2.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionResponsePartitionData(
         f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_isr, 0, f_partition_epoch, u
     ), p
@@ -508,12 +622,20 @@ def _d_AlterPartitionResponseTopicData_0(
 ) -> tuple[AlterPartitionResponseTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[AlterPartitionResponsePartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_AlterPartitionResponsePartitionData_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionResponseTopicData(f_topic_name, ZERO_UUID, f_partitions, u), p
 
 
@@ -525,12 +647,20 @@ def _d_AlterPartitionResponse_0(
     f_throttle_time_ms, f_error_code = _F5.unpack_from(b, p)
     p += 6
     f_topics: list[AlterPartitionResponseTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_AlterPartitionResponseTopicData_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionResponse(f_throttle_time_ms, f_error_code, f_topics, u), p
 
 
@@ -579,13 +709,25 @@ def _d_AlterPartitionResponsePartitionData_1(
     f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _F6.unpack_from(b, p)
     p += 14
     f_isr: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 5 > e:
         raise short(p, 5)
     f_leader_recovery_state, f_partition_epoch = _F3.unpack_from(b, p)
     p += 5
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionResponsePartitionData(
         f_partition_index,
         f_error_code,
@@ -603,12 +745,20 @@ def _d_AlterPartitionResponseTopicData_1(
 ) -> tuple[AlterPartitionResponseTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[AlterPartitionResponsePartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_AlterPartitionResponsePartitionData_1(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionResponseTopicData(f_topic_name, ZERO_UUID, f_partitions, u), p
 
 
@@ -620,12 +770,20 @@ def _d_AlterPartitionResponse_1(
     f_throttle_time_ms, f_error_code = _F5.unpack_from(b, p)
     p += 6
     f_topics: list[AlterPartitionResponseTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_AlterPartitionResponseTopicData_1(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionResponse(f_throttle_time_ms, f_error_code, f_topics, u), p
 
 
@@ -675,12 +833,20 @@ def _d_AlterPartitionResponseTopicData_2(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[AlterPartitionResponsePartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_AlterPartitionResponsePartitionData_1(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionResponseTopicData("", f_topic_id, f_partitions, u), p
 
 
@@ -692,12 +858,20 @@ def _d_AlterPartitionResponse_2(
     f_throttle_time_ms, f_error_code = _F5.unpack_from(b, p)
     p += 6
     f_topics: list[AlterPartitionResponseTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_AlterPartitionResponseTopicData_2(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AlterPartitionResponse(f_throttle_time_ms, f_error_code, f_topics, u), p
 
 

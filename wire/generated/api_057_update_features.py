@@ -88,7 +88,11 @@ def _d_UpdateFeaturesRequestFeatureUpdateKey_0(
         raise short(p, 3)
     f_max_version_level, f_allow_downgrade = _F1.unpack_from(b, p)
     p += 3
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UpdateFeaturesRequestFeatureUpdateKey(
         f_feature, f_max_version_level, f_allow_downgrade, 1, u
     ), p
@@ -102,12 +106,20 @@ def _d_UpdateFeaturesRequest_0(
     (f_timeout_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_feature_updates: list[UpdateFeaturesRequestFeatureUpdateKey]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_feature_updates = []
     for _ in range(n):
         x_feature_updates, p = _d_UpdateFeaturesRequestFeatureUpdateKey_0(b, p, e, lim)
         f_feature_updates.append(x_feature_updates)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UpdateFeaturesRequest(f_timeout_ms, f_feature_updates, False, u), p
 
 
@@ -145,7 +157,11 @@ def _d_UpdateFeaturesRequestFeatureUpdateKey_1(
         raise short(p, 3)
     f_max_version_level, f_upgrade_type = _F2.unpack_from(b, p)
     p += 3
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UpdateFeaturesRequestFeatureUpdateKey(
         f_feature, f_max_version_level, False, f_upgrade_type, u
     ), p
@@ -159,7 +175,11 @@ def _d_UpdateFeaturesRequest_1(
     (f_timeout_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_feature_updates: list[UpdateFeaturesRequestFeatureUpdateKey]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_feature_updates = []
     for _ in range(n):
         x_feature_updates, p = _d_UpdateFeaturesRequestFeatureUpdateKey_1(b, p, e, lim)
@@ -168,7 +188,11 @@ def _d_UpdateFeaturesRequest_1(
         raise short(p, 1)
     (f_validate_only,) = _F3.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UpdateFeaturesRequest(f_timeout_ms, f_feature_updates, f_validate_only, u), p
 
 
@@ -206,7 +230,11 @@ def _d_UpdateFeaturesResponseUpdatableFeatureResult_0(
     (f_error_code,) = _F5.unpack_from(b, p)
     p += 2
     f_error_message, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UpdateFeaturesResponseUpdatableFeatureResult(
         f_feature, f_error_code, f_error_message, u
     ), p
@@ -221,12 +249,20 @@ def _d_UpdateFeaturesResponse_0(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_results: list[UpdateFeaturesResponseUpdatableFeatureResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results = []
     for _ in range(n):
         x_results, p = _d_UpdateFeaturesResponseUpdatableFeatureResult_0(b, p, e, lim)
         f_results.append(x_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UpdateFeaturesResponse(
         f_throttle_time_ms, f_error_code, f_error_message, f_results, u
     ), p

@@ -58,7 +58,11 @@ def _d_EnvelopeRequest_0(
     f_request_data, p = read_bytes_nn(b, p, e, True, lim)
     f_request_principal, p = read_bytes(b, p, e, True, True, lim)
     f_client_host_address, p = read_bytes_nn(b, p, e, True, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return EnvelopeRequest(f_request_data, f_request_principal, f_client_host_address, u), p
 
 
@@ -80,7 +84,11 @@ def _d_EnvelopeResponse_0(
         raise short(p, 2)
     (f_error_code,) = _F0.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return EnvelopeResponse(f_response_data, f_error_code, u), p
 
 

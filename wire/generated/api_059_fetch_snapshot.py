@@ -153,7 +153,11 @@ def _d_FetchSnapshotRequestSnapshotId_0(
         raise short(p, 12)
     f_end_offset, f_epoch = _F1.unpack_from(b, p)
     p += 12
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchSnapshotRequestSnapshotId(f_end_offset, f_epoch, u), p
 
 
@@ -170,7 +174,11 @@ def _d_FetchSnapshotRequestPartitionSnapshot_0(
         raise short(p, 8)
     (f_position,) = _F2.unpack_from(b, p)
     p += 8
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchSnapshotRequestPartitionSnapshot(
         f_partition, f_current_leader_epoch, f_snapshot_id, f_position, ZERO_UUID, u
     ), p
@@ -181,12 +189,20 @@ def _d_FetchSnapshotRequestTopicSnapshot_0(
 ) -> tuple[FetchSnapshotRequestTopicSnapshot, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[FetchSnapshotRequestPartitionSnapshot]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_FetchSnapshotRequestPartitionSnapshot_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchSnapshotRequestTopicSnapshot(f_name, f_partitions, u), p
 
 
@@ -198,14 +214,22 @@ def _d_FetchSnapshotRequest_0(
     f_replica_id, f_max_bytes = _F0.unpack_from(b, p)
     p += 8
     f_topics: list[FetchSnapshotRequestTopicSnapshot]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_FetchSnapshotRequestTopicSnapshot_0(b, p, e, lim)
         f_topics.append(x_topics)
     f_cluster_id: str | None = None
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -280,7 +304,11 @@ def _d_FetchSnapshotRequestPartitionSnapshot_1(
     p += 8
     f_replica_directory_id: uuid.UUID = ZERO_UUID
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -299,12 +327,20 @@ def _d_FetchSnapshotRequestTopicSnapshot_1(
 ) -> tuple[FetchSnapshotRequestTopicSnapshot, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[FetchSnapshotRequestPartitionSnapshot]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_FetchSnapshotRequestPartitionSnapshot_1(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchSnapshotRequestTopicSnapshot(f_name, f_partitions, u), p
 
 
@@ -316,14 +352,22 @@ def _d_FetchSnapshotRequest_1(
     f_replica_id, f_max_bytes = _F0.unpack_from(b, p)
     p += 8
     f_topics: list[FetchSnapshotRequestTopicSnapshot]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_FetchSnapshotRequestTopicSnapshot_1(b, p, e, lim)
         f_topics.append(x_topics)
     f_cluster_id: str | None = None
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -382,7 +426,11 @@ def _d_FetchSnapshotResponseSnapshotId_0(
         raise short(p, 12)
     f_end_offset, f_epoch = _F1.unpack_from(b, p)
     p += 12
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchSnapshotResponseSnapshotId(f_end_offset, f_epoch, u), p
 
 
@@ -393,7 +441,11 @@ def _d_FetchSnapshotResponseLeaderIdAndEpoch_0(
         raise short(p, 8)
     f_leader_id, f_leader_epoch = _F0.unpack_from(b, p)
     p += 8
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchSnapshotResponseLeaderIdAndEpoch(f_leader_id, f_leader_epoch, u), p
 
 
@@ -415,7 +467,11 @@ def _d_FetchSnapshotResponsePartitionSnapshot_0(
         FetchSnapshotResponseLeaderIdAndEpoch()
     )
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -441,12 +497,20 @@ def _d_FetchSnapshotResponseTopicSnapshot_0(
 ) -> tuple[FetchSnapshotResponseTopicSnapshot, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[FetchSnapshotResponsePartitionSnapshot]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_FetchSnapshotResponsePartitionSnapshot_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchSnapshotResponseTopicSnapshot(f_name, f_partitions, u), p
 
 
@@ -458,12 +522,20 @@ def _d_FetchSnapshotResponse_0(
     f_throttle_time_ms, f_error_code = _F4.unpack_from(b, p)
     p += 6
     f_topics: list[FetchSnapshotResponseTopicSnapshot]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_FetchSnapshotResponseTopicSnapshot_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchSnapshotResponse(f_throttle_time_ms, f_error_code, f_topics, [], u), p
 
 
@@ -540,7 +612,11 @@ def _d_FetchSnapshotResponseNodeEndpoint_1(
         raise short(p, 2)
     (f_port,) = _F7.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FetchSnapshotResponseNodeEndpoint(f_node_id, f_host, f_port, u), p
 
 
@@ -552,18 +628,30 @@ def _d_FetchSnapshotResponse_1(
     f_throttle_time_ms, f_error_code = _F4.unpack_from(b, p)
     p += 6
     f_topics: list[FetchSnapshotResponseTopicSnapshot]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_FetchSnapshotResponseTopicSnapshot_0(b, p, e, lim)
         f_topics.append(x_topics)
     f_node_endpoints: list[FetchSnapshotResponseNodeEndpoint] = []
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            n, p = read_array_length(b, p, q, True, False, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, False, lim)
             f_node_endpoints = []
             for _ in range(n):
                 x_node_endpoints, p = _d_FetchSnapshotResponseNodeEndpoint_1(b, p, q, lim)

@@ -81,7 +81,11 @@ def _d_DescribeClusterRequest_0(
         raise short(p, 1)
     (f_include_cluster_authorized_operations,) = _F0.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeClusterRequest(f_include_cluster_authorized_operations, 1, u), p
 
 
@@ -102,7 +106,11 @@ def _d_DescribeClusterRequest_1(
         raise short(p, 2)
     f_include_cluster_authorized_operations, f_endpoint_type = _F1.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeClusterRequest(f_include_cluster_authorized_operations, f_endpoint_type, u), p
 
 
@@ -127,7 +135,11 @@ def _d_DescribeClusterResponseDescribeClusterBroker_0(
     (f_port,) = _F3.unpack_from(b, p)
     p += 4
     f_rack, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeClusterResponseDescribeClusterBroker(f_broker_id, f_host, f_port, f_rack, u), p
 
 
@@ -145,7 +157,11 @@ def _d_DescribeClusterResponse_0(
     (f_controller_id,) = _F3.unpack_from(b, p)
     p += 4
     f_brokers: list[DescribeClusterResponseDescribeClusterBroker]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_brokers = []
     for _ in range(n):
         x_brokers, p = _d_DescribeClusterResponseDescribeClusterBroker_0(b, p, e, lim)
@@ -154,7 +170,11 @@ def _d_DescribeClusterResponse_0(
         raise short(p, 4)
     (f_cluster_authorized_operations,) = _F3.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeClusterResponse(
         f_throttle_time_ms,
         f_error_code,
@@ -216,7 +236,11 @@ def _d_DescribeClusterResponse_1(
     (f_controller_id,) = _F3.unpack_from(b, p)
     p += 4
     f_brokers: list[DescribeClusterResponseDescribeClusterBroker]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_brokers = []
     for _ in range(n):
         x_brokers, p = _d_DescribeClusterResponseDescribeClusterBroker_0(b, p, e, lim)
@@ -225,7 +249,11 @@ def _d_DescribeClusterResponse_1(
         raise short(p, 4)
     (f_cluster_authorized_operations,) = _F3.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeClusterResponse(
         f_throttle_time_ms,
         f_error_code,

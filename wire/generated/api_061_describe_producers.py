@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     read_array_length,
     read_compact_nullable_string,
@@ -96,9 +98,21 @@ def _d_DescribeProducersRequestTopicRequest_0(
 ) -> tuple[DescribeProducersRequestTopicRequest, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partition_indexes: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partition_indexes, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partition_indexes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partition_indexes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeProducersRequestTopicRequest(f_name, f_partition_indexes, u), p
 
 
@@ -106,12 +120,20 @@ def _d_DescribeProducersRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeProducersRequest, int]:
     f_topics: list[DescribeProducersRequestTopicRequest]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_DescribeProducersRequestTopicRequest_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeProducersRequest(f_topics, u), p
 
 
@@ -151,7 +173,11 @@ def _d_DescribeProducersResponseProducerState_0(
         f_current_txn_start_offset,
     ) = _F2.unpack_from(b, p)
     p += 36
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeProducersResponseProducerState(
         f_producer_id,
         f_producer_epoch,
@@ -172,12 +198,20 @@ def _d_DescribeProducersResponsePartitionResponse_0(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_active_producers: list[DescribeProducersResponseProducerState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_active_producers = []
     for _ in range(n):
         x_active_producers, p = _d_DescribeProducersResponseProducerState_0(b, p, e, lim)
         f_active_producers.append(x_active_producers)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeProducersResponsePartitionResponse(
         f_partition_index, f_error_code, f_error_message, f_active_producers, u
     ), p
@@ -188,12 +222,20 @@ def _d_DescribeProducersResponseTopicResponse_0(
 ) -> tuple[DescribeProducersResponseTopicResponse, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[DescribeProducersResponsePartitionResponse]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_DescribeProducersResponsePartitionResponse_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeProducersResponseTopicResponse(f_name, f_partitions, u), p
 
 
@@ -205,12 +247,20 @@ def _d_DescribeProducersResponse_0(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_topics: list[DescribeProducersResponseTopicResponse]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_DescribeProducersResponseTopicResponse_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeProducersResponse(f_throttle_time_ms, f_topics, u), p
 
 

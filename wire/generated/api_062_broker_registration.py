@@ -98,7 +98,11 @@ def _d_BrokerRegistrationRequestListener_0(
         raise short(p, 4)
     f_port, f_security_protocol = _F2.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return BrokerRegistrationRequestListener(f_name, f_host, f_port, f_security_protocol, u), p
 
 
@@ -110,7 +114,11 @@ def _d_BrokerRegistrationRequestFeature_0(
         raise short(p, 4)
     f_min_supported_version, f_max_supported_version = _F3.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return BrokerRegistrationRequestFeature(
         f_name, f_min_supported_version, f_max_supported_version, u
     ), p
@@ -130,19 +138,31 @@ def _d_BrokerRegistrationRequest_0(
     p += 16
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_listeners: list[BrokerRegistrationRequestListener]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_listeners = []
     for _ in range(n):
         x_listeners, p = _d_BrokerRegistrationRequestListener_0(b, p, e, lim)
         f_listeners.append(x_listeners)
     f_features: list[BrokerRegistrationRequestFeature]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_features = []
     for _ in range(n):
         x_features, p = _d_BrokerRegistrationRequestFeature_0(b, p, e, lim)
         f_features.append(x_features)
     f_rack, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return BrokerRegistrationRequest(
         f_broker_id,
         f_cluster_id,
@@ -213,13 +233,21 @@ def _d_BrokerRegistrationRequest_1(
     p += 16
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_listeners: list[BrokerRegistrationRequestListener]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_listeners = []
     for _ in range(n):
         x_listeners, p = _d_BrokerRegistrationRequestListener_0(b, p, e, lim)
         f_listeners.append(x_listeners)
     f_features: list[BrokerRegistrationRequestFeature]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_features = []
     for _ in range(n):
         x_features, p = _d_BrokerRegistrationRequestFeature_0(b, p, e, lim)
@@ -229,7 +257,11 @@ def _d_BrokerRegistrationRequest_1(
         raise short(p, 1)
     (f_is_migrating_zk_broker,) = _F4.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return BrokerRegistrationRequest(
         f_broker_id,
         f_cluster_id,
@@ -276,13 +308,21 @@ def _d_BrokerRegistrationRequest_2(
     p += 16
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_listeners: list[BrokerRegistrationRequestListener]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_listeners = []
     for _ in range(n):
         x_listeners, p = _d_BrokerRegistrationRequestListener_0(b, p, e, lim)
         f_listeners.append(x_listeners)
     f_features: list[BrokerRegistrationRequestFeature]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_features = []
     for _ in range(n):
         x_features, p = _d_BrokerRegistrationRequestFeature_0(b, p, e, lim)
@@ -293,9 +333,17 @@ def _d_BrokerRegistrationRequest_2(
     (f_is_migrating_zk_broker,) = _F4.unpack_from(b, p)
     p += 1
     f_log_dirs: list[uuid.UUID]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_log_dirs, p = read_uuid_array(b, p, e, n)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return BrokerRegistrationRequest(
         f_broker_id,
         f_cluster_id,
@@ -345,13 +393,21 @@ def _d_BrokerRegistrationRequest_3(
     p += 16
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_listeners: list[BrokerRegistrationRequestListener]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_listeners = []
     for _ in range(n):
         x_listeners, p = _d_BrokerRegistrationRequestListener_0(b, p, e, lim)
         f_listeners.append(x_listeners)
     f_features: list[BrokerRegistrationRequestFeature]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_features = []
     for _ in range(n):
         x_features, p = _d_BrokerRegistrationRequestFeature_0(b, p, e, lim)
@@ -362,13 +418,21 @@ def _d_BrokerRegistrationRequest_3(
     (f_is_migrating_zk_broker,) = _F4.unpack_from(b, p)
     p += 1
     f_log_dirs: list[uuid.UUID]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_log_dirs, p = read_uuid_array(b, p, e, n)
     if p + 8 > e:
         raise short(p, 8)
     (f_previous_broker_epoch,) = _F5.unpack_from(b, p)
     p += 8
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return BrokerRegistrationRequest(
         f_broker_id,
         f_cluster_id,
@@ -412,7 +476,11 @@ def _d_BrokerRegistrationResponse_0(
         raise short(p, 14)
     f_throttle_time_ms, f_error_code, f_broker_epoch = _F6.unpack_from(b, p)
     p += 14
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return BrokerRegistrationResponse(f_throttle_time_ms, f_error_code, f_broker_epoch, u), p
 
 

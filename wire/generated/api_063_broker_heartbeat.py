@@ -73,7 +73,11 @@ def _d_BrokerHeartbeatRequest_0(
         _F0.unpack_from(b, p)
     )
     p += 22
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return BrokerHeartbeatRequest(
         f_broker_id,
         f_broker_epoch,
@@ -108,11 +112,19 @@ def _d_BrokerHeartbeatRequest_1(
     p += 22
     f_offline_log_dirs: list[uuid.UUID] = []
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            n, p = read_array_length(b, p, q, True, False, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, False, lim)
             f_offline_log_dirs, p = read_uuid_array(b, p, q, n)
             check_end(p, q, "OfflineLogDirs")
         else:
@@ -152,7 +164,11 @@ def _d_BrokerHeartbeatResponse_0(
         _F1.unpack_from(b, p)
     )
     p += 9
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return BrokerHeartbeatResponse(
         f_throttle_time_ms, f_error_code, f_is_caught_up, f_is_fenced, f_should_shut_down, u
     ), p

@@ -58,7 +58,11 @@ def _d_UnregisterBrokerRequest_0(
         raise short(p, 4)
     (f_broker_id,) = _F0.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UnregisterBrokerRequest(f_broker_id, u), p
 
 
@@ -78,7 +82,11 @@ def _d_UnregisterBrokerResponse_0(
     f_throttle_time_ms, f_error_code = _F1.unpack_from(b, p)
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UnregisterBrokerResponse(f_throttle_time_ms, f_error_code, f_error_message, u), p
 
 

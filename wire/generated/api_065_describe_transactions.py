@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     read_array_length,
     read_compact_string,
@@ -81,12 +83,20 @@ def _d_DescribeTransactionsRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeTransactionsRequest, int]:
     f_transactional_ids: list[str]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_transactional_ids = []
     for _ in range(n):
         x_transactional_ids, p = read_compact_string(b, p, e)
         f_transactional_ids.append(x_transactional_ids)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeTransactionsRequest(f_transactional_ids, u), p
 
 
@@ -107,9 +117,21 @@ def _d_DescribeTransactionsResponseTopicData_0(
 ) -> tuple[DescribeTransactionsResponseTopicData, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeTransactionsResponseTopicData(f_topic, f_partitions, u), p
 
 
@@ -129,12 +151,20 @@ def _d_DescribeTransactionsResponseTransactionState_0(
     )
     p += 22
     f_topics: list[DescribeTransactionsResponseTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_DescribeTransactionsResponseTopicData_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeTransactionsResponseTransactionState(
         f_error_code,
         f_transactional_id,
@@ -156,12 +186,20 @@ def _d_DescribeTransactionsResponse_0(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_transaction_states: list[DescribeTransactionsResponseTransactionState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_transaction_states = []
     for _ in range(n):
         x_transaction_states, p = _d_DescribeTransactionsResponseTransactionState_0(b, p, e, lim)
         f_transaction_states.append(x_transaction_states)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeTransactionsResponse(f_throttle_time_ms, f_transaction_states, u), p
 
 

@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     absent_field_error,
     read_array_length,
@@ -71,15 +73,31 @@ def _d_ListTransactionsRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ListTransactionsRequest, int]:
     f_state_filters: list[str]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_state_filters = []
     for _ in range(n):
         x_state_filters, p = read_compact_string(b, p, e)
         f_state_filters.append(x_state_filters)
     f_producer_id_filters: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_producer_id_filters, p = read_fixed_array(b, p, e, n, "q", 8)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 8 <= e:
+        f_producer_id_filters = list(FIXED_ARRAYS["q"][n].unpack_from(b, p))
+        p += n * 8
+    else:
+        f_producer_id_filters, p = read_fixed_array(b, p, e, n, "q", 8)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListTransactionsRequest(f_state_filters, f_producer_id_filters, -1, u), p
 
 
@@ -101,19 +119,35 @@ def _d_ListTransactionsRequest_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ListTransactionsRequest, int]:
     f_state_filters: list[str]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_state_filters = []
     for _ in range(n):
         x_state_filters, p = read_compact_string(b, p, e)
         f_state_filters.append(x_state_filters)
     f_producer_id_filters: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_producer_id_filters, p = read_fixed_array(b, p, e, n, "q", 8)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 8 <= e:
+        f_producer_id_filters = list(FIXED_ARRAYS["q"][n].unpack_from(b, p))
+        p += n * 8
+    else:
+        f_producer_id_filters, p = read_fixed_array(b, p, e, n, "q", 8)
     if p + 8 > e:
         raise short(p, 8)
     (f_duration_filter,) = _F0.unpack_from(b, p)
     p += 8
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListTransactionsRequest(f_state_filters, f_producer_id_filters, f_duration_filter, u), p
 
 
@@ -139,7 +173,11 @@ def _d_ListTransactionsResponseTransactionState_0(
     (f_producer_id,) = _F0.unpack_from(b, p)
     p += 8
     f_transaction_state, p = read_compact_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListTransactionsResponseTransactionState(
         f_transactional_id, f_producer_id, f_transaction_state, u
     ), p
@@ -153,18 +191,30 @@ def _d_ListTransactionsResponse_0(
     f_throttle_time_ms, f_error_code = _F1.unpack_from(b, p)
     p += 6
     f_unknown_state_filters: list[str]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_unknown_state_filters = []
     for _ in range(n):
         x_unknown_state_filters, p = read_compact_string(b, p, e)
         f_unknown_state_filters.append(x_unknown_state_filters)
     f_transaction_states: list[ListTransactionsResponseTransactionState]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_transaction_states = []
     for _ in range(n):
         x_transaction_states, p = _d_ListTransactionsResponseTransactionState_0(b, p, e, lim)
         f_transaction_states.append(x_transaction_states)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListTransactionsResponse(
         f_throttle_time_ms, f_error_code, f_unknown_state_filters, f_transaction_states, u
     ), p

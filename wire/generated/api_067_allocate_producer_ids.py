@@ -58,7 +58,11 @@ def _d_AllocateProducerIdsRequest_0(
         raise short(p, 12)
     f_broker_id, f_broker_epoch = _F0.unpack_from(b, p)
     p += 12
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AllocateProducerIdsRequest(f_broker_id, f_broker_epoch, u), p
 
 
@@ -79,7 +83,11 @@ def _d_AllocateProducerIdsResponse_0(
         raise short(p, 18)
     f_throttle_time_ms, f_error_code, f_producer_id_start, f_producer_id_len = _F1.unpack_from(b, p)
     p += 18
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AllocateProducerIdsResponse(
         f_throttle_time_ms, f_error_code, f_producer_id_start, f_producer_id_len, u
     ), p

@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     read_array_length,
@@ -104,9 +106,21 @@ def _d_ConsumerGroupHeartbeatRequestTopicPartitions_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupHeartbeatRequestTopicPartitions(f_topic_id, f_partitions, u), p
 
 
@@ -126,7 +140,11 @@ def _d_ConsumerGroupHeartbeatRequest_0(
     (f_rebalance_timeout_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_subscribed_topic_names: list[str] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_subscribed_topic_names = None
     else:
@@ -136,7 +154,11 @@ def _d_ConsumerGroupHeartbeatRequest_0(
             f_subscribed_topic_names.append(x_subscribed_topic_names)
     f_server_assignor, p = read_compact_nullable_string(b, p, e)
     f_topic_partitions: list[ConsumerGroupHeartbeatRequestTopicPartitions] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_topic_partitions = None
     else:
@@ -144,7 +166,11 @@ def _d_ConsumerGroupHeartbeatRequest_0(
         for _ in range(n):
             x_topic_partitions, p = _d_ConsumerGroupHeartbeatRequestTopicPartitions_0(b, p, e, lim)
             f_topic_partitions.append(x_topic_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupHeartbeatRequest(
         f_group_id,
         f_member_id,
@@ -204,9 +230,21 @@ def _d_ConsumerGroupHeartbeatResponseTopicPartitions_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupHeartbeatResponseTopicPartitions(f_topic_id, f_partitions, u), p
 
 
@@ -214,12 +252,20 @@ def _d_ConsumerGroupHeartbeatResponseAssignment_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ConsumerGroupHeartbeatResponseAssignment, int]:
     f_topic_partitions: list[ConsumerGroupHeartbeatResponseTopicPartitions]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topic_partitions = []
     for _ in range(n):
         x_topic_partitions, p = _d_ConsumerGroupHeartbeatResponseTopicPartitions_0(b, p, e, lim)
         f_topic_partitions.append(x_topic_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupHeartbeatResponseAssignment(f_topic_partitions, u), p
 
 
@@ -244,7 +290,11 @@ def _d_ConsumerGroupHeartbeatResponse_0(
         p += 1
     else:
         f_assignment, p = _d_ConsumerGroupHeartbeatResponseAssignment_0(b, p + 1, e, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupHeartbeatResponse(
         f_throttle_time_ms,
         f_error_code,

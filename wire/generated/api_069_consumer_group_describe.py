@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     read_array_length,
@@ -115,7 +117,11 @@ def _d_ConsumerGroupDescribeRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ConsumerGroupDescribeRequest, int]:
     f_group_ids: list[str]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_group_ids = []
     for _ in range(n):
         x_group_ids, p = read_compact_string(b, p, e)
@@ -124,7 +130,11 @@ def _d_ConsumerGroupDescribeRequest_0(
         raise short(p, 1)
     (f_include_authorized_operations,) = _F0.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupDescribeRequest(f_group_ids, f_include_authorized_operations, u), p
 
 
@@ -151,9 +161,21 @@ def _d_ConsumerGroupDescribeResponseTopicPartitions_0(
     f_topic_id = uuid_from(f_topic_id)
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupDescribeResponseTopicPartitions(
         f_topic_id, f_topic_name, f_partitions, u
     ), p
@@ -163,12 +185,20 @@ def _d_ConsumerGroupDescribeResponseAssignment_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ConsumerGroupDescribeResponseAssignment, int]:
     f_topic_partitions: list[ConsumerGroupDescribeResponseTopicPartitions]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topic_partitions = []
     for _ in range(n):
         x_topic_partitions, p = _d_ConsumerGroupDescribeResponseTopicPartitions_0(b, p, e, lim)
         f_topic_partitions.append(x_topic_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupDescribeResponseAssignment(f_topic_partitions, u), p
 
 
@@ -185,7 +215,11 @@ def _d_ConsumerGroupDescribeResponseMember_0(
     f_client_id, p = read_compact_string(b, p, e)
     f_client_host, p = read_compact_string(b, p, e)
     f_subscribed_topic_names: list[str]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_subscribed_topic_names = []
     for _ in range(n):
         x_subscribed_topic_names, p = read_compact_string(b, p, e)
@@ -195,7 +229,11 @@ def _d_ConsumerGroupDescribeResponseMember_0(
     f_assignment, p = _d_ConsumerGroupDescribeResponseAssignment_0(b, p, e, lim)
     f_target_assignment: ConsumerGroupDescribeResponseAssignment
     f_target_assignment, p = _d_ConsumerGroupDescribeResponseAssignment_0(b, p, e, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupDescribeResponseMember(
         f_member_id,
         f_instance_id,
@@ -227,7 +265,11 @@ def _d_ConsumerGroupDescribeResponseDescribedGroup_0(
     p += 8
     f_assignor_name, p = read_compact_string(b, p, e)
     f_members: list[ConsumerGroupDescribeResponseMember]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_members = []
     for _ in range(n):
         x_members, p = _d_ConsumerGroupDescribeResponseMember_0(b, p, e, lim)
@@ -236,7 +278,11 @@ def _d_ConsumerGroupDescribeResponseDescribedGroup_0(
         raise short(p, 4)
     (f_authorized_operations,) = _F1.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupDescribeResponseDescribedGroup(
         f_error_code,
         f_error_message,
@@ -259,12 +305,20 @@ def _d_ConsumerGroupDescribeResponse_0(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_groups: list[ConsumerGroupDescribeResponseDescribedGroup]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_groups = []
     for _ in range(n):
         x_groups, p = _d_ConsumerGroupDescribeResponseDescribedGroup_0(b, p, e, lim)
         f_groups.append(x_groups)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupDescribeResponse(f_throttle_time_ms, f_groups, u), p
 
 

@@ -89,7 +89,11 @@ def _d_ControllerRegistrationRequestListener_0(
         raise short(p, 4)
     f_port, f_security_protocol = _F1.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ControllerRegistrationRequestListener(f_name, f_host, f_port, f_security_protocol, u), p
 
 
@@ -101,7 +105,11 @@ def _d_ControllerRegistrationRequestFeature_0(
         raise short(p, 4)
     f_min_supported_version, f_max_supported_version = _F2.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ControllerRegistrationRequestFeature(
         f_name, f_min_supported_version, f_max_supported_version, u
     ), p
@@ -116,18 +124,30 @@ def _d_ControllerRegistrationRequest_0(
     p += 21
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_listeners: list[ControllerRegistrationRequestListener]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_listeners = []
     for _ in range(n):
         x_listeners, p = _d_ControllerRegistrationRequestListener_0(b, p, e, lim)
         f_listeners.append(x_listeners)
     f_features: list[ControllerRegistrationRequestFeature]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_features = []
     for _ in range(n):
         x_features, p = _d_ControllerRegistrationRequestFeature_0(b, p, e, lim)
         f_features.append(x_features)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ControllerRegistrationRequest(
         f_controller_id, f_incarnation_id, f_zk_migration_ready, f_listeners, f_features, u
     ), p
@@ -180,7 +200,11 @@ def _d_ControllerRegistrationResponse_0(
     f_throttle_time_ms, f_error_code = _F3.unpack_from(b, p)
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ControllerRegistrationResponse(f_throttle_time_ms, f_error_code, f_error_message, u), p
 
 

@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     read_array_length,
@@ -72,7 +74,11 @@ def _d_GetTelemetrySubscriptionsRequest_0(
     (f_client_instance_id,) = _F0.unpack_from(b, p)
     p += 16
     f_client_instance_id = uuid_from(f_client_instance_id)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return GetTelemetrySubscriptionsRequest(f_client_instance_id, u), p
 
 
@@ -97,19 +103,35 @@ def _d_GetTelemetrySubscriptionsResponse_0(
     p += 26
     f_client_instance_id = uuid_from(f_client_instance_id)
     f_accepted_compression_types: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_accepted_compression_types, p = read_fixed_array(b, p, e, n, "b", 1)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 1 <= e:
+        f_accepted_compression_types = list(FIXED_ARRAYS["b"][n].unpack_from(b, p))
+        p += n * 1
+    else:
+        f_accepted_compression_types, p = read_fixed_array(b, p, e, n, "b", 1)
     if p + 9 > e:
         raise short(p, 9)
     f_push_interval_ms, f_telemetry_max_bytes, f_delta_temporality = _F2.unpack_from(b, p)
     p += 9
     f_requested_metrics: list[str]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_requested_metrics = []
     for _ in range(n):
         x_requested_metrics, p = read_compact_string(b, p, e)
         f_requested_metrics.append(x_requested_metrics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return GetTelemetrySubscriptionsResponse(
         f_throttle_time_ms,
         f_error_code,

@@ -67,7 +67,11 @@ def _d_PushTelemetryRequest_0(
     p += 22
     f_client_instance_id = uuid_from(f_client_instance_id)
     f_metrics, p = read_bytes_nn(b, p, e, True, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return PushTelemetryRequest(
         f_client_instance_id, f_subscription_id, f_terminating, f_compression_type, f_metrics, u
     ), p
@@ -89,7 +93,11 @@ def _d_PushTelemetryResponse_0(
         raise short(p, 6)
     f_throttle_time_ms, f_error_code = _F1.unpack_from(b, p)
     p += 6
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return PushTelemetryResponse(f_throttle_time_ms, f_error_code, u), p
 
 

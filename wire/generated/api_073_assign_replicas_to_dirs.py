@@ -105,7 +105,11 @@ def _d_AssignReplicasToDirsRequestPartitionData_0(
         raise short(p, 4)
     (f_partition_index,) = _F2.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AssignReplicasToDirsRequestPartitionData(f_partition_index, u), p
 
 
@@ -118,12 +122,20 @@ def _d_AssignReplicasToDirsRequestTopicData_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[AssignReplicasToDirsRequestPartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_AssignReplicasToDirsRequestPartitionData_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AssignReplicasToDirsRequestTopicData(f_topic_id, f_partitions, u), p
 
 
@@ -136,12 +148,20 @@ def _d_AssignReplicasToDirsRequestDirectoryData_0(
     p += 16
     f_id = uuid_from(f_id)
     f_topics: list[AssignReplicasToDirsRequestTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_AssignReplicasToDirsRequestTopicData_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AssignReplicasToDirsRequestDirectoryData(f_id, f_topics, u), p
 
 
@@ -153,12 +173,20 @@ def _d_AssignReplicasToDirsRequest_0(
     f_broker_id, f_broker_epoch = _F0.unpack_from(b, p)
     p += 12
     f_directories: list[AssignReplicasToDirsRequestDirectoryData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_directories = []
     for _ in range(n):
         x_directories, p = _d_AssignReplicasToDirsRequestDirectoryData_0(b, p, e, lim)
         f_directories.append(x_directories)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AssignReplicasToDirsRequest(f_broker_id, f_broker_epoch, f_directories, u), p
 
 
@@ -218,7 +246,11 @@ def _d_AssignReplicasToDirsResponsePartitionData_0(
         raise short(p, 6)
     f_partition_index, f_error_code = _F3.unpack_from(b, p)
     p += 6
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AssignReplicasToDirsResponsePartitionData(f_partition_index, f_error_code, u), p
 
 
@@ -231,12 +263,20 @@ def _d_AssignReplicasToDirsResponseTopicData_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[AssignReplicasToDirsResponsePartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_AssignReplicasToDirsResponsePartitionData_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AssignReplicasToDirsResponseTopicData(f_topic_id, f_partitions, u), p
 
 
@@ -249,12 +289,20 @@ def _d_AssignReplicasToDirsResponseDirectoryData_0(
     p += 16
     f_id = uuid_from(f_id)
     f_topics: list[AssignReplicasToDirsResponseTopicData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_AssignReplicasToDirsResponseTopicData_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AssignReplicasToDirsResponseDirectoryData(f_id, f_topics, u), p
 
 
@@ -266,12 +314,20 @@ def _d_AssignReplicasToDirsResponse_0(
     f_throttle_time_ms, f_error_code = _F3.unpack_from(b, p)
     p += 6
     f_directories: list[AssignReplicasToDirsResponseDirectoryData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_directories = []
     for _ in range(n):
         x_directories, p = _d_AssignReplicasToDirsResponseDirectoryData_0(b, p, e, lim)
         f_directories.append(x_directories)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AssignReplicasToDirsResponse(f_throttle_time_ms, f_error_code, f_directories, u), p
 
 

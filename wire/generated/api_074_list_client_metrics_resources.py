@@ -62,7 +62,11 @@ class ListClientMetricsResourcesResponse(Message):
 def _d_ListClientMetricsResourcesRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ListClientMetricsResourcesRequest, int]:
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListClientMetricsResourcesRequest(u), p
 
 
@@ -79,7 +83,11 @@ def _d_ListClientMetricsResourcesResponseClientMetricsResource_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ListClientMetricsResourcesResponseClientMetricsResource, int]:
     f_name, p = read_compact_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListClientMetricsResourcesResponseClientMetricsResource(f_name, u), p
 
 
@@ -91,14 +99,22 @@ def _d_ListClientMetricsResourcesResponse_0(
     f_throttle_time_ms, f_error_code = _F0.unpack_from(b, p)
     p += 6
     f_client_metrics_resources: list[ListClientMetricsResourcesResponseClientMetricsResource]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_client_metrics_resources = []
     for _ in range(n):
         x_client_metrics_resources, p = (
             _d_ListClientMetricsResourcesResponseClientMetricsResource_0(b, p, e, lim)
         )
         f_client_metrics_resources.append(x_client_metrics_resources)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ListClientMetricsResourcesResponse(
         f_throttle_time_ms, f_error_code, f_client_metrics_resources, u
     ), p

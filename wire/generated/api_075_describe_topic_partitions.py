@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     read_array_length,
@@ -112,7 +114,11 @@ def _d_DescribeTopicPartitionsRequestTopicRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeTopicPartitionsRequestTopicRequest, int]:
     f_name, p = read_compact_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeTopicPartitionsRequestTopicRequest(f_name, u), p
 
 
@@ -124,7 +130,11 @@ def _d_DescribeTopicPartitionsRequestCursor_0(
         raise short(p, 4)
     (f_partition_index,) = _F0.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeTopicPartitionsRequestCursor(f_topic_name, f_partition_index, u), p
 
 
@@ -132,7 +142,11 @@ def _d_DescribeTopicPartitionsRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeTopicPartitionsRequest, int]:
     f_topics: list[DescribeTopicPartitionsRequestTopicRequest]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_DescribeTopicPartitionsRequestTopicRequest_0(b, p, e, lim)
@@ -149,7 +163,11 @@ def _d_DescribeTopicPartitionsRequest_0(
         p += 1
     else:
         f_cursor, p = _d_DescribeTopicPartitionsRequestCursor_0(b, p + 1, e, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeTopicPartitionsRequest(f_topics, f_response_partition_limit, f_cursor, u), p
 
 
@@ -200,27 +218,71 @@ def _d_DescribeTopicPartitionsResponsePartition_0(
     f_error_code, f_partition_index, f_leader_id, f_leader_epoch = _F3.unpack_from(b, p)
     p += 14
     f_replica_nodes: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_replica_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replica_nodes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replica_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
     f_isr_nodes: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_isr_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr_nodes = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
     f_eligible_leader_replicas: list[int] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_eligible_leader_replicas = None
     else:
-        f_eligible_leader_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+        if n < SMALL_ARRAY and p + n * 4 <= e:
+            f_eligible_leader_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+            p += n * 4
+        else:
+            f_eligible_leader_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_last_known_elr: list[int] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_last_known_elr = None
     else:
-        f_last_known_elr, p = read_fixed_array(b, p, e, n, "i", 4)
+        if n < SMALL_ARRAY and p + n * 4 <= e:
+            f_last_known_elr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+            p += n * 4
+        else:
+            f_last_known_elr, p = read_fixed_array(b, p, e, n, "i", 4)
     f_offline_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_offline_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_offline_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_offline_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeTopicPartitionsResponsePartition(
         f_error_code,
         f_partition_index,
@@ -249,7 +311,11 @@ def _d_DescribeTopicPartitionsResponseTopic_0(
     p += 17
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[DescribeTopicPartitionsResponsePartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_DescribeTopicPartitionsResponsePartition_0(b, p, e, lim)
@@ -258,7 +324,11 @@ def _d_DescribeTopicPartitionsResponseTopic_0(
         raise short(p, 4)
     (f_topic_authorized_operations,) = _F0.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeTopicPartitionsResponseTopic(
         f_error_code,
         f_name,
@@ -278,7 +348,11 @@ def _d_DescribeTopicPartitionsResponseCursor_0(
         raise short(p, 4)
     (f_partition_index,) = _F0.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeTopicPartitionsResponseCursor(f_topic_name, f_partition_index, u), p
 
 
@@ -290,7 +364,11 @@ def _d_DescribeTopicPartitionsResponse_0(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_topics: list[DescribeTopicPartitionsResponseTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_DescribeTopicPartitionsResponseTopic_0(b, p, e, lim)
@@ -303,7 +381,11 @@ def _d_DescribeTopicPartitionsResponse_0(
         p += 1
     else:
         f_next_cursor, p = _d_DescribeTopicPartitionsResponseCursor_0(b, p + 1, e, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DescribeTopicPartitionsResponse(f_throttle_time_ms, f_topics, f_next_cursor, u), p
 
 

@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     read_array_length,
@@ -93,7 +95,11 @@ def _d_ShareGroupHeartbeatRequest_0(
     p += 4
     f_rack_id, p = read_compact_nullable_string(b, p, e)
     f_subscribed_topic_names: list[str] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_subscribed_topic_names = None
     else:
@@ -101,7 +107,11 @@ def _d_ShareGroupHeartbeatRequest_0(
         for _ in range(n):
             x_subscribed_topic_names, p = read_compact_string(b, p, e)
             f_subscribed_topic_names.append(x_subscribed_topic_names)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareGroupHeartbeatRequest(
         f_group_id, f_member_id, f_member_epoch, f_rack_id, f_subscribed_topic_names, u
     ), p
@@ -133,9 +143,21 @@ def _d_ShareGroupHeartbeatResponseTopicPartitions_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareGroupHeartbeatResponseTopicPartitions(f_topic_id, f_partitions, u), p
 
 
@@ -143,12 +165,20 @@ def _d_ShareGroupHeartbeatResponseAssignment_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ShareGroupHeartbeatResponseAssignment, int]:
     f_topic_partitions: list[ShareGroupHeartbeatResponseTopicPartitions]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topic_partitions = []
     for _ in range(n):
         x_topic_partitions, p = _d_ShareGroupHeartbeatResponseTopicPartitions_0(b, p, e, lim)
         f_topic_partitions.append(x_topic_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareGroupHeartbeatResponseAssignment(f_topic_partitions, u), p
 
 
@@ -173,7 +203,11 @@ def _d_ShareGroupHeartbeatResponse_0(
         p += 1
     else:
         f_assignment, p = _d_ShareGroupHeartbeatResponseAssignment_0(b, p + 1, e, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareGroupHeartbeatResponse(
         f_throttle_time_ms,
         f_error_code,

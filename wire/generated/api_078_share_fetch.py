@@ -11,9 +11,11 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     RecordsData,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     read_array_length,
@@ -163,9 +165,21 @@ def _d_ShareFetchRequestAcknowledgementBatch_0(
     f_first_offset, f_last_offset = _F3.unpack_from(b, p)
     p += 16
     f_acknowledge_types: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_acknowledge_types, p = read_fixed_array(b, p, e, n, "b", 1)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 1 <= e:
+        f_acknowledge_types = list(FIXED_ARRAYS["b"][n].unpack_from(b, p))
+        p += n * 1
+    else:
+        f_acknowledge_types, p = read_fixed_array(b, p, e, n, "b", 1)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareFetchRequestAcknowledgementBatch(
         f_first_offset, f_last_offset, f_acknowledge_types, u
     ), p
@@ -179,12 +193,20 @@ def _d_ShareFetchRequestFetchPartition_0(
     f_partition_index, f_partition_max_bytes = _F2.unpack_from(b, p)
     p += 8
     f_acknowledgement_batches: list[ShareFetchRequestAcknowledgementBatch]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_acknowledgement_batches = []
     for _ in range(n):
         x_acknowledgement_batches, p = _d_ShareFetchRequestAcknowledgementBatch_0(b, p, e, lim)
         f_acknowledgement_batches.append(x_acknowledgement_batches)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareFetchRequestFetchPartition(
         f_partition_index, f_partition_max_bytes, f_acknowledgement_batches, u
     ), p
@@ -199,12 +221,20 @@ def _d_ShareFetchRequestFetchTopic_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[ShareFetchRequestFetchPartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_ShareFetchRequestFetchPartition_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareFetchRequestFetchTopic(f_topic_id, f_partitions, u), p
 
 
@@ -217,9 +247,21 @@ def _d_ShareFetchRequestForgottenTopic_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareFetchRequestForgottenTopic(f_topic_id, f_partitions, u), p
 
 
@@ -233,18 +275,30 @@ def _d_ShareFetchRequest_0(
     f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes = _F0.unpack_from(b, p)
     p += 16
     f_topics: list[ShareFetchRequestFetchTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_ShareFetchRequestFetchTopic_0(b, p, e, lim)
         f_topics.append(x_topics)
     f_forgotten_topics_data: list[ShareFetchRequestForgottenTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_forgotten_topics_data = []
     for _ in range(n):
         x_forgotten_topics_data, p = _d_ShareFetchRequestForgottenTopic_0(b, p, e, lim)
         f_forgotten_topics_data.append(x_forgotten_topics_data)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareFetchRequest(
         f_group_id,
         f_member_id,
@@ -331,7 +385,11 @@ def _d_ShareFetchResponseLeaderIdAndEpoch_0(
         raise short(p, 8)
     f_leader_id, f_leader_epoch = _F2.unpack_from(b, p)
     p += 8
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareFetchResponseLeaderIdAndEpoch(f_leader_id, f_leader_epoch, u), p
 
 
@@ -342,7 +400,11 @@ def _d_ShareFetchResponseAcquiredRecords_0(
         raise short(p, 18)
     f_first_offset, f_last_offset, f_delivery_count = _F6.unpack_from(b, p)
     p += 18
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareFetchResponseAcquiredRecords(f_first_offset, f_last_offset, f_delivery_count, u), p
 
 
@@ -363,12 +425,20 @@ def _d_ShareFetchResponsePartitionData_0(
     f_current_leader, p = _d_ShareFetchResponseLeaderIdAndEpoch_0(b, p, e, lim)
     f_records, p = read_records(b, p, e, True, True, lim)
     f_acquired_records: list[ShareFetchResponseAcquiredRecords]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_acquired_records = []
     for _ in range(n):
         x_acquired_records, p = _d_ShareFetchResponseAcquiredRecords_0(b, p, e, lim)
         f_acquired_records.append(x_acquired_records)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareFetchResponsePartitionData(
         f_partition_index,
         f_error_code,
@@ -391,12 +461,20 @@ def _d_ShareFetchResponseShareFetchableTopicResponse_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[ShareFetchResponsePartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_ShareFetchResponsePartitionData_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareFetchResponseShareFetchableTopicResponse(f_topic_id, f_partitions, u), p
 
 
@@ -413,7 +491,11 @@ def _d_ShareFetchResponseNodeEndpoint_0(
     (f_port,) = _F7.unpack_from(b, p)
     p += 4
     f_rack, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareFetchResponseNodeEndpoint(f_node_id, f_host, f_port, f_rack, u), p
 
 
@@ -426,18 +508,30 @@ def _d_ShareFetchResponse_0(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_responses: list[ShareFetchResponseShareFetchableTopicResponse]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_responses = []
     for _ in range(n):
         x_responses, p = _d_ShareFetchResponseShareFetchableTopicResponse_0(b, p, e, lim)
         f_responses.append(x_responses)
     f_node_endpoints: list[ShareFetchResponseNodeEndpoint]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_node_endpoints = []
     for _ in range(n):
         x_node_endpoints, p = _d_ShareFetchResponseNodeEndpoint_0(b, p, e, lim)
         f_node_endpoints.append(x_node_endpoints)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareFetchResponse(
         f_throttle_time_ms, f_error_code, f_error_message, f_responses, f_node_endpoints, u
     ), p

@@ -11,8 +11,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     read_array_length,
@@ -135,9 +137,21 @@ def _d_ShareAcknowledgeRequestAcknowledgementBatch_0(
     f_first_offset, f_last_offset = _F2.unpack_from(b, p)
     p += 16
     f_acknowledge_types: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_acknowledge_types, p = read_fixed_array(b, p, e, n, "b", 1)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 1 <= e:
+        f_acknowledge_types = list(FIXED_ARRAYS["b"][n].unpack_from(b, p))
+        p += n * 1
+    else:
+        f_acknowledge_types, p = read_fixed_array(b, p, e, n, "b", 1)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareAcknowledgeRequestAcknowledgementBatch(
         f_first_offset, f_last_offset, f_acknowledge_types, u
     ), p
@@ -151,14 +165,22 @@ def _d_ShareAcknowledgeRequestAcknowledgePartition_0(
     (f_partition_index,) = _F0.unpack_from(b, p)
     p += 4
     f_acknowledgement_batches: list[ShareAcknowledgeRequestAcknowledgementBatch]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_acknowledgement_batches = []
     for _ in range(n):
         x_acknowledgement_batches, p = _d_ShareAcknowledgeRequestAcknowledgementBatch_0(
             b, p, e, lim
         )
         f_acknowledgement_batches.append(x_acknowledgement_batches)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareAcknowledgeRequestAcknowledgePartition(
         f_partition_index, f_acknowledgement_batches, u
     ), p
@@ -173,12 +195,20 @@ def _d_ShareAcknowledgeRequestAcknowledgeTopic_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[ShareAcknowledgeRequestAcknowledgePartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_ShareAcknowledgeRequestAcknowledgePartition_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareAcknowledgeRequestAcknowledgeTopic(f_topic_id, f_partitions, u), p
 
 
@@ -192,12 +222,20 @@ def _d_ShareAcknowledgeRequest_0(
     (f_share_session_epoch,) = _F0.unpack_from(b, p)
     p += 4
     f_topics: list[ShareAcknowledgeRequestAcknowledgeTopic]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_ShareAcknowledgeRequestAcknowledgeTopic_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareAcknowledgeRequest(f_group_id, f_member_id, f_share_session_epoch, f_topics, u), p
 
 
@@ -259,7 +297,11 @@ def _d_ShareAcknowledgeResponseLeaderIdAndEpoch_0(
         raise short(p, 8)
     f_leader_id, f_leader_epoch = _F4.unpack_from(b, p)
     p += 8
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareAcknowledgeResponseLeaderIdAndEpoch(f_leader_id, f_leader_epoch, u), p
 
 
@@ -273,7 +315,11 @@ def _d_ShareAcknowledgeResponsePartitionData_0(
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_current_leader: ShareAcknowledgeResponseLeaderIdAndEpoch
     f_current_leader, p = _d_ShareAcknowledgeResponseLeaderIdAndEpoch_0(b, p, e, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareAcknowledgeResponsePartitionData(
         f_partition_index, f_error_code, f_error_message, f_current_leader, u
     ), p
@@ -288,12 +334,20 @@ def _d_ShareAcknowledgeResponseShareAcknowledgeTopicResponse_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[ShareAcknowledgeResponsePartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_ShareAcknowledgeResponsePartitionData_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareAcknowledgeResponseShareAcknowledgeTopicResponse(f_topic_id, f_partitions, u), p
 
 
@@ -310,7 +364,11 @@ def _d_ShareAcknowledgeResponseNodeEndpoint_0(
     (f_port,) = _F0.unpack_from(b, p)
     p += 4
     f_rack, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareAcknowledgeResponseNodeEndpoint(f_node_id, f_host, f_port, f_rack, u), p
 
 
@@ -323,18 +381,30 @@ def _d_ShareAcknowledgeResponse_0(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_responses: list[ShareAcknowledgeResponseShareAcknowledgeTopicResponse]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_responses = []
     for _ in range(n):
         x_responses, p = _d_ShareAcknowledgeResponseShareAcknowledgeTopicResponse_0(b, p, e, lim)
         f_responses.append(x_responses)
     f_node_endpoints: list[ShareAcknowledgeResponseNodeEndpoint]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_node_endpoints = []
     for _ in range(n):
         x_node_endpoints, p = _d_ShareAcknowledgeResponseNodeEndpoint_0(b, p, e, lim)
         f_node_endpoints.append(x_node_endpoints)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareAcknowledgeResponse(
         f_throttle_time_ms, f_error_code, f_error_message, f_responses, f_node_endpoints, u
     ), p

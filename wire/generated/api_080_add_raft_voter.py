@@ -79,7 +79,11 @@ def _d_AddRaftVoterRequestListener_0(
         raise short(p, 2)
     (f_port,) = _F1.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AddRaftVoterRequestListener(f_name, f_host, f_port, u), p
 
 
@@ -93,12 +97,20 @@ def _d_AddRaftVoterRequest_0(
     p += 24
     f_voter_directory_id = uuid_from(f_voter_directory_id)
     f_listeners: list[AddRaftVoterRequestListener]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_listeners = []
     for _ in range(n):
         x_listeners, p = _d_AddRaftVoterRequestListener_0(b, p, e, lim)
         f_listeners.append(x_listeners)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AddRaftVoterRequest(
         f_cluster_id, f_timeout_ms, f_voter_id, f_voter_directory_id, f_listeners, u
     ), p
@@ -136,7 +148,11 @@ def _d_AddRaftVoterResponse_0(
     f_throttle_time_ms, f_error_code = _F2.unpack_from(b, p)
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AddRaftVoterResponse(f_throttle_time_ms, f_error_code, f_error_message, u), p
 
 

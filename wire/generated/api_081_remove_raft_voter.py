@@ -64,7 +64,11 @@ def _d_RemoveRaftVoterRequest_0(
     f_voter_id, f_voter_directory_id = _F0.unpack_from(b, p)
     p += 20
     f_voter_directory_id = uuid_from(f_voter_directory_id)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return RemoveRaftVoterRequest(f_cluster_id, f_voter_id, f_voter_directory_id, u), p
 
 
@@ -85,7 +89,11 @@ def _d_RemoveRaftVoterResponse_0(
     f_throttle_time_ms, f_error_code = _F1.unpack_from(b, p)
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return RemoveRaftVoterResponse(f_throttle_time_ms, f_error_code, f_error_message, u), p
 
 

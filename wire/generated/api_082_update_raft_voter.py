@@ -107,7 +107,11 @@ def _d_UpdateRaftVoterRequestListener_0(
         raise short(p, 2)
     (f_port,) = _F1.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UpdateRaftVoterRequestListener(f_name, f_host, f_port, u), p
 
 
@@ -118,7 +122,11 @@ def _d_UpdateRaftVoterRequestKRaftVersionFeature_0(
         raise short(p, 4)
     f_min_supported_version, f_max_supported_version = _F2.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UpdateRaftVoterRequestKRaftVersionFeature(
         f_min_supported_version, f_max_supported_version, u
     ), p
@@ -134,14 +142,22 @@ def _d_UpdateRaftVoterRequest_0(
     p += 24
     f_voter_directory_id = uuid_from(f_voter_directory_id)
     f_listeners: list[UpdateRaftVoterRequestListener]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_listeners = []
     for _ in range(n):
         x_listeners, p = _d_UpdateRaftVoterRequestListener_0(b, p, e, lim)
         f_listeners.append(x_listeners)
     f_k_raft_version_feature: UpdateRaftVoterRequestKRaftVersionFeature
     f_k_raft_version_feature, p = _d_UpdateRaftVoterRequestKRaftVersionFeature_0(b, p, e, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UpdateRaftVoterRequest(
         f_cluster_id,
         f_current_leader_epoch,
@@ -200,7 +216,11 @@ def _d_UpdateRaftVoterResponseCurrentLeader_0(
         raise short(p, 4)
     (f_port,) = _F5.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UpdateRaftVoterResponseCurrentLeader(f_leader_id, f_leader_epoch, f_host, f_port, u), p
 
 
@@ -213,7 +233,11 @@ def _d_UpdateRaftVoterResponse_0(
     p += 6
     f_current_leader: UpdateRaftVoterResponseCurrentLeader = UpdateRaftVoterResponseCurrentLeader()
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:

@@ -96,7 +96,11 @@ def _d_InitializeShareGroupStateRequestPartitionData_0(
         raise short(p, 16)
     f_partition, f_state_epoch, f_start_offset = _F1.unpack_from(b, p)
     p += 16
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return InitializeShareGroupStateRequestPartitionData(
         f_partition, f_state_epoch, f_start_offset, u
     ), p
@@ -111,12 +115,20 @@ def _d_InitializeShareGroupStateRequestInitializeStateData_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[InitializeShareGroupStateRequestPartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_InitializeShareGroupStateRequestPartitionData_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return InitializeShareGroupStateRequestInitializeStateData(f_topic_id, f_partitions, u), p
 
 
@@ -125,12 +137,20 @@ def _d_InitializeShareGroupStateRequest_0(
 ) -> tuple[InitializeShareGroupStateRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[InitializeShareGroupStateRequestInitializeStateData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_InitializeShareGroupStateRequestInitializeStateData_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return InitializeShareGroupStateRequest(f_group_id, f_topics, u), p
 
 
@@ -178,7 +198,11 @@ def _d_InitializeShareGroupStateResponsePartitionResult_0(
     f_partition, f_error_code = _F2.unpack_from(b, p)
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return InitializeShareGroupStateResponsePartitionResult(
         f_partition, f_error_code, f_error_message, u
     ), p
@@ -193,12 +217,20 @@ def _d_InitializeShareGroupStateResponseInitializeStateResult_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[InitializeShareGroupStateResponsePartitionResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_InitializeShareGroupStateResponsePartitionResult_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return InitializeShareGroupStateResponseInitializeStateResult(f_topic_id, f_partitions, u), p
 
 
@@ -206,12 +238,20 @@ def _d_InitializeShareGroupStateResponse_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[InitializeShareGroupStateResponse, int]:
     f_results: list[InitializeShareGroupStateResponseInitializeStateResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results = []
     for _ in range(n):
         x_results, p = _d_InitializeShareGroupStateResponseInitializeStateResult_0(b, p, e, lim)
         f_results.append(x_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return InitializeShareGroupStateResponse(f_results, u), p
 
 

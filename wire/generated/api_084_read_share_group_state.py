@@ -107,7 +107,11 @@ def _d_ReadShareGroupStateRequestPartitionData_0(
         raise short(p, 8)
     f_partition, f_leader_epoch = _F1.unpack_from(b, p)
     p += 8
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ReadShareGroupStateRequestPartitionData(f_partition, f_leader_epoch, u), p
 
 
@@ -120,12 +124,20 @@ def _d_ReadShareGroupStateRequestReadStateData_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[ReadShareGroupStateRequestPartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_ReadShareGroupStateRequestPartitionData_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ReadShareGroupStateRequestReadStateData(f_topic_id, f_partitions, u), p
 
 
@@ -134,12 +146,20 @@ def _d_ReadShareGroupStateRequest_0(
 ) -> tuple[ReadShareGroupStateRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[ReadShareGroupStateRequestReadStateData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_ReadShareGroupStateRequestReadStateData_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ReadShareGroupStateRequest(f_group_id, f_topics, u), p
 
 
@@ -186,7 +206,11 @@ def _d_ReadShareGroupStateResponseStateBatch_0(
         raise short(p, 19)
     f_first_offset, f_last_offset, f_delivery_state, f_delivery_count = _F4.unpack_from(b, p)
     p += 19
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ReadShareGroupStateResponseStateBatch(
         f_first_offset, f_last_offset, f_delivery_state, f_delivery_count, u
     ), p
@@ -205,12 +229,20 @@ def _d_ReadShareGroupStateResponsePartitionResult_0(
     f_state_epoch, f_start_offset = _F3.unpack_from(b, p)
     p += 12
     f_state_batches: list[ReadShareGroupStateResponseStateBatch]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_state_batches = []
     for _ in range(n):
         x_state_batches, p = _d_ReadShareGroupStateResponseStateBatch_0(b, p, e, lim)
         f_state_batches.append(x_state_batches)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ReadShareGroupStateResponsePartitionResult(
         f_partition,
         f_error_code,
@@ -231,12 +263,20 @@ def _d_ReadShareGroupStateResponseReadStateResult_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[ReadShareGroupStateResponsePartitionResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_ReadShareGroupStateResponsePartitionResult_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ReadShareGroupStateResponseReadStateResult(f_topic_id, f_partitions, u), p
 
 
@@ -244,12 +284,20 @@ def _d_ReadShareGroupStateResponse_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ReadShareGroupStateResponse, int]:
     f_results: list[ReadShareGroupStateResponseReadStateResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results = []
     for _ in range(n):
         x_results, p = _d_ReadShareGroupStateResponseReadStateResult_0(b, p, e, lim)
         f_results.append(x_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ReadShareGroupStateResponse(f_results, u), p
 
 

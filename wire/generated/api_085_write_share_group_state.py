@@ -106,7 +106,11 @@ def _d_WriteShareGroupStateRequestStateBatch_0(
         raise short(p, 19)
     f_first_offset, f_last_offset, f_delivery_state, f_delivery_count = _F2.unpack_from(b, p)
     p += 19
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return WriteShareGroupStateRequestStateBatch(
         f_first_offset, f_last_offset, f_delivery_state, f_delivery_count, u
     ), p
@@ -120,12 +124,20 @@ def _d_WriteShareGroupStateRequestPartitionData_0(
     f_partition, f_state_epoch, f_leader_epoch, f_start_offset = _F1.unpack_from(b, p)
     p += 20
     f_state_batches: list[WriteShareGroupStateRequestStateBatch]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_state_batches = []
     for _ in range(n):
         x_state_batches, p = _d_WriteShareGroupStateRequestStateBatch_0(b, p, e, lim)
         f_state_batches.append(x_state_batches)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return WriteShareGroupStateRequestPartitionData(
         f_partition, f_state_epoch, f_leader_epoch, f_start_offset, f_state_batches, u
     ), p
@@ -140,12 +152,20 @@ def _d_WriteShareGroupStateRequestWriteStateData_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[WriteShareGroupStateRequestPartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_WriteShareGroupStateRequestPartitionData_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return WriteShareGroupStateRequestWriteStateData(f_topic_id, f_partitions, u), p
 
 
@@ -154,12 +174,20 @@ def _d_WriteShareGroupStateRequest_0(
 ) -> tuple[WriteShareGroupStateRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[WriteShareGroupStateRequestWriteStateData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_WriteShareGroupStateRequestWriteStateData_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return WriteShareGroupStateRequest(f_group_id, f_topics, u), p
 
 
@@ -220,7 +248,11 @@ def _d_WriteShareGroupStateResponsePartitionResult_0(
     f_partition, f_error_code = _F3.unpack_from(b, p)
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return WriteShareGroupStateResponsePartitionResult(
         f_partition, f_error_code, f_error_message, u
     ), p
@@ -235,12 +267,20 @@ def _d_WriteShareGroupStateResponseWriteStateResult_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[WriteShareGroupStateResponsePartitionResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_WriteShareGroupStateResponsePartitionResult_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return WriteShareGroupStateResponseWriteStateResult(f_topic_id, f_partitions, u), p
 
 
@@ -248,12 +288,20 @@ def _d_WriteShareGroupStateResponse_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[WriteShareGroupStateResponse, int]:
     f_results: list[WriteShareGroupStateResponseWriteStateResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results = []
     for _ in range(n):
         x_results, p = _d_WriteShareGroupStateResponseWriteStateResult_0(b, p, e, lim)
         f_results.append(x_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return WriteShareGroupStateResponse(f_results, u), p
 
 

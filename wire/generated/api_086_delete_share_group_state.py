@@ -92,7 +92,11 @@ def _d_DeleteShareGroupStateRequestPartitionData_0(
         raise short(p, 4)
     (f_partition,) = _F1.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteShareGroupStateRequestPartitionData(f_partition, u), p
 
 
@@ -105,12 +109,20 @@ def _d_DeleteShareGroupStateRequestDeleteStateData_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[DeleteShareGroupStateRequestPartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_DeleteShareGroupStateRequestPartitionData_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteShareGroupStateRequestDeleteStateData(f_topic_id, f_partitions, u), p
 
 
@@ -119,12 +131,20 @@ def _d_DeleteShareGroupStateRequest_0(
 ) -> tuple[DeleteShareGroupStateRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[DeleteShareGroupStateRequestDeleteStateData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_DeleteShareGroupStateRequestDeleteStateData_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteShareGroupStateRequest(f_group_id, f_topics, u), p
 
 
@@ -172,7 +192,11 @@ def _d_DeleteShareGroupStateResponsePartitionResult_0(
     f_partition, f_error_code = _F2.unpack_from(b, p)
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteShareGroupStateResponsePartitionResult(
         f_partition, f_error_code, f_error_message, u
     ), p
@@ -187,12 +211,20 @@ def _d_DeleteShareGroupStateResponseDeleteStateResult_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[DeleteShareGroupStateResponsePartitionResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_DeleteShareGroupStateResponsePartitionResult_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteShareGroupStateResponseDeleteStateResult(f_topic_id, f_partitions, u), p
 
 
@@ -200,12 +232,20 @@ def _d_DeleteShareGroupStateResponse_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DeleteShareGroupStateResponse, int]:
     f_results: list[DeleteShareGroupStateResponseDeleteStateResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results = []
     for _ in range(n):
         x_results, p = _d_DeleteShareGroupStateResponseDeleteStateResult_0(b, p, e, lim)
         f_results.append(x_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DeleteShareGroupStateResponse(f_results, u), p
 
 

@@ -102,7 +102,11 @@ def _d_ReadShareGroupStateSummaryRequestPartitionData_0(
         raise short(p, 8)
     f_partition, f_leader_epoch = _F1.unpack_from(b, p)
     p += 8
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ReadShareGroupStateSummaryRequestPartitionData(f_partition, f_leader_epoch, u), p
 
 
@@ -115,12 +119,20 @@ def _d_ReadShareGroupStateSummaryRequestReadStateSummaryData_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[ReadShareGroupStateSummaryRequestPartitionData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_ReadShareGroupStateSummaryRequestPartitionData_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ReadShareGroupStateSummaryRequestReadStateSummaryData(f_topic_id, f_partitions, u), p
 
 
@@ -129,12 +141,20 @@ def _d_ReadShareGroupStateSummaryRequest_0(
 ) -> tuple[ReadShareGroupStateSummaryRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[ReadShareGroupStateSummaryRequestReadStateSummaryData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_ReadShareGroupStateSummaryRequestReadStateSummaryData_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ReadShareGroupStateSummaryRequest(f_group_id, f_topics, u), p
 
 
@@ -186,7 +206,11 @@ def _d_ReadShareGroupStateSummaryResponsePartitionResult_0(
         raise short(p, 12)
     f_state_epoch, f_start_offset = _F3.unpack_from(b, p)
     p += 12
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ReadShareGroupStateSummaryResponsePartitionResult(
         f_partition, f_error_code, f_error_message, f_state_epoch, f_start_offset, u
     ), p
@@ -201,12 +225,20 @@ def _d_ReadShareGroupStateSummaryResponseReadStateSummaryResult_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[ReadShareGroupStateSummaryResponsePartitionResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions = []
     for _ in range(n):
         x_partitions, p = _d_ReadShareGroupStateSummaryResponsePartitionResult_0(b, p, e, lim)
         f_partitions.append(x_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ReadShareGroupStateSummaryResponseReadStateSummaryResult(f_topic_id, f_partitions, u), p
 
 
@@ -214,12 +246,20 @@ def _d_ReadShareGroupStateSummaryResponse_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ReadShareGroupStateSummaryResponse, int]:
     f_results: list[ReadShareGroupStateSummaryResponseReadStateSummaryResult]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_results = []
     for _ in range(n):
         x_results, p = _d_ReadShareGroupStateSummaryResponseReadStateSummaryResult_0(b, p, e, lim)
         f_results.append(x_results)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ReadShareGroupStateSummaryResponse(f_results, u), p
 
 

@@ -76,7 +76,11 @@ def _d_RequestHeader_2(
     f_request_api_key, f_request_api_version, f_correlation_id = _F0.unpack_from(b, p)
     p += 8
     f_client_id, p = read_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return RequestHeader(
         f_request_api_key, f_request_api_version, f_correlation_id, f_client_id, u
     ), p

@@ -52,7 +52,11 @@ def _d_ResponseHeader_1(
         raise short(p, 4)
     (f_correlation_id,) = _F0.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ResponseHeader(f_correlation_id, u), p
 
 

@@ -10,8 +10,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     read_array_length,
@@ -63,9 +65,21 @@ def _d_ConsumerGroupCurrentMemberAssignmentValueTopicPartitions_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupCurrentMemberAssignmentValueTopicPartitions(f_topic_id, f_partitions, u), p
 
 
@@ -77,7 +91,11 @@ def _d_ConsumerGroupCurrentMemberAssignmentValue_0(
     f_member_epoch, f_previous_member_epoch, f_state = _F0.unpack_from(b, p)
     p += 9
     f_assigned_partitions: list[ConsumerGroupCurrentMemberAssignmentValueTopicPartitions]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_assigned_partitions = []
     for _ in range(n):
         x_assigned_partitions, p = _d_ConsumerGroupCurrentMemberAssignmentValueTopicPartitions_0(
@@ -85,14 +103,22 @@ def _d_ConsumerGroupCurrentMemberAssignmentValue_0(
         )
         f_assigned_partitions.append(x_assigned_partitions)
     f_partitions_pending_revocation: list[ConsumerGroupCurrentMemberAssignmentValueTopicPartitions]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partitions_pending_revocation = []
     for _ in range(n):
         x_partitions_pending_revocation, p = (
             _d_ConsumerGroupCurrentMemberAssignmentValueTopicPartitions_0(b, p, e, lim)
         )
         f_partitions_pending_revocation.append(x_partitions_pending_revocation)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupCurrentMemberAssignmentValue(
         f_member_epoch,
         f_previous_member_epoch,

@@ -75,7 +75,11 @@ def _d_ConsumerGroupMemberMetadataValueClassicProtocol_0(
 ) -> tuple[ConsumerGroupMemberMetadataValueClassicProtocol, int]:
     f_name, p = read_compact_string(b, p, e)
     f_metadata, p = read_bytes_nn(b, p, e, True, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupMemberMetadataValueClassicProtocol(f_name, f_metadata, u), p
 
 
@@ -87,14 +91,22 @@ def _d_ConsumerGroupMemberMetadataValueClassicMemberMetadata_0(
     (f_session_timeout_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_supported_protocols: list[ConsumerGroupMemberMetadataValueClassicProtocol]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_supported_protocols = []
     for _ in range(n):
         x_supported_protocols, p = _d_ConsumerGroupMemberMetadataValueClassicProtocol_0(
             b, p, e, lim
         )
         f_supported_protocols.append(x_supported_protocols)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupMemberMetadataValueClassicMemberMetadata(
         f_session_timeout_ms, f_supported_protocols, u
     ), p
@@ -108,7 +120,11 @@ def _d_ConsumerGroupMemberMetadataValue_0(
     f_client_id, p = read_compact_string(b, p, e)
     f_client_host, p = read_compact_string(b, p, e)
     f_subscribed_topic_names: list[str]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_subscribed_topic_names = []
     for _ in range(n):
         x_subscribed_topic_names, p = read_compact_string(b, p, e)
@@ -123,7 +139,11 @@ def _d_ConsumerGroupMemberMetadataValue_0(
         ConsumerGroupMemberMetadataValueClassicMemberMetadata()
     )
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:

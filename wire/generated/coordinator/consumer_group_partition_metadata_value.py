@@ -65,12 +65,20 @@ def _d_ConsumerGroupPartitionMetadataValuePartitionMetadata_0(
     (f_partition,) = _F1.unpack_from(b, p)
     p += 4
     f_racks: list[str]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_racks = []
     for _ in range(n):
         x_racks, p = read_compact_string(b, p, e)
         f_racks.append(x_racks)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupPartitionMetadataValuePartitionMetadata(f_partition, f_racks, u), p
 
 
@@ -88,14 +96,22 @@ def _d_ConsumerGroupPartitionMetadataValueTopicMetadata_0(
     (f_num_partitions,) = _F1.unpack_from(b, p)
     p += 4
     f_partition_metadata: list[ConsumerGroupPartitionMetadataValuePartitionMetadata]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_partition_metadata = []
     for _ in range(n):
         x_partition_metadata, p = _d_ConsumerGroupPartitionMetadataValuePartitionMetadata_0(
             b, p, e, lim
         )
         f_partition_metadata.append(x_partition_metadata)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupPartitionMetadataValueTopicMetadata(
         f_topic_id, f_topic_name, f_num_partitions, f_partition_metadata, u
     ), p
@@ -105,12 +121,20 @@ def _d_ConsumerGroupPartitionMetadataValue_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ConsumerGroupPartitionMetadataValue, int]:
     f_topics: list[ConsumerGroupPartitionMetadataValueTopicMetadata]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topics = []
     for _ in range(n):
         x_topics, p = _d_ConsumerGroupPartitionMetadataValueTopicMetadata_0(b, p, e, lim)
         f_topics.append(x_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupPartitionMetadataValue(f_topics, u), p
 
 

@@ -10,8 +10,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     read_array_length,
@@ -56,9 +58,21 @@ def _d_ConsumerGroupTargetAssignmentMemberValueTopicPartition_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupTargetAssignmentMemberValueTopicPartition(f_topic_id, f_partitions, u), p
 
 
@@ -66,14 +80,22 @@ def _d_ConsumerGroupTargetAssignmentMemberValue_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ConsumerGroupTargetAssignmentMemberValue, int]:
     f_topic_partitions: list[ConsumerGroupTargetAssignmentMemberValueTopicPartition]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_topic_partitions = []
     for _ in range(n):
         x_topic_partitions, p = _d_ConsumerGroupTargetAssignmentMemberValueTopicPartition_0(
             b, p, e, lim
         )
         f_topic_partitions.append(x_topic_partitions)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConsumerGroupTargetAssignmentMemberValue(f_topic_partitions, u), p
 
 

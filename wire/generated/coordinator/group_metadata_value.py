@@ -333,7 +333,11 @@ def _d_GroupMetadataValueMemberMetadata_4(
     p += 8
     f_subscription, p = read_bytes_nn(b, p, e, True, lim)
     f_assignment, p = read_bytes_nn(b, p, e, True, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return GroupMetadataValueMemberMetadata(
         f_member_id,
         f_group_instance_id,
@@ -362,12 +366,20 @@ def _d_GroupMetadataValue_4(
     (f_current_state_timestamp,) = _F2.unpack_from(b, p)
     p += 8
     f_members: list[GroupMetadataValueMemberMetadata]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_members = []
     for _ in range(n):
         x_members, p = _d_GroupMetadataValueMemberMetadata_4(b, p, e, lim)
         f_members.append(x_members)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return GroupMetadataValue(
         f_protocol_type, f_generation, f_protocol, f_leader, f_current_state_timestamp, f_members, u
     ), p

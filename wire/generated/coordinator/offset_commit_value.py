@@ -119,7 +119,11 @@ def _d_OffsetCommitValue_4(
         raise short(p, 8)
     (f_commit_timestamp,) = _F0.unpack_from(b, p)
     p += 8
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return OffsetCommitValue(f_offset, f_leader_epoch, f_metadata, f_commit_timestamp, -1, u), p
 
 

@@ -45,12 +45,20 @@ def _d_ShareGroupMemberMetadataValue_0(
     f_client_id, p = read_compact_string(b, p, e)
     f_client_host, p = read_compact_string(b, p, e)
     f_subscribed_topic_names: list[str]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_subscribed_topic_names = []
     for _ in range(n):
         x_subscribed_topic_names, p = read_compact_string(b, p, e)
         f_subscribed_topic_names.append(x_subscribed_topic_names)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareGroupMemberMetadataValue(
         f_rack_id, f_client_id, f_client_host, f_subscribed_topic_names, u
     ), p

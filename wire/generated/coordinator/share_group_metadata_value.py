@@ -39,7 +39,11 @@ def _d_ShareGroupMetadataValue_0(
         raise short(p, 4)
     (f_epoch,) = _F0.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareGroupMetadataValue(f_epoch, u), p
 
 

@@ -10,8 +10,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     read_array_length,
@@ -68,9 +70,21 @@ def _d_ShareGroupPartitionMetadataValueTopicPartitionsInfo_0(
     f_topic_id = uuid_from(f_topic_id)
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareGroupPartitionMetadataValueTopicPartitionsInfo(
         f_topic_id, f_topic_name, f_partitions, u
     ), p
@@ -85,7 +99,11 @@ def _d_ShareGroupPartitionMetadataValueTopicInfo_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_topic_name, p = read_compact_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareGroupPartitionMetadataValueTopicInfo(f_topic_id, f_topic_name, u), p
 
 
@@ -93,7 +111,11 @@ def _d_ShareGroupPartitionMetadataValue_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ShareGroupPartitionMetadataValue, int]:
     f_initialized_topics: list[ShareGroupPartitionMetadataValueTopicPartitionsInfo]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_initialized_topics = []
     for _ in range(n):
         x_initialized_topics, p = _d_ShareGroupPartitionMetadataValueTopicPartitionsInfo_0(
@@ -101,12 +123,20 @@ def _d_ShareGroupPartitionMetadataValue_0(
         )
         f_initialized_topics.append(x_initialized_topics)
     f_deleting_topics: list[ShareGroupPartitionMetadataValueTopicInfo]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_deleting_topics = []
     for _ in range(n):
         x_deleting_topics, p = _d_ShareGroupPartitionMetadataValueTopicInfo_0(b, p, e, lim)
         f_deleting_topics.append(x_deleting_topics)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ShareGroupPartitionMetadataValue(f_initialized_topics, f_deleting_topics, u), p
 
 

@@ -10,8 +10,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     read_array_length,
     read_compact_string,
@@ -62,7 +64,11 @@ def _d_TransactionLogValuePartitionsSchema_0(
     f_topic, p = read_string(b, p, e)
     f_partition_ids: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_partition_ids, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partition_ids = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partition_ids, p = read_fixed_array(b, p, e, n, "i", 4)
     return TransactionLogValuePartitionsSchema(f_topic, f_partition_ids, None), p
 
 
@@ -122,9 +128,21 @@ def _d_TransactionLogValuePartitionsSchema_1(
 ) -> tuple[TransactionLogValuePartitionsSchema, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partition_ids: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_partition_ids, p = read_fixed_array(b, p, e, n, "i", 4)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partition_ids = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partition_ids, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return TransactionLogValuePartitionsSchema(f_topic, f_partition_ids, u), p
 
 
@@ -138,7 +156,11 @@ def _d_TransactionLogValue_1(
     )
     p += 15
     f_transaction_partitions: list[TransactionLogValuePartitionsSchema] | None
-    n, p = read_array_length(b, p, e, True, True, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, True, lim)
     if n < 0:
         f_transaction_partitions = None
     else:
@@ -150,7 +172,11 @@ def _d_TransactionLogValue_1(
         raise short(p, 16)
     f_transaction_last_update_timestamp_ms, f_transaction_start_timestamp_ms = _F1.unpack_from(b, p)
     p += 16
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return TransactionLogValue(
         f_producer_id,
         f_producer_epoch,

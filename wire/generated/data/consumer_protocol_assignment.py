@@ -9,8 +9,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     read_array_length,
     read_bytes,
     read_fixed_array,
@@ -46,7 +48,11 @@ def _d_ConsumerProtocolAssignmentTopicPartition_0(
     f_topic, p = read_string(b, p, e)
     f_partitions: list[int]
     n, p = read_array_length(b, p, e, False, False, lim)
-    f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_partitions = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_partitions, p = read_fixed_array(b, p, e, n, "i", 4)
     return ConsumerProtocolAssignmentTopicPartition(f_topic, f_partitions), p
 
 

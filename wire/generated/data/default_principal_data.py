@@ -44,7 +44,11 @@ def _d_DefaultPrincipalData_0(
         raise short(p, 1)
     (f_token_authenticated,) = _F0.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DefaultPrincipalData(f_type, f_name, f_token_authenticated, u), p
 
 

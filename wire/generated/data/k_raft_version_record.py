@@ -39,7 +39,11 @@ def _d_KRaftVersionRecord_0(
         raise short(p, 4)
     f_version_, f_k_raft_version = _F0.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return KRaftVersionRecord(f_version_, f_k_raft_version, u), p
 
 

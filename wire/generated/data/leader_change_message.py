@@ -55,7 +55,11 @@ def _d_LeaderChangeMessageVoter_0(
         raise short(p, 4)
     (f_voter_id,) = _F1.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderChangeMessageVoter(f_voter_id, ZERO_UUID, u), p
 
 
@@ -67,18 +71,30 @@ def _d_LeaderChangeMessage_0(
     f_version_, f_leader_id = _F0.unpack_from(b, p)
     p += 6
     f_voters: list[LeaderChangeMessageVoter]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_voters = []
     for _ in range(n):
         x_voters, p = _d_LeaderChangeMessageVoter_0(b, p, e, lim)
         f_voters.append(x_voters)
     f_granting_voters: list[LeaderChangeMessageVoter]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_granting_voters = []
     for _ in range(n):
         x_granting_voters, p = _d_LeaderChangeMessageVoter_0(b, p, e, lim)
         f_granting_voters.append(x_granting_voters)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderChangeMessage(f_version_, f_leader_id, f_voters, f_granting_voters, u), p
 
 
@@ -114,7 +130,11 @@ def _d_LeaderChangeMessageVoter_1(
     f_voter_id, f_voter_directory_id = _F2.unpack_from(b, p)
     p += 20
     f_voter_directory_id = uuid_from(f_voter_directory_id)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderChangeMessageVoter(f_voter_id, f_voter_directory_id, u), p
 
 
@@ -126,18 +146,30 @@ def _d_LeaderChangeMessage_1(
     f_version_, f_leader_id = _F0.unpack_from(b, p)
     p += 6
     f_voters: list[LeaderChangeMessageVoter]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_voters = []
     for _ in range(n):
         x_voters, p = _d_LeaderChangeMessageVoter_1(b, p, e, lim)
         f_voters.append(x_voters)
     f_granting_voters: list[LeaderChangeMessageVoter]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_granting_voters = []
     for _ in range(n):
         x_granting_voters, p = _d_LeaderChangeMessageVoter_1(b, p, e, lim)
         f_granting_voters.append(x_granting_voters)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return LeaderChangeMessage(f_version_, f_leader_id, f_voters, f_granting_voters, u), p
 
 

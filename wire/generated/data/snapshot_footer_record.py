@@ -38,7 +38,11 @@ def _d_SnapshotFooterRecord_0(
         raise short(p, 2)
     (f_version_,) = _F0.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return SnapshotFooterRecord(f_version_, u), p
 
 

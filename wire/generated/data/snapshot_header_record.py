@@ -39,7 +39,11 @@ def _d_SnapshotHeaderRecord_0(
         raise short(p, 10)
     f_version_, f_last_contained_log_timestamp = _F0.unpack_from(b, p)
     p += 10
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return SnapshotHeaderRecord(f_version_, f_last_contained_log_timestamp, u), p
 
 

@@ -76,7 +76,11 @@ def _d_VotersRecordEndpoint_0(
         raise short(p, 2)
     (f_port,) = _F2.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return VotersRecordEndpoint(f_name, f_host, f_port, u), p
 
 
@@ -87,7 +91,11 @@ def _d_VotersRecordKRaftVersionFeature_0(
         raise short(p, 4)
     f_min_supported_version, f_max_supported_version = _F3.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return VotersRecordKRaftVersionFeature(f_min_supported_version, f_max_supported_version, u), p
 
 
@@ -100,14 +108,22 @@ def _d_VotersRecordVoter_0(
     p += 20
     f_voter_directory_id = uuid_from(f_voter_directory_id)
     f_endpoints: list[VotersRecordEndpoint]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_endpoints = []
     for _ in range(n):
         x_endpoints, p = _d_VotersRecordEndpoint_0(b, p, e, lim)
         f_endpoints.append(x_endpoints)
     f_k_raft_version_feature: VotersRecordKRaftVersionFeature
     f_k_raft_version_feature, p = _d_VotersRecordKRaftVersionFeature_0(b, p, e, lim)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return VotersRecordVoter(
         f_voter_id, f_voter_directory_id, f_endpoints, f_k_raft_version_feature, u
     ), p
@@ -119,12 +135,20 @@ def _d_VotersRecord_0(b: memoryview, p: int, e: int, lim: DecodeLimits) -> tuple
     (f_version_,) = _F0.unpack_from(b, p)
     p += 2
     f_voters: list[VotersRecordVoter]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_voters = []
     for _ in range(n):
         x_voters, p = _d_VotersRecordVoter_0(b, p, e, lim)
         f_voters.append(x_voters)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return VotersRecord(f_version_, f_voters, u), p
 
 

@@ -87,7 +87,11 @@ def _d_RegisterBrokerRecordBrokerEndpoint_0(
         raise short(p, 4)
     f_port, f_security_protocol = _F1.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return RegisterBrokerRecordBrokerEndpoint(f_name, f_host, f_port, f_security_protocol, u), p
 
 
@@ -99,7 +103,11 @@ def _d_RegisterBrokerRecordBrokerFeature_0(
         raise short(p, 4)
     f_min_supported_version, f_max_supported_version = _F2.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return RegisterBrokerRecordBrokerFeature(
         f_name, f_min_supported_version, f_max_supported_version, u
     ), p
@@ -114,13 +122,21 @@ def _d_RegisterBrokerRecord_0(
     p += 28
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_end_points: list[RegisterBrokerRecordBrokerEndpoint]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_end_points = []
     for _ in range(n):
         x_end_points, p = _d_RegisterBrokerRecordBrokerEndpoint_0(b, p, e, lim)
         f_end_points.append(x_end_points)
     f_features: list[RegisterBrokerRecordBrokerFeature]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_features = []
     for _ in range(n):
         x_features, p = _d_RegisterBrokerRecordBrokerFeature_0(b, p, e, lim)
@@ -130,7 +146,11 @@ def _d_RegisterBrokerRecord_0(
         raise short(p, 1)
     (f_fenced,) = _F3.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return RegisterBrokerRecord(
         f_broker_id,
         False,
@@ -200,13 +220,21 @@ def _d_RegisterBrokerRecord_1(
     p += 28
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_end_points: list[RegisterBrokerRecordBrokerEndpoint]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_end_points = []
     for _ in range(n):
         x_end_points, p = _d_RegisterBrokerRecordBrokerEndpoint_0(b, p, e, lim)
         f_end_points.append(x_end_points)
     f_features: list[RegisterBrokerRecordBrokerFeature]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_features = []
     for _ in range(n):
         x_features, p = _d_RegisterBrokerRecordBrokerFeature_0(b, p, e, lim)
@@ -216,7 +244,11 @@ def _d_RegisterBrokerRecord_1(
         raise short(p, 2)
     f_fenced, f_in_controlled_shutdown = _F4.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return RegisterBrokerRecord(
         f_broker_id,
         False,
@@ -261,13 +293,21 @@ def _d_RegisterBrokerRecord_2(
     p += 29
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_end_points: list[RegisterBrokerRecordBrokerEndpoint]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_end_points = []
     for _ in range(n):
         x_end_points, p = _d_RegisterBrokerRecordBrokerEndpoint_0(b, p, e, lim)
         f_end_points.append(x_end_points)
     f_features: list[RegisterBrokerRecordBrokerFeature]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_features = []
     for _ in range(n):
         x_features, p = _d_RegisterBrokerRecordBrokerFeature_0(b, p, e, lim)
@@ -277,7 +317,11 @@ def _d_RegisterBrokerRecord_2(
         raise short(p, 2)
     f_fenced, f_in_controlled_shutdown = _F4.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return RegisterBrokerRecord(
         f_broker_id,
         f_is_migrating_zk_broker,
@@ -320,13 +364,21 @@ def _d_RegisterBrokerRecord_3(
     p += 29
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_end_points: list[RegisterBrokerRecordBrokerEndpoint]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_end_points = []
     for _ in range(n):
         x_end_points, p = _d_RegisterBrokerRecordBrokerEndpoint_0(b, p, e, lim)
         f_end_points.append(x_end_points)
     f_features: list[RegisterBrokerRecordBrokerFeature]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_features = []
     for _ in range(n):
         x_features, p = _d_RegisterBrokerRecordBrokerFeature_0(b, p, e, lim)
@@ -338,11 +390,19 @@ def _d_RegisterBrokerRecord_3(
     p += 2
     f_log_dirs: list[uuid.UUID] = []
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            n, p = read_array_length(b, p, q, True, False, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, False, lim)
             f_log_dirs, p = read_uuid_array(b, p, q, n)
             check_end(p, q, "LogDirs")
         else:

@@ -41,7 +41,11 @@ def _d_UnregisterBrokerRecord_0(
         raise short(p, 12)
     f_broker_id, f_broker_epoch = _F0.unpack_from(b, p)
     p += 12
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UnregisterBrokerRecord(f_broker_id, f_broker_epoch, u), p
 
 

@@ -45,7 +45,11 @@ def _d_TopicRecord_0(b: memoryview, p: int, e: int, lim: DecodeLimits) -> tuple[
     (f_topic_id,) = _F0.unpack_from(b, p)
     p += 16
     f_topic_id = uuid_from(f_topic_id)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return TopicRecord(f_name, f_topic_id, u), p
 
 

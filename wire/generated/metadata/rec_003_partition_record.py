@@ -10,8 +10,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     absent_field_error,
@@ -67,24 +69,60 @@ def _d_PartitionRecord_0(
     p += 20
     f_topic_id = uuid_from(f_topic_id)
     f_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_isr: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     f_removing_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_removing_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_removing_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_removing_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_adding_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_adding_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_adding_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_adding_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 12 > e:
         raise short(p, 12)
     f_leader, f_leader_epoch, f_partition_epoch = _F1.unpack_from(b, p)
     p += 12
     f_leader_recovery_state: int = 0
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -148,27 +186,67 @@ def _d_PartitionRecord_1(
     p += 20
     f_topic_id = uuid_from(f_topic_id)
     f_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_isr: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     f_removing_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_removing_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_removing_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_removing_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_adding_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_adding_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_adding_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_adding_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 12 > e:
         raise short(p, 12)
     f_leader, f_leader_epoch, f_partition_epoch = _F1.unpack_from(b, p)
     p += 12
     f_directories: list[uuid.UUID]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_directories, p = read_uuid_array(b, p, e, n)
     f_leader_recovery_state: int = 0
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -233,29 +311,69 @@ def _d_PartitionRecord_2(
     p += 20
     f_topic_id = uuid_from(f_topic_id)
     f_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_isr: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     f_removing_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_removing_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_removing_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_removing_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_adding_replicas: list[int]
-    n, p = read_array_length(b, p, e, True, False, lim)
-    f_adding_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
+    if n < SMALL_ARRAY and p + n * 4 <= e:
+        f_adding_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+        p += n * 4
+    else:
+        f_adding_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     if p + 12 > e:
         raise short(p, 12)
     f_leader, f_leader_epoch, f_partition_epoch = _F1.unpack_from(b, p)
     p += 12
     f_directories: list[uuid.UUID]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_directories, p = read_uuid_array(b, p, e, n)
     f_leader_recovery_state: int = 0
     f_eligible_leader_replicas: list[int] | None = None
     f_last_known_elr: list[int] | None = None
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -265,18 +383,34 @@ def _d_PartitionRecord_2(
             p += 1
             check_end(p, q, "LeaderRecoveryState")
         elif t == 1:
-            n, p = read_array_length(b, p, q, True, True, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, True, lim)
             if n < 0:
                 f_eligible_leader_replicas = None
             else:
-                f_eligible_leader_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
+                if n < SMALL_ARRAY and p + n * 4 <= q:
+                    f_eligible_leader_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+                    p += n * 4
+                else:
+                    f_eligible_leader_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "EligibleLeaderReplicas")
         elif t == 2:
-            n, p = read_array_length(b, p, q, True, True, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, True, lim)
             if n < 0:
                 f_last_known_elr = None
             else:
-                f_last_known_elr, p = read_fixed_array(b, p, q, n, "i", 4)
+                if n < SMALL_ARRAY and p + n * 4 <= q:
+                    f_last_known_elr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+                    p += n * 4
+                else:
+                    f_last_known_elr, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "LastKnownElr")
         else:
             u = read_unknown_tag(b, p, q, u, t)

@@ -48,7 +48,11 @@ def _d_ConfigRecord_0(b: memoryview, p: int, e: int, lim: DecodeLimits) -> tuple
     f_resource_name, p = read_compact_string(b, p, e)
     f_name, p = read_compact_string(b, p, e)
     f_value, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ConfigRecord(f_resource_type, f_resource_name, f_name, f_value, u), p
 
 

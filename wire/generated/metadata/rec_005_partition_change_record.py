@@ -10,8 +10,10 @@ from typing import ClassVar
 
 from wire.primitives import (
     DecodeLimits,
+    FIXED_ARRAYS,
     Message,
     Regions,
+    SMALL_ARRAY,
     UnknownTags,
     ZERO_UUID,
     absent_field_error,
@@ -71,15 +73,27 @@ def _d_PartitionChangeRecord_0(
     f_adding_replicas: list[int] | None = None
     f_leader_recovery_state: int = -1
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            n, p = read_array_length(b, p, q, True, True, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, True, lim)
             if n < 0:
                 f_isr = None
             else:
-                f_isr, p = read_fixed_array(b, p, q, n, "i", 4)
+                if n < SMALL_ARRAY and p + n * 4 <= q:
+                    f_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+                    p += n * 4
+                else:
+                    f_isr, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "Isr")
         elif t == 1:
             if p + 4 > q:
@@ -88,25 +102,49 @@ def _d_PartitionChangeRecord_0(
             p += 4
             check_end(p, q, "Leader")
         elif t == 2:
-            n, p = read_array_length(b, p, q, True, True, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, True, lim)
             if n < 0:
                 f_replicas = None
             else:
-                f_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
+                if n < SMALL_ARRAY and p + n * 4 <= q:
+                    f_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+                    p += n * 4
+                else:
+                    f_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "Replicas")
         elif t == 3:
-            n, p = read_array_length(b, p, q, True, True, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, True, lim)
             if n < 0:
                 f_removing_replicas = None
             else:
-                f_removing_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
+                if n < SMALL_ARRAY and p + n * 4 <= q:
+                    f_removing_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+                    p += n * 4
+                else:
+                    f_removing_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "RemovingReplicas")
         elif t == 4:
-            n, p = read_array_length(b, p, q, True, True, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, True, lim)
             if n < 0:
                 f_adding_replicas = None
             else:
-                f_adding_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
+                if n < SMALL_ARRAY and p + n * 4 <= q:
+                    f_adding_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+                    p += n * 4
+                else:
+                    f_adding_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "AddingReplicas")
         elif t == 5:
             if p + 1 > q:
@@ -193,15 +231,27 @@ def _d_PartitionChangeRecord_1(
     f_leader_recovery_state: int = -1
     f_directories: list[uuid.UUID] | None = None
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            n, p = read_array_length(b, p, q, True, True, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, True, lim)
             if n < 0:
                 f_isr = None
             else:
-                f_isr, p = read_fixed_array(b, p, q, n, "i", 4)
+                if n < SMALL_ARRAY and p + n * 4 <= q:
+                    f_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+                    p += n * 4
+                else:
+                    f_isr, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "Isr")
         elif t == 1:
             if p + 4 > q:
@@ -210,25 +260,49 @@ def _d_PartitionChangeRecord_1(
             p += 4
             check_end(p, q, "Leader")
         elif t == 2:
-            n, p = read_array_length(b, p, q, True, True, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, True, lim)
             if n < 0:
                 f_replicas = None
             else:
-                f_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
+                if n < SMALL_ARRAY and p + n * 4 <= q:
+                    f_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+                    p += n * 4
+                else:
+                    f_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "Replicas")
         elif t == 3:
-            n, p = read_array_length(b, p, q, True, True, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, True, lim)
             if n < 0:
                 f_removing_replicas = None
             else:
-                f_removing_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
+                if n < SMALL_ARRAY and p + n * 4 <= q:
+                    f_removing_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+                    p += n * 4
+                else:
+                    f_removing_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "RemovingReplicas")
         elif t == 4:
-            n, p = read_array_length(b, p, q, True, True, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, True, lim)
             if n < 0:
                 f_adding_replicas = None
             else:
-                f_adding_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
+                if n < SMALL_ARRAY and p + n * 4 <= q:
+                    f_adding_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+                    p += n * 4
+                else:
+                    f_adding_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "AddingReplicas")
         elif t == 5:
             if p + 1 > q:
@@ -237,7 +311,11 @@ def _d_PartitionChangeRecord_1(
             p += 1
             check_end(p, q, "LeaderRecoveryState")
         elif t == 8:
-            n, p = read_array_length(b, p, q, True, True, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, True, lim)
             if n < 0:
                 f_directories = None
             else:
@@ -329,15 +407,27 @@ def _d_PartitionChangeRecord_2(
     f_eligible_leader_replicas: list[int] | None = None
     f_last_known_elr: list[int] | None = None
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            n, p = read_array_length(b, p, q, True, True, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, True, lim)
             if n < 0:
                 f_isr = None
             else:
-                f_isr, p = read_fixed_array(b, p, q, n, "i", 4)
+                if n < SMALL_ARRAY and p + n * 4 <= q:
+                    f_isr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+                    p += n * 4
+                else:
+                    f_isr, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "Isr")
         elif t == 1:
             if p + 4 > q:
@@ -346,25 +436,49 @@ def _d_PartitionChangeRecord_2(
             p += 4
             check_end(p, q, "Leader")
         elif t == 2:
-            n, p = read_array_length(b, p, q, True, True, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, True, lim)
             if n < 0:
                 f_replicas = None
             else:
-                f_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
+                if n < SMALL_ARRAY and p + n * 4 <= q:
+                    f_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+                    p += n * 4
+                else:
+                    f_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "Replicas")
         elif t == 3:
-            n, p = read_array_length(b, p, q, True, True, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, True, lim)
             if n < 0:
                 f_removing_replicas = None
             else:
-                f_removing_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
+                if n < SMALL_ARRAY and p + n * 4 <= q:
+                    f_removing_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+                    p += n * 4
+                else:
+                    f_removing_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "RemovingReplicas")
         elif t == 4:
-            n, p = read_array_length(b, p, q, True, True, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, True, lim)
             if n < 0:
                 f_adding_replicas = None
             else:
-                f_adding_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
+                if n < SMALL_ARRAY and p + n * 4 <= q:
+                    f_adding_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+                    p += n * 4
+                else:
+                    f_adding_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "AddingReplicas")
         elif t == 5:
             if p + 1 > q:
@@ -373,21 +487,41 @@ def _d_PartitionChangeRecord_2(
             p += 1
             check_end(p, q, "LeaderRecoveryState")
         elif t == 6:
-            n, p = read_array_length(b, p, q, True, True, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, True, lim)
             if n < 0:
                 f_eligible_leader_replicas = None
             else:
-                f_eligible_leader_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
+                if n < SMALL_ARRAY and p + n * 4 <= q:
+                    f_eligible_leader_replicas = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+                    p += n * 4
+                else:
+                    f_eligible_leader_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "EligibleLeaderReplicas")
         elif t == 7:
-            n, p = read_array_length(b, p, q, True, True, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, True, lim)
             if n < 0:
                 f_last_known_elr = None
             else:
-                f_last_known_elr, p = read_fixed_array(b, p, q, n, "i", 4)
+                if n < SMALL_ARRAY and p + n * 4 <= q:
+                    f_last_known_elr = list(FIXED_ARRAYS["i"][n].unpack_from(b, p))
+                    p += n * 4
+                else:
+                    f_last_known_elr, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "LastKnownElr")
         elif t == 8:
-            n, p = read_array_length(b, p, q, True, True, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, True, lim)
             if n < 0:
                 f_directories = None
             else:

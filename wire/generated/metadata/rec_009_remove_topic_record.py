@@ -43,7 +43,11 @@ def _d_RemoveTopicRecord_0(
     (f_topic_id,) = _F0.unpack_from(b, p)
     p += 16
     f_topic_id = uuid_from(f_topic_id)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return RemoveTopicRecord(f_topic_id, u), p
 
 

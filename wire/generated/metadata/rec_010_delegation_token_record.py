@@ -49,7 +49,11 @@ def _d_DelegationTokenRecord_0(
     f_owner, p = read_compact_string(b, p, e)
     f_requester, p = read_compact_string(b, p, e)
     f_renewers: list[str]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_renewers = []
     for _ in range(n):
         x_renewers, p = read_compact_string(b, p, e)
@@ -59,7 +63,11 @@ def _d_DelegationTokenRecord_0(
     f_issue_timestamp, f_max_timestamp, f_expiration_timestamp = _F0.unpack_from(b, p)
     p += 24
     f_token_id, p = read_compact_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return DelegationTokenRecord(
         f_owner,
         f_requester,

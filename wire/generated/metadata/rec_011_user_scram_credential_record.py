@@ -58,7 +58,11 @@ def _d_UserScramCredentialRecord_0(
         raise short(p, 4)
     (f_iterations,) = _F1.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return UserScramCredentialRecord(
         f_name, f_mechanism, f_salt, f_stored_key, f_server_key, f_iterations, u
     ), p

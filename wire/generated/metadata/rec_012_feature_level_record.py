@@ -44,7 +44,11 @@ def _d_FeatureLevelRecord_0(
         raise short(p, 2)
     (f_feature_level,) = _F0.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return FeatureLevelRecord(f_name, f_feature_level, u), p
 
 

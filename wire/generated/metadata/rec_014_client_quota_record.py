@@ -54,7 +54,11 @@ def _d_ClientQuotaRecordEntityData_0(
 ) -> tuple[ClientQuotaRecordEntityData, int]:
     f_entity_type, p = read_compact_string(b, p, e)
     f_entity_name, p = read_compact_nullable_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ClientQuotaRecordEntityData(f_entity_type, f_entity_name, u), p
 
 
@@ -62,7 +66,11 @@ def _d_ClientQuotaRecord_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ClientQuotaRecord, int]:
     f_entity: list[ClientQuotaRecordEntityData]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_entity = []
     for _ in range(n):
         x_entity, p = _d_ClientQuotaRecordEntityData_0(b, p, e, lim)
@@ -72,7 +80,11 @@ def _d_ClientQuotaRecord_0(
         raise short(p, 9)
     f_value, f_remove = _F0.unpack_from(b, p)
     p += 9
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ClientQuotaRecord(f_entity, f_key, f_value, f_remove, u), p
 
 

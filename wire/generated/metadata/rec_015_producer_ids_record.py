@@ -42,7 +42,11 @@ def _d_ProducerIdsRecord_0(
         raise short(p, 20)
     f_broker_id, f_broker_epoch, f_next_producer_id = _F0.unpack_from(b, p)
     p += 20
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ProducerIdsRecord(f_broker_id, f_broker_epoch, f_next_producer_id, u), p
 
 

@@ -54,7 +54,11 @@ def _d_BrokerRegistrationChangeRecord_0(
     p += 12
     f_fenced: int = 0
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -95,7 +99,11 @@ def _d_BrokerRegistrationChangeRecord_1(
     f_fenced: int = 0
     f_in_controlled_shutdown: int = 0
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -147,7 +155,11 @@ def _d_BrokerRegistrationChangeRecord_2(
     f_in_controlled_shutdown: int = 0
     f_log_dirs: list[uuid.UUID] = []
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
@@ -163,7 +175,11 @@ def _d_BrokerRegistrationChangeRecord_2(
             p += 1
             check_end(p, q, "InControlledShutdown")
         elif t == 2:
-            n, p = read_array_length(b, p, q, True, False, lim)
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+                n = b[p] - 1
+                p += 1
+            else:
+                n, p = read_array_length(b, p, q, True, False, lim)
             f_log_dirs, p = read_uuid_array(b, p, q, n)
             check_end(p, q, "LogDirs")
         else:

@@ -65,7 +65,11 @@ def _d_AccessControlEntryRecord_0(
         raise short(p, 2)
     f_operation, f_permission_type = _F2.unpack_from(b, p)
     p += 2
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return AccessControlEntryRecord(
         f_id,
         f_resource_type,

@@ -30,7 +30,11 @@ class NoOpRecord(Message):
 
 
 def _d_NoOpRecord_0(b: memoryview, p: int, e: int, lim: DecodeLimits) -> tuple[NoOpRecord, int]:
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return NoOpRecord(u), p
 
 

@@ -40,7 +40,11 @@ def _d_ZkMigrationStateRecord_0(
         raise short(p, 1)
     (f_zk_migration_state,) = _F0.unpack_from(b, p)
     p += 1
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return ZkMigrationStateRecord(f_zk_migration_state, u), p
 
 

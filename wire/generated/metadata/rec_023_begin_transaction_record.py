@@ -40,7 +40,11 @@ def _d_BeginTransactionRecord_0(
 ) -> tuple[BeginTransactionRecord, int]:
     f_name: str | None = None
     u: UnknownTags | None = None
-    nt, p = read_tag_count(b, p, e, lim)
+    if p < e and b[p] == 0:
+        nt = 0
+        p += 1
+    else:
+        nt, p = read_tag_count(b, p, e, lim)
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:

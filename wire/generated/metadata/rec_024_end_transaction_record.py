@@ -32,7 +32,11 @@ class EndTransactionRecord(Message):
 def _d_EndTransactionRecord_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[EndTransactionRecord, int]:
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return EndTransactionRecord(u), p
 
 

@@ -36,7 +36,11 @@ def _d_RemoveDelegationTokenRecord_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[RemoveDelegationTokenRecord, int]:
     f_token_id, p = read_compact_string(b, p, e)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return RemoveDelegationTokenRecord(f_token_id, u), p
 
 

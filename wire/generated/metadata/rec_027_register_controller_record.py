@@ -71,7 +71,11 @@ def _d_RegisterControllerRecordControllerEndpoint_0(
         raise short(p, 4)
     f_port, f_security_protocol = _F1.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return RegisterControllerRecordControllerEndpoint(
         f_name, f_host, f_port, f_security_protocol, u
     ), p
@@ -85,7 +89,11 @@ def _d_RegisterControllerRecordControllerFeature_0(
         raise short(p, 4)
     f_min_supported_version, f_max_supported_version = _F2.unpack_from(b, p)
     p += 4
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return RegisterControllerRecordControllerFeature(
         f_name, f_min_supported_version, f_max_supported_version, u
     ), p
@@ -100,18 +108,30 @@ def _d_RegisterControllerRecord_0(
     p += 21
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_end_points: list[RegisterControllerRecordControllerEndpoint]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_end_points = []
     for _ in range(n):
         x_end_points, p = _d_RegisterControllerRecordControllerEndpoint_0(b, p, e, lim)
         f_end_points.append(x_end_points)
     f_features: list[RegisterControllerRecordControllerFeature]
-    n, p = read_array_length(b, p, e, True, False, lim)
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+        n = b[p] - 1
+        p += 1
+    else:
+        n, p = read_array_length(b, p, e, True, False, lim)
     f_features = []
     for _ in range(n):
         x_features, p = _d_RegisterControllerRecordControllerFeature_0(b, p, e, lim)
         f_features.append(x_features)
-    u, p = skip_tagged_fields(b, p, e, lim)
+    if p < e and b[p] == 0:
+        u: UnknownTags | None = None
+        p += 1
+    else:
+        u, p = skip_tagged_fields(b, p, e, lim)
     return RegisterControllerRecord(
         f_controller_id, f_incarnation_id, f_zk_migration_ready, f_end_points, f_features, u
     ), p

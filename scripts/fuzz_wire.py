@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Coverage-guided fuzzing of the request decoder, record batches and the frame
+splitter with atheris.
+
+Usage: python scripts/fuzz_wire.py -runs=1000000 [-max_len=4096] [corpus_dir]
+
+Any exception other than DecodeError (and its subclasses) is a crash; a hang is
+caught by libFuzzer's -timeout. The captured client requests under
+../shared/kafka-captures seed the corpus when the directory is empty.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import atheris
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+with atheris.instrument_imports():
+    from wire.exceptions import DecodeError
+    from wire.frame import FrameSplitter, decode_request
+    from wire.records import iter_records, validate_batches
+
+
+def seed_corpus(corpus: Path) -> None:
+    captures = ROOT.parent / "shared" / "kafka-captures"
+    if not captures.is_dir() or any(corpus.iterdir()):
+        return
+    import struct
+
+    n = 0
+    for path in sorted(captures.rglob("*.bin")):
+        data = path.read_bytes()
+        pos = 0
+        while pos < len(data):
+            direction = data[pos]
+            (size,) = struct.unpack_from(">I", data, pos + 1)
+            frame = data[pos + 5 : pos + 5 + size]
+            pos += 5 + size
+            if direction == ord("C") and len(frame) <= 8192:
+                (corpus / f"seed-{n:05d}").write_bytes(b"\x00" + frame[4:])
+                n += 1
+
+
+def test_one(data: bytes) -> None:
+    if not data:
+        return
+    mode, body = data[0] % 3, data[1:]
+    try:
+        if mode == 0:
+            decode_request(body)
+        elif mode == 1:
+            for _ in validate_batches(body):
+                pass
+            for _ in iter_records(body, 0, max_decompressed_bytes=1 << 20):
+                pass
+        else:
+            splitter = FrameSplitter(max_frame_bytes=1 << 16)
+            splitter.feed(body)
+            for frame in splitter.frames():
+                decode_request(frame)
+    except DecodeError:
+        pass
+
+
+def main() -> None:
+    args = list(sys.argv)
+    dirs = [a for a in args[1:] if not a.startswith("-")]
+    if dirs:
+        corpus = Path(dirs[0])
+        corpus.mkdir(parents=True, exist_ok=True)
+        seed_corpus(corpus)
+    atheris.Setup(args, test_one)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()
