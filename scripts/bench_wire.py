@@ -14,29 +14,30 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from wire.generated.api_000_produce import (  # noqa: E402
+from wire.generated.api_000_produce import (
     ProduceRequest,
     ProduceRequestPartitionProduceData,
     ProduceRequestTopicProduceData,
 )
-from wire.generated.api_001_fetch import (  # noqa: E402
+from wire.generated.api_001_fetch import (
     FetchResponse,
     FetchResponseFetchableTopicResponse,
     FetchResponsePartitionData,
 )
-from wire.generated.api_003_metadata import (  # noqa: E402
+from wire.generated.api_003_metadata import (
     MetadataResponse,
     MetadataResponseBroker,
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
-from wire.generated.api_011_join_group import JoinGroupRequest, JoinGroupRequestProtocol  # noqa: E402
-from wire.records import NewRecord, build_batch  # noqa: E402
+from wire.generated.api_011_join_group import JoinGroupRequest, JoinGroupRequestProtocol
+from wire.records import NewRecord, build_batch
 
 
 def batch_of(size: int) -> bytes:
@@ -164,10 +165,10 @@ def main() -> int:
         theirs = kcls.decode(data, version=version)
         assert bytes(theirs.encode()) == data, f"kafka-python re-encodes {name} differently"
         cls = type(msg)
-        dec_ours = rate(lambda: cls.decode(data, version), args.seconds)
-        dec_theirs = rate(lambda: kcls.decode(data, version=version), args.seconds)
-        enc_ours = rate(lambda: ours.encode(version), args.seconds)
-        enc_theirs = rate(lambda: theirs.encode(), args.seconds)
+        dec_ours = rate(partial(cls.decode, data, version), args.seconds)
+        dec_theirs = rate(partial(kcls.decode, data, version=version), args.seconds)
+        enc_ours = rate(partial(ours.encode, version), args.seconds)
+        enc_theirs = rate(theirs.encode, args.seconds)
         rows.append((name, len(data), dec_ours, dec_theirs, enc_ours, enc_theirs))
 
     header = ("message", "bytes", "decode/s cormorant", "decode/s kafka-python", "ratio",
