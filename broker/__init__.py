@@ -1,0 +1,1 @@
+"""Cormorant's broker: the data plane that serves Kafka clients."""

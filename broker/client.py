@@ -1,0 +1,171 @@
+"""A small synchronous Kafka-protocol client, for the command-line tools and tests.
+
+One blocking TCP connection to one broker. On connect it asks ApiVersions which
+versions the broker speaks (v3, falling back to v0 as KIP-511 clients do), then
+:meth:`KafkaClient.request` sends a message at the highest version both sides
+know, or at the version asked for, and returns the decoded response. Every
+socket operation has a deadline, so a silent broker makes a tool fail, never
+hang. Not thread-safe; not a producer or consumer — just requests.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TypeVar
+
+from wire.errors import ErrorCode
+from wire.frame import decode_response, encode_request
+from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
+from wire.generated.registry import API_SPECS
+from wire.primitives import Message
+
+DEFAULT_TIMEOUT_S = 30.0
+#: Largest response accepted; Kafka's default fetch.max.bytes (50 MiB) plus headroom.
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+CLIENT_SOFTWARE_NAME = "cormorant-client"
+CLIENT_SOFTWARE_VERSION = "0.1.0"
+
+_SIZE = struct.Struct(">i")
+_R = TypeVar("_R", bound=Message)
+
+
+class ClientError(Exception):
+    """The broker could not be reached, answered nonsense, or does not speak what we need."""
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRange:
+    min_version: int
+    max_version: int
+
+
+def parse_bootstrap(server: str) -> tuple[str, int]:
+    """``host:port`` (or ``[v6addr]:port``) of the first entry of a bootstrap list."""
+    first = server.split(",")[0].strip()
+    host, sep, port = first.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ClientError(f"bootstrap server {first!r} is not host:port")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+class KafkaClient:
+    """A blocking connection to one broker. Use as a context manager or call :meth:`close`."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        client_id: str = "cormorant-admin",
+    ) -> None:
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self._correlation_id = 0
+        try:
+            self._sock = socket.create_connection((host, port), timeout=timeout_s)
+        except OSError as ex:
+            raise ClientError(f"cannot connect to {host}:{port}: {ex.strerror or ex}") from ex
+        self._sock.settimeout(timeout_s)
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            self.api_versions = self._negotiate()
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def connect(cls, bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> KafkaClient:
+        host, port = parse_bootstrap(bootstrap)
+        return cls(host, port, timeout_s=timeout_s)
+
+    def __enter__(self) -> KafkaClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+    # ------------------------------------------------------------ versions
+
+    def _negotiate(self) -> dict[int, VersionRange]:
+        request = ApiVersionsRequest(
+            client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=CLIENT_SOFTWARE_VERSION
+        )
+        response = self._exchange(request, 3, ApiVersionsResponse)
+        if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
+            # The broker answered in v0 with its own range; v0 is always understood.
+            response = self._exchange(ApiVersionsRequest(), 0, ApiVersionsResponse)
+        if response.error_code != ErrorCode.NONE:
+            raise ClientError(f"ApiVersions failed: {ErrorCode(response.error_code).name}")
+        return {k.api_key: VersionRange(k.min_version, k.max_version) for k in response.api_keys}
+
+    def version_for(self, api_key: int, wanted: int | None = None) -> int:
+        """``wanted`` if the broker speaks it, else the highest version both sides speak."""
+        spec = API_SPECS.get(api_key)
+        broker = self.api_versions.get(api_key)
+        if spec is None or broker is None:
+            raise ClientError(f"the broker does not support api key {api_key}")
+        if wanted is not None:
+            if not broker.min_version <= wanted <= broker.max_version:
+                raise ClientError(
+                    f"the broker supports {spec.name} v{broker.min_version}-{broker.max_version}, not v{wanted}"
+                )
+            return wanted
+        version = min(spec.max_version, broker.max_version)
+        if version < max(spec.min_version, broker.min_version):
+            raise ClientError(f"no common version of {spec.name}")
+        return version
+
+    # ------------------------------------------------------------ requests
+
+    def request(self, message: Message, version: int | None = None) -> Message:
+        """Send ``message`` and return the decoded response."""
+        spec = API_SPECS[message.API_KEY]
+        return self._exchange(message, self.version_for(message.API_KEY, version), spec.response)
+
+    def send(self, message: Message, response_type: type[_R], version: int | None = None) -> _R:
+        """:meth:`request` with the response's type stated, for type checkers."""
+        return self._exchange(message, self.version_for(message.API_KEY, version), response_type)
+
+    def _exchange(self, message: Message, version: int, response_type: type[_R]) -> _R:
+        self._correlation_id += 1
+        correlation_id = self._correlation_id
+        frame = encode_request(message, version, correlation_id, self.client_id)
+        try:
+            self._sock.sendall(frame)
+            size = _SIZE.unpack(self._read_exactly(4))[0]
+            if size < 4 or size > MAX_RESPONSE_BYTES:
+                raise ClientError(f"response size {size} outside 4..{MAX_RESPONSE_BYTES}")
+            body = self._read_exactly(size)
+        except TimeoutError as ex:
+            raise ClientError(f"no response within {self.timeout_s}s") from ex
+        except OSError as ex:
+            raise ClientError(f"connection failed: {ex.strerror or ex}") from ex
+        got, response = decode_response(body, response_type, version)
+        if got != correlation_id:
+            raise ClientError(f"response correlation id {got}, expected {correlation_id}")
+        assert isinstance(response, response_type)
+        return response
+
+    def _read_exactly(self, n: int) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < n:
+            chunk = self._sock.recv(min(n - len(chunks), 1 << 20))
+            if not chunk:
+                raise ClientError("connection closed by the broker")
+            chunks += chunk
+        return bytes(chunks)

@@ -1,0 +1,145 @@
+"""From request frames to handlers and back: the only place API keys are routed.
+
+Each handler module in ``broker/handlers`` declares the API key and the version
+range Cormorant supports, and an ``async def handle(ctx, request)``. This module
+decides what is advertised in ApiVersions, rejects what is not supported the way
+Kafka does (close the connection; ApiVersions gets error 35 in a v0 body), and
+turns unexpected exceptions into UNKNOWN_SERVER_ERROR without taking anything
+else down.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from broker.network import CloseConnection, ConnectionInfo
+from wire.errors import ErrorCode
+from wire.exceptions import DecodeError, UnsupportedVersionError
+from wire.frame import EncodedFrame, decode_request, encode_response, peek_request
+from wire.generated.api_018_api_versions import ApiVersionsResponse, ApiVersionsResponseApiVersion
+from wire.generated.header_request_header import RequestHeader
+from wire.primitives import DecodeLimits, Message
+
+if TYPE_CHECKING:
+    from broker.node import BrokerNode
+
+log = structlog.get_logger(__name__)
+
+API_VERSIONS = 18
+Handler = Callable[["RequestContext", Any], Awaitable[Message | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiEntry:
+    api_key: int
+    name: str
+    min_version: int
+    max_version: int
+    handle: Handler
+
+
+@dataclass(slots=True)
+class RequestContext:
+    node: BrokerNode
+    conn: ConnectionInfo
+    header: RequestHeader
+
+    @property
+    def api_version(self) -> int:
+        return self.header.request_api_version
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+
+def load_handlers(modules: list[ModuleType]) -> dict[int, ApiEntry]:
+    table: dict[int, ApiEntry] = {}
+    for module in modules:
+        entry = ApiEntry(
+            module.API_KEY, module.__name__.rsplit(".", 1)[-1], module.MIN_VERSION, module.MAX_VERSION, module.handle
+        )
+        assert entry.api_key not in table, f"two handlers for api key {entry.api_key}"
+        table[entry.api_key] = entry
+    return table
+
+
+class Dispatcher:
+    def __init__(self, node: BrokerNode, apis: dict[int, ApiEntry], limits: DecodeLimits) -> None:
+        self.node = node
+        self.apis = apis
+        self.limits = limits
+
+    def api_versions(self) -> list[ApiVersionsResponseApiVersion]:
+        return [
+            ApiVersionsResponseApiVersion(api_key=e.api_key, min_version=e.min_version, max_version=e.max_version)
+            for e in sorted(self.apis.values(), key=lambda e: e.api_key)
+        ]
+
+    async def handle(self, conn: ConnectionInfo, frame: bytearray) -> EncodedFrame | None:
+        try:
+            pre = peek_request(frame)
+        except DecodeError as ex:
+            raise CloseConnection("request shorter than its header", size=len(frame)) from ex
+        entry = self.apis.get(pre.api_key)
+        if entry is None:
+            raise CloseConnection("unknown or unsupported api key", api_key=pre.api_key, api_version=pre.api_version)
+        if not entry.min_version <= pre.api_version <= entry.max_version:
+            if pre.api_key == API_VERSIONS:
+                # The client learns our range from a v0 body and retries (KIP-511).
+                body = ApiVersionsResponse(
+                    error_code=ErrorCode.UNSUPPORTED_VERSION,
+                    api_keys=[ApiVersionsResponseApiVersion(
+                        api_key=API_VERSIONS, min_version=entry.min_version, max_version=entry.max_version)],
+                )
+                return encode_response(body, 0, pre.correlation_id)
+            raise CloseConnection("unsupported api version", api=entry.name, api_version=pre.api_version)
+        try:
+            request = decode_request(frame, self.limits)
+        except DecodeError as ex:
+            raise CloseConnection("malformed request", api=entry.name, api_version=pre.api_version,
+                                  error=ex.reason, offset=ex.offset) from ex
+        ctx = RequestContext(self.node, conn, request.header)
+        started = time.perf_counter()
+        self.node.metrics.request_started()
+        try:
+            response = await entry.handle(ctx, request.body)
+        except CloseConnection:
+            raise
+        except Exception:
+            log.exception("request_failed", api=entry.name, api_version=pre.api_version,
+                          client_id=request.header.client_id)
+            response = error_response(entry, request.body, pre.api_version)
+            if response is None:
+                raise CloseConnection("handler failed", api=entry.name) from None
+        finally:
+            self.node.metrics.record_request(entry.api_key, time.perf_counter() - started)
+        if response is None:
+            return None
+        try:
+            return encode_response(response, pre.api_version, pre.correlation_id)
+        except (UnsupportedVersionError, ValueError) as ex:
+            log.error("response_encoding_failed", api=entry.name, api_version=pre.api_version, error=str(ex))
+            raise CloseConnection("response encoding failed", api=entry.name) from ex
+
+
+def error_response(entry: ApiEntry, request: Message, version: int) -> Message | None:
+    """A response saying UNKNOWN_SERVER_ERROR, for handlers that failed unexpectedly.
+
+    Handlers answer their own per-partition errors; this covers bugs. Responses with
+    a top-level error code get it; others cannot say "failed" and the connection closes.
+    """
+    from wire.generated.registry import API_SPECS
+
+    cls = API_SPECS[entry.api_key].response
+    response = cls()
+    if hasattr(response, "error_code"):
+        response.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+        return response
+    return None

@@ -1,0 +1,127 @@
+"""Produce (0), v0-11: validate each partition's batch, assign offsets by rewriting
+the batch header in place, append, and answer now (acks 0/1) or once the high
+watermark passes the batch (acks=all).
+
+v0-2 carry legacy message sets, up-converted to magic 2 on append. Errors are
+per partition. With acks=0 nothing is answered, and any error closes the
+connection so the client notices, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from broker.dispatch import RequestContext
+from broker.network import CloseConnection
+from broker.replica_manager import Partition
+from broker.validation import RecordValidationError, validate_produce
+from wire.errors import ErrorCode
+from wire.generated.api_000_produce import (
+    ProduceRequest,
+    ProduceResponse,
+    ProduceResponsePartitionProduceResponse,
+    ProduceResponseTopicProduceResponse,
+)
+
+API_KEY = 0
+MIN_VERSION = 0
+MAX_VERSION = 11
+
+
+async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+    node = ctx.node
+    rm = node.replica_manager
+    acks = request.acks
+    response = ProduceResponse()
+    waiting: list[tuple[Partition, int, ProduceResponsePartitionProduceResponse]] = []
+    failed = False
+    for topic in request.topic_data:
+        t_resp = ProduceResponseTopicProduceResponse(name=topic.name)
+        response.responses.append(t_resp)
+        for pdata in topic.partition_data:
+            p_resp = ProduceResponsePartitionProduceResponse(index=pdata.index, base_offset=-1)
+            t_resp.partition_responses.append(p_resp)
+            if acks not in (-1, 0, 1):
+                p_resp.error_code = ErrorCode.INVALID_REQUIRED_ACKS
+                failed = True
+                continue
+            if request.transactional_id is not None:
+                p_resp.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                failed = True
+                continue
+            partition = rm.get(topic.name, pdata.index)
+            if partition is None:
+                p_resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                failed = True
+                continue
+            if not rm.is_leader(partition):
+                p_resp.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                failed = True
+                continue
+            if acks == -1 and len(partition.isr) < node.min_insync_replicas(topic.name):
+                p_resp.error_code = ErrorCode.NOT_ENOUGH_REPLICAS
+                failed = True
+                continue
+            records = pdata.records
+            if records is None or isinstance(records, (str,)):
+                p_resp.error_code = ErrorCode.INVALID_RECORD
+                failed = True
+                continue
+            try:
+                validated = validate_produce(
+                    records, ctx.api_version, partition.config, node.clock_ms(), node.timestamp_policy_for(partition)
+                )
+            except RecordValidationError as ex:
+                p_resp.error_code = ex.code
+                p_resp.error_message = ex.message
+                node.log_client_error("produce_rejected", topic=topic.name, partition=pdata.index,
+                                      error=ex.code.name, reason=ex.message, client_id=ctx.client_id)
+                failed = True
+                continue
+            if any(h.producer_id >= 0 for _, h in validated.batches):
+                # Idempotent producers need InitProducerId, which is not offered yet.
+                p_resp.error_code = ErrorCode.UNKNOWN_PRODUCER_ID
+                failed = True
+                continue
+            info = partition.log.append_as_leader(validated.data, partition.leader_epoch, validated=True)
+            node.metrics.record_produce(validated.record_count, len(validated.data))
+            p_resp.base_offset = info.first_offset
+            p_resp.log_append_time_ms = validated.log_append_time_ms
+            p_resp.log_start_offset = partition.log_start_offset
+            rm.maybe_advance_high_watermark(partition)
+            partition.wake()
+            if acks == -1:
+                waiting.append((partition, info.last_offset + 1, p_resp))
+    if acks == 0:
+        if failed:
+            raise CloseConnection("produce with acks=0 failed", client_id=ctx.client_id)
+        return None
+    if waiting:
+        await _wait_for_replication(ctx, waiting, request.timeout_ms)
+    return response
+
+
+async def _wait_for_replication(
+    ctx: RequestContext,
+    waiting: list[tuple[Partition, int, ProduceResponsePartitionProduceResponse]],
+    timeout_ms: int,
+) -> None:
+    """acks=all: each batch is acknowledged once the high watermark passes it."""
+    rm = ctx.node.replica_manager
+    deadline = trio.current_time() + max(timeout_ms, 0) / 1000
+    pending = list(waiting)
+    while pending:
+        still = []
+        for partition, required, p_resp in pending:
+            if partition.high_watermark >= required:
+                continue
+            if len(partition.isr) < ctx.node.min_insync_replicas(partition.topic):
+                p_resp.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                continue
+            still.append((partition, required, p_resp))
+        pending = still
+        if not pending or trio.current_time() >= deadline:
+            break
+        await rm.wait_for_change([p for p, _, _ in pending], deadline)
+    for _, _, p_resp in pending:
+        p_resp.error_code = ErrorCode.REQUEST_TIMED_OUT

@@ -1,0 +1,134 @@
+"""Fetch (1), v4-17: read from partition logs, long-polling until ``min_bytes`` arrive
+or ``max_wait_ms`` passes. A waiting fetch is woken by appends and high-watermark
+moves, never by polling.
+
+Consumers read below the high watermark (the last stable offset for
+read_committed); record data goes out as file regions with ``os.sendfile``. At
+least one whole batch is returned even when it is larger than the size limits
+(KIP-74). Fetch sessions (v7+, KIP-227): this broker declines to create them —
+session id 0 — which every client handles by sending full requests; an
+incremental request for a session that does not exist gets
+FETCH_SESSION_ID_NOT_FOUND. v13+ name topics by id.
+
+v0-3 responses can only carry magic 0/1 message sets, which needs down-conversion;
+Cormorant stores magic 2 only, so those versions are not offered.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from broker.dispatch import RequestContext
+from broker.log.errors import OffsetOutOfRangeError
+from broker.replica_manager import Partition
+from wire.errors import ErrorCode
+from wire.generated.api_001_fetch import (
+    FetchRequest,
+    FetchRequestFetchPartition,
+    FetchResponse,
+    FetchResponseFetchableTopicResponse,
+    FetchResponsePartitionData,
+)
+
+API_KEY = 1
+MIN_VERSION = 4
+MAX_VERSION = 17
+
+READ_COMMITTED = 1
+
+
+async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
+    node = ctx.node
+    rm = node.replica_manager
+    if request.session_id != 0 or request.session_epoch > 0:
+        return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
+    by_id = ctx.api_version >= 13
+    image = node.image
+    # Resolve every requested partition once; errors are final, the rest are re-read.
+    slots: list[tuple[FetchResponsePartitionData, FetchRequestFetchPartition, Partition | None]] = []
+    response = FetchResponse(session_id=0)
+    for topic in request.topics:
+        name = topic.topic
+        if by_id:
+            t = image.topics_by_id.get(topic.topic_id)
+            name = t.name if t is not None else ""
+        t_resp = FetchResponseFetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id)
+        response.responses.append(t_resp)
+        for fp in topic.partitions:
+            pd = FetchResponsePartitionData(partition_index=fp.partition, high_watermark=-1,
+                                            last_stable_offset=-1, log_start_offset=-1)
+            t_resp.partitions.append(pd)
+            partition = rm.get(name, fp.partition) if name else None
+            if partition is None:
+                if by_id and (not name or image.topics_by_id.get(topic.topic_id) is None):
+                    pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                else:
+                    pd.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                pd.records = b""
+                slots.append((pd, fp, None))
+                continue
+            error = _check_leadership(ctx, partition, fp)
+            if error != ErrorCode.NONE:
+                pd.error_code = error
+                pd.records = b""
+                slots.append((pd, fp, None))
+                continue
+            slots.append((pd, fp, partition))
+
+    deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
+    read_committed = request.isolation_level == READ_COMMITTED and ctx.api_version >= 4
+    while True:
+        total = _read_all(slots, request.max_bytes, read_committed)
+        live = [p for _, _, p in slots if p is not None]
+        if total >= request.min_bytes or not live or trio.current_time() >= deadline:
+            break
+        if any(pd.error_code != ErrorCode.NONE for pd, _, _ in slots):
+            break
+        await rm.wait_for_change(live, deadline)
+    node.metrics.record_fetch(total)
+    return response
+
+
+def _check_leadership(ctx: RequestContext, partition: Partition, fp: FetchRequestFetchPartition) -> ErrorCode:
+    if partition.leader != ctx.node.node_id:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if fp.current_leader_epoch >= 0:
+        if fp.current_leader_epoch < partition.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if fp.current_leader_epoch > partition.leader_epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+    return ErrorCode.NONE
+
+
+def _read_all(
+    slots: list[tuple[FetchResponsePartitionData, FetchRequestFetchPartition, Partition | None]],
+    max_bytes: int,
+    read_committed: bool,
+) -> int:
+    """Fills every partition's data; returns the total record bytes."""
+    total = 0
+    budget = max_bytes
+    for pd, fp, partition in slots:
+        if partition is None:
+            continue
+        pd.high_watermark = partition.high_watermark
+        pd.last_stable_offset = partition.last_stable_offset
+        pd.log_start_offset = partition.log_start_offset
+        upper = partition.last_stable_offset if read_committed else partition.high_watermark
+        limit = min(fp.partition_max_bytes, budget)
+        try:
+            data = partition.log.read(fp.fetch_offset, max(limit, 0), upper, min_one_batch=total == 0)
+        except OffsetOutOfRangeError:
+            pd.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+            pd.records = b""
+            continue
+        if data.region is None or data.region.length == 0:
+            pd.records = b""
+            continue
+        pd.records = data.region
+        total += data.region.length
+        budget -= data.region.length
+    return total
+
+
+

@@ -1,0 +1,112 @@
+"""Metadata (3), v0-12: brokers, cluster id, topics, partitions, leaders and epochs.
+
+Topics are null (v1+) for "all topics"; v0's empty list also means all. Unknown
+topics are created when both the request (v4+) and ``auto.create.topics.enable``
+allow it. Brokers are listed with their endpoint on the listener the request
+arrived on. Topic ids from v10; a request by id alone (v12+) is answered by id.
+"""
+
+from __future__ import annotations
+
+from broker.dispatch import RequestContext
+from controller.image import MetadataImage, TopicImage
+from controller.service import TopicRequest, validate_topic_name
+from wire.errors import ErrorCode
+from wire.generated.api_003_metadata import (
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from wire.primitives import ZERO_UUID
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 12
+
+
+def brokers_for(image: MetadataImage, listener: str) -> list[MetadataResponseBroker]:
+    out = []
+    for broker in sorted(image.live_brokers(), key=lambda b: b.broker_id):
+        ep = broker.endpoint(listener)
+        if ep is not None:
+            out.append(MetadataResponseBroker(node_id=broker.broker_id, host=ep.host, port=ep.port, rack=broker.rack))
+    return out
+
+
+def topic_metadata(image: MetadataImage, topic: TopicImage, listener: str) -> MetadataResponseTopic:
+    live = {b.broker_id for b in image.live_brokers() if b.endpoint(listener) is not None}
+    partitions = []
+    for index in sorted(topic.partitions):
+        part = topic.partitions[index]
+        error = ErrorCode.NONE if part.leader in live else ErrorCode.LEADER_NOT_AVAILABLE
+        partitions.append(
+            MetadataResponsePartition(
+                error_code=error,
+                partition_index=index,
+                leader_id=part.leader if part.leader in live else -1,
+                leader_epoch=part.leader_epoch,
+                replica_nodes=list(part.replicas),
+                isr_nodes=list(part.isr),
+                offline_replicas=[r for r in part.replicas if r not in live],
+            )
+        )
+    return MetadataResponseTopic(
+        error_code=ErrorCode.NONE,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.is_internal,
+        partitions=partitions,
+    )
+
+
+async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+    node = ctx.node
+    image = node.image
+    listener = ctx.conn.listener
+    response = MetadataResponse(
+        brokers=brokers_for(image, listener),
+        cluster_id=node.cluster_id,
+        controller_id=node.controller_id_for_clients(),
+    )
+    if request.topics is None or (ctx.api_version == 0 and not request.topics):
+        response.topics = [
+            topic_metadata(image, t, listener) for t in sorted(image.topics_by_id.values(), key=lambda t: t.name)
+        ]
+        return response
+    allow_create = node.config.auto_create_topics_enable and (ctx.api_version < 4 or request.allow_auto_topic_creation)
+    wanted: list[tuple[str | None, object]] = []
+    to_create: list[str] = []
+    for t in request.topics:
+        if t.name is None:
+            wanted.append((None, t.topic_id))
+            continue
+        wanted.append((t.name, None))
+        if image.topic(t.name) is None and allow_create and validate_topic_name(t.name) is None:
+            if t.name not in to_create:
+                to_create.append(t.name)
+    if to_create:
+        await node.controller.create_topics([TopicRequest(name) for name in to_create])
+        image = node.image
+    for name, topic_id in wanted:
+        if name is None:
+            topic = image.topics_by_id.get(topic_id)  # type: ignore[arg-type]
+            if topic is None:
+                response.topics.append(
+                    MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id)  # type: ignore[arg-type]
+                )
+                continue
+        else:
+            found = image.topic(name)
+            if found is None:
+                code = (
+                    ErrorCode.INVALID_TOPIC_EXCEPTION
+                    if validate_topic_name(name) is not None
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
+                response.topics.append(MetadataResponseTopic(error_code=code, name=name, topic_id=ZERO_UUID))
+                continue
+            topic = found
+        response.topics.append(topic_metadata(image, topic, listener))
+    return response

@@ -1,0 +1,30 @@
+"""ApiVersions (18), v0-4: the API keys and versions this broker speaks.
+
+v3+ carries the client's software name and version (KIP-511), which must be
+non-empty and made of ASCII alphanumerics, '.', '-' and '_' — else INVALID_REQUEST.
+Feature tags are left out: their values are defaults here, and librdkafka before
+2.2 (kcat on Debian 12) mis-parses tagged fields in this response.
+"""
+
+from __future__ import annotations
+
+import re
+
+from broker.dispatch import RequestContext
+from wire.errors import ErrorCode
+from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
+
+API_KEY = 18
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-_.]*[a-zA-Z0-9])?$")
+
+
+async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
+    response = ApiVersionsResponse(api_keys=ctx.node.dispatcher.api_versions())
+    if ctx.api_version >= 3 and not (
+        _SOFTWARE.match(request.client_software_name) and _SOFTWARE.match(request.client_software_version)
+    ):
+        response.error_code = ErrorCode.INVALID_REQUEST
+    return response

@@ -1,0 +1,224 @@
+"""CreateTopics (19), v0-7: validate and create topics through the controller.
+
+Validation follows Kafka's controller (ControllerApis, ReplicationControlManager),
+in its order: a name given twice gets one INVALID_REQUEST "Duplicate topic
+name." entry after the others, as KRaft answers (ZooKeeper-era brokers answered
+each copy); ``__cluster_metadata`` cannot be created; then per topic the name
+(INVALID_TOPIC_EXCEPTION, 17), existence (TOPIC_ALREADY_EXISTS, 36), the
+configs (INVALID_CONFIG, 40), the manual assignment (INVALID_REQUEST, 42, or
+INVALID_REPLICA_ASSIGNMENT, 39), then partition count and replication factor
+(INVALID_PARTITIONS, 37; INVALID_REPLICATION_FACTOR, 38). -1 partitions or
+replication factor take ``num.partitions`` / ``default.replication.factor``.
+
+Versions: v1+ carry ``validate_only`` and per-topic error messages; v2+
+throttle time; v5+ answer num_partitions, replication_factor and the topic's
+resulting configs (name, value, read_only, source, is_sensitive) — also for
+validate_only — and are flexible; v7+ the topic id. ``timeout_ms`` > 0 bounds
+the wait for the controller; past it every topic gets REQUEST_TIMED_OUT (the
+creation may still complete, as in Kafka). A request that would write more than
+the controller's per-operation record limit fails as a whole with
+POLICY_VIOLATION, as Kafka's does.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import structlog
+import trio
+
+from broker.config import ConfigError, TopicConfig
+from broker.dispatch import RequestContext
+from controller.image import MetadataImage
+from controller.service import CreateTopicResult, TopicRequest, validate_topic_name
+from wire.errors import ErrorCode
+from wire.generated.api_019_create_topics import (
+    CreateTopicsRequest,
+    CreateTopicsRequestCreatableTopic,
+    CreateTopicsResponse,
+    CreateTopicsResponseCreatableTopicConfigs,
+    CreateTopicsResponseCreatableTopicResult,
+)
+
+if TYPE_CHECKING:
+    from broker.node import BrokerNode
+
+API_KEY = 19
+MIN_VERSION = 0
+MAX_VERSION = 7
+
+log = structlog.get_logger(__name__)
+
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+#: Kafka's controller writes at most this many records for one request (QuorumController).
+MAX_RECORDS_PER_USER_OP = 10_000
+
+
+def manual_assignment_error(
+    image: MetadataImage, replicas: list[int], replication_factor: int | None
+) -> str | None:
+    """Kafka's validateManualPartitionAssignment: a message, or None when the replicas are fine."""
+    if not replicas:
+        return "The manual partition assignment includes an empty replica list."
+    previous: int | None = None
+    for broker_id in sorted(replicas):
+        if broker_id not in image.brokers:
+            return f"The manual partition assignment includes broker {broker_id}, but no such broker is registered."
+        if broker_id == previous:
+            return f"The manual partition assignment includes the broker {previous} more than once."
+        previous = broker_id
+    if replication_factor is not None and len(replicas) != replication_factor:
+        return (
+            f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but this is "
+            f"not consistent with previous partitions, which have {replication_factor} replica(s)."
+        )
+    return None
+
+
+def _precheck(
+    node: BrokerNode, image: MetadataImage, topic: CreateTopicsRequestCreatableTopic, configs: dict[str, str]
+) -> tuple[ErrorCode, str] | None:
+    """The checks Kafka makes before placement, with Kafka's messages.
+
+    Names and existence are left to the controller; these are the checks that come
+    between them and placement in Kafka's order.
+    """
+    if validate_topic_name(topic.name) is not None or image.topic(topic.name) is not None:
+        return None
+    bad = node.validate_topic_configs(configs)
+    if bad is not None:
+        return ErrorCode.INVALID_CONFIG, bad[1]
+    if not topic.assignments:
+        return None
+    if topic.replication_factor != -1:
+        return ErrorCode.INVALID_REQUEST, (
+            "A manual partition assignment was specified, but replication factor was not set to -1."
+        )
+    if topic.num_partitions != -1:
+        return ErrorCode.INVALID_REQUEST, (
+            "A manual partition assignment was specified, but numPartitions was not set to -1."
+        )
+    seen: set[int] = set()
+    rf: int | None = None
+    for a in topic.assignments:
+        if a.partition_index in seen:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+                f"Found multiple manual partition assignments for partition {a.partition_index}"
+            )
+        seen.add(a.partition_index)
+        problem = manual_assignment_error(image, a.broker_ids, rf)
+        if problem is not None:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem
+        rf = len(a.broker_ids)
+        if not any(b.broker_id in a.broker_ids for b in image.live_brokers()):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+                f"All brokers specified in the manual partition assignment for partition {a.partition_index} "
+                "are fenced or in controlled shutdown."
+            )
+    if seen != set(range(len(seen))):
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence"
+    return None
+
+
+async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+    node = ctx.node
+    image = node.image
+    counts = Counter(t.name for t in request.topics)
+    validate_only = request.validate_only and ctx.api_version >= 1
+    results: dict[str, CreateTopicsResponseCreatableTopicResult] = {}
+    configs_by_name: dict[str, dict[str, str]] = {}
+    to_create: list[TopicRequest] = []
+    order: list[str] = []
+    for topic in request.topics:
+        if counts[topic.name] > 1 or topic.name == CLUSTER_METADATA_TOPIC:
+            continue
+        order.append(topic.name)
+        # A null value on a new topic sets nothing, as in Kafka; a repeated name keeps its last value.
+        configs = {c.name: c.value for c in topic.configs if c.value is not None}
+        configs_by_name[topic.name] = configs
+        problem = _precheck(node, image, topic, configs)
+        if problem is not None:
+            results[topic.name] = _failure(topic.name, problem[0], problem[1])
+            continue
+        to_create.append(
+            TopicRequest(
+                name=topic.name,
+                num_partitions=topic.num_partitions,
+                replication_factor=topic.replication_factor,
+                assignments={a.partition_index: list(a.broker_ids) for a in topic.assignments},
+                configs=configs,
+            )
+        )
+    records = sum(
+        1 + len(t.configs) + (len(t.assignments) or (node.config.num_partitions if t.num_partitions == -1
+                                                      else max(t.num_partitions, 0)))
+        for t in to_create
+    )
+    if records > MAX_RECORDS_PER_USER_OP:
+        # Kafka's controller refuses to write an overly large batch, failing the whole request.
+        return CreateTopicsResponse(topics=[
+            _failure(t.name, ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+            for t in request.topics
+        ])
+    if to_create:
+        created: list[CreateTopicResult] | None = None
+        timeout_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else float("inf")
+        with trio.move_on_after(timeout_s):
+            created = await node.controller.create_topics(to_create, validate_only)
+        if created is None:
+            log.warning("create_topics_timed_out", topics=[t.name for t in to_create], timeout_ms=request.timeout_ms)
+            return CreateTopicsResponse(
+                topics=[_failure(t.name, ErrorCode.REQUEST_TIMED_OUT, None) for t in request.topics]
+            )
+        for result in created:
+            results[result.name] = _result(node, result, configs_by_name[result.name])
+    response = CreateTopicsResponse(topics=[results[name] for name in order])
+    for name in counts:
+        if counts[name] > 1:
+            response.topics.append(_failure(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+    if CLUSTER_METADATA_TOPIC in counts and counts[CLUSTER_METADATA_TOPIC] == 1:
+        response.topics.append(_failure(
+            CLUSTER_METADATA_TOPIC, ErrorCode.INVALID_REQUEST,
+            f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.",
+        ))
+    for r in response.topics:
+        if r.error_code != ErrorCode.NONE:
+            node.log_client_error("create_topic_rejected", topic=r.name, error=ErrorCode(r.error_code).name,
+                                  reason=r.error_message, client_id=ctx.client_id)
+    return response
+
+
+def _failure(name: str, code: ErrorCode, message: str | None) -> CreateTopicsResponseCreatableTopicResult:
+    return CreateTopicsResponseCreatableTopicResult(name=name, error_code=code, error_message=message)
+
+
+def _result(node: BrokerNode, result: CreateTopicResult, configs: dict[str, str]) -> CreateTopicsResponseCreatableTopicResult:
+    if result.error != ErrorCode.NONE:
+        return _failure(result.name, result.error, result.message)
+    out = CreateTopicsResponseCreatableTopicResult(
+        name=result.name,
+        topic_id=result.topic_id,
+        error_message=None,
+        num_partitions=result.num_partitions,
+        replication_factor=result.replication_factor,
+        configs=[],
+    )
+    try:
+        resolved = TopicConfig.resolve(node.config, configs)
+    except ConfigError:
+        # The controller accepted these configs, so this cannot happen; answer without them.
+        log.error("created_topic_configs_unresolvable", topic=result.name)
+        return out
+    out.configs = [
+        CreateTopicsResponseCreatableTopicConfigs(
+            name=entry.name,
+            value=None if entry.is_sensitive else entry.value,
+            read_only=entry.read_only,
+            config_source=entry.source,
+            is_sensitive=entry.is_sensitive,
+        )
+        for entry in resolved.describe()
+    ]
+    return out
+

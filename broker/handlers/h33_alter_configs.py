@@ -1,0 +1,70 @@
+"""AlterConfigs (33), v0-2: the legacy, replace-everything way to change configs.
+
+Each resource's given configs become its whole set of dynamic configs: any key
+not named returns to its default (KIP-339 added IncrementalAlterConfigs because
+of this). Checks as Kafka's broker pre-processing and controller: a resource
+named twice gets INVALID_REQUEST for each copy; a key named twice or a null
+value is INVALID_REQUEST; TOPIC (2) configs must be valid (INVALID_CONFIG) and
+the topic must exist (UNKNOWN_TOPIC_OR_PARTITION); BROKER (4) is "" or this
+broker's id, with dynamically updatable, parseable settings (INVALID_REQUEST
+otherwise); BROKER_LOGGER and any other type are INVALID_REQUEST ("Unknown
+resource type"). ``validate_only`` changes nothing. v2 is flexible.
+"""
+
+from __future__ import annotations
+
+from broker.dispatch import RequestContext
+from broker.handlers.h32_describe_configs import BROKER, TOPIC
+from broker.handlers.h44_incremental_alter_configs import (
+    AlterError,
+    Op,
+    check_broker_name,
+    check_keys,
+    check_topic_change,
+    duplicate_resources,
+    validate_broker_configs,
+    write_changes,
+)
+from wire.errors import ErrorCode
+from wire.generated.api_033_alter_configs import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    AlterConfigsResponseAlterConfigsResourceResponse,
+)
+
+API_KEY = 33
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+SET = 0
+
+
+async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+    response = AlterConfigsResponse()
+    duplicates = duplicate_resources([(r.resource_type, r.resource_name) for r in request.resources])
+    for resource in request.resources:
+        out = AlterConfigsResponseAlterConfigsResourceResponse(
+            resource_type=resource.resource_type, resource_name=resource.resource_name, error_message=None
+        )
+        response.responses.append(out)
+        name = resource.resource_name
+        try:
+            if (resource.resource_type, name) in duplicates:
+                raise AlterError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            check_keys([Op(c.name, SET, c.value) for c in resource.configs])
+            configs = {c.name: c.value for c in resource.configs if c.value is not None}
+            if resource.resource_type == BROKER:
+                check_broker_name(ctx.node.node_id, name)
+                validate_broker_configs(configs, per_broker=bool(name))
+            elif resource.resource_type == TOPIC:
+                check_topic_change(ctx, name, configs)
+            else:
+                raise AlterError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")
+            await write_changes(ctx, resource.resource_type, name, dict(configs), True, request.validate_only)
+        except AlterError as ex:
+            out.error_code = ex.code
+            out.error_message = ex.message
+            ctx.node.log_client_error("alter_configs_rejected", resource_type=resource.resource_type,
+                                      resource_name=name, error=ex.code.name, reason=ex.message,
+                                      client_id=ctx.client_id)
+    return response

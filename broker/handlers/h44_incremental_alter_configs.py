@@ -1,0 +1,336 @@
+"""IncrementalAlterConfigs (44), v0-1: change topic, broker and logger configs key by key.
+
+Operations (KIP-339): SET (0), DELETE (1), and for list settings APPEND (2) and
+SUBTRACT (3), which start from the current value or the setting's default.
+Checks follow Kafka's broker pre-processing (ConfigAdminManager) and then its
+controller (ConfigurationControlManager), in that order:
+
+* a resource named twice: INVALID_REQUEST for each copy; a key named twice in
+  one resource, or a null value for anything but DELETE: INVALID_REQUEST;
+* TOPIC (2): the resulting configs must be valid (INVALID_CONFIG, with Kafka's
+  message) and the topic must exist (UNKNOWN_TOPIC_OR_PARTITION); APPEND or
+  SUBTRACT on a non-list setting is INVALID_CONFIG;
+* BROKER (4): "" for the cluster default or this broker's id (else
+  INVALID_REQUEST); only dynamically updatable settings may change, per-broker
+  ones only with a broker id, and values must parse (else INVALID_REQUEST, as
+  Kafka answers); names Cormorant does not know are stored as given, as Kafka
+  stores custom settings;
+* BROKER_LOGGER (8): sets or clears this process's logger levels (log4j names);
+* any other type: INVALID_REQUEST.
+
+``validate_only`` runs every check and changes nothing. Accepted changes are
+written by the controller; live partitions pick up topic changes when the new
+metadata image is applied. Results come in request order. v1 is flexible.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from broker.config import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    ConfigError,
+    ConfigKey,
+    ConfigType,
+    UpdateMode,
+)
+from broker.dispatch import RequestContext
+from broker.handlers.h32_describe_configs import BROKER, BROKER_LOGGER, ROOT_LOGGER, TOPIC
+from controller.service import validate_topic_name
+from wire.errors import ErrorCode
+from wire.generated.api_044_incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+    IncrementalAlterConfigsResponseAlterConfigsResourceResponse,
+)
+
+API_KEY = 44
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+log = structlog.get_logger(__name__)
+
+SET = 0
+DELETE = 1
+APPEND = 2
+SUBTRACT = 3
+OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+#: log4j level names Kafka accepts for BROKER_LOGGER, and the Python levels they set.
+LOG_LEVELS = {
+    "TRACE": 5,
+    "DEBUG": logging.DEBUG,
+    "INFO": logging.INFO,
+    "WARN": logging.WARNING,
+    "ERROR": logging.ERROR,
+    "FATAL": logging.CRITICAL,
+}
+
+
+class AlterError(Exception):
+    """A resource whose change is refused, answered with ``code`` and ``message``."""
+
+    def __init__(self, code: ErrorCode, message: str | None) -> None:
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    name: str
+    operation: int
+    value: str | None
+
+
+def _scala_set(names: Sequence[str]) -> str:
+    return "Set(" + ", ".join(names) + ")"
+
+
+def check_keys(ops: Sequence[Op]) -> None:
+    """Duplicate keys and null values, as Kafka's broker pre-processing refuses them."""
+    counts = Counter(op.name for op in ops)
+    if any(n > 1 for n in counts.values()):
+        raise AlterError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    nulls = [op.name for op in ops if op.operation != DELETE and op.value is None]
+    if nulls:
+        raise AlterError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+
+
+def check_broker_name(node_id: int, name: str) -> None:
+    """A broker resource is "" (cluster default) or this broker's own id."""
+    if not name:
+        return
+    try:
+        broker_id = int(name.strip())
+    except ValueError:
+        raise AlterError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}") from None
+    if broker_id != node_id:
+        raise AlterError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {node_id}, but received {name}")
+
+
+def validate_broker_configs(configs: Mapping[str, str], per_broker: bool) -> None:
+    """Kafka's DynamicBrokerConfig.validate: what may change at runtime, and whether values parse."""
+    fixed = sorted(k for k in configs if k in BROKER_CONFIGS and BROKER_CONFIGS[k].read_only)
+    if fixed:
+        raise AlterError(ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: " + _scala_set(fixed))
+    for key, value in configs.items():
+        spec = BROKER_CONFIGS.get(key)
+        if spec is not None:
+            try:
+                spec.parse(value)
+            except ConfigError as ex:
+                raise AlterError(ErrorCode.INVALID_REQUEST, str(ex)) from None
+    if not per_broker:
+        only_per_broker = sorted(
+            k for k in configs if k in BROKER_CONFIGS and BROKER_CONFIGS[k].update_mode is UpdateMode.PER_BROKER
+        )
+        if only_per_broker:
+            raise AlterError(
+                ErrorCode.INVALID_REQUEST,
+                "Cannot update these configs at default cluster level, broker id must be specified: "
+                + _scala_set(only_per_broker),
+            )
+
+
+def _list_parts(value: str | None) -> list[str]:
+    return [] if not value else [part for part in value.split(",") if part]
+
+
+def _java_split(value: str) -> list[str]:
+    # Java's String.split drops trailing empty strings.
+    parts = value.split(",")
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def apply_ops(
+    current: Mapping[str, str],
+    ops: Sequence[Op],
+    catalog: Mapping[str, ConfigKey],
+    list_error: Callable[[Op], str],
+    unknown_error: Callable[[Op], str] | None = None,
+) -> dict[str, str | None]:
+    """The new value of each key the ops touch (None: deleted), from ``current``.
+
+    ``list_error`` words the refusal of APPEND/SUBTRACT on a non-list setting and
+    ``unknown_error`` (if given) on an unknown one: Kafka's broker and controller
+    word them differently.
+    """
+    changes: dict[str, str | None] = {}
+    for op in ops:
+        if op.operation == SET:
+            changes[op.name] = op.value
+        elif op.operation == DELETE:
+            changes[op.name] = None
+        elif op.operation in (APPEND, SUBTRACT):
+            spec = catalog.get(op.name)
+            if spec is None and unknown_error is not None:
+                raise AlterError(ErrorCode.INVALID_CONFIG, unknown_error(op))
+            if spec is None or spec.type is not ConfigType.LIST:
+                raise AlterError(ErrorCode.INVALID_CONFIG, list_error(op))
+            existing = current.get(op.name)
+            parts = _list_parts(existing if existing is not None else spec.default)
+            given = _java_split(op.value or "")
+            if op.operation == APPEND:
+                parts.extend(v for v in dict.fromkeys(given) if v not in parts)
+            else:
+                for v in given:
+                    if v in parts:
+                        parts.remove(v)
+            changes[op.name] = ",".join(parts)
+        else:
+            raise AlterError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op.operation}")
+    return changes
+
+
+def merged(current: Mapping[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:
+    out = dict(current)
+    for key, value in changes.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+def check_topic_change(ctx: RequestContext, name: str, resulting: Mapping[str, str]) -> None:
+    """Kafka's controller: the configs are validated first, then the topic's existence."""
+    if not name:
+        raise AlterError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
+    problem = validate_topic_name(name)
+    if problem is not None:
+        raise AlterError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+    bad = ctx.node.validate_topic_configs(resulting)
+    if bad is not None:
+        raise AlterError(ErrorCode.INVALID_CONFIG, bad[1])
+    if ctx.node.image.topic(name) is None:
+        raise AlterError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+
+
+async def write_changes(
+    ctx: RequestContext,
+    resource_type: int,
+    name: str,
+    changes: Mapping[str, str | None],
+    replace_all: bool,
+    validate_only: bool,
+) -> None:
+    code, message = await ctx.node.controller.alter_configs(resource_type, name, dict(changes), replace_all, validate_only)
+    if code != ErrorCode.NONE:
+        raise AlterError(code, message)
+    if not validate_only:
+        log.info("configs_altered", resource_type=resource_type, resource_name=name,
+                 keys=sorted(changes), replace_all=replace_all)
+
+
+def duplicate_resources(resources: Sequence[tuple[int, str]]) -> set[tuple[int, str]]:
+    counts = Counter(resources)
+    return {r for r, n in counts.items() if n > 1}
+
+
+async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+    response = IncrementalAlterConfigsResponse()
+    duplicates = duplicate_resources([(r.resource_type, r.resource_name) for r in request.resources])
+    for resource in request.resources:
+        out = IncrementalAlterConfigsResponseAlterConfigsResourceResponse(
+            resource_type=resource.resource_type, resource_name=resource.resource_name, error_message=None
+        )
+        response.responses.append(out)
+        try:
+            if (resource.resource_type, resource.resource_name) in duplicates:
+                raise AlterError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            ops = [Op(c.name, c.config_operation, c.value) for c in resource.configs]
+            check_keys(ops)
+            await _alter(ctx, resource.resource_type, resource.resource_name, ops, request.validate_only)
+        except AlterError as ex:
+            out.error_code = ex.code
+            out.error_message = ex.message
+            ctx.node.log_client_error("alter_configs_rejected", resource_type=resource.resource_type,
+                                      resource_name=resource.resource_name, error=ex.code.name,
+                                      reason=ex.message, client_id=ctx.client_id)
+    return response
+
+
+async def _alter(ctx: RequestContext, resource_type: int, name: str, ops: list[Op], validate_only: bool) -> None:
+    node = ctx.node
+    if resource_type == BROKER_LOGGER:
+        alter_loggers(node.node_id, name, ops, validate_only)
+        return
+    if resource_type == BROKER:
+        check_broker_name(node.node_id, name)
+        current = dict(node.image.broker_config(name))
+        changes = apply_ops(
+            current, ops, BROKER_CONFIGS,
+            lambda op: f"Config value {OP_NAMES[op.operation].lower()} is not allowed for config key: {op.name}",
+            lambda op: f"Unknown config name: {op.name}",
+        )
+        validate_broker_configs(merged(current, changes), per_broker=bool(name))
+        await write_changes(ctx, BROKER, name, changes, False, validate_only)
+        return
+    if resource_type == TOPIC:
+        current = dict(node.image.topic_config(name))
+        changes = apply_ops(
+            current, ops, TOPIC_CONFIGS,
+            lambda op: f"Can't {OP_NAMES[op.operation]} to key {op.name} because its type is not LIST.",
+        )
+        check_topic_change(ctx, name, merged(current, changes))
+        await write_changes(ctx, TOPIC, name, changes, False, validate_only)
+        return
+    raise AlterError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
+
+
+def _logger_exists(name: str) -> bool:
+    if name == ROOT_LOGGER:
+        return True
+    return isinstance(logging.root.manager.loggerDict.get(name), logging.Logger)
+
+
+def alter_loggers(node_id: int, name: str, ops: Sequence[Op], validate_only: bool) -> None:
+    """Kafka's RuntimeLoggerManager: validate every operation, then apply them all."""
+    try:
+        broker_id = int(name.strip())
+    except ValueError:
+        raise AlterError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}") from None
+    if broker_id != node_id:
+        raise AlterError(ErrorCode.INVALID_REQUEST, f"Unexpected node id. Expected {node_id}, but received {name}")
+    for op in ops:
+        if op.operation == SET:
+            if not _logger_exists(op.name):
+                raise AlterError(ErrorCode.INVALID_CONFIG, f"Logger {op.name} does not exist!")
+            if op.value not in LOG_LEVELS:
+                raise AlterError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Cannot set the log level of {op.name} to {op.value} as it is not a supported log level. "
+                    f"Valid log levels are {', '.join(sorted(LOG_LEVELS))}",
+                )
+        elif op.operation == DELETE:
+            if not _logger_exists(op.name):
+                raise AlterError(ErrorCode.INVALID_CONFIG, f"Logger {op.name} does not exist!")
+            if op.name == ROOT_LOGGER:
+                raise AlterError(ErrorCode.INVALID_REQUEST,
+                                 f"Removing the log level of the {ROOT_LOGGER} logger is not allowed")
+        elif op.operation in (APPEND, SUBTRACT):
+            raise AlterError(ErrorCode.INVALID_REQUEST,
+                             f"{OP_NAMES[op.operation]} operation is not allowed for the BROKER_LOGGER resource")
+        else:
+            raise AlterError(ErrorCode.INVALID_REQUEST,
+                             f"Unknown operation type {op.operation} is not allowed for the BROKER_LOGGER resource")
+    if validate_only:
+        return
+    for op in ops:
+        logger = logging.getLogger() if op.name == ROOT_LOGGER else logging.getLogger(op.name)
+        if op.operation == SET:
+            assert op.value is not None
+            logger.setLevel(LOG_LEVELS[op.value])
+            log.warning("log_level_updated", logger=op.name, level=op.value)
+        else:
+            logger.setLevel(logging.NOTSET)
+            log.warning("log_level_unset", logger=op.name)

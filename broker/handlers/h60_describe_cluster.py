@@ -1,0 +1,78 @@
+"""DescribeCluster (60), v0-1: cluster id, controller id and the live brokers (KIP-700).
+
+Brokers are listed with their endpoint on the listener the request came in on.
+The controller id is the one clients may reach: in KRaft, Kafka brokers report
+a live broker. v1 adds ``endpoint_type`` (KIP-919): 1 asks for brokers, which
+this listener serves; 2 (controllers) is MISMATCHED_ENDPOINT_TYPE and any other
+value UNSUPPORTED_ENDPOINT_TYPE — INVALID_REQUEST for both in v0, as Kafka
+answers. ``include_cluster_authorized_operations`` reports every cluster
+operation, as a broker without an authorizer allows them all.
+"""
+
+from __future__ import annotations
+
+from broker.dispatch import RequestContext
+from wire.errors import ErrorCode
+from wire.generated.api_060_describe_cluster import (
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeClusterResponseDescribeClusterBroker,
+)
+
+API_KEY = 60
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+BROKER_ENDPOINT = 1
+CONTROLLER_ENDPOINT = 2
+ENDPOINT_NAMES = {BROKER_ENDPOINT: "BROKER", CONTROLLER_ENDPOINT: "CONTROLLER"}
+
+# AclOperation codes Kafka's CLUSTER resource supports (AclEntry.supportedOperations).
+_CLUSTER_OPERATIONS = (
+    5,  # CREATE
+    7,  # ALTER
+    8,  # DESCRIBE
+    9,  # CLUSTER_ACTION
+    10,  # DESCRIBE_CONFIGS
+    11,  # ALTER_CONFIGS
+    12,  # IDEMPOTENT_WRITE
+)
+CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in _CLUSTER_OPERATIONS)
+#: The schema default: operations not requested.
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
+
+async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
+    wanted = request.endpoint_type if ctx.api_version >= 1 else BROKER_ENDPOINT
+    if wanted not in ENDPOINT_NAMES:
+        return DescribeClusterResponse(
+            error_code=ErrorCode.INVALID_REQUEST if ctx.api_version == 0 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            error_message=f"Unsupported endpoint type {wanted}",
+        )
+    if wanted != BROKER_ENDPOINT:
+        return DescribeClusterResponse(
+            error_code=ErrorCode.INVALID_REQUEST if ctx.api_version == 0 else ErrorCode.MISMATCHED_ENDPOINT_TYPE,
+            error_message=(
+                f"The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
+                f"{ENDPOINT_NAMES[wanted]}"
+            ),
+        )
+    node = ctx.node
+    brokers = []
+    for broker in sorted(node.image.live_brokers(), key=lambda b: b.broker_id):
+        ep = broker.endpoint(ctx.conn.listener)
+        if ep is not None:
+            brokers.append(DescribeClusterResponseDescribeClusterBroker(
+                broker_id=broker.broker_id, host=ep.host, port=ep.port, rack=broker.rack))
+    controller_id = node.controller_id_for_clients()
+    return DescribeClusterResponse(
+        endpoint_type=BROKER_ENDPOINT,
+        cluster_id=node.cluster_id,
+        # Kafka answers -1 rather than name a node the client cannot find in the list.
+        controller_id=controller_id if any(b.broker_id == controller_id for b in brokers) else -1,
+        brokers=brokers,
+        cluster_authorized_operations=(
+            CLUSTER_AUTHORIZED_OPERATIONS if request.include_cluster_authorized_operations
+            else OPERATIONS_NOT_REQUESTED
+        ),
+    )

@@ -1,0 +1,105 @@
+"""Kafka's checkpoint files: small text files replaced atomically.
+
+Layout (Kafka's CheckpointFile): a version line (``0``), a line with the
+number of entries, then one entry per line, fields separated by spaces. The
+offset checkpoints in each log directory (``recovery-point-offset-checkpoint``,
+``log-start-offset-checkpoint``, ``replication-offset-checkpoint``) hold
+``topic partition offset`` entries; the leader epoch checkpoint reuses the
+same framing with ``epoch start_offset`` entries.
+
+Reading tolerates a missing file (nothing checkpointed yet) and rejects
+anything malformed with :class:`CheckpointError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from broker.log.errors import CheckpointError
+from broker.log.files import TopicPartition, write_atomically
+
+CHECKPOINT_VERSION = 0
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+
+
+def write_checkpoint(path: Path, entries: Sequence[Sequence[object]]) -> None:
+    """Atomically replace ``path`` with a version-0 checkpoint of ``entries``."""
+    lines = [str(CHECKPOINT_VERSION), str(len(entries))]
+    lines.extend(" ".join(str(field) for field in entry) for entry in entries)
+    write_atomically(path, ("\n".join(lines) + "\n").encode("utf-8"))
+
+
+def read_checkpoint(path: Path, fields: int) -> list[list[str]] | None:
+    """The entries of a checkpoint, each split into ``fields`` strings; None if there is no file."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"{path.name}: not UTF-8 text") from exc
+    lines = text.splitlines()
+    if len(lines) < 2:
+        raise CheckpointError(f"{path.name}: missing the version and count lines")
+    if lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise CheckpointError(f"{path.name}: unrecognised version {lines[0]!r}")
+    count = parse_checkpoint_int(path, 2, lines[1])
+    if count < 0:
+        raise CheckpointError(f"{path.name}: negative entry count {count}")
+    body = lines[2:]
+    if len(body) != count:
+        raise CheckpointError(f"{path.name}: expected {count} entries, found {len(body)} lines")
+    entries = []
+    for number, line in enumerate(body, start=3):
+        parts = line.split()
+        if len(parts) != fields:
+            raise CheckpointError(
+                f"{path.name}: line {number}: expected {fields} fields, got {line!r}"
+            )
+        entries.append(parts)
+    return entries
+
+
+def parse_checkpoint_int(path: Path, line_number: int, text: str) -> int:
+    """An integer field of a checkpoint, or :class:`CheckpointError`."""
+    # int() alone would accept "1_000" and surrounding whitespace; Kafka's parser would not.
+    stripped = text.strip()
+    digits = stripped[1:] if stripped.startswith("-") else stripped
+    if not digits.isdigit() or not digits.isascii():
+        raise CheckpointError(f"{path.name}: line {line_number}: not an integer: {text!r}")
+    return int(stripped)
+
+
+class OffsetCheckpointFile:
+    """One of the ``topic partition offset`` checkpoints of a log directory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Replace the file with ``offsets`` (sorted, so equal contents give equal files)."""
+        for tp in offsets:
+            if not tp.topic or any(ch.isspace() for ch in tp.topic):
+                raise ValueError(f"topic name {tp.topic!r} cannot be checkpointed")
+        write_checkpoint(
+            self.path,
+            [(tp.topic, tp.partition, offsets[tp]) for tp in sorted(offsets)],
+        )
+
+    def read(self) -> dict[TopicPartition, int]:
+        """The checkpointed offsets; empty if the file does not exist."""
+        entries = read_checkpoint(self.path, fields=3)
+        if entries is None:
+            return {}
+        offsets: dict[TopicPartition, int] = {}
+        for number, (topic, partition, offset) in enumerate(entries, start=3):
+            tp = TopicPartition(topic, parse_checkpoint_int(self.path, number, partition))
+            if tp.partition < 0:
+                raise CheckpointError(f"{self.path.name}: line {number}: negative partition")
+            if tp in offsets:
+                raise CheckpointError(f"{self.path.name}: line {number}: {tp} appears twice")
+            offsets[tp] = parse_checkpoint_int(self.path, number, offset)
+        return offsets

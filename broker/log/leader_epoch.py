@@ -1,0 +1,178 @@
+"""The leader epoch cache of one partition: which offset each leader epoch started at.
+
+Mirrors Kafka's LeaderEpochFileCache (KIP-101, KIP-279). Followers ask the
+leader, through OffsetForLeaderEpoch, where their last epoch ended and
+truncate there, so two replicas never keep different records at one offset.
+Entries are kept with epochs and start offsets both strictly increasing, and
+persisted to ``leader-epoch-checkpoint`` (checkpoint framing, ``epoch
+start_offset`` lines) on every change, atomically.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from broker.log.checkpoint import parse_checkpoint_int, read_checkpoint, write_checkpoint
+
+log = structlog.get_logger(__name__)
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+#: OffsetForLeaderEpoch's answer when the epoch is unknown.
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEntry:
+    epoch: int
+    start_offset: int
+
+
+class LeaderEpochCache:
+    """Epoch start offsets of one partition, persisted on each change.
+
+    Not thread-safe: its owner, the partition's log, serialises calls.
+    """
+
+    def __init__(self, path: Path) -> None:
+        """Load ``path`` (a missing file is an empty cache)."""
+        self._path = path
+        self._epochs: list[int] = []
+        self._entries: list[EpochEntry] = []
+        rows = read_checkpoint(path, fields=2) or []
+        for number, (epoch, start_offset) in enumerate(rows, start=3):
+            # Loading through _assign drops non-monotonic entries, as Kafka does.
+            self._assign(
+                EpochEntry(
+                    parse_checkpoint_int(path, number, epoch),
+                    parse_checkpoint_int(path, number, start_offset),
+                )
+            )
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def entries(self) -> tuple[EpochEntry, ...]:
+        return tuple(self._entries)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._entries[-1].epoch if self._entries else None
+
+    @property
+    def latest_entry(self) -> EpochEntry | None:
+        return self._entries[-1] if self._entries else None
+
+    @property
+    def earliest_entry(self) -> EpochEntry | None:
+        return self._entries[0] if self._entries else None
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset``.
+
+        A no-op for the current epoch at an equal or later offset. Otherwise
+        entries with an epoch at least ``epoch`` or a start offset at least
+        ``start_offset`` are dropped first, which keeps both columns increasing.
+        """
+        if self._assign(EpochEntry(epoch, start_offset)):
+            self._write()
+
+    def _assign(self, entry: EpochEntry) -> bool:
+        if entry.epoch < 0 or entry.start_offset < 0:
+            raise ValueError(f"invalid leader epoch entry {entry}")
+        latest = self.latest_entry
+        if (
+            latest is not None
+            and entry.epoch == latest.epoch
+            and entry.start_offset >= latest.start_offset
+        ):
+            return False
+        removed = []
+        while self._entries and (
+            self._entries[-1].epoch >= entry.epoch
+            or self._entries[-1].start_offset >= entry.start_offset
+        ):
+            removed.append(self._entries.pop())
+            self._epochs.pop()
+        if len(removed) > 1 or (removed and removed[0].start_offset != entry.start_offset):
+            # Expected only when a leader's first append was lost; anything else is worth a look.
+            log.warning(
+                "leader_epoch_entries_replaced",
+                path=self._path.parent.name,
+                new_epoch=entry.epoch,
+                new_start_offset=entry.start_offset,
+                removed=[(e.epoch, e.start_offset) for e in removed],
+            )
+        self._entries.append(entry)
+        self._epochs.append(entry.epoch)
+        return True
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """``(epoch, end_offset)`` as OffsetForLeaderEpoch answers it.
+
+        The end offset of an epoch is the start offset of the next larger
+        epoch, or the log end offset for the latest epoch. For an epoch this
+        cache does not hold, the answer is the largest smaller epoch and the
+        start of the next one; for an epoch older than every entry, the
+        requested epoch and the first entry's start offset. UNDEFINED (-1) or
+        an epoch beyond the latest gives ``(-1, -1)``.
+        """
+        if requested_epoch == UNDEFINED_EPOCH or not self._entries:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if requested_epoch == self._entries[-1].epoch:
+            return requested_epoch, log_end_offset
+        higher = bisect.bisect_right(self._epochs, requested_epoch)
+        if higher == len(self._entries):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if higher == 0:
+            return requested_epoch, self._entries[0].start_offset
+        return self._entries[higher - 1].epoch, self._entries[higher].start_offset
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The epoch the record at ``offset`` was written in, None before the first entry."""
+        starts = [e.start_offset for e in self._entries]
+        slot = bisect.bisect_right(starts, offset)
+        return self._entries[slot - 1].epoch if slot else None
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop the entries starting at or after ``end_offset`` (the log was truncated there)."""
+        if end_offset < 0 or not self._entries or self._entries[-1].start_offset < end_offset:
+            return
+        while self._entries and self._entries[-1].start_offset >= end_offset:
+            self._entries.pop()
+            self._epochs.pop()
+        self._write()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Forget history before ``start_offset`` (the log start moved there).
+
+        Entries starting at or before it are dropped, and the last of them is
+        kept with its start moved up to ``start_offset``: the epoch of the
+        first remaining record stays known.
+        """
+        if not self._entries or self._entries[0].start_offset >= start_offset:
+            return
+        last_removed: EpochEntry | None = None
+        while self._entries and self._entries[0].start_offset <= start_offset:
+            last_removed = self._entries.pop(0)
+            self._epochs.pop(0)
+        if last_removed is not None:
+            self._entries.insert(0, EpochEntry(last_removed.epoch, start_offset))
+            self._epochs.insert(0, last_removed.epoch)
+        self._write()
+
+    def clear(self) -> None:
+        """Forget everything (the log was emptied)."""
+        if self._entries:
+            self._entries.clear()
+            self._epochs.clear()
+        self._write()
+
+    def _write(self) -> None:
+        write_checkpoint(self._path, [(e.epoch, e.start_offset) for e in self._entries])

@@ -1,0 +1,366 @@
+"""All partition logs of this broker, across its log directories.
+
+Mirrors Kafka's LogManager. At start it locks each log directory, loads
+every ``<topic>-<partition>`` directory in it, and recovers past each
+partition's recovery point unless the directory holds the
+``.kafka_cleanshutdown`` marker that a clean :meth:`LogManager.close`
+writes (the marker is removed once loading is done, so a later crash is
+noticed). It keeps the per-directory checkpoints: recovery points and log
+start offsets, which it owns, and high watermarks, which the replica
+manager owns and hands in.
+
+Housekeeping is driven by the caller's periodic tasks, never by threads
+of our own: :meth:`LogManager.flush_dirty_logs`,
+:meth:`LogManager.apply_retention` and :meth:`LogManager.checkpoint_all`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+
+import structlog
+
+from broker.log.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+)
+from broker.log.config import LogConfig
+from broker.log.errors import LogDirLockedError, LogError
+from broker.log.files import (
+    DELETE_DIR_SUFFIX,
+    FUTURE_DIR_SUFFIX,
+    STRAY_DIR_SUFFIX,
+    TopicPartition,
+    delete_dir_name,
+    fsync_dir,
+    parse_partition_dir_name,
+    partition_dir_name,
+    write_atomically,
+)
+from broker.log.partition_log import PartitionLog
+
+log = structlog.get_logger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+#: The KRaft metadata log's topic: its directory is not a partition this manager serves.
+METADATA_TOPIC = "__cluster_metadata"
+_CLEAN_SHUTDOWN_VERSION = 0
+
+
+class LogManager:
+    """Every partition log on this broker. Not thread-safe: call from one task at a time."""
+
+    def __init__(
+        self,
+        log_dirs: Sequence[Path | str],
+        config: LogConfig,
+        clock_ms: Callable[[], int],
+        *,
+        topic_config: Callable[[str], LogConfig] | None = None,
+    ) -> None:
+        """Lock and load ``log_dirs``.
+
+        ``config`` is the broker's default LogConfig; ``topic_config`` gives a
+        topic's effective config (its overrides on top of the default) when
+        the caller knows them at start.
+        """
+        if not log_dirs:
+            raise ValueError("at least one log directory is required")
+        self._dirs = [Path(d).absolute() for d in log_dirs]
+        if len(set(self._dirs)) != len(self._dirs):
+            raise ValueError("log directories repeat")
+        self._config = config
+        self._clock_ms = clock_ms
+        self._topic_config = topic_config
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._pending_deletes: list[tuple[int, PartitionLog]] = []
+        self._lock_fds: list[int] = []
+        self._clean_shutdown: dict[Path, bool] = {}
+        self._closed = False
+        try:
+            for directory in self._dirs:
+                directory.mkdir(parents=True, exist_ok=True)
+                self._lock_fds.append(_lock(directory))
+            for directory in self._dirs:
+                self._load_dir(directory)
+        except BaseException:
+            for log_ in self._logs.values():
+                log_.close_handles()
+            self._release_locks()
+            raise
+
+    def _load_dir(self, directory: Path) -> None:
+        marker = directory / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self._clean_shutdown[directory] = clean
+        recovery_points = OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).read()
+        log_start_offsets = OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).read()
+        for child in sorted(directory.iterdir()):
+            if not child.is_dir():
+                continue
+            try:
+                tp = parse_partition_dir_name(child.name)
+            except ValueError:
+                log.warning("log_dir_entry_ignored", path=str(child))
+                continue
+            if child.name.endswith(DELETE_DIR_SUFFIX):
+                # Deleted before the restart; its delay no longer protects any reader.
+                log.info("partition_dir_removed", path=str(child))
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            if (
+                child.name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX))
+                or tp.topic == METADATA_TOPIC
+            ):
+                log.warning("log_dir_entry_ignored", path=str(child))
+                continue
+            if tp in self._logs:
+                raise LogError(
+                    f"partition {tp} found in both {self._logs[tp].dir.parent} and {directory}"
+                )
+            self._logs[tp] = PartitionLog.open(
+                child,
+                self._config_for(tp.topic),
+                self._clock_ms,
+                recovery_points.get(tp, 0),
+                log_start_offset=log_start_offsets.get(tp, 0),
+                had_clean_shutdown=clean,
+            )
+        if clean:
+            marker.unlink()
+        fsync_dir(directory)
+        log.info("log_dir_loaded", path=str(directory), clean_shutdown=clean)
+
+    def _config_for(self, topic: str) -> LogConfig:
+        return self._topic_config(topic) if self._topic_config is not None else self._config
+
+    # -- lookups -----------------------------------------------------------------
+
+    @property
+    def log_dirs(self) -> tuple[Path, ...]:
+        return tuple(self._dirs)
+
+    @property
+    def logs(self) -> Mapping[TopicPartition, PartitionLog]:
+        return MappingProxyType(self._logs)
+
+    @property
+    def had_clean_shutdown(self) -> bool:
+        """Whether every log directory had the clean shutdown marker at start."""
+        return all(self._clean_shutdown.values())
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get(TopicPartition(topic, partition))
+
+    # -- partitions ----------------------------------------------------------------
+
+    def get_or_create(
+        self, topic: str, partition: int, config: LogConfig | None = None
+    ) -> PartitionLog:
+        """The partition's log, created in the log directory with the fewest partitions if new.
+
+        ``config`` applies to a log created here; an existing log keeps its own
+        (use :meth:`PartitionLog.update_config` to change it).
+        """
+        self._check_open()
+        tp = TopicPartition(topic, partition)
+        existing = self._logs.get(tp)
+        if existing is not None:
+            return existing
+        if partition < 0 or not topic or topic in (".", "..") or "/" in topic or "\0" in topic:
+            raise ValueError(f"invalid partition {tp}")
+        directory = self._next_log_dir()
+        partition_log = PartitionLog.open(
+            directory / partition_dir_name(tp),
+            config if config is not None else self._config_for(topic),
+            self._clock_ms,
+        )
+        fsync_dir(directory)
+        self._logs[tp] = partition_log
+        log.info("partition_log_created", topic=topic, partition=partition, log_dir=str(directory))
+        return partition_log
+
+    def _next_log_dir(self) -> Path:
+        counts = dict.fromkeys(self._dirs, 0)
+        for partition_log in self._logs.values():
+            counts[partition_log.dir.parent] += 1
+        # min() keeps the first of equals, so ties go to the earlier directory.
+        return min(self._dirs, key=lambda d: counts[d])
+
+    def delete_partition(self, topic: str, partition: int) -> bool:
+        """Remove a partition's log; False if there was none.
+
+        The directory is renamed ``<topic>-<partition>.<id>-delete`` at once and
+        removed after ``file.delete.delay.ms``, by :meth:`apply_retention`.
+        """
+        self._check_open()
+        tp = TopicPartition(topic, partition)
+        partition_log = self._logs.pop(tp, None)
+        if partition_log is None:
+            return False
+        parent = partition_log.dir.parent
+        target = parent / delete_dir_name(tp)
+        os.rename(partition_log.dir, target)
+        fsync_dir(parent)
+        partition_log.move_to(target)
+        due = self._clock_ms() + partition_log.config.file_delete_delay_ms
+        self._pending_deletes.append((due, partition_log))
+        self._checkpoint_dir(parent)
+        log.info("partition_log_deleted", topic=topic, partition=partition, renamed_to=target.name)
+        return True
+
+    def truncate_to(self, topic: str, partition: int, offset: int) -> bool:
+        """Truncate a partition for replication and rewrite its directory's recovery points.
+
+        The checkpoint is rewritten at once: left higher than the new log end,
+        a crash could skip recovery of the offsets written after truncation.
+        """
+        partition_log = self._require(topic, partition)
+        truncated = partition_log.truncate_to(offset)
+        if truncated:
+            self._checkpoint_recovery_points(partition_log.dir.parent)
+        return truncated
+
+    def truncate_fully_and_start_at(self, topic: str, partition: int, offset: int) -> None:
+        partition_log = self._require(topic, partition)
+        partition_log.truncate_fully_and_start_at(offset)
+        self._checkpoint_recovery_points(partition_log.dir.parent)
+
+    def _require(self, topic: str, partition: int) -> PartitionLog:
+        self._check_open()
+        partition_log = self._logs.get(TopicPartition(topic, partition))
+        if partition_log is None:
+            raise KeyError(f"no log for {topic}-{partition}")
+        return partition_log
+
+    # -- housekeeping --------------------------------------------------------------------
+
+    def flush_dirty_logs(self, now_ms: int) -> None:
+        """fsync rolled segments and logs whose ``flush.ms`` has passed."""
+        for partition_log in self._logs.values():
+            partition_log.maybe_flush(now_ms)
+
+    def apply_retention(
+        self, now_ms: int, high_watermark_of: Callable[[TopicPartition], int | None]
+    ) -> int:
+        """Apply retention to every log; returns the segments deleted.
+
+        ``high_watermark_of`` gives each partition's high watermark (None to
+        skip a partition whose high watermark is not known). Also finishes
+        partition deletions whose delay has passed.
+        """
+        self._check_open()
+        deleted = 0
+        for tp, partition_log in list(self._logs.items()):
+            high_watermark = high_watermark_of(tp)
+            if high_watermark is not None:
+                deleted += partition_log.apply_retention(now_ms, high_watermark)
+        keep = []
+        for due, partition_log in self._pending_deletes:
+            if due <= now_ms:
+                partition_log.delete()
+            else:
+                keep.append((due, partition_log))
+        self._pending_deletes = keep
+        return deleted
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    def checkpoint_all(self) -> None:
+        """Write the recovery point and log start offset checkpoints of every log directory."""
+        for directory in self._dirs:
+            self._checkpoint_dir(directory)
+
+    def _checkpoint_dir(self, directory: Path) -> None:
+        self._checkpoint_recovery_points(directory)
+        # As Kafka: only logs whose start moved past their first segment need the entry.
+        OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).write(
+            {
+                tp: partition_log.log_start_offset
+                for tp, partition_log in self._logs_in(directory).items()
+                if partition_log.log_start_offset > partition_log.segments[0].base_offset
+            }
+        )
+
+    def _checkpoint_recovery_points(self, directory: Path) -> None:
+        OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).write(
+            {
+                tp: partition_log.recovery_point
+                for tp, partition_log in self._logs_in(directory).items()
+            }
+        )
+
+    def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
+        """Write ``replication-offset-checkpoint`` in each log directory.
+
+        The values are the replica manager's; each directory gets the
+        partitions whose logs it holds.
+        """
+        for directory in self._dirs:
+            here = self._logs_in(directory)
+            OffsetCheckpointFile(directory / REPLICATION_OFFSET_CHECKPOINT).write(
+                {tp: offset for tp, offset in high_watermarks.items() if tp in here}
+            )
+
+    def read_high_watermarks(self) -> dict[TopicPartition, int]:
+        """The high watermarks checkpointed in every log directory."""
+        merged: dict[TopicPartition, int] = {}
+        for directory in self._dirs:
+            merged.update(OffsetCheckpointFile(directory / REPLICATION_OFFSET_CHECKPOINT).read())
+        return merged
+
+    def _logs_in(self, directory: Path) -> dict[TopicPartition, PartitionLog]:
+        return {tp: pl for tp, pl in self._logs.items() if pl.dir.parent == directory}
+
+    # -- shutdown ------------------------------------------------------------------------------
+
+    def close(self, broker_epoch: int = -1) -> None:
+        """Flush and close every log, write the checkpoints, then the clean shutdown markers.
+
+        ``broker_epoch`` is recorded in the marker as Kafka does (KIP-966).
+        """
+        if self._closed:
+            return
+        for partition_log in self._logs.values():
+            partition_log.close()
+        for _, partition_log in self._pending_deletes:
+            partition_log.delete()
+        self._pending_deletes = []
+        self.checkpoint_all()
+        marker = json.dumps(
+            {"version": _CLEAN_SHUTDOWN_VERSION, "brokerEpoch": broker_epoch}
+        ).encode()
+        for directory in self._dirs:
+            write_atomically(directory / CLEAN_SHUTDOWN_FILE, marker)
+        self._release_locks()
+        self._closed = True
+        log.info("log_manager_closed", log_dirs=len(self._dirs), partitions=len(self._logs))
+
+    def _release_locks(self) -> None:
+        for fd in self._lock_fds:
+            os.close(fd)  # closing the descriptor releases its flock
+        self._lock_fds = []
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("log manager is closed")
+
+
+def _lock(directory: Path) -> int:
+    """Hold an exclusive ``flock`` on ``<dir>/.lock`` while the manager lives."""
+    fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise LogDirLockedError(f"log directory {directory} is in use by another broker") from None
+    return fd

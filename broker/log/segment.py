@@ -1,0 +1,661 @@
+"""One log segment: a ``.log`` file of record batches and its two indexes.
+
+Mirrors Kafka's LogSegment. The ``.log`` holds v2 record batches exactly as
+they travel on the wire. Its file descriptor stays open for the segment's
+life: appends go through ``O_APPEND`` writes, reads through ``os.pread``, and
+fetches get a :class:`FileRegion` of it to hand to ``os.sendfile``.
+
+Index cadence is Kafka's: after more than ``index.interval.bytes`` have been
+appended since the last entry, the next append adds an offset index entry
+(the append's last offset at the append's first byte) and, if the largest
+timestamp grew, a time index entry (that timestamp, and the last offset of
+the batch that first reached it).
+
+Not thread-safe for writers: the partition's log serialises appends,
+truncation and recovery. Reads only look at bytes below the size they
+sampled when they started, so they may run beside the single writer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from broker.log.errors import CorruptIndexError
+from broker.log.files import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    segment_file_name,
+)
+from broker.log.index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
+from wire.exceptions import CorruptRecordError
+from wire.records import (
+    BATCH_HEADER_SIZE,
+    RecordBatchHeader,
+    batch_size_at,
+    iter_records,
+    read_batch_header,
+    validate_batch,
+)
+from wire.regions import FileRegion
+
+log = structlog.get_logger(__name__)
+
+#: Bytes read at a time when scanning batch headers forward from an index entry.
+SCAN_CHUNK_BYTES = 16 * 1024
+#: Bytes read at a time when recovery re-validates a whole segment.
+RECOVERY_CHUNK_BYTES = 1024 * 1024
+#: No batch can be larger than an int32 length allows.
+MAX_BATCH_SIZE = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRead:
+    """What a segment read found.
+
+    ``region`` is None when nothing fits the limits; ``first_offset`` is the
+    base offset of the first batch at or after the requested offset.
+    """
+
+    region: FileRegion | None
+    first_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    """A record found by timestamp, with the leader epoch of its batch (None if unknown)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int | None
+
+
+class LogSegment:
+    """A ``.log`` file, its ``.index`` and ``.timeindex``, named by ``base_offset``.
+
+    Create new segments with :meth:`create` and load existing ones with :meth:`open`.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        log_fd: int,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        *,
+        index_interval_bytes: int,
+        clock_ms: Callable[[], int],
+        indexes_missing: bool,
+    ) -> None:
+        self._dir = directory
+        self.base_offset = base_offset
+        self._fd = log_fd
+        self._log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self._offset_index = offset_index
+        self._time_index = time_index
+        self._index_interval_bytes = index_interval_bytes
+        self._clock_ms = clock_ms
+        self._indexes_missing = indexes_missing
+        self._indexes_ready = False
+        self._size = os.fstat(log_fd).st_size
+        self._created_ms = clock_ms()
+        self._bytes_since_last_index_entry = 0
+        # Each None below means "not read yet": derived from the files on first use.
+        self._next_offset: int | None = None
+        self._max_timestamp: TimestampOffset | None = None
+        self._first_batch_timestamp: int | None = None
+
+    # -- construction -------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        clock_ms: Callable[[], int],
+    ) -> LogSegment:
+        """A new, empty segment; stale files with the same base offset are removed first."""
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            (directory / segment_file_name(base_offset, suffix)).unlink(missing_ok=True)
+        return cls._open_files(
+            directory, base_offset, index_interval_bytes, max_index_bytes, clock_ms, create=True
+        )
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        clock_ms: Callable[[], int],
+    ) -> LogSegment:
+        """An existing segment. Missing index files are created empty and
+        :meth:`sanity_check` then reports them, so the caller can :meth:`recover`."""
+        return cls._open_files(
+            directory, base_offset, index_interval_bytes, max_index_bytes, clock_ms, create=False
+        )
+
+    @classmethod
+    def _open_files(
+        cls,
+        directory: Path,
+        base_offset: int,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        clock_ms: Callable[[], int],
+        *,
+        create: bool,
+    ) -> LogSegment:
+        index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
+        time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        missing = not create and not (index_path.exists() and time_index_path.exists())
+        flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
+        fd = os.open(directory / segment_file_name(base_offset, LOG_SUFFIX), flags, 0o644)
+        try:
+            offset_index = OffsetIndex(index_path, base_offset, max_index_bytes)
+            time_index = TimeIndex(time_index_path, base_offset, max_index_bytes)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(
+            directory,
+            base_offset,
+            fd,
+            offset_index,
+            time_index,
+            index_interval_bytes=index_interval_bytes,
+            clock_ms=clock_ms,
+            indexes_missing=missing,
+        )
+
+    # -- state ----------------------------------------------------------------
+
+    @property
+    def fd(self) -> int:
+        """The ``.log`` file descriptor, valid until the segment is closed or deleted."""
+        return self._fd
+
+    @property
+    def log_path(self) -> Path:
+        return self._log_path
+
+    @property
+    def size(self) -> int:
+        """Bytes in the ``.log`` file."""
+        return self._size
+
+    @property
+    def created_ms(self) -> int:
+        """When this segment object was created or opened (Kafka's ``created``)."""
+        return self._created_ms
+
+    @property
+    def last_modified_ms(self) -> int:
+        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        self._ensure_indexes()
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        self._ensure_indexes()
+        return self._time_index
+
+    @property
+    def index_is_full(self) -> bool:
+        return self._offset_index.is_full or self._time_index.is_full
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after the last batch here; the base offset if there is none."""
+        if self._next_offset is None:
+            self._next_offset = self._read_next_offset()
+        return self._next_offset
+
+    @property
+    def max_timestamp_so_far(self) -> TimestampOffset:
+        """The largest batch timestamp here and the last offset of the batch that reached it.
+
+        ``(NO_TIMESTAMP, base_offset)`` if no batch carries a timestamp.
+        """
+        if self._max_timestamp is None:
+            # A segment that was closed or rolled recorded its maximum as the last time index entry.
+            self._max_timestamp = self._time_index.last_entry
+        return self._max_timestamp
+
+    @property
+    def largest_record_timestamp(self) -> int | None:
+        timestamp = self.max_timestamp_so_far.timestamp
+        return timestamp if timestamp >= 0 else None
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The largest record timestamp, or the file's modification time if there is none (Kafka's rule for retention)."""
+        timestamp = self.max_timestamp_so_far.timestamp
+        return timestamp if timestamp >= 0 else self.last_modified_ms
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return self._offset_index.can_append_offset(offset)
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """How long this segment has been collecting records, for ``segment.ms``.
+
+        Measured in record time (the new batch's timestamp minus the first
+        batch's) when the first batch has a timestamp, else in wall-clock time
+        since the segment was created.
+        """
+        first = self.first_batch_timestamp
+        if first is not None and first >= 0:
+            return message_timestamp - first
+        return now_ms - self._created_ms
+
+    @property
+    def first_batch_timestamp(self) -> int | None:
+        """The max timestamp of the first batch, None for an empty segment."""
+        if self._first_batch_timestamp is None and self._size:
+            for _, header in self.iter_batches(0):
+                self._first_batch_timestamp = header.max_timestamp
+                break
+        return self._first_batch_timestamp
+
+    def sanity_check(self) -> None:
+        """Cheap checks of the index files against the log; CorruptIndexError on failure."""
+        if self._indexes_missing:
+            raise CorruptIndexError(f"{self._log_path.name}: index files missing")
+        self._offset_index.sanity_check(self._size)
+        self._time_index.sanity_check()
+
+    def load_indexes(self) -> None:
+        """Load both indexes now (they load on first use otherwise); rebuilds corrupt ones."""
+        self._ensure_indexes()
+
+    def _ensure_indexes(self) -> None:
+        if self._indexes_ready:
+            return
+        try:
+            self._offset_index.load()
+            self._time_index.load()
+        except CorruptIndexError as exc:
+            log.warning("index_corrupt", segment=str(self._log_path), error=str(exc))
+            self.recover()
+        self._indexes_ready = True
+
+    # -- writing --------------------------------------------------------------
+
+    def append(
+        self,
+        largest_offset: int,
+        largest_timestamp: int,
+        offset_of_max_timestamp: int,
+        batches: bytes | bytearray | memoryview,
+    ) -> None:
+        """Append whole, already validated batches ending at ``largest_offset``.
+
+        ``largest_timestamp`` is their largest max timestamp and
+        ``offset_of_max_timestamp`` the last offset of the batch holding it.
+        """
+        length = len(batches)
+        if not length:
+            return
+        if not self.can_convert_to_relative_offset(largest_offset):
+            raise ValueError(
+                f"{self._log_path.name}: offset {largest_offset} does not fit a segment based at {self.base_offset}"
+            )
+        self._ensure_indexes()
+        position = self._size
+        _write_all(self._fd, batches, position)
+        self._size = position + length
+        if position == 0:
+            self._first_batch_timestamp = largest_timestamp
+        if largest_timestamp > self.max_timestamp_so_far.timestamp:
+            self._max_timestamp = TimestampOffset(largest_timestamp, offset_of_max_timestamp)
+        if self._bytes_since_last_index_entry > self._index_interval_bytes:
+            self._offset_index.append(largest_offset, position)
+            self._time_index.maybe_append(*self.max_timestamp_so_far)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += length
+        self._next_offset = largest_offset + 1
+
+    def on_become_inactive(self) -> None:
+        """Record the largest timestamp in the time index: retention reads it from there."""
+        self._ensure_indexes()
+        self._time_index.maybe_append(*self.max_timestamp_so_far, skip_full_check=True)
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove the batches holding offsets at or above ``offset``; returns the bytes removed.
+
+        A batch that straddles ``offset`` goes entirely: a batch is never cut.
+        """
+        found = self.translate_offset(offset)
+        self._offset_index.truncate_to(offset)
+        self._time_index.truncate_to(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        removed = self._size - position
+        os.ftruncate(self._fd, position)
+        self._size = position
+        self._bytes_since_last_index_entry = 0
+        self._next_offset = None
+        if position == 0:
+            self._created_ms = self._clock_ms()
+            self._first_batch_timestamp = None
+        self._max_timestamp = self._largest_timestamp_after_truncation()
+        return removed
+
+    def _largest_timestamp_after_truncation(self) -> TimestampOffset:
+        # The last time index entry, unless a later batch (not indexed yet) went higher.
+        best = self._time_index.last_entry
+        start = self._offset_index.lookup(best.offset).position
+        for _, header in self.iter_batches(start):
+            if header.max_timestamp > best.timestamp:
+                best = TimestampOffset(header.max_timestamp, header.last_offset)
+        return best
+
+    def recover(
+        self,
+        max_batch_size: int = MAX_BATCH_SIZE,
+        on_batch: Callable[[RecordBatchHeader], None] | None = None,
+    ) -> int:
+        """Re-validate every batch, rebuild both indexes, and cut the log at the first bad batch.
+
+        A batch is bad if its header is malformed, it runs past the end of the
+        file (a torn write), it is larger than ``max_batch_size``, its CRC does
+        not match, or its offsets do not increase from the previous batch or
+        do not fit the segment. ``on_batch`` sees each good batch in order
+        (the log uses it to restore leader epochs). Returns the bytes removed.
+        """
+        self._offset_index.reset()
+        self._time_index.reset()
+        self._indexes_ready = True
+        self._indexes_missing = False
+        file_size = os.fstat(self._fd).st_size
+        valid = 0
+        last_index_entry = 0
+        max_timestamp = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        previous_last_offset = self.base_offset - 1
+        problem: str | None = None
+        buf = b""
+        buf_start = 0
+        while valid < file_size:
+            remaining = file_size - valid
+            if valid + BATCH_HEADER_SIZE > buf_start + len(buf):
+                buf = os.pread(self._fd, min(RECOVERY_CHUNK_BYTES, remaining), valid)
+                buf_start = valid
+            at = valid - buf_start
+            try:
+                size = batch_size_at(buf, at)
+                if size is None or remaining < BATCH_HEADER_SIZE:
+                    problem = "torn header"
+                    break
+                if size > remaining:
+                    problem = "torn batch"
+                    break
+                if size > max_batch_size:
+                    problem = "batch too large"
+                    break
+                if at + size > len(buf):
+                    buf = os.pread(self._fd, max(size, min(RECOVERY_CHUNK_BYTES, remaining)), valid)
+                    buf_start = valid
+                    at = 0
+                header = validate_batch(buf, at)
+            except CorruptRecordError as exc:
+                problem = exc.reason
+                break
+            if header.base_offset <= previous_last_offset:
+                problem = "offsets do not increase"
+                break
+            if not self.can_convert_to_relative_offset(header.last_offset):
+                problem = "offset does not fit the segment"
+                break
+            if header.max_timestamp > max_timestamp.timestamp:
+                max_timestamp = TimestampOffset(header.max_timestamp, header.last_offset)
+            # A full index (segment.index.bytes lowered since) just stays sparser.
+            if valid - last_index_entry > self._index_interval_bytes and not self.index_is_full:
+                self._offset_index.append(header.last_offset, valid)
+                self._time_index.maybe_append(*max_timestamp)
+                last_index_entry = valid
+            valid += size
+            previous_last_offset = header.last_offset
+            if on_batch is not None:
+                on_batch(header)
+        truncated = file_size - valid
+        if truncated:
+            log.warning(
+                "segment_truncated_in_recovery",
+                segment=str(self._log_path),
+                position=valid,
+                bytes_removed=truncated,
+                reason=problem,
+            )
+            os.ftruncate(self._fd, valid)
+        self._size = valid
+        self._time_index.maybe_append(*max_timestamp, skip_full_check=True)
+        self._max_timestamp = max_timestamp
+        self._next_offset = previous_last_offset + 1 if valid else self.base_offset
+        self._first_batch_timestamp = None
+        self._bytes_since_last_index_entry = valid - last_index_entry
+        # The rebuilt indexes may belong to a segment below the recovery point,
+        # which is never rebuilt again: make them durable now.
+        self._offset_index.flush()
+        self._time_index.flush()
+        return truncated
+
+    def flush(self) -> None:
+        """fsync the log and both indexes."""
+        os.fsync(self._fd)
+        self._offset_index.flush()
+        self._time_index.flush()
+
+    # -- reading --------------------------------------------------------------
+
+    def iter_batches(
+        self, start_position: int = 0, end_position: int | None = None
+    ) -> Iterator[tuple[int, RecordBatchHeader]]:
+        """``(position, header)`` of each batch from ``start_position`` (a batch boundary).
+
+        Stops before a batch that would end past ``end_position`` (default:
+        the size when the scan started).
+        """
+        end = self._size if end_position is None else min(end_position, self._size)
+        return _scan_headers(self._fd, start_position, end)
+
+    def translate_offset(
+        self, offset: int, start_position: int = 0
+    ) -> tuple[int, RecordBatchHeader] | None:
+        """The first batch whose last offset is at or above ``offset``, with its position; None if none."""
+        start = max(self.offset_index.lookup(offset).position, start_position)
+        for position, header in self.iter_batches(start):
+            if header.last_offset >= offset:
+                return position, header
+        return None
+
+    def position_of(self, offset: int) -> int:
+        """Where the batch holding ``offset`` (or the first after it) starts; the size if none does."""
+        found = self.translate_offset(offset)
+        return self._size if found is None else found[0]
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_batch: bool = False,
+    ) -> SegmentRead | None:
+        """Whole batches from the one holding ``start_offset``, within ``max_size`` bytes.
+
+        Nothing at or past ``max_position`` (a batch boundary) is returned. With
+        ``min_one_batch`` the first batch is returned even if larger than
+        ``max_size``. Returns None if no batch here reaches ``start_offset``.
+        """
+        if max_size < 0:
+            raise ValueError(f"negative max_size {max_size}")
+        size = self._size
+        limit = size if max_position is None else min(max_position, size)
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        position, header = found
+        first_end = position + header.size_in_bytes
+        budget = max(max_size, header.size_in_bytes) if min_one_batch else max_size
+        if first_end > limit or first_end > position + budget:
+            return SegmentRead(None, header.base_offset)
+        end = self._last_boundary(position, min(limit, position + budget), limit)
+        return SegmentRead(FileRegion(self._fd, position, end - position), header.base_offset)
+
+    def _last_boundary(self, start: int, bound: int, limit: int) -> int:
+        """The end of the last whole batch from ``start`` that ends at or before ``bound``."""
+        if bound >= limit:
+            return limit  # the limit is itself a batch boundary
+        # Jump close to the bound through the index instead of walking every header from start.
+        end = max(start, self.offset_index.lookup_position(bound).position)
+        for position, header in self.iter_batches(end, bound):
+            end = position + header.size_in_bytes
+        return end
+
+    def read_batch(self, position: int, header: RecordBatchHeader) -> bytes:
+        """The whole batch at ``position``."""
+        data = os.pread(self._fd, header.size_in_bytes, position)
+        if len(data) != header.size_in_bytes:
+            raise CorruptRecordError("short read of a batch", offset=position)
+        return data
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int
+    ) -> TimestampAndOffset | None:
+        """The first record at or after ``starting_offset`` with a timestamp at or above ``timestamp``.
+
+        The time index narrows the scan; the batch found is decoded (and
+        decompressed) to find the exact record, as Kafka does for ListOffsets.
+        """
+        entry = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(entry.offset, starting_offset)).position
+        for at, header in self.iter_batches(position):
+            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                continue
+            for record in iter_records(self.read_batch(at, header)):
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    return TimestampAndOffset(record.timestamp, record.offset, _epoch_of(header))
+        return None
+
+    def max_timestamp_record(self) -> TimestampAndOffset | None:
+        """The first record holding this segment's largest timestamp (ListOffsets MAX_TIMESTAMP, KIP-734)."""
+        timestamp, offset = self.max_timestamp_so_far
+        position = self.offset_index.lookup(offset).position
+        for at, header in self.iter_batches(position):
+            if header.max_timestamp != timestamp:
+                continue
+            for record in iter_records(self.read_batch(at, header)):
+                if record.timestamp == timestamp:
+                    return TimestampAndOffset(timestamp, record.offset, _epoch_of(header))
+            return None
+        return None
+
+    def _read_next_offset(self) -> int:
+        last = self.offset_index.last_entry
+        next_offset = self.base_offset
+        for _, header in self.iter_batches(last.position):
+            next_offset = header.next_offset
+        return next_offset
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def close(self) -> None:
+        """Record the largest timestamp in the time index and close the files."""
+        if self._fd < 0:
+            return
+        if self._max_timestamp is not None and self._indexes_ready:
+            self._time_index.maybe_append(*self._max_timestamp, skip_full_check=True)
+        self.close_handles()
+
+    def close_handles(self) -> None:
+        """Close the files without writing anything (a failed disk, or a segment already deleted)."""
+        self._offset_index.close()
+        self._time_index.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def rename_to_deleted(self) -> None:
+        """Rename all three files with the ``.deleted`` suffix; the descriptors stay open."""
+        log_path = self._log_path.with_name(self._log_path.name + DELETED_SUFFIX)
+        os.rename(self._log_path, log_path)
+        self._log_path = log_path
+        for index in (self._offset_index, self._time_index):
+            index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+
+    def delete(self) -> None:
+        """Close the files and unlink them, whatever their current names."""
+        self.close_handles()
+        self._log_path.unlink(missing_ok=True)
+        self._offset_index.delete()
+        self._time_index.delete()
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self._size})"
+
+    @staticmethod
+    def scan_next_offset(path: Path, base_offset: int) -> int:
+        """The offset after the last whole batch of a ``.log`` file that is not open as a segment."""
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            next_offset = base_offset
+            for _, header in _scan_headers(fd, 0, os.fstat(fd).st_size):
+                next_offset = header.next_offset
+            return next_offset
+        finally:
+            os.close(fd)
+
+
+def _scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, RecordBatchHeader]]:
+    """Batch headers of the file from ``start`` (a batch boundary), stopping before a batch past ``end``."""
+    position = start
+    buf = b""
+    buf_start = position
+    while end - position >= BATCH_HEADER_SIZE:
+        at = position - buf_start
+        if at + BATCH_HEADER_SIZE > len(buf):
+            buf = os.pread(fd, min(SCAN_CHUNK_BYTES, end - position), position)
+            buf_start = position
+            at = 0
+            if len(buf) < BATCH_HEADER_SIZE:
+                return
+        header = read_batch_header(buf, at)
+        if header.size_in_bytes > end - position:
+            return
+        yield position, header
+        position += header.size_in_bytes
+
+
+def _epoch_of(header: RecordBatchHeader) -> int | None:
+    return header.partition_leader_epoch if header.partition_leader_epoch >= 0 else None
+
+
+def _write_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+    """Write all of ``data`` at the end of an ``O_APPEND`` file that ends at ``position``.
+
+    On failure (a full disk) the partial write is cut off again, so the file
+    never keeps a torn batch that the log's size does not account for.
+    """
+    view = memoryview(data)
+    try:
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+    except OSError:
+        os.ftruncate(fd, position)
+        raise

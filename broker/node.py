@@ -1,0 +1,320 @@
+"""A Cormorant node: the broker (and, with ``process.roles`` including controller, the
+controller) of one process, from start-up recovery to graceful shutdown.
+
+A single node is a cluster of one: a one-voter metadata quorum, replica sets of
+one. Start-up order: log dirs and ``meta.properties``, log recovery, metadata
+replay, listeners bound, broker registered, listeners serving, ready line.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import signal
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import structlog
+import trio
+
+from broker.config import BrokerConfig, ConfigError, SecurityProtocol, TopicConfig
+from broker.dispatch import Dispatcher, load_handlers
+from broker.handlers import all_handlers
+from broker.log.config import LogConfig
+from broker.log.files import TopicPartition
+from broker.log.manager import LogManager
+from broker.metrics import BrokerMetrics
+from broker.network import Listener, NetworkLimits
+from broker.replica_manager import Partition, ReplicaManager
+from broker.validation import TimestampPolicy
+from controller.image import Endpoint, MetadataImage
+from controller.quorum import LocalQuorum
+from controller.service import Controller, ControllerSettings
+from wire.primitives import DecodeLimits
+
+log = structlog.get_logger(__name__)
+
+META_PROPERTIES = "meta.properties"
+METADATA_DIR = "__cluster_metadata-0"
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+#: How long in-flight requests may run after SIGTERM before connections are cut.
+SHUTDOWN_GRACE_S = 10.0
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def new_cluster_id(rng: random.Random) -> str:
+    """Kafka's format: a random UUID, URL-safe base64 without padding (22 characters)."""
+    return base64.urlsafe_b64encode(rng.getrandbits(128).to_bytes(16, "big")).decode().rstrip("=")
+
+
+def read_meta_properties(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def log_config_from(tc: TopicConfig) -> LogConfig:
+    return LogConfig(
+        segment_bytes=tc.segment_bytes,
+        segment_ms=tc.segment_ms,
+        segment_index_bytes=tc.segment_index_bytes,
+        index_interval_bytes=tc.index_interval_bytes,
+        retention_ms=tc.retention_ms,
+        retention_bytes=tc.retention_bytes,
+        file_delete_delay_ms=tc.file_delete_delay_ms,
+        flush_messages=tc.flush_messages,
+        flush_ms=tc.flush_ms,
+        max_message_bytes=tc.max_message_bytes,
+        message_timestamp_type="LogAppendTime" if tc.message_timestamp_type == "LogAppendTime" else "CreateTime",
+        cleanup_policy=frozenset(tc.cleanup_policy),
+    )
+
+
+class BrokerNode:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.clock_ms = clock_ms
+        self.rng = rng or random.Random()
+        self.metrics = BrokerMetrics()
+        self.cluster_id = ""
+        self.dispatcher = Dispatcher(self, load_handlers(all_handlers()), DecodeLimits())
+        self.listeners: list[Listener] = []
+        self._topic_configs: dict[tuple[str, frozenset[tuple[str, str]]], TopicConfig] = {}
+        self._shutdown = trio.Event()
+        self._broker_epoch = -1
+        # Set up in start():
+        self.log_manager: LogManager
+        self.quorum: LocalQuorum
+        self.controller: Controller
+        self.replica_manager: ReplicaManager
+
+    # ------------------------------------------------------------ views for handlers
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.controller.image
+
+    def controller_id_for_clients(self) -> int:
+        # KRaft brokers report themselves (clients cannot reach controllers directly).
+        return self.node_id
+
+    def topic_config(self, image: MetadataImage, topic: str) -> TopicConfig:
+        overrides = image.topic_config(topic)
+        key = (topic, frozenset(overrides.items()))
+        cached = self._topic_configs.get(key)
+        if cached is None:
+            try:
+                cached = TopicConfig.resolve(self.config, overrides)
+            except ConfigError as ex:
+                log.error("topic_config_invalid", topic=topic, key=ex.key, error=str(ex))
+                cached = TopicConfig.resolve(self.config, {})
+            if len(self._topic_configs) > 10_000:
+                self._topic_configs.clear()
+            self._topic_configs[key] = cached
+        return cached
+
+    def log_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
+        return log_config_from(self.topic_config(image, topic))
+
+    def timestamp_policy_for(self, partition: Partition) -> TimestampPolicy:
+        tc = self.topic_config(self.image, partition.topic)
+        return TimestampPolicy(tc.message_timestamp_before_max_ms, tc.message_timestamp_after_max_ms)
+
+    def min_insync_replicas(self, topic: str) -> int:
+        return self.topic_config(self.image, topic).min_insync_replicas
+
+    def validate_topic_configs(self, configs: Mapping[str, str]) -> tuple[str, str] | None:
+        try:
+            TopicConfig.resolve(self.config, configs)
+        except ConfigError as ex:
+            return ex.key, str(ex)
+        return None
+
+    def log_client_error(self, event: str, **context: Any) -> None:
+        log.info(event, **context)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _prepare_log_dirs(self) -> None:
+        cluster_ids = set()
+        for d in self.config.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            meta = d / META_PROPERTIES
+            if meta.exists():
+                props = read_meta_properties(meta)
+                if props.get("node.id") and int(props["node.id"]) != self.node_id:
+                    raise ConfigError(
+                        "node.id",
+                        f"node.id {self.node_id} does not match {props['node.id']} stored in {meta}",
+                    )
+                if props.get("cluster.id"):
+                    cluster_ids.add(props["cluster.id"])
+        if len(cluster_ids) > 1:
+            raise ConfigError("log.dirs", f"log dirs belong to different clusters: {sorted(cluster_ids)}")
+        configured = self.config.cluster_id
+        if configured and cluster_ids and configured not in cluster_ids:
+            raise ConfigError("cluster.id", f"cluster.id {configured} does not match the log dirs' {cluster_ids.pop()}")
+        self.cluster_id = configured or (cluster_ids.pop() if cluster_ids else new_cluster_id(self.rng))
+        for d in self.config.log_dirs:
+            meta = d / META_PROPERTIES
+            if not meta.exists():
+                tmp = meta.with_suffix(".tmp")
+                tmp.write_text(
+                    "#\n# Written by Cormorant; Kafka's meta.properties format.\n"
+                    f"version=1\ncluster.id={self.cluster_id}\nnode.id={self.node_id}\n"
+                    f"directory.id={base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip('=')}\n"
+                )
+                tmp.replace(meta)
+
+    def _advertised_endpoints(self) -> list[Endpoint]:
+        bound = {listener.name: listener.bound_port for listener in self.listeners}
+        endpoints = []
+        for adv in self.config.advertised_listeners:
+            port = adv.port or bound.get(adv.name, 0)
+            host = adv.host or "127.0.0.1"
+            endpoints.append(
+                Endpoint(adv.name, host, port, SECURITY_PROTOCOL_IDS.get(adv.security_protocol.name, 0))
+            )
+        return endpoints
+
+    async def run(self, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+        started = time.monotonic()
+        self._prepare_log_dirs()
+        self.log_manager = LogManager(
+            list(self.config.log_dirs), log_config_from(TopicConfig.resolve(self.config, {})), self.clock_ms
+        )
+        self.quorum = LocalQuorum(self.node_id, self.config.log_dirs[0] / METADATA_DIR)
+        self.controller = Controller(
+            self.node_id,
+            self.quorum,
+            ControllerSettings(self.config.num_partitions, self.config.default_replication_factor),
+            self.validate_topic_configs,
+            self.rng,
+        )
+        self.controller.replay(list(self.quorum.replay()))
+        self.replica_manager = ReplicaManager(
+            self.node_id,
+            self.log_manager,
+            self.log_config_for,
+            {(tp.topic, tp.partition): hw for tp, hw in self.log_manager.read_high_watermarks().items()},
+        )
+        self.replica_manager.apply_image(self.controller.image)
+        self.controller.add_image_listener(self.replica_manager.apply_image)
+        await self.controller.bootstrap()
+
+        limits = NetworkLimits(
+            max_frame_bytes=self.config.socket_request_max_bytes,
+            idle_timeout_s=self.config.connections_max_idle_ms / 1000,
+            max_connections=self.config.max_connections,
+        )
+        broker_listeners = [
+            lst for lst in self.config.listeners if lst.name not in self.config.controller_listener_names
+        ] or list(self.config.listeners)
+        for lst in broker_listeners:
+            if lst.security_protocol not in (SecurityProtocol.PLAINTEXT,):
+                raise ConfigError("listeners", f"security protocol {lst.security_protocol.name} is not supported yet")
+            self.listeners.append(
+                Listener(lst.name, lst.security_protocol.name, lst.host or "0.0.0.0", lst.port,
+                         self.dispatcher, limits, self.metrics.connection_change)
+            )
+        async with trio.open_nursery() as nursery:
+            for listener in self.listeners:
+                await listener.bind()
+            self._broker_epoch = await self.controller.register_broker(
+                self.node_id, self._advertised_endpoints(), self.config.broker_rack
+            )
+            for listener in self.listeners:
+                nursery.start_soon(listener.serve)
+            nursery.start_soon(self._background, nursery.cancel_scope)
+            names = [f"{lst.name}://{lst.host or '0.0.0.0'}:{lst.bound_port}" for lst in self.listeners]
+            log.info("broker_started", node_id=self.node_id, cluster_id=self.cluster_id, listeners=names,
+                     startup_s=round(time.monotonic() - started, 3))
+            task_status.started(names)
+            await self._shutdown.wait()
+            log.info("broker_stopping", node_id=self.node_id)
+            for listener in self.listeners:
+                listener.stop_accepting()
+            with trio.move_on_after(SHUTDOWN_GRACE_S):
+                await self._wait_connections_idle()
+            for listener in self.listeners:
+                listener.close_connections()
+            nursery.cancel_scope.cancel()
+        self._close()
+
+    async def _wait_connections_idle(self) -> None:
+        # Connections stay open for their clients; stop once no request is running.
+        while self.metrics.requests_in_flight() > 0:
+            await trio.sleep(0.01)
+
+    def _close(self) -> None:
+        self._write_high_watermarks()
+        self.log_manager.close(self._broker_epoch)
+        self.quorum.close()
+        log.info("broker_stopped", node_id=self.node_id)
+
+    def _high_watermark_of(self, tp: TopicPartition) -> int | None:
+        p = self.replica_manager.get(tp.topic, tp.partition)
+        return None if p is None else p.high_watermark
+
+    def _write_high_watermarks(self) -> None:
+        self.log_manager.write_high_watermarks(
+            {TopicPartition(t, i): hw for (t, i), hw in self.replica_manager.high_watermarks().items()}
+        )
+
+    def request_shutdown(self) -> None:
+        self._shutdown.set()
+
+    async def _background(self, cancel: trio.CancelScope) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._signals)
+            nursery.start_soon(self._retention_loop)
+            nursery.start_soon(self._checkpoint_loop)
+
+    async def _signals(self) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for _ in signals:
+                self.request_shutdown()
+                return
+
+    async def _retention_loop(self) -> None:
+        interval = self.config.log_retention_check_interval_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            deleted = self.log_manager.apply_retention(self.clock_ms(), self._high_watermark_of)
+            if deleted:
+                log.info("retention_applied", segments_deleted=deleted)
+
+    async def _checkpoint_loop(self) -> None:
+        interval = min(self.config.replica_high_watermark_checkpoint_interval_ms,
+                       self.config.log_flush_offset_checkpoint_interval_ms) / 1000
+        while True:
+            await trio.sleep(interval)
+            self._write_high_watermarks()
+            self.log_manager.checkpoint_all()
+            self.log_manager.flush_dirty_logs(self.clock_ms())
+
+
+async def serve(config: BrokerConfig) -> None:
+    node = BrokerNode(config)
+    async with trio.open_nursery() as nursery:
+        names = await nursery.start(node.run)
+        print(f"cormorant ready listeners={','.join(names)} node_id={config.node_id} cluster_id={node.cluster_id}",
+              flush=True)
+        del names
+

@@ -1,0 +1,185 @@
+"""The replica manager: the partitions this broker hosts, and their high watermarks.
+
+It owns the high watermark (the log owns offsets), completes ``acks=all``
+produces when the high watermark passes them, and wakes long-polling fetches
+when data arrives — never by polling. Partitions appear, change leader or go
+away when the metadata image says so (:meth:`ReplicaManager.apply_image`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import structlog
+import trio
+
+from broker.log.config import LogConfig
+from broker.log.manager import LogManager
+from broker.log.partition_log import PartitionLog
+from controller.image import MetadataImage, PartitionImage
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(eq=False, slots=True)
+class Partition:
+    topic: str
+    index: int
+    topic_id: uuid.UUID
+    log: PartitionLog
+    config: LogConfig
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    high_watermark: int = 0
+    #: Log end offsets of the followers (replication fills these in).
+    follower_end_offsets: dict[int, int] = field(default_factory=dict)
+    #: Fetches and acks=all produces waiting for this partition to change.
+    waiters: set[trio.Event] = field(default_factory=set)
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        # No transactions yet: everything below the high watermark is stable.
+        return self.high_watermark
+
+    def wake(self) -> None:
+        for event in self.waiters:
+            event.set()
+        self.waiters.clear()
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        node_id: int,
+        log_manager: LogManager,
+        log_config_for: Callable[[MetadataImage, str], LogConfig],
+        checkpointed_high_watermarks: Mapping[tuple[str, int], int],
+    ) -> None:
+        self.node_id = node_id
+        self.log_manager = log_manager
+        self.log_config_for = log_config_for
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._checkpointed_hw = dict(checkpointed_high_watermarks)
+
+    # ------------------------------------------------------------ metadata
+
+    def apply_image(self, image: MetadataImage) -> None:
+        """Creates, updates and removes local replicas to match the image."""
+        wanted: set[tuple[str, int]] = set()
+        for topic in image.topics_by_id.values():
+            config = self.log_config_for(image, topic.name)
+            for part in topic.partitions.values():
+                if self.node_id not in part.replicas:
+                    continue
+                key = (topic.name, part.partition)
+                wanted.add(key)
+                existing = self.partitions.get(key)
+                if existing is None or existing.topic_id != topic.topic_id:
+                    if existing is not None:
+                        self._remove(key)
+                    self._create(topic.name, topic.topic_id, part, config)
+                else:
+                    self._update(existing, part, config)
+        for key in list(self.partitions):
+            if key not in wanted:
+                self._remove(key)
+
+    def _create(self, topic: str, topic_id: uuid.UUID, part: PartitionImage, config: LogConfig) -> None:
+        plog = self.log_manager.get_or_create(topic, part.partition, config)
+        if plog.config != config:
+            plog.update_config(config)
+        hw = min(self._checkpointed_hw.pop((topic, part.partition), 0), plog.log_end_offset)
+        p = Partition(
+            topic=topic,
+            index=part.partition,
+            topic_id=topic_id,
+            log=plog,
+            config=config,
+            leader=part.leader,
+            leader_epoch=part.leader_epoch,
+            partition_epoch=part.partition_epoch,
+            replicas=part.replicas,
+            isr=part.isr,
+            high_watermark=max(hw, plog.log_start_offset),
+        )
+        self.partitions[(topic, part.partition)] = p
+        if part.leader == self.node_id:
+            self._become_leader(p)
+
+    def _update(self, p: Partition, part: PartitionImage, config: LogConfig) -> None:
+        was_leader = p.leader == self.node_id and p.leader_epoch == part.leader_epoch
+        p.leader, p.leader_epoch, p.partition_epoch = part.leader, part.leader_epoch, part.partition_epoch
+        p.replicas, p.isr = part.replicas, part.isr
+        if config != p.config:
+            p.config = config
+            p.log.update_config(config)
+        if p.leader == self.node_id and not was_leader:
+            self._become_leader(p)
+        self.maybe_advance_high_watermark(p)
+        p.wake()
+
+    def _become_leader(self, p: Partition) -> None:
+        p.log.leader_epoch_cache.assign(p.leader_epoch, p.log.log_end_offset)
+        self.maybe_advance_high_watermark(p)
+
+    def _remove(self, key: tuple[str, int]) -> None:
+        p = self.partitions.pop(key)
+        p.wake()
+        self.log_manager.delete_partition(p.topic, p.index)
+        log.info("partition_removed", topic=p.topic, partition=p.index)
+
+    # ------------------------------------------------------------ lookups
+
+    def get(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def is_leader(self, p: Partition) -> bool:
+        return p.leader == self.node_id
+
+    # ------------------------------------------------------------ high watermark
+
+    def maybe_advance_high_watermark(self, p: Partition) -> bool:
+        """HW = the smallest log end offset over the ISR; it only moves forward."""
+        if p.leader != self.node_id:
+            return False
+        hw = p.log.log_end_offset
+        for replica in p.isr:
+            if replica != self.node_id:
+                hw = min(hw, p.follower_end_offsets.get(replica, p.high_watermark))
+        if hw > p.high_watermark:
+            p.high_watermark = hw
+            p.wake()
+            return True
+        return False
+
+    def high_watermarks(self) -> dict[tuple[str, int], int]:
+        return {key: p.high_watermark for key, p in self.partitions.items()}
+
+    # ------------------------------------------------------------ waiting
+
+    async def wait_for_change(self, partitions: Iterable[Partition], deadline: float) -> None:
+        """Returns when any of ``partitions`` changes (append, HW move, leadership) or at
+        ``deadline`` (trio time)."""
+        event = trio.Event()
+        watched = list(partitions)
+        for p in watched:
+            p.waiters.add(event)
+        try:
+            with trio.move_on_at(deadline):
+                await event.wait()
+        finally:
+            for p in watched:
+                p.waiters.discard(event)

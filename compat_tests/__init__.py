@@ -1,0 +1,1 @@
+"""Black-box compatibility suite: real Kafka clients against a real broker process."""

@@ -1,0 +1,99 @@
+"""Fixtures of the compatibility suite: the broker under test and one driver per client.
+
+The broker target comes from CORMORANT_COMPAT_TARGET (``cormorant`` by default, or
+``tansu``); see harness/settings.py for every switch. A cormorant broker that cannot start
+fails the tests loudly; a client that is not installed skips its tests with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from compat_tests.harness import settings
+from compat_tests.harness.broker import Broker, make_broker
+from compat_tests.harness.drivers import Driver, Unsupported
+from compat_tests.harness.scenario import get_driver
+
+_COMPAT_DIR = Path(__file__).resolve().parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # kafka-python 3.0.12 loads its schemas with importlib.resources' legacy functions.
+    for message in ("read_text is deprecated", "open_text is deprecated"):
+        config.addinivalue_line("filterwarnings", f"ignore:{message}:DeprecationWarning")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _COMPAT_DIR in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.compat)
+
+
+def pytest_report_header() -> list[str]:
+    idem = "client defaults" if settings.idempotence_defaults() else "off (explicitly)"
+    return [f"compat target: {settings.target()}; producer idempotence: {idem}"]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A feature a client does not have (Unsupported) is a skip, not a failure."""
+    outcome = yield
+    excinfo = outcome.excinfo
+    if excinfo is not None and issubclass(excinfo[0], Unsupported):
+        outcome.force_exception(pytest.skip.Exception(f"unsupported: {excinfo[1]}"))
+
+
+class BrokerFactory:
+    """Starts brokers in fresh temp dirs and stops every one of them at the end."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self._tmp = tmp_path_factory
+        self._brokers: list[Broker] = []
+
+    def __call__(self, overrides: Mapping[str, str] | None = None) -> Broker:
+        broker = make_broker(self._tmp.mktemp(f"broker-{settings.target()}"), overrides)
+        self._brokers.append(broker)
+        broker.start()
+        return broker
+
+    def close_all(self) -> None:
+        for broker in self._brokers:
+            broker.close()
+        self._brokers.clear()
+
+
+@pytest.fixture(scope="session")
+def broker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerFactory]:
+    factory = BrokerFactory(tmp_path_factory)
+    try:
+        yield factory
+    finally:
+        factory.close_all()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """One broker per test module (scenarios in a module use distinct topics)."""
+    factory = BrokerFactory(tmp_path_factory)
+    try:
+        yield factory()
+    finally:
+        factory.close_all()
+
+
+@pytest.fixture
+def own_broker(broker_factory: BrokerFactory) -> Iterator[Broker]:
+    """A broker for this test alone (restarts, kills)."""
+    factory_broker = broker_factory()
+    try:
+        yield factory_broker
+    finally:
+        factory_broker.close()
+
+
+@pytest.fixture
+def driver_for(broker: Broker) -> Callable[[str], Driver]:
+    return lambda name: get_driver(name, broker)

@@ -1,0 +1,143 @@
+"""The metadata quorum seam.
+
+:class:`MetadataQuorum` is what the controller and brokers see: append records
+(on the active controller), learn of committed ones. :class:`LocalQuorum` is the
+one-voter quorum of a single-node cluster: its journal is a file of checksummed
+entries, fsynced before an append counts as committed, replayed on start. A
+multi-voter Raft implementation provides the same interface.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import crc32c
+import structlog
+
+from controller.records import decode_record, encode_record
+from wire.exceptions import DecodeError
+from wire.primitives import Message
+
+log = structlog.get_logger(__name__)
+
+# Entry: payload length u32, crc32c(term, offset, payload) u32, term u32, offset u64, payload.
+_ENTRY = struct.Struct(">IIIQ")
+MAX_ENTRY_BYTES = 8 * 1024 * 1024
+
+CommitListener = Callable[[int, Message], None]
+
+
+class NotControllerError(Exception):
+    """This node is not the active controller; the caller should retry elsewhere."""
+
+
+class MetadataQuorum(Protocol):
+    @property
+    def leader_id(self) -> int: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def end_offset(self) -> int:
+        """Offset the next committed record will get."""
+        ...
+
+    def is_leader(self) -> bool: ...
+
+    async def append(self, records: Sequence[Message]) -> int:
+        """Appends atomically; returns the offset of the last record once committed."""
+        ...
+
+    def add_listener(self, listener: CommitListener) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class LocalQuorum:
+    """A quorum of one voter: this node, always the leader of epoch 1."""
+
+    def __init__(self, node_id: int, directory: Path) -> None:
+        self.node_id = node_id
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / "metadata.journal"
+        self._records: list[Message] = []
+        self._listeners: list[CommitListener] = []
+        self._epoch = 1
+        valid_end = self._load()
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        size = os.fstat(self._fd).st_size
+        if size > valid_end:
+            log.warning("metadata_journal_truncated", path=str(self.path), bytes=size - valid_end)
+            os.ftruncate(self._fd, valid_end)
+            os.fsync(self._fd)
+        os.lseek(self._fd, valid_end, os.SEEK_SET)
+
+    def _load(self) -> int:
+        if not self.path.exists():
+            return 0
+        data = self.path.read_bytes()
+        pos = 0
+        while pos + _ENTRY.size <= len(data):
+            length, crc, term, offset = _ENTRY.unpack_from(data, pos)
+            end = pos + _ENTRY.size + length
+            if length > MAX_ENTRY_BYTES or end > len(data) or offset != len(self._records):
+                break
+            payload = data[pos + _ENTRY.size : end]
+            if crc32c.crc32c(data[pos + 8 : end]) != crc:
+                break
+            try:
+                self._records.append(decode_record(payload))
+            except DecodeError:
+                break
+            self._epoch = max(self._epoch, term)
+            pos = end
+        return pos
+
+    def replay(self) -> Iterator[tuple[int, Message]]:
+        """Every committed record, in order (for listeners added after start)."""
+        yield from enumerate(self._records)
+
+    @property
+    def leader_id(self) -> int:
+        return self.node_id
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def end_offset(self) -> int:
+        return len(self._records)
+
+    def is_leader(self) -> bool:
+        return True
+
+    def add_listener(self, listener: CommitListener) -> None:
+        self._listeners.append(listener)
+
+    async def append(self, records: Sequence[Message]) -> int:
+        out = bytearray()
+        base = len(self._records)
+        for i, record in enumerate(records):
+            payload = encode_record(record)
+            head = struct.pack(">IQ", self._epoch, base + i)
+            crc = crc32c.crc32c(head + payload)
+            out += struct.pack(">II", len(payload), crc) + head + payload
+        os.write(self._fd, out)
+        os.fsync(self._fd)
+        for i, record in enumerate(records):
+            self._records.append(record)
+            for listener in self._listeners:
+                listener(base + i, record)
+        return len(self._records) - 1
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

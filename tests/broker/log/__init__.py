@@ -1,0 +1,1 @@
+"""Tests of the Kafka-format log storage (broker/log)."""
