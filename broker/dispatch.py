@@ -42,6 +42,8 @@ class ApiEntry:
     min_version: int
     max_version: int
     handle: Handler
+    #: Builds a response giving every topic/partition of the request an error code.
+    error_response: Callable[[Any, ErrorCode], Message] | None = None
 
 
 @dataclass(slots=True)
@@ -63,7 +65,12 @@ def load_handlers(modules: list[ModuleType]) -> dict[int, ApiEntry]:
     table: dict[int, ApiEntry] = {}
     for module in modules:
         entry = ApiEntry(
-            module.API_KEY, module.__name__.rsplit(".", 1)[-1], module.MIN_VERSION, module.MAX_VERSION, module.handle
+            module.API_KEY,
+            module.__name__.rsplit(".", 1)[-1],
+            module.MIN_VERSION,
+            module.MAX_VERSION,
+            module.handle,
+            getattr(module, "error_response", None),
         )
         assert entry.api_key not in table, f"two handlers for api key {entry.api_key}"
         table[entry.api_key] = entry
@@ -115,7 +122,10 @@ class Dispatcher:
         except Exception:
             log.exception("request_failed", api=entry.name, api_version=pre.api_version,
                           client_id=request.header.client_id)
-            response = error_response(entry, request.body, pre.api_version)
+            if entry.error_response is not None:
+                response = entry.error_response(request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
+            else:
+                response = error_response(entry, request.body, pre.api_version)
             if response is None:
                 raise CloseConnection("handler failed", api=entry.name) from None
         finally:

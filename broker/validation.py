@@ -24,6 +24,8 @@ from wire.records import (
     validate_batch,
 )
 
+_KNOWN_CODECS = frozenset(int(c) for c in Compression)
+
 #: Kafka 3.9 defaults of message.timestamp.before.max.ms / after.max.ms.
 LONG_MAX = 2**63 - 1
 
@@ -104,8 +106,10 @@ def validate_produce(
             )
         if header.is_control:
             raise RecordValidationError(ErrorCode.INVALID_RECORD, "Clients may not write control batches")
-        if header.compression not in Compression.__members__.values():
-            raise RecordValidationError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "unknown compression codec")
+        if header.codec_id not in _KNOWN_CODECS:
+            raise RecordValidationError(
+                ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {header.codec_id}"
+            )
         if header.records_count != header.last_offset_delta + 1:
             raise RecordValidationError(
                 ErrorCode.INVALID_RECORD,

@@ -9,6 +9,7 @@ connection so the client notices, as Kafka does.
 
 from __future__ import annotations
 
+import structlog
 import trio
 
 from broker.dispatch import RequestContext
@@ -22,6 +23,8 @@ from wire.generated.api_000_produce import (
     ProduceResponsePartitionProduceResponse,
     ProduceResponseTopicProduceResponse,
 )
+
+log = structlog.get_logger(__name__)
 
 API_KEY = 0
 MIN_VERSION = 0
@@ -83,7 +86,14 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 p_resp.error_code = ErrorCode.UNKNOWN_PRODUCER_ID
                 failed = True
                 continue
-            info = partition.log.append_as_leader(validated.data, partition.leader_epoch, validated=True)
+            try:
+                info = partition.log.append_as_leader(validated.data, partition.leader_epoch, validated=True)
+            except OSError as ex:
+                # The write may have partly landed: never answer -1 (clients turn it into duplicates).
+                p_resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                log.error("append_failed", topic=topic.name, partition=pdata.index, error=str(ex))
+                failed = True
+                continue
             node.metrics.record_produce(validated.record_count, len(validated.data))
             p_resp.base_offset = info.first_offset
             p_resp.log_append_time_ms = validated.log_append_time_ms
@@ -125,3 +135,19 @@ async def _wait_for_replication(
         await rm.wait_for_change([p for p, _, _ in pending], deadline)
     for _, _, p_resp in pending:
         p_resp.error_code = ErrorCode.REQUEST_TIMED_OUT
+
+
+def error_response(request: ProduceRequest, code: ErrorCode) -> ProduceResponse:
+    """Every partition gets ``code`` (used when the handler failed before appending)."""
+    return ProduceResponse(
+        responses=[
+            ProduceResponseTopicProduceResponse(
+                name=t.name,
+                partition_responses=[
+                    ProduceResponsePartitionProduceResponse(index=p.index, error_code=code, base_offset=-1)
+                    for p in t.partition_data
+                ],
+            )
+            for t in request.topic_data
+        ]
+    )

@@ -132,3 +132,21 @@ def _read_all(
 
 
 
+
+
+def error_response(request: FetchRequest, code: ErrorCode) -> FetchResponse:
+    """Every partition gets ``code``."""
+    return FetchResponse(
+        error_code=code,
+        responses=[
+            FetchResponseFetchableTopicResponse(
+                topic=t.topic,
+                topic_id=t.topic_id,
+                partitions=[
+                    FetchResponsePartitionData(partition_index=p.partition, error_code=code, records=b"")
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.broker.broker_process import BrokerProcess
+from tests.broker.raw_client import RawClient
 from tests.shared import ROOT
 from wire.errors import ErrorCode
-from wire.frame import decode_response, encode_request
 from wire.generated.api_000_produce import (
     ProduceRequest,
     ProduceRequestPartitionProduceData,
@@ -29,40 +29,7 @@ from wire.generated.api_001_fetch import (
 )
 from wire.generated.api_003_metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
-from wire.primitives import Message
 from wire.records import NewRecord, build_batch, iter_records
-
-
-class RawClient:
-    def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.split(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=10)
-        self.corr = 0
-
-    def send(self, body: Message, version: int) -> None:
-        self.corr += 1
-        self.sock.sendall(encode_request(body, version, self.corr, "test"))
-
-    def receive(self, response_type: type[Message], version: int) -> Message:
-        size = struct.unpack(">i", self._exactly(4))[0]
-        _, body = decode_response(self._exactly(size), response_type, version)
-        return body
-
-    def call(self, body: Message, response_type: type[Message], version: int) -> Message:
-        self.send(body, version)
-        return self.receive(response_type, version)
-
-    def _exactly(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("closed")
-            out += chunk
-        return bytes(out)
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def assert_closed(sock: socket.socket) -> None:
