@@ -2,7 +2,14 @@
 
 ``cormorant serve [server.properties] [--override key=value ...]`` runs a node;
 ``cormorant topics ...`` administers topics over the Kafka protocol;
-``cormorant dump-log FILE`` prints a segment's batches like Kafka's dump-log tool.
+``cormorant groups ...`` lists, describes and deletes consumer groups and resets their offsets;
+``cormorant transactions ...`` lists and describes transactional ids;
+``cormorant dump-log FILE`` prints a segment's batches like Kafka's dump-log tool;
+``cormorant top`` shows a broker's metrics endpoint live in the terminal;
+``cormorant cluster up|down|status --dir D`` runs a local multi-node cluster;
+``cormorant metadata quorum|image --bootstrap-server H:P`` shows the metadata quorum and image;
+``cormorant pipeline demo`` runs the reference Spark pipeline and checks its totals;
+``cormorant archive`` / ``cormorant replay`` export a topic range to Parquet and back (PySpark).
 Configuration errors print one line naming the key and exit with status 2.
 """
 
@@ -62,10 +69,61 @@ def _dump_log(args: argparse.Namespace) -> int:
     return dump_log(Path(args.file), deep=args.deep_iteration, out=sys.stdout)
 
 
+def _groups(args: argparse.Namespace) -> int:
+    from broker.tools.groups import run_groups
+
+    return run_groups(args)
+
+
+def _transactions(args: argparse.Namespace) -> int:
+    from broker.tools.transactions import run_transactions
+
+    return run_transactions(args)
+
+
 def _topics(args: argparse.Namespace) -> int:
     from broker.tools.topics import run_topics
 
     return run_topics(args)
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    from broker.tools.cluster import run_cluster
+
+    return run_cluster(args)
+
+
+def _metadata(args: argparse.Namespace) -> int:
+    from broker.tools.metadata import run_metadata
+
+    return run_metadata(args)
+
+
+def _top(args: argparse.Namespace) -> int:
+    from broker.tools.top import run_top
+
+    if args.interval <= 0:
+        print("cormorant top: --interval must be positive", file=sys.stderr)
+        return EXIT_CONFIG
+    return run_top(args.metrics_url, args.interval, args.once)
+
+
+def _pipeline(args: argparse.Namespace) -> int:
+    from broker.tools.pipeline import run_pipeline
+
+    return run_pipeline(args)
+
+
+def _archive(args: argparse.Namespace) -> int:
+    from broker.tools.archive import run_archive
+
+    return run_archive(args)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from broker.tools.archive import run_replay
+
+    return run_replay(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,6 +159,55 @@ def build_parser() -> argparse.ArgumentParser:
     alter.add_argument("--set", action="append", metavar="KEY=VALUE", default=[])
     alter.add_argument("--delete", action="append", metavar="KEY", default=[])
     topics.set_defaults(func=_topics)
+
+    from broker.tools.groups import add_parser as add_groups_parser
+
+    add_groups_parser(sub).set_defaults(func=_groups)
+
+    from broker.tools.transactions import add_parser as add_transactions_parser
+
+    add_transactions_parser(sub).set_defaults(func=_transactions)
+
+    top = sub.add_parser("top", help="live view of a broker's metrics endpoint")
+    top.add_argument("--metrics-url", default="http://127.0.0.1:9464/metrics", help="the broker's /metrics URL")
+    top.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+    top.add_argument("--once", action="store_true", help="print one frame and exit")
+    top.set_defaults(func=_top)
+
+    cluster = sub.add_parser("cluster", help="start and stop a local multi-node cluster")
+    csub = cluster.add_subparsers(dest="action", required=True)
+    cluster_up = csub.add_parser("up", help="start the cluster in --dir (create it first if needed)")
+    cluster_up.add_argument("--dir", required=True, help="directory for the nodes' configs, data and logs")
+    cluster_up.add_argument("--nodes", type=int, default=3, help="number of nodes (for a new cluster)")
+    cluster_up.add_argument("--controllers", type=int, default=None,
+                            help="how many nodes are also controllers (default: up to 3)")
+    cluster_up.add_argument("--override", action="append", metavar="KEY=VALUE",
+                            help="a setting for every node (for a new cluster)")
+    cluster_down = csub.add_parser("down", help="stop every node of the cluster in --dir")
+    cluster_down.add_argument("--dir", required=True)
+    cluster_down.add_argument("--timeout", type=float, default=30.0, help="seconds before SIGKILL")
+    cluster_status = csub.add_parser("status", help="which nodes of --dir are running")
+    cluster_status.add_argument("--dir", required=True)
+    cluster.set_defaults(func=_cluster)
+
+    metadata = sub.add_parser("metadata", help="the metadata quorum and image, asked of any broker")
+    metadata.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    metadata.add_argument("--json", action="store_true", help="print one JSON object")
+    metadata.add_argument("action", choices=("quorum", "image"))
+    metadata.set_defaults(func=_metadata)
+
+    from broker.tools.archive import add_archive_arguments, add_replay_arguments
+    from broker.tools.pipeline import add_arguments as add_pipeline_arguments
+
+    pipeline = sub.add_parser("pipeline", help="the reference Spark Structured Streaming pipeline")
+    add_pipeline_arguments(pipeline)
+    pipeline.set_defaults(func=_pipeline)
+    archive = sub.add_parser("archive", help="export a topic (or a time range of it) to Parquet with PySpark")
+    add_archive_arguments(archive)
+    archive.set_defaults(func=_archive)
+    replay = sub.add_parser("replay", help="write an archive back to a topic, in order, timestamps kept")
+    add_replay_arguments(replay)
+    replay.set_defaults(func=_replay)
     return parser
 
 

@@ -706,7 +706,7 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
     *_group("Consumer groups and offsets", [
         _key("offsets.topic.num.partitions", INT, "50", "Partitions of __consumer_offsets.", AT_LEAST_1),
         _key("offsets.topic.replication.factor", SHORT, "3",
-             "Replication factor of __consumer_offsets; creation waits until that many brokers exist.", AT_LEAST_1),
+             "Replication factor of __consumer_offsets; lowered (with a warning) to the live brokers when it is created.", AT_LEAST_1),
         _key("offsets.topic.segment.bytes", INT, "104857600", "Segment size of __consumer_offsets.", AT_LEAST_1),
         _key("offsets.retention.minutes", INT, "10080",
              "How long committed offsets of an empty group are kept.", AT_LEAST_1),
@@ -748,6 +748,13 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
              Check(_check_host_port, "host:port, or empty"), cormorant_only=True),
         _key("log.format", STRING, "console", "Format of Cormorant's own log lines.", OneOf(("console", "json")),
              cormorant_only=True),
+        _key("metrics.enabled", BOOLEAN, "true",
+             "Record metrics (docs/metrics.md); false also turns off the scrape endpoint and OTLP metric export.",
+             cormorant_only=True),
+        _key("tracing.sampling.ratio", DOUBLE, "0.0",
+             "Fraction of produce, fetch, group and transaction requests traced with OpenTelemetry spans; "
+             "0 turns tracing off. Spans are exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.",
+             Range(min=0.0, max=1.0), cormorant_only=True),
     ]),
 ]  # fmt: skip
 
@@ -1337,6 +1344,8 @@ class BrokerConfig:
 
     metrics_listener: HostPort | None
     log_format: str
+    metrics_enabled: bool
+    tracing_sampling_ratio: float
 
     raw: Mapping[str, str] = field(hash=False)
     """Every key given (file then overrides), with its original string."""
@@ -1952,6 +1961,8 @@ def build_config(raw: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
         ),
         metrics_listener=_parse_host_port("metrics.listener", values.str_of("metrics.listener")),
         log_format=values.str_of("log.format"),
+        metrics_enabled=values.bool_of("metrics.enabled"),
+        tracing_sampling_ratio=values.float_of("tracing.sampling.ratio"),
         raw=MappingProxyType(dict(raw)),
         values=MappingProxyType(parsed),
     )

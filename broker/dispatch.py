@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.network import CloseConnection, ConnectionInfo
+from broker.response_errors import BrokerErrorLog, error_codes
 from wire.errors import ErrorCode
 from wire.exceptions import DecodeError, UnsupportedVersionError
 from wire.frame import EncodedFrame, decode_request, encode_response, peek_request
@@ -82,6 +83,7 @@ class Dispatcher:
         self.node = node
         self.apis = apis
         self.limits = limits
+        self.error_log = BrokerErrorLog()
 
     def api_versions(self) -> list[ApiVersionsResponseApiVersion]:
         return [
@@ -90,12 +92,16 @@ class Dispatcher:
         ]
 
     async def handle(self, conn: ConnectionInfo, frame: bytearray) -> EncodedFrame | None:
+        metrics = self.node.metrics
+        metrics.request_received(len(frame) + 4)
         try:
             pre = peek_request(frame)
         except DecodeError as ex:
+            metrics.decode_failure("short_header")
             raise CloseConnection("request shorter than its header", size=len(frame)) from ex
         entry = self.apis.get(pre.api_key)
         if entry is None:
+            metrics.decode_failure("unknown_api")
             raise CloseConnection("unknown or unsupported api key", api_key=pre.api_key, api_version=pre.api_version)
         if not entry.min_version <= pre.api_version <= entry.max_version:
             if pre.api_key == API_VERSIONS:
@@ -106,20 +112,28 @@ class Dispatcher:
                         api_key=API_VERSIONS, min_version=entry.min_version, max_version=entry.max_version)],
                 )
                 return encode_response(body, 0, pre.correlation_id)
+            metrics.decode_failure("unsupported_version")
             raise CloseConnection("unsupported api version", api=entry.name, api_version=pre.api_version)
         try:
             request = decode_request(frame, self.limits)
         except DecodeError as ex:
+            metrics.decode_failure("malformed")
             raise CloseConnection("malformed request", api=entry.name, api_version=pre.api_version,
                                   error=ex.reason, offset=ex.offset) from ex
         ctx = RequestContext(self.node, conn, request.header)
+        tracing = self.node.tracing
+        span = tracing.start_request(pre.api_key, pre.api_version, request.header.client_id,
+                                     (conn.peer_host, conn.peer_port), request.body) if tracing.active else None
+        response: Message | None = None
+        failure: Exception | None = None
         started = time.perf_counter()
-        self.node.metrics.request_started()
+        metrics.request_started()
         try:
             response = await entry.handle(ctx, request.body)
         except CloseConnection:
             raise
-        except Exception:
+        except Exception as ex:
+            failure = ex
             log.exception("request_failed", api=entry.name, api_version=pre.api_version,
                           client_id=request.header.client_id)
             if entry.error_response is not None:
@@ -129,14 +143,32 @@ class Dispatcher:
             if response is None:
                 raise CloseConnection("handler failed", api=entry.name) from None
         finally:
-            self.node.metrics.record_request(entry.api_key, time.perf_counter() - started)
+            metrics.record_request(entry.api_key, time.perf_counter() - started)
+            codes = error_codes(response) if response is not None else []
+            if codes:
+                metrics.record_errors(entry.api_key, codes)
+                self.error_log.report(
+                    _api_name(entry.api_key), entry.api_key, pre.api_version, request.header.client_id,
+                    f"{conn.peer_host}:{conn.peer_port}", request.body, response, codes,
+                    skip=ErrorCode.UNKNOWN_SERVER_ERROR if failure is not None else None,
+                )
+            if span is not None:
+                tracing.end_request(span, codes, failure)
         if response is None:
             return None
         try:
-            return encode_response(response, pre.api_version, pre.correlation_id)
+            encoded = encode_response(response, pre.api_version, pre.correlation_id)
         except (UnsupportedVersionError, ValueError) as ex:
             log.error("response_encoding_failed", api=entry.name, api_version=pre.api_version, error=str(ex))
             raise CloseConnection("response encoding failed", api=entry.name) from ex
+        metrics.response_sent(encoded.size)
+        return encoded
+
+
+def _api_name(api_key: int) -> str:
+    from wire.generated.registry import API_SPECS
+
+    return API_SPECS[api_key].name
 
 
 def error_response(entry: ApiEntry, request: Message, version: int) -> Message | None:

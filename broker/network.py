@@ -97,6 +97,7 @@ class Listener:
         handler: RequestHandler,
         limits: NetworkLimits,
         on_connection_change: Callable[[int], None] | None = None,
+        on_protocol_error: Callable[[str], None] | None = None,
     ) -> None:
         self.name = name
         self.security_protocol = security_protocol
@@ -109,6 +110,7 @@ class Listener:
         self._open = 0
         self._cancel = trio.CancelScope()
         self._on_connection_change = on_connection_change
+        self._on_protocol_error = on_protocol_error
         self._connections: set[trio.CancelScope] = set()
         self._draining = False
         self._sockets: list[trio.SocketListener] = []
@@ -158,7 +160,7 @@ class Listener:
         self._connections.add(scope)
         try:
             with scope:
-                await Connection(stream, info, self.handler, self.limits).run()
+                await Connection(stream, info, self.handler, self.limits, self._on_protocol_error).run()
         finally:
             self._connections.discard(scope)
             self._open -= 1
@@ -170,9 +172,15 @@ class Listener:
 
 class Connection:
     def __init__(
-        self, stream: trio.SocketStream, info: ConnectionInfo, handler: RequestHandler, limits: NetworkLimits
+        self,
+        stream: trio.SocketStream,
+        info: ConnectionInfo,
+        handler: RequestHandler,
+        limits: NetworkLimits,
+        on_protocol_error: Callable[[str], None] | None = None,
     ) -> None:
         self.stream = stream
+        self._on_protocol_error = on_protocol_error
         self.sock = stream.socket
         self.info = info
         self.handler = handler
@@ -236,6 +244,8 @@ class Connection:
             self._touch()
             (size,) = _SIZE.unpack(head)
             if size < 0 or size > self.limits.max_frame_bytes:
+                if self._on_protocol_error:
+                    self._on_protocol_error("frame_size")
                 raise CloseConnection("frame size out of range", size=size, limit=self.limits.max_frame_bytes)
             frame = await self._read_frame(size)
             self._touch()

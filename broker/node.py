@@ -20,15 +20,25 @@ from typing import Any
 import structlog
 import trio
 
+from broker.cluster_mode import ClusterMode, QuorumHandle, quorum_cluster_id
 from broker.config import BrokerConfig, ConfigError, SecurityProtocol, TopicConfig
+from broker.controller_channel import RemoteController
+from broker.coordinator import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, CoordinatorLookup
 from broker.dispatch import Dispatcher, load_handlers
+from broker.group.coordinator import GroupCoordinator
 from broker.handlers import all_handlers
+from broker.log.clean_records import LastRecord
+from broker.log.cleaner import CleanerConfig, CleanerStats, LogCleaner
 from broker.log.config import LogConfig
 from broker.log.files import TopicPartition
 from broker.log.manager import LogManager
-from broker.metrics import BrokerMetrics
+from broker.log.producer_state import ProducerStateConfig
+from broker.metrics import BrokerMetrics, DisabledMetrics
 from broker.network import Listener, NetworkLimits
 from broker.replica_manager import Partition, ReplicaManager
+from broker.telemetry import Telemetry, TimedQuorum
+from broker.tracing import Tracing
+from broker.transaction.coordinator import TransactionCoordinator
 from broker.validation import TimestampPolicy
 from controller.image import Endpoint, MetadataImage
 from controller.quorum import LocalQuorum
@@ -77,6 +87,22 @@ def log_config_from(tc: TopicConfig) -> LogConfig:
         max_message_bytes=tc.max_message_bytes,
         message_timestamp_type="LogAppendTime" if tc.message_timestamp_type == "LogAppendTime" else "CreateTime",
         cleanup_policy=frozenset(tc.cleanup_policy),
+        delete_retention_ms=tc.delete_retention_ms,
+        min_cleanable_dirty_ratio=tc.min_cleanable_dirty_ratio,
+        min_compaction_lag_ms=tc.min_compaction_lag_ms,
+        max_compaction_lag_ms=tc.max_compaction_lag_ms,
+    )
+
+
+def cleaner_config_from(config: BrokerConfig) -> CleanerConfig:
+    return CleanerConfig(
+        enable=config.log_cleaner_enable,
+        threads=config.log_cleaner_threads,
+        backoff_ms=config.log_cleaner_backoff_ms,
+        dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+        dedupe_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+        io_buffer_size=config.log_cleaner_io_buffer_size,
+        io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
     )
 
 
@@ -91,24 +117,39 @@ class BrokerNode:
         self.node_id = config.node_id
         self.clock_ms = clock_ms
         self.rng = rng or random.Random()
-        self.metrics = BrokerMetrics()
+        self.metrics = BrokerMetrics() if config.metrics_enabled else DisabledMetrics()
+        self.tracing = Tracing(None)
+        self.telemetry: Telemetry | None = None
+        self.metrics_url: str | None = None
         self.cluster_id = ""
         self.dispatcher = Dispatcher(self, load_handlers(all_handlers()), DecodeLimits())
         self.listeners: list[Listener] = []
         self._topic_configs: dict[tuple[str, frozenset[tuple[str, str]]], TopicConfig] = {}
         self._shutdown = trio.Event()
         self._broker_epoch = -1
+        #: FindCoordinator key type -> the coordinator answering it (group: 0, transaction: 1).
+        self.coordinators: dict[int, CoordinatorLookup] = {}
         # Set up in start():
         self.log_manager: LogManager
-        self.quorum: LocalQuorum
-        self.controller: Controller
+        self.quorum: LocalQuorum | QuorumHandle
+        self.controller: Controller | RemoteController
+        #: The roles of a multi-node cluster (controller.quorum.voters set); None for a single node.
+        self.cluster: ClusterMode | None = None
         self.replica_manager: ReplicaManager
+        self.log_cleaner: LogCleaner
+        self.group_coordinator: GroupCoordinator
+        self.transaction_coordinator: TransactionCoordinator
 
     # ------------------------------------------------------------ views for handlers
 
     @property
     def image(self) -> MetadataImage:
         return self.controller.image
+
+    @property
+    def broker_epoch(self) -> int:
+        """This broker's registration epoch (-1 until registered)."""
+        return self._broker_epoch
 
     def controller_id_for_clients(self) -> int:
         # KRaft brokers report themselves (clients cannot reach controllers directly).
@@ -170,7 +211,8 @@ class BrokerNode:
         configured = self.config.cluster_id
         if configured and cluster_ids and configured not in cluster_ids:
             raise ConfigError("cluster.id", f"cluster.id {configured} does not match the log dirs' {cluster_ids.pop()}")
-        self.cluster_id = configured or (cluster_ids.pop() if cluster_ids else new_cluster_id(self.rng))
+        self.cluster_id = configured or (
+            cluster_ids.pop() if cluster_ids else quorum_cluster_id(self.config) or new_cluster_id(self.rng))
         for d in self.config.log_dirs:
             meta = d / META_PROPERTIES
             if not meta.exists():
@@ -199,24 +241,49 @@ class BrokerNode:
         self.log_manager = LogManager(
             list(self.config.log_dirs), log_config_from(TopicConfig.resolve(self.config, {})), self.clock_ms
         )
-        self.quorum = LocalQuorum(self.node_id, self.config.log_dirs[0] / METADATA_DIR)
-        self.controller = Controller(
-            self.node_id,
-            self.quorum,
-            ControllerSettings(self.config.num_partitions, self.config.default_replication_factor),
-            self.validate_topic_configs,
-            self.rng,
-        )
-        self.controller.replay(list(self.quorum.replay()))
+        self.metrics.log_recovered(time.monotonic() - started)
+        if self.config.controller_quorum_voters:
+            self.cluster = ClusterMode(self)
+            self.quorum, self.controller = self.cluster.quorum, self.cluster.remote
+        else:
+            self.quorum = LocalQuorum(self.node_id, self.config.log_dirs[0] / METADATA_DIR)
+            self.controller = Controller(
+                self.node_id,
+                TimedQuorum(self.quorum, self.metrics),
+                ControllerSettings(self.config.num_partitions, self.config.default_replication_factor),
+                self.validate_topic_configs,
+                self.rng,
+            )
+            self.controller.replay(list(self.quorum.replay()))
         self.replica_manager = ReplicaManager(
             self.node_id,
             self.log_manager,
             self.log_config_for,
             {(tp.topic, tp.partition): hw for tp, hw in self.log_manager.read_high_watermarks().items()},
+            producer_state_config=ProducerStateConfig(self.config.producer_id_expiration_ms),
+            clock_ms=self.clock_ms,
         )
         self.replica_manager.apply_image(self.controller.image)
         self.controller.add_image_listener(self.replica_manager.apply_image)
+        self.log_cleaner = LogCleaner(
+            self.log_manager,
+            cleaner_config_from(self.config),
+            self.clock_ms,
+            last_stable_offset_of=self._last_stable_offset_of,
+            active_producers_of=self._active_producers_of,
+            on_cleaned=self._log_cleaned,
+        )
+        self.group_coordinator = GroupCoordinator(self)
+        self.coordinators[KEY_TYPE_GROUP] = self.group_coordinator
+        self.group_coordinator.on_image(self.controller.image)
+        self.controller.add_image_listener(self.group_coordinator.on_image)
+        self.transaction_coordinator = TransactionCoordinator(self)
+        self.coordinators[KEY_TYPE_TRANSACTION] = self.transaction_coordinator
+        self.transaction_coordinator.on_image(self.controller.image)
+        self.controller.add_image_listener(self.transaction_coordinator.on_image)
         await self.controller.bootstrap()
+        self.telemetry = telemetry = Telemetry(self)
+        self.tracing = telemetry.tracing
 
         limits = NetworkLimits(
             max_frame_bytes=self.config.socket_request_max_bytes,
@@ -226,16 +293,25 @@ class BrokerNode:
         broker_listeners = [
             lst for lst in self.config.listeners if lst.name not in self.config.controller_listener_names
         ] or list(self.config.listeners)
+        if self.cluster is not None:
+            broker_listeners = self.cluster.broker_listeners()
         for lst in broker_listeners:
             if lst.security_protocol not in (SecurityProtocol.PLAINTEXT,):
                 raise ConfigError("listeners", f"security protocol {lst.security_protocol.name} is not supported yet")
             self.listeners.append(
                 Listener(lst.name, lst.security_protocol.name, lst.host or "0.0.0.0", lst.port,
-                         self.dispatcher, limits, self.metrics.connection_change)
+                         self.dispatcher, limits, self.metrics.connection_callback(lst.name),
+                         self.metrics.decode_failure)
             )
         async with trio.open_nursery() as nursery:
+            await nursery.start(self.group_coordinator.run)
+            await nursery.start(self.transaction_coordinator.run)
+            if self.cluster is not None:
+                await nursery.start(self.cluster.run)
             for listener in self.listeners:
                 await listener.bind()
+            self.metrics_url = await telemetry.bind()
+            nursery.start_soon(telemetry.run)
             self._broker_epoch = await self.controller.register_broker(
                 self.node_id, self._advertised_endpoints(), self.config.broker_rack
             )
@@ -248,8 +324,12 @@ class BrokerNode:
             task_status.started(names)
             await self._shutdown.wait()
             log.info("broker_stopping", node_id=self.node_id)
+            if self.cluster is not None:
+                await self.cluster.controlled_shutdown()
             for listener in self.listeners:
                 listener.stop_accepting()
+            self.group_coordinator.close()  # waiting JoinGroup/SyncGroup requests are answered
+            self.transaction_coordinator.close()
             with trio.move_on_after(SHUTDOWN_GRACE_S):
                 await self._wait_connections_idle()
             for listener in self.listeners:
@@ -264,13 +344,30 @@ class BrokerNode:
 
     def _close(self) -> None:
         self._write_high_watermarks()
+        self.replica_manager.take_producer_snapshots()
         self.log_manager.close(self._broker_epoch)
         self.quorum.close()
+        if self.telemetry is not None:
+            self.telemetry.shutdown()
         log.info("broker_stopped", node_id=self.node_id)
 
     def _high_watermark_of(self, tp: TopicPartition) -> int | None:
         p = self.replica_manager.get(tp.topic, tp.partition)
         return None if p is None else p.high_watermark
+
+    def _last_stable_offset_of(self, tp: TopicPartition) -> int | None:
+        p = self.replica_manager.get(tp.topic, tp.partition)
+        return None if p is None else p.last_stable_offset
+
+    def _active_producers_of(self, tp: TopicPartition) -> dict[int, LastRecord] | None:
+        p = self.replica_manager.get(tp.topic, tp.partition)
+        if p is None:
+            return None
+        return {pid: LastRecord(last, epoch) for pid, (last, epoch) in p.producer_state.last_records().items()}
+
+    def _log_cleaned(self, stats: CleanerStats) -> None:
+        if stats.completed:
+            self.metrics.compaction_finished(stats.duration_ms / 1000, stats.bytes_read - stats.bytes_written)
 
     def _write_high_watermarks(self) -> None:
         self.log_manager.write_high_watermarks(
@@ -285,6 +382,8 @@ class BrokerNode:
             nursery.start_soon(self._signals)
             nursery.start_soon(self._retention_loop)
             nursery.start_soon(self._checkpoint_loop)
+            nursery.start_soon(self._producer_expiration_loop)
+            nursery.start_soon(self.log_cleaner.run)
 
     async def _signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -297,6 +396,7 @@ class BrokerNode:
         while True:
             await trio.sleep(interval)
             deleted = self.log_manager.apply_retention(self.clock_ms(), self._high_watermark_of)
+            self.metrics.retention_deleted(deleted)
             if deleted:
                 log.info("retention_applied", segments_deleted=deleted)
 
@@ -307,14 +407,25 @@ class BrokerNode:
             await trio.sleep(interval)
             self._write_high_watermarks()
             self.log_manager.checkpoint_all()
+            flushed_before = sum(plog.recovery_point for plog in self.log_manager.logs.values())
+            flush_started = time.perf_counter()
             self.log_manager.flush_dirty_logs(self.clock_ms())
+            if sum(plog.recovery_point for plog in self.log_manager.logs.values()) != flushed_before:
+                self.metrics.log_flushed(time.perf_counter() - flush_started)
+
+
+    async def _producer_expiration_loop(self) -> None:
+        while True:
+            await trio.sleep(self.config.producer_id_expiration_check_interval_ms / 1000)
+            self.replica_manager.remove_expired_producers(self.clock_ms())
 
 
 async def serve(config: BrokerConfig) -> None:
     node = BrokerNode(config)
     async with trio.open_nursery() as nursery:
         names = await nursery.start(node.run)
-        print(f"cormorant ready listeners={','.join(names)} node_id={config.node_id} cluster_id={node.cluster_id}",
-              flush=True)
+        metrics = f" metrics={node.metrics_url}" if node.metrics_url else ""
+        print(f"cormorant ready listeners={','.join(names)} node_id={config.node_id} cluster_id={node.cluster_id}"
+              f"{metrics}", flush=True)
         del names
 

@@ -8,6 +8,7 @@ away when the metadata image says so (:meth:`ReplicaManager.apply_image`).
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,9 +19,14 @@ import trio
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.log.partition_log import PartitionLog
+from broker.log.producer_state import ProducerStateConfig, ProducerStateManager
 from controller.image import MetadataImage, PartitionImage
 
 log = structlog.get_logger(__name__)
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 @dataclass(eq=False, slots=True)
@@ -35,6 +41,8 @@ class Partition:
     partition_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    #: Idempotent and transactional producers of this partition (dedup, LSO, aborted txns).
+    producer_state: ProducerStateManager
     high_watermark: int = 0
     #: Log end offsets of the followers (replication fills these in).
     follower_end_offsets: dict[int, int] = field(default_factory=dict)
@@ -51,8 +59,9 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        # No transactions yet: everything below the high watermark is stable.
-        return self.high_watermark
+        """read_committed consumers stop here: before the first open transaction, or the
+        first one whose marker is not yet below the high watermark."""
+        return self.producer_state.last_stable_offset(self.high_watermark)
 
     def wake(self) -> None:
         for event in self.waiters:
@@ -67,8 +76,13 @@ class ReplicaManager:
         log_manager: LogManager,
         log_config_for: Callable[[MetadataImage, str], LogConfig],
         checkpointed_high_watermarks: Mapping[tuple[str, int], int],
+        *,
+        producer_state_config: ProducerStateConfig | None = None,
+        clock_ms: Callable[[], int] | None = None,
     ) -> None:
         self.node_id = node_id
+        self.producer_state_config = producer_state_config or ProducerStateConfig()
+        self.clock_ms = clock_ms or _wall_clock_ms
         self.log_manager = log_manager
         self.log_config_for = log_config_for
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -113,6 +127,7 @@ class ReplicaManager:
             partition_epoch=part.partition_epoch,
             replicas=part.replicas,
             isr=part.isr,
+            producer_state=ProducerStateManager.load(plog, self.producer_state_config, self.clock_ms),
             high_watermark=max(hw, plog.log_start_offset),
         )
         self.partitions[(topic, part.partition)] = p
@@ -167,6 +182,17 @@ class ReplicaManager:
 
     def high_watermarks(self) -> dict[tuple[str, int], int]:
         return {key: p.high_watermark for key, p in self.partitions.items()}
+
+    # ------------------------------------------------------------ producer state
+
+    def remove_expired_producers(self, now_ms: int) -> None:
+        for p in self.partitions.values():
+            p.producer_state.remove_expired_producers(now_ms)
+
+    def take_producer_snapshots(self) -> None:
+        """Snapshot every partition's producer state at its log end (clean shutdown)."""
+        for p in self.partitions.values():
+            p.producer_state.take_snapshot()
 
     # ------------------------------------------------------------ waiting
 

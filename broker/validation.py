@@ -7,6 +7,7 @@ failure is a :class:`RecordValidationError` carrying the Kafka error code.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from broker.log.config import LogConfig
@@ -31,10 +32,15 @@ LONG_MAX = 2**63 - 1
 
 
 class RecordValidationError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    """``record_errors`` are Produce's per-record errors: (index of the record in its batch, message)."""
+
+    def __init__(
+        self, code: ErrorCode, message: str, record_errors: Sequence[tuple[int, str]] = ()
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.record_errors = list(record_errors)
 
 
 @dataclass(slots=True)
@@ -60,8 +66,11 @@ def validate_produce(
     now_ms: int,
     timestamps: TimestampPolicy,
     max_decompressed_bytes: int = 64 * 1024 * 1024,
+    topic_partition: str = "",
 ) -> ValidatedRecords:
-    """Validates one partition's record data from a Produce request."""
+    """Validates one partition's record data from a Produce request.
+
+    ``topic_partition`` names the partition in per-record error messages."""
     data = bytearray(records)
     if not data:
         raise RecordValidationError(ErrorCode.INVALID_RECORD, "Produce request carries no record batch")
@@ -106,6 +115,11 @@ def validate_produce(
             )
         if header.is_control:
             raise RecordValidationError(ErrorCode.INVALID_RECORD, "Clients may not write control batches")
+        if header.producer_id >= 0 and header.base_sequence < 0:
+            raise RecordValidationError(
+                ErrorCode.INVALID_RECORD,
+                f"Invalid sequence number {header.base_sequence} in record batch with producerId {header.producer_id}",
+            )
         if header.codec_id not in _KNOWN_CODECS:
             raise RecordValidationError(
                 ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {header.codec_id}"
@@ -121,6 +135,8 @@ def validate_produce(
             )
         if header.compression == Compression.NONE:
             _check_records(data, pos, header)
+        if config.compact_enabled:
+            _check_keys(data, pos, topic_partition, max_decompressed_bytes)
         if not config.log_append_time:
             _check_timestamp(header.max_timestamp, now_ms, timestamps)
         total += header.records_count
@@ -145,6 +161,28 @@ def _check_records(data: bytearray, pos: int, header: RecordBatchHeader) -> None
     if count != header.records_count:
         raise RecordValidationError(
             ErrorCode.INVALID_RECORD, f"batch declares {header.records_count} records but holds {count}"
+        )
+
+
+def _check_keys(data: bytearray, pos: int, topic_partition: str, max_decompressed_bytes: int) -> None:
+    """Compaction keeps the latest record per key, so a compacted topic refuses keyless
+    records (Kafka's LogValidator.validateKey); compressed batches are inflated for it."""
+    errors = []
+    try:
+        for index, record in enumerate(iter_records(data, pos, max_decompressed_bytes, verify_crc=False)):
+            if record.key is None:
+                errors.append(
+                    (index, f"Compacted topic cannot accept message without key in topic partition {topic_partition}.")
+                )
+    except DecodeError as ex:
+        raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, str(ex)) from ex
+    if errors:
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"One or more records have been rejected due to {len(errors)} record errors in total, "
+            f"and only showing the first three errors at most: [{shown}]",
+            errors,
         )
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_tests.harness import settings
+from compat_tests.harness import matrix, settings
 from compat_tests.harness.broker import Broker, make_broker
 from compat_tests.harness.drivers import Driver, Unsupported
 from compat_tests.harness.scenario import get_driver
@@ -24,6 +24,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # kafka-python 3.0.12 loads its schemas with importlib.resources' legacy functions.
     for message in ("read_text is deprecated", "open_text is deprecated"):
         config.addinivalue_line("filterwarnings", f"ignore:{message}:DeprecationWarning")
+    matrix.register(config)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -33,8 +34,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_report_header() -> list[str]:
-    idem = "client defaults" if settings.idempotence_defaults() else "off (explicitly)"
-    return [f"compat target: {settings.target()}; producer idempotence: {idem}"]
+    return [f"compat target: {settings.target()}; producers keep their idempotence defaults"]
 
 
 @pytest.hookimpl(hookwrapper=True)

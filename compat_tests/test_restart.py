@@ -12,7 +12,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from compat_tests.harness import settings
 from compat_tests.harness.broker import Broker
 from compat_tests.harness.drivers import Record
 from compat_tests.harness.quirks import needs_persistent_storage
@@ -85,17 +84,16 @@ def _stream(bootstrap: str, topic: str, log: StreamLog, stop: threading.Event) -
     """Send unique values continuously with acks=all until ``stop`` (bounded in count)."""
     from confluent_kafka import Producer
 
-    idempotent = settings.idempotence_defaults()
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
             "client.id": "compat-kill-stream",
             "acks": "all",
             "linger.ms": 2,
-            # Without idempotence a retried request may be appended twice (as with Kafka),
-            # so the stream does not retry: every record is then in the log at most once.
-            "enable.idempotence": idempotent,
-            "retries": 2_147_483_647 if idempotent else 0,
+            # Idempotent, retrying without bound: a request retried after the kill is
+            # deduplicated by the broker from its recovered producer state.
+            "enable.idempotence": True,
+            "retries": 2_147_483_647,
             "request.timeout.ms": 5000,
             "message.timeout.ms": 15000,
             "reconnect.backoff.ms": 50,

@@ -3,8 +3,9 @@
 :class:`MetadataQuorum` is what the controller and brokers see: append records
 (on the active controller), learn of committed ones. :class:`LocalQuorum` is the
 one-voter quorum of a single-node cluster: its journal is a file of checksummed
-entries, fsynced before an append counts as committed, replayed on start. A
-multi-voter Raft implementation provides the same interface.
+entries, fsynced before an append counts as committed, replayed on start.
+:class:`controller.raft.RaftQuorum` is the replicated implementation (one, three
+or five voters).
 """
 
 from __future__ import annotations
@@ -33,6 +34,14 @@ CommitListener = Callable[[int, Message], None]
 
 class NotControllerError(Exception):
     """This node is not the active controller; the caller should retry elsewhere."""
+
+
+class StaleWriteError(NotControllerError):
+    """A write validated against an image another write overtook; nothing was written."""
+
+
+class QuorumTimeoutError(Exception):
+    """An append was neither committed nor refused in time; it may still commit."""
 
 
 class MetadataQuorum(Protocol):

@@ -4,6 +4,11 @@ It owns topics, partitions, leadership, ISR, broker registrations and dynamic
 configs. Every change is a list of metadata records appended to the quorum;
 nothing changes until they are committed and applied by :mod:`controller.state`.
 Validation mirrors Kafka's ReplicationControlManager and ConfigurationControlManager.
+
+Writes are serialized by one lock and validated against the image as of the
+quorum's end, so each sees every earlier write. On a replicated quorum only the
+active controller writes: the others raise :class:`NotControllerError`, which
+the Kafka APIs answer with NOT_CONTROLLER (41).
 """
 
 from __future__ import annotations
@@ -13,12 +18,13 @@ import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import structlog
 import trio
 
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
-from controller.quorum import MetadataQuorum
+from controller.quorum import MetadataQuorum, NotControllerError
 from controller.state import apply
 from wire.errors import ErrorCode
 from wire.generated.metadata.rec_000_register_broker_record import (
@@ -42,6 +48,8 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 METADATA_VERSION_LEVEL = 21
 PRODUCER_ID_BLOCK_SIZE = 1000
 
+_T = TypeVar("_T")
+
 #: Validates topic configs; returns (config name, message) of the first bad one, or None.
 TopicConfigValidator = Callable[[Mapping[str, str]], tuple[str, str] | None]
 
@@ -50,6 +58,8 @@ TopicConfigValidator = Callable[[Mapping[str, str]], tuple[str, str] | None]
 class ControllerSettings:
     num_partitions: int = 1
     default_replication_factor: int = 1
+    #: Broker default; a topic's ``unclean.leader.election.enable`` overrides it.
+    unclean_leader_election_enable: bool = False
 
 
 @dataclass(slots=True)
@@ -119,15 +129,39 @@ class Controller:
     def add_image_listener(self, listener: Callable[[MetadataImage], None]) -> None:
         self._listeners.append(listener)
 
+    def reset_image(self, image: MetadataImage) -> None:
+        """The quorum replaced the applied state with a snapshot."""
+        self.image = image
+        for listener in self._listeners:
+            listener(self.image)
+
+    def require_active(self) -> None:
+        if not self.quorum.is_leader():
+            raise NotControllerError(f"node {self.node_id} is not the active controller")
+
     async def _write(self, records: list[Message]) -> None:
         if records:
             await self.quorum.append(records)
+
+    async def submit(self, build: Callable[[MetadataImage], tuple[_T, list[Message]]]) -> _T:
+        """Runs ``build`` on the current image and writes the records it returns, atomically.
+
+        For changes decided outside this class (broker registration and fencing,
+        AlterPartition): ``build`` validates against the image and returns its
+        result with the records to write.
+        """
+        async with self._write_lock:
+            self.require_active()
+            result, records = build(self.image)
+            await self._write(records)
+            return result
 
     # ------------------------------------------------------------ brokers
 
     async def bootstrap(self) -> None:
         """Writes the records a brand-new cluster starts with."""
         async with self._write_lock:
+            self.require_active()
             if "metadata.version" not in self.image.features:
                 await self._write([FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION_LEVEL)])
 
@@ -136,6 +170,7 @@ class Controller:
     ) -> int:
         """Registers (or re-registers) a broker and unfences it; returns its epoch."""
         async with self._write_lock:
+            self.require_active()
             epoch = self.quorum.end_offset
             reg = RegisterBrokerRecord(
                 broker_id=broker_id,
@@ -195,6 +230,7 @@ class Controller:
         self, requests: Sequence[TopicRequest], validate_only: bool = False
     ) -> list[CreateTopicResult]:
         async with self._write_lock:
+            self.require_active()
             results: list[CreateTopicResult] = []
             records: list[Message] = []
             seen: set[str] = set()
@@ -275,6 +311,7 @@ class Controller:
 
     async def delete_topics(self, names: Sequence[str]) -> dict[str, ErrorCode]:
         async with self._write_lock:
+            self.require_active()
             out: dict[str, ErrorCode] = {}
             records: list[Message] = []
             for name in names:
@@ -296,6 +333,7 @@ class Controller:
         self, changes: Sequence[tuple[str, int, list[list[int]] | None]], validate_only: bool
     ) -> dict[str, tuple[ErrorCode, str | None]]:
         async with self._write_lock:
+            self.require_active()
             out: dict[str, tuple[ErrorCode, str | None]] = {}
             records: list[Message] = []
             for name, count, assignments in changes:
@@ -346,6 +384,7 @@ class Controller:
         returns to its default.
         """
         async with self._write_lock:
+            self.require_active()
             if resource_type == TOPIC_RESOURCE:
                 if self.image.topic(resource_name) is None:
                     return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource_name} does not exist"
@@ -381,6 +420,7 @@ class Controller:
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         """Hands out the next block of producer ids: (first id, block size)."""
         async with self._write_lock:
+            self.require_active()
             first = self.image.next_producer_id
             await self._write([ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,
                                                  next_producer_id=first + PRODUCER_ID_BLOCK_SIZE)])

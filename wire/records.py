@@ -601,9 +601,14 @@ class RecordBatchBuilder:
         is_control: bool = False,
         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
         compression_level: int | None = None,
+        delete_horizon_ms: int | None = None,
     ) -> None:
+        """``delete_horizon_ms`` sets compaction's delete horizon (KIP-534): it becomes
+        the base timestamp, with the flag in the attributes."""
         if timestamp_type is TimestampType.NO_TIMESTAMP:
             raise ValueError("a v2 batch needs CREATE_TIME or LOG_APPEND_TIME")
+        if delete_horizon_ms is not None and not 0 <= delete_horizon_ms <= _INT64_MAX:
+            raise ValueError(f"delete horizon {delete_horizon_ms} is not a timestamp")
         self.base_offset = base_offset
         self.compression = Compression(compression)
         self.compression_level = compression_level
@@ -614,8 +619,10 @@ class RecordBatchBuilder:
         self.is_transactional = is_transactional
         self.is_control = is_control
         self.partition_leader_epoch = partition_leader_epoch
+        self.delete_horizon_ms = delete_horizon_ms
         self._encoded: list[_PendingRecord] = []
         self._last_delta = -1
+        self._last_offset_override: int | None = None
 
     def __len__(self) -> int:
         return len(self._encoded)
@@ -660,6 +667,19 @@ class RecordBatchBuilder:
             record.value, record.key, record.headers, record.timestamp, record.offset_delta
         )
 
+    def override_last_offset(self, last_offset: int) -> None:
+        """End the batch at ``last_offset`` even if its last record comes earlier.
+
+        Compaction keeps a batch's last offset when it removes the batch's last
+        records, so the producer's last sequence (base sequence plus last offset
+        delta) and the log's offsets stay as they were (Kafka's
+        MemoryRecordsBuilder.overrideLastOffset). :meth:`build` checks that no
+        record lies past it.
+        """
+        if not 0 <= last_offset - self.base_offset <= _INT32_MAX:
+            raise ValueError(f"last offset {last_offset} does not fit a batch based at {self.base_offset}")
+        self._last_offset_override = last_offset
+
     def build(self) -> bytes:
         """The complete batch, CRC included."""
         records = self._encoded
@@ -670,6 +690,17 @@ class RecordBatchBuilder:
         else:
             base_timestamp = max_timestamp = NO_TIMESTAMP
             last_offset_delta = 0
+        if self._last_offset_override is not None:
+            override_delta = self._last_offset_override - self.base_offset
+            if override_delta < self._last_delta:
+                raise ValueError(
+                    f"last offset {self._last_offset_override} precedes the last record's"
+                    f" {self.base_offset + self._last_delta}"
+                )
+            last_offset_delta = override_delta
+        if self.delete_horizon_ms is not None:
+            # Record timestamps are stored as deltas from it, so they read back unchanged.
+            base_timestamp = self.delete_horizon_ms
         payload = bytearray()
         body = bytearray()
         for delta, ts, key, value, headers, attributes in records:
@@ -695,6 +726,8 @@ class RecordBatchBuilder:
             attributes |= TRANSACTIONAL_FLAG_MASK
         if self.is_control:
             attributes |= CONTROL_FLAG_MASK
+        if self.delete_horizon_ms is not None:
+            attributes |= DELETE_HORIZON_FLAG_MASK
         covered = _CRC_COVERED_HEADER.pack(
             attributes,
             last_offset_delta,
@@ -742,6 +775,36 @@ def build_batch(
     for record in records:
         builder.append_record(record)
     return builder.build()
+
+
+def build_empty_batch(header: RecordBatchHeader) -> bytes:
+    """A batch with ``header``'s offsets, producer fields, flags and max timestamp but no records.
+
+    What compaction keeps of a batch whose records all went when the batch
+    must stay, e.g. because it holds its producer's last sequence (Kafka's
+    DefaultRecordBatch.writeEmptyHeader): uncompressed, base timestamp
+    NO_TIMESTAMP, no delete horizon.
+    """
+    attributes = header.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK)
+    covered = _CRC_COVERED_HEADER.pack(
+        attributes,
+        header.last_offset_delta,
+        NO_TIMESTAMP,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        0,
+    )
+    batch_length = len(covered) + (ATTRIBUTES_OFFSET - PARTITION_LEADER_EPOCH_OFFSET)
+    prefix = _HEADER_PREFIX.pack(
+        header.base_offset,
+        batch_length,
+        header.partition_leader_epoch,
+        MAGIC_V2,
+        crc32c.crc32c(covered),
+    )
+    return prefix + covered
 
 
 # ---------------------------------------------------------------------------

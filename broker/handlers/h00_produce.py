@@ -2,7 +2,11 @@
 the batch header in place, append, and answer now (acks 0/1) or once the high
 watermark passes the batch (acks=all).
 
-v0-2 carry legacy message sets, up-converted to magic 2 on append. Errors are
+Batches with a producer id go through the partition's producer state
+(:mod:`broker.transaction.append`): an exact retry gets its original offset,
+a gap OUT_OF_ORDER_SEQUENCE_NUMBER, a stale epoch INVALID_PRODUCER_EPOCH, and
+a transaction's first write to a partition is verified with the transaction
+coordinator. v0-2 carry legacy message sets, up-converted to magic 2 on append. Errors are
 per partition. With acks=0 nothing is answered, and any error closes the
 connection so the client notices, as Kafka does.
 """
@@ -15,11 +19,13 @@ import trio
 from broker.dispatch import RequestContext
 from broker.network import CloseConnection
 from broker.replica_manager import Partition
+from broker.transaction.append import ProduceAppendError, append_produce, has_transactional_records
 from broker.validation import RecordValidationError, validate_produce
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
     ProduceRequest,
     ProduceResponse,
+    ProduceResponseBatchIndexAndErrorMessage,
     ProduceResponsePartitionProduceResponse,
     ProduceResponseTopicProduceResponse,
 )
@@ -38,6 +44,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     response = ProduceResponse()
     waiting: list[tuple[Partition, int, ProduceResponsePartitionProduceResponse]] = []
     failed = False
+    # Transactional records need a transactional id (Kafka answers every partition so).
+    untransacted = request.transactional_id is None and any(
+        has_transactional_records(p.records) for t in request.topic_data for p in t.partition_data)
     for topic in request.topic_data:
         t_resp = ProduceResponseTopicProduceResponse(name=topic.name)
         response.responses.append(t_resp)
@@ -48,7 +57,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 p_resp.error_code = ErrorCode.INVALID_REQUIRED_ACKS
                 failed = True
                 continue
-            if request.transactional_id is not None:
+            if untransacted:
                 p_resp.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                 failed = True
                 continue
@@ -72,22 +81,30 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 continue
             try:
                 validated = validate_produce(
-                    records, ctx.api_version, partition.config, node.clock_ms(), node.timestamp_policy_for(partition)
+                    records, ctx.api_version, partition.config, node.clock_ms(), node.timestamp_policy_for(partition),
+                    topic_partition=f"{topic.name}-{pdata.index}",
                 )
             except RecordValidationError as ex:
                 p_resp.error_code = ex.code
                 p_resp.error_message = ex.message
+                p_resp.record_errors = [
+                    ProduceResponseBatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                    for i, m in ex.record_errors
+                ]
                 node.log_client_error("produce_rejected", topic=topic.name, partition=pdata.index,
                                       error=ex.code.name, reason=ex.message, client_id=ctx.client_id)
                 failed = True
                 continue
-            if any(h.producer_id >= 0 for _, h in validated.batches):
-                # Idempotent producers need InitProducerId, which is not offered yet.
-                p_resp.error_code = ErrorCode.UNKNOWN_PRODUCER_ID
+            span = node.tracing.start_append(topic.name, pdata.index, validated.data, validated.batches,
+                                             validated.record_count) if node.tracing.active else None
+            try:
+                info = await append_produce(partition, validated, request.transactional_id, ctx.api_version,
+                                            node.transaction_coordinator)
+            except ProduceAppendError as ex:
+                p_resp.error_code = ex.code
+                p_resp.error_message = ex.message
                 failed = True
                 continue
-            try:
-                info = partition.log.append_as_leader(validated.data, partition.leader_epoch, validated=True)
             except OSError as ex:
                 # The write may have partly landed: never answer -1 (clients turn it into duplicates).
                 p_resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
@@ -95,8 +112,11 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 failed = True
                 continue
             node.metrics.record_produce(validated.record_count, len(validated.data))
+            node.metrics.record_batches(validated.batches)
+            if span is not None:
+                node.tracing.end_append(span, info.first_offset)
             p_resp.base_offset = info.first_offset
-            p_resp.log_append_time_ms = validated.log_append_time_ms
+            p_resp.log_append_time_ms = info.log_append_time_ms
             p_resp.log_start_offset = partition.log_start_offset
             rm.maybe_advance_high_watermark(partition)
             partition.wake()
@@ -107,7 +127,11 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             raise CloseConnection("produce with acks=0 failed", client_id=ctx.client_id)
         return None
     if waiting:
-        await _wait_for_replication(ctx, waiting, request.timeout_ms)
+        node.metrics.produce_waiting(1)
+        try:
+            await _wait_for_replication(ctx, waiting, request.timeout_ms)
+        finally:
+            node.metrics.produce_waiting(-1)
     return response
 
 

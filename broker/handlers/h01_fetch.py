@@ -3,7 +3,8 @@ or ``max_wait_ms`` passes. A waiting fetch is woken by appends and high-watermar
 moves, never by polling.
 
 Consumers read below the high watermark (the last stable offset for
-read_committed); record data goes out as file regions with ``os.sendfile``. At
+read_committed, with the aborted transactions overlapping the data, from the
+partitions' ``.txnindex``, for the client to skip); record data goes out as file regions with ``os.sendfile``. At
 least one whole batch is returned even when it is larger than the size limits
 (KIP-74). Fetch sessions (v7+, KIP-227): this broker declines to create them —
 session id 0 — which every client handles by sending full requests; an
@@ -26,6 +27,7 @@ from wire.generated.api_001_fetch import (
     FetchRequest,
     FetchRequestFetchPartition,
     FetchResponse,
+    FetchResponseAbortedTransaction,
     FetchResponseFetchableTopicResponse,
     FetchResponsePartitionData,
 )
@@ -84,8 +86,12 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             break
         if any(pd.error_code != ErrorCode.NONE for pd, _, _ in slots):
             break
-        await rm.wait_for_change(live, deadline)
-    node.metrics.record_fetch(total)
+        node.metrics.fetch_waiting(1)
+        try:
+            await rm.wait_for_change(live, deadline)
+        finally:
+            node.metrics.fetch_waiting(-1)
+    node.metrics.record_fetch(total, follower=max(request.replica_id, request.replica_state.replica_id) >= 0)
     return response
 
 
@@ -115,6 +121,8 @@ def _read_all(
         pd.last_stable_offset = partition.last_stable_offset
         pd.log_start_offset = partition.log_start_offset
         upper = partition.last_stable_offset if read_committed else partition.high_watermark
+        # read_committed clients drop aborted transactions' records themselves (KIP-98).
+        pd.aborted_transactions = [] if read_committed else None
         limit = min(fp.partition_max_bytes, budget)
         try:
             data = partition.log.read(fp.fetch_offset, max(limit, 0), upper, min_one_batch=total == 0)
@@ -126,6 +134,12 @@ def _read_all(
             pd.records = b""
             continue
         pd.records = data.region
+        if read_committed:
+            # Up to the LSO rather than the end of this data: extra entries are ignored by clients.
+            pd.aborted_transactions = [
+                FetchResponseAbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
+                for t in partition.producer_state.collect_aborted_transactions(fp.fetch_offset, upper)
+            ]
         total += data.region.length
         budget -= data.region.length
     return total

@@ -38,6 +38,10 @@ class LogConfig:
     max_message_bytes: int = 1024 * 1024 + 12
     message_timestamp_type: TimestampTypeName = "CreateTime"
     cleanup_policy: frozenset[str] = frozenset({"delete"})
+    delete_retention_ms: int = _DAY_MS
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
 
     def __post_init__(self) -> None:
         _at_least("segment.bytes", self.segment_bytes, _MIN_SEGMENT_BYTES)
@@ -57,6 +61,18 @@ class LogConfig:
                 f"message.timestamp.type must be CreateTime or LogAppendTime,"
                 f" got {self.message_timestamp_type!r}"
             )
+        _at_least("delete.retention.ms", self.delete_retention_ms, 0)
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            raise ValueError(
+                f"min.cleanable.dirty.ratio must be in [0, 1], got {self.min_cleanable_dirty_ratio}"
+            )
+        _at_least("min.compaction.lag.ms", self.min_compaction_lag_ms, 0)
+        _at_least("max.compaction.lag.ms", self.max_compaction_lag_ms, 1)
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise ValueError(
+                f"min.compaction.lag.ms ({self.min_compaction_lag_ms}) must not exceed"
+                f" max.compaction.lag.ms ({self.max_compaction_lag_ms})"
+            )
         unknown = self.cleanup_policy - _CLEANUP_POLICIES
         if unknown or not self.cleanup_policy:
             raise ValueError(
@@ -71,6 +87,17 @@ class LogConfig:
     @property
     def compact_enabled(self) -> bool:
         return "compact" in self.cleanup_policy
+
+    @property
+    def max_segment_ms(self) -> int:
+        """How long the active segment may collect records before it rolls.
+
+        On a compacted topic the active segment is never cleaned, so it rolls
+        by ``max.compaction.lag.ms`` at the latest (Kafka's LogConfig.maxSegmentMs).
+        """
+        if self.compact_enabled and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
 
     @property
     def log_append_time(self) -> bool:

@@ -160,6 +160,8 @@ class PartitionLog:
         self._roll_flush_offset: int | None = None
         self._dir_needs_fsync = False
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        # Counts truncations, so work prepared from older contents (the cleaner's) sees it is stale.
+        self._truncations = 0
         self._closed = False
 
     # -- loading ---------------------------------------------------------------
@@ -333,6 +335,11 @@ class PartitionLog:
     @property
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
+
+    @property
+    def truncation_count(self) -> int:
+        """How many truncations this log object has seen; segments change in place only then."""
+        return self._truncations
 
     @property
     def leader_epoch_cache(self) -> LeaderEpochCache:
@@ -527,7 +534,7 @@ class PartitionLog:
             waited = batch.max_timestamp - first_timestamp
         else:
             waited = now_ms - segment.created_ms
-        if waited > self._config.segment_ms:
+        if waited > self._config.max_segment_ms:
             return "segment_ms"
         if segment.index_is_full:
             return "index_full"
@@ -807,6 +814,74 @@ class PartitionLog:
                 keep.append((due, segment))
         self._pending_deletes = keep
 
+    # -- compaction ---------------------------------------------------------------------------
+
+    def replace_segments(
+        self,
+        new_segment: LogSegment,
+        old_segments: Sequence[LogSegment],
+        on_step: Callable[[str], None] | None = None,
+    ) -> None:
+        """Swap a cleaned segment in for ``old_segments`` (Kafka's LocalLog.replaceSegments).
+
+        ``old_segments`` are consecutive segments of this log below the active
+        one; ``new_segment`` starts at the first one's base offset, holds what
+        the cleaner kept of them, and its files carry the ``.cleaned`` suffix,
+        fsynced. The steps keep every crash recoverable by
+        :func:`_remove_temp_files_and_complete_swaps`:
+
+        1. the new files are renamed ``.cleaned`` → ``.swap`` (the ``.log``
+           first: a ``.swap`` next to a ``.cleaned`` is discarded), then the
+           directory is fsynced, so the renames below can never be durable
+           while this one is not; from here a restart completes the swap;
+        2. the new segment replaces the old ones in memory;
+        3. each old segment is renamed ``.deleted`` and unlinked after
+           ``file.delete.delay.ms``, so reads already under way finish;
+        4. the new files lose ``.swap`` and the directory is fsynced.
+
+        ``on_step`` (fault injection for tests) is called after step 1
+        (``"swap"``), after each old segment in step 3 (``"retire"``) and after
+        step 4 (``"swapped"``). If this raises part-way, the files on disk are
+        still complete at the next start, but the log in memory must not be
+        cleaned again before then.
+        """
+        self._check_open()
+        segments = self._segments
+        if not old_segments or new_segment.base_offset != old_segments[0].base_offset:
+            raise ValueError("a cleaned segment must start where the segments it replaces start")
+        start = next((i for i, s in enumerate(segments) if s is old_segments[0]), None)
+        end = None if start is None else start + len(old_segments)
+        if (
+            start is None
+            or end is None
+            or end >= len(segments)
+            or any(a is not b for a, b in zip(segments[start:end], old_segments, strict=True))
+        ):
+            raise ValueError("only consecutive segments below the active one can be replaced")
+        new_segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        fsync_dir(self._dir)
+        if on_step is not None:
+            on_step("swap")
+        self._segments = (*segments[:start], new_segment, *segments[end:])
+        due = self._clock_ms() + self._config.file_delete_delay_ms
+        for segment in old_segments:
+            segment.rename_to_deleted()
+            self._pending_deletes.append((due, segment))
+            if on_step is not None:
+                on_step("retire")
+        new_segment.change_file_suffixes(SWAP_SUFFIX, "")
+        fsync_dir(self._dir)
+        if on_step is not None:
+            on_step("swapped")
+        log.info(
+            "segments_replaced",
+            topic=self._tp.topic,
+            partition=self._tp.partition,
+            base_offset=new_segment.base_offset,
+            replaced=[segment.base_offset for segment in old_segments],
+            size=new_segment.size,
+        )
+
     # -- truncation (replication) ---------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> bool:
@@ -831,6 +906,7 @@ class PartitionLog:
             return True
         keep = tuple(segment for segment in segments if segment.base_offset <= offset)
         removed = segments[len(keep) :]
+        self._truncations += 1
         self._segments = keep
         self._retire(removed)
         active = keep[-1]
@@ -856,6 +932,7 @@ class PartitionLog:
         self._check_open()
         if offset < 0:
             raise ValueError(f"negative offset {offset}")
+        self._truncations += 1
         self._retire(self._segments)
         segment = LogSegment.create(
             self._dir,
@@ -986,7 +1063,7 @@ def _remove_temp_files_and_complete_swaps(directory: Path) -> None:
             offset = _offset_or_none(path.name)
             if (
                 path.is_file()
-                and not path.name.endswith(SWAP_SUFFIX)
+                and path.name.endswith(_SEGMENT_SUFFIXES)  # not, e.g., producer state snapshots
                 and offset is not None
                 and lowest <= offset < highest
             ):
@@ -998,6 +1075,9 @@ def _remove_temp_files_and_complete_swaps(directory: Path) -> None:
         for suffix in INDEX_SUFFIXES:
             if path.name.endswith(suffix) and path.name[: -len(suffix)] not in logs:
                 _remove(path, "orphaned_index")
+
+
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, *INDEX_SUFFIXES)
 
 
 def _offset_or_none(name: str) -> int | None:

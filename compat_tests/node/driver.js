@@ -283,7 +283,12 @@ async function deleteTopic(cmd) {
   })
 }
 
+const groupOps = require('./groups')(client, DriverError)
+const txnOps = require('./transactions')(client, DriverError)
+
 const OPS = {
+  ...groupOps,
+  ...txnOps,
   capabilities: async () => ({ codecs: loadedCodecs }),
   produce,
   consume,

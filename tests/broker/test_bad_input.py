@@ -58,8 +58,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         b.kill9()
 
 
-def produce_raw(client: RawClient, records: bytes, acks: int = 1, version: int = 9) -> ProduceResponse:
-    req = ProduceRequest(acks=acks, timeout_ms=5000, topic_data=[
+def produce_raw(client: RawClient, records: bytes, acks: int = 1, version: int = 9,
+                transactional_id: str | None = None) -> ProduceResponse:
+    req = ProduceRequest(transactional_id=transactional_id, acks=acks, timeout_ms=5000, topic_data=[
         ProduceRequestTopicProduceData(name=TOPIC, partition_data=[ProduceRequestPartitionProduceData(index=0, records=records)])
     ])
     resp = client.call(req, ProduceResponse, version)
@@ -102,8 +103,11 @@ def test_bad_batches_get_kafkas_error_codes_and_append_nothing(broker: BrokerPro
     two = good_batch() + good_batch()
     assert error_of(produce_raw(client, two)) == ErrorCode.INVALID_RECORD  # v3+: one batch only
 
+    # A control batch is transactional: without a transactional id Kafka refuses the
+    # request before looking at the batch (53); with one, the batch itself (87).
     control = build_control_batch(ControlRecordType.COMMIT, 5, 0, 0)
-    assert error_of(produce_raw(client, control)) == ErrorCode.INVALID_RECORD
+    assert error_of(produce_raw(client, control)) == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert error_of(produce_raw(client, control, transactional_id="t")) == ErrorCode.INVALID_RECORD
 
     append_time = bytearray(good_batch())
     attrs = struct.unpack_from(">h", append_time, ATTRIBUTES_OFFSET)[0]

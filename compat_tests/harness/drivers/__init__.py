@@ -20,7 +20,7 @@ from .base import (
     Unsupported,
 )
 from .confluent import ConfluentDriver
-from .java import JavaDriver
+from .java import Java4Driver, JavaDriver
 from .kafka_python import KafkaPythonDriver
 from .kafkajs import KafkajsDriver
 from .kcat import KcatDriver
@@ -32,6 +32,7 @@ DRIVERS: dict[str, type[Driver]] = {
     "kcat": KcatDriver,
     "kafkajs": KafkajsDriver,
     "java": JavaDriver,
+    "java4": Java4Driver,
 }
 DRIVER_NAMES: tuple[str, ...] = tuple(DRIVERS)
 

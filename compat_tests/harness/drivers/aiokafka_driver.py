@@ -8,6 +8,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 from .. import settings
+from ..groups import (
+    GroupDescription,
+    GroupMember,
+    GroupOptions,
+    MemberDescription,
+    python_member_command,
+)
 from .base import (
     Capabilities,
     ClientError,
@@ -283,3 +290,49 @@ class AiokafkaDriver(Driver):
                 self._check(t["error_code"], None)
 
         self._admin_op(op)
+
+    # -- consumer groups -------------------------------------------------------------------
+
+    def start_member(
+        self, topic: str, group: str, options: GroupOptions, *, count: int | None = None
+    ) -> GroupMember:
+        return GroupMember(
+            self.name, python_member_command(self.name, self.bootstrap, topic, group, options, count),
+            cwd=str(settings.PROJECT_ROOT))
+
+    def list_groups(self) -> dict[str, str | None]:
+        async def op(admin: Any) -> dict[str, str | None]:
+            # ListGroups v0 rows: (group id, protocol type); no state.
+            return {row[0]: None for row in await admin.list_consumer_groups()}
+
+        return self._admin_op(op)
+
+    def describe_group(self, group: str) -> GroupDescription:
+        from aiokafka.protocol.group import MemberAssignment
+
+        async def op(admin: Any) -> GroupDescription:
+            for response in await admin.describe_consumer_groups([group]):
+                for g in response.to_object()["groups"]:
+                    if g["group"] != group:
+                        continue
+                    self._check(g["error_code"], None)
+                    members = []
+                    for m in g["members"]:
+                        raw = m["member_assignment"]
+                        parts: frozenset[tuple[str, int]] = frozenset()
+                        if raw:
+                            assignment = MemberAssignment.decode(raw)
+                            parts = frozenset((t, p) for t, ps in assignment.assignment for p in ps)
+                        members.append(MemberDescription(m["member_id"], m["client_id"], m["client_host"],
+                                                         m.get("group_instance_id"), parts))
+                    return GroupDescription(group, g["state"], tuple(members))
+            raise ClientError(self.name, f"group {group} missing from DescribeGroups")
+
+        return self._admin_op(op)
+
+    def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
+        async def op(admin: Any) -> dict[int, int]:
+            offsets = await admin.list_consumer_group_offsets(group)
+            return {tp.partition: o.offset for tp, o in offsets.items() if tp.topic == topic and o.offset >= 0}
+
+        return self._admin_op(op)

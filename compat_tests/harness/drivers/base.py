@@ -15,7 +15,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from ..groups import GroupDescription, GroupMember, GroupOptions
 
 Codec = Literal["none", "gzip", "snappy", "lz4", "zstd"]
 ALL_CODECS: tuple[Codec, ...] = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -171,6 +174,42 @@ class Driver(ABC):
         raise Unsupported(f"{self.name} has no admin API")
 
     def delete_topic(self, name: str) -> None:
+        raise Unsupported(f"{self.name} has no admin API")
+
+    # -- consumer groups (harness/groups.py) -------------------------------------------------
+
+    def start_member(
+        self, topic: str, group: str, options: GroupOptions, *, count: int | None = None
+    ) -> GroupMember:
+        """A consumer subscribed to ``topic`` in ``group``, in its own process, committing
+        after every batch; with ``count`` it closes once that many records arrived."""
+        raise Unsupported(f"{self.name} cannot consume through a consumer group")
+
+    def group_consume(
+        self, topic: str, group: str, count: int, options: GroupOptions, *, timeout_s: float = 45.0
+    ) -> list[tuple[int, int]]:
+        """Join ``group``, read ``count`` records, commit, leave; (partition, offset) read."""
+        member = self.start_member(topic, group, options, count=count)
+        try:
+            member.wait_until(lambda m: len(m.consumed()) >= count or not m.alive(), timeout_s,
+                              f"{self.name} reading {count} records in group {group}")
+            member.wait_exit(timeout_s)
+        finally:
+            member.kill()
+        return member.consumed()
+
+    def list_groups(self) -> dict[str, str | None]:
+        """Group id -> state (None where the client's API does not say)."""
+        raise Unsupported(f"{self.name} has no admin API")
+
+    def describe_group(self, group: str) -> GroupDescription:
+        raise Unsupported(f"{self.name} has no admin API")
+
+    def delete_group(self, group: str) -> None:
+        raise Unsupported(f"{self.name} has no admin API")
+
+    def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
+        """The group's committed offset per partition of ``topic`` (partitions without one left out)."""
         raise Unsupported(f"{self.name} has no admin API")
 
 

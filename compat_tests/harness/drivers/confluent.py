@@ -8,6 +8,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from .. import settings
+from ..groups import (
+    GroupDescription,
+    GroupMember,
+    GroupOptions,
+    MemberDescription,
+    python_member_command,
+)
 from .base import (
     Capabilities,
     ClientError,
@@ -262,3 +269,49 @@ class ConfluentDriver(Driver):
             [name], operation_timeout=API_TIMEOUT_S, request_timeout=API_TIMEOUT_S
         )
         self._wait(futures[name])
+
+    # -- consumer groups -------------------------------------------------------------------
+
+    def start_member(
+        self, topic: str, group: str, options: GroupOptions, *, count: int | None = None
+    ) -> GroupMember:
+        return GroupMember(
+            self.name, python_member_command(self.name, self.bootstrap, topic, group, options, count),
+            cwd=str(settings.PROJECT_ROOT))
+
+    def list_groups(self) -> dict[str, str | None]:
+        admin = self._admin()  # keep it alive until the future completes
+        result = self._wait(admin.list_consumer_groups(request_timeout=API_TIMEOUT_S))
+        return {g.group_id: _state_name(g.state) if g.state is not None else None for g in result.valid}
+
+    def describe_group(self, group: str) -> GroupDescription:
+        admin = self._admin()
+        d = self._wait(admin.describe_consumer_groups([group], request_timeout=API_TIMEOUT_S)[group])
+        members = tuple(
+            MemberDescription(
+                m.member_id, m.client_id, m.host, m.group_instance_id,
+                frozenset((tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else [])),
+            )
+            for m in d.members
+        )
+        return GroupDescription(group, _state_name(d.state), members)
+
+    def delete_group(self, group: str) -> None:
+        admin = self._admin()
+        self._wait(admin.delete_consumer_groups([group], request_timeout=API_TIMEOUT_S)[group])
+
+    def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        admin = self._admin()
+        futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                    request_timeout=API_TIMEOUT_S)
+        result = self._wait(futures[group])
+        return {tp.partition: tp.offset for tp in result.topic_partitions if tp.topic == topic and tp.offset >= 0}
+
+
+def _state_name(state: Any) -> str:
+    """librdkafka's ConsumerGroupState (PREPARING_REBALANCING...) as Kafka names the state."""
+    names = {"UNKNOWN": "Unknown", "PREPARING_REBALANCING": "PreparingRebalance",
+             "COMPLETING_REBALANCING": "CompletingRebalance", "STABLE": "Stable", "DEAD": "Dead", "EMPTY": "Empty"}
+    return names.get(getattr(state, "name", str(state)), str(state))

@@ -2,7 +2,7 @@
 
 The command is one JSON object on stdin::
 
-    {"op": "produce", "bootstrap": "127.0.0.1:PORT", "idempotence": false | null,
+    {"op": "produce", "bootstrap": "127.0.0.1:PORT", "idempotence": null,
      "timeouts": {"request_ms": ..., "delivery_ms": ..., "api_ms": ...}, ...op arguments}
 
 ops and their arguments / results:
@@ -20,6 +20,19 @@ ops and their arguments / results:
     describe_configs  topic                               -> {"configs": {name: value}}
     alter_config  topic, key, value                       -> {}
     delete_topic  name                                    -> {}
+    group_member  topic, group, options{}, count|null     -> events on stdout (harness/groups.py);
+                  the command comes in argv, closing stdin stops the member
+    list_groups                                           -> {"groups": {id: state|null}}
+    describe_group  group                                 -> {"state", "members": [{member_id,
+                                                              client_id, host, instance_id,
+                                                              partitions: [[topic, p]]}]}
+    delete_group  group                                   -> {}
+    committed_offsets  group, topic                       -> {"offsets": {partition: offset}}
+    txn_produce   topic, transactional_id, transactions[{commit, records[]}]
+                                                          -> {"transactions": [{"deliveries",
+                                                              "committed"}]} (harness/transactions.py)
+    consume_isolated  topic, partitions[], count, isolation ("read_committed"|
+                  "read_uncommitted"), timeout_ms          -> {"records": [...]}, from the beginning
 
 Bytes (keys, values, header values) are base64 strings; null stays null. The process prints
 one line ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"name", "code",
@@ -35,6 +48,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from .. import settings
+from ..groups import GroupDescription, GroupMember, GroupOptions, MemberDescription
 from .base import (
     ClientError,
     ClusterMetadata,
@@ -66,8 +80,8 @@ class JsonProcessDriver(Driver):
         return None
 
     def _idempotence(self) -> bool | None:
-        """None keeps the client's default; False turns idempotence off."""
-        return None if settings.idempotence_defaults() else False
+        """None keeps the client's default (True or False would force it)."""
+        return None
 
     def call(self, op: str, timeout_s: float = settings.SUBPROCESS_TIMEOUT_S, **args: Any) -> Any:
         payload = {
@@ -202,3 +216,37 @@ class JsonProcessDriver(Driver):
 
     def delete_topic(self, name: str) -> None:
         self.call("delete_topic", name=name)
+
+    # -- consumer groups (harness/groups.py) -------------------------------------------------
+
+    def start_member(
+        self, topic: str, group: str, options: GroupOptions, *, count: int | None = None
+    ) -> GroupMember:
+        payload = {
+            "op": "group_member",
+            "bootstrap": self.bootstrap,
+            "timeouts": {"request_ms": settings.REQUEST_TIMEOUT_MS, "api_ms": settings.API_TIMEOUT_MS},
+            "topic": topic,
+            "group": group,
+            "options": options.to_json(),
+            "count": count,
+        }
+        # The command goes in argv: stdin stays open, and closing it stops the member.
+        return GroupMember(self.name, [*self.command(), json.dumps(payload)], cwd=self.cwd())
+
+    def list_groups(self) -> dict[str, str | None]:
+        return dict(self.call("list_groups")["groups"])
+
+    def describe_group(self, group: str) -> GroupDescription:
+        result = self.call("describe_group", group=group)
+        return GroupDescription(group, result["state"], tuple(
+            MemberDescription(m["member_id"], m["client_id"], m["host"], m.get("instance_id"),
+                              frozenset((t, int(p)) for t, p in m["partitions"]))
+            for m in result["members"]))
+
+    def delete_group(self, group: str) -> None:
+        self.call("delete_group", group=group)
+
+    def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
+        offsets = self.call("committed_offsets", group=group, topic=topic)["offsets"]
+        return {int(p): int(o) for p, o in offsets.items() if int(o) >= 0}

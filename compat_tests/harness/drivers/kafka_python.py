@@ -8,6 +8,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from .. import settings
+from ..groups import (
+    GroupDescription,
+    GroupMember,
+    GroupOptions,
+    MemberDescription,
+    python_member_command,
+)
 from .base import (
     Capabilities,
     ClientError,
@@ -91,8 +98,6 @@ class KafkaPythonDriver(Driver):
             "retries": 5,
             "delivery_timeout_ms": settings.DELIVERY_TIMEOUT_MS,
         }
-        if not settings.idempotence_defaults():
-            config["enable_idempotence"] = False
         try:
             producer = KafkaProducer(**config)
         except KafkaError as exc:
@@ -263,3 +268,48 @@ class KafkaPythonDriver(Driver):
 
     def delete_topic(self, name: str) -> None:
         self._run_admin(lambda a: a.delete_topics([name], timeout_ms=settings.REQUEST_TIMEOUT_MS))
+
+    # -- consumer groups -------------------------------------------------------------------
+
+    def start_member(
+        self, topic: str, group: str, options: GroupOptions, *, count: int | None = None
+    ) -> GroupMember:
+        return GroupMember(
+            self.name, python_member_command(self.name, self.bootstrap, topic, group, options, count),
+            cwd=str(settings.PROJECT_ROOT))
+
+    def list_groups(self) -> dict[str, str | None]:
+        groups = self._run_admin(lambda a: a.list_groups())
+        return {g["group_id"]: g.get("group_state") or None for g in groups}
+
+    def describe_group(self, group: str) -> GroupDescription:
+        described = self._run_admin(lambda a: a.describe_groups([group]))[group]
+        if described.get("error"):
+            raise ClientError(self.name, str(described["error"]))
+        members = []
+        for m in described["members"]:
+            assignment = m.get("member_assignment")
+            parts = getattr(assignment, "assigned_partitions", None)
+            if parts is None and isinstance(assignment, dict):
+                parts = assignment.get("assigned_partitions")
+            pairs = frozenset(
+                (getattr(tp, "topic", None) or tp["topic"], p)
+                for tp in parts or ()
+                for p in (getattr(tp, "partitions", None) or tp["partitions"])
+            )
+            members.append(MemberDescription(m["member_id"], m["client_id"], m["client_host"],
+                                             m.get("group_instance_id"), pairs))
+        return GroupDescription(group, described["group_state"], tuple(members))
+
+    def delete_group(self, group: str) -> None:
+        from kafka import errors
+
+        outcome = self._run_admin(lambda a: a.delete_groups([group]))[group]
+        if outcome != "OK":
+            error_type = getattr(errors, str(outcome), None)
+            raise ClientError(self.name, str(outcome), code=getattr(error_type, "errno", None), name=str(outcome))
+
+    def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
+        result = self._run_admin(lambda a: a.list_group_offsets(group))
+        offsets = result.get(group, result)
+        return {tp.partition: o.offset for tp, o in offsets.items() if tp.topic == topic and o.offset >= 0}

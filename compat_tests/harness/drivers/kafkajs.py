@@ -57,8 +57,3 @@ class KafkajsDriver(JsonProcessDriver):
 
     def cwd(self) -> str | None:
         return str(settings.NODE_DIR)
-
-    def _idempotence(self) -> bool | None:
-        # kafkajs' producer is not idempotent by default; the switch only matters for
-        # clients that default to idempotence.
-        return None if settings.idempotence_defaults() else False

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .. import settings
+from ..groups import GroupMember, GroupOptions, parse_kcat_stderr, parse_kcat_stdout
 from .base import (
     Capabilities,
     ClientError,
@@ -265,6 +266,11 @@ class KcatDriver(Driver):
             raise ClientError(self.name, str(entry["error"]))
         return int(entry["offset"])
 
+    def start_member(
+        self, topic: str, group: str, options: GroupOptions, *, count: int | None = None
+    ) -> GroupMember:
+        return _kcat_member(self, topic, group, options, count)
+
     def metadata(self) -> ClusterMetadata:
         proc = self._run([*self._base("-L"), "-J"])
         if proc.returncode != 0:
@@ -302,3 +308,28 @@ def _parse_formatted(data: bytes) -> list[tuple[int, int, int, bytes | None, byt
         pos += 1  # the record's closing newline
         out.append((p, offset, ts, key, value))
     return out
+
+
+def _kcat_member(driver: KcatDriver, topic: str, group: str, options: GroupOptions,
+                 count: int | None) -> GroupMember:
+    """``kcat -G``: librdkafka auto-commits every 100 ms and on close; rebalances show on stderr."""
+    cmd = driver._base("-G", group, "-u", "-v")
+    settings_ = {
+        "session.timeout.ms": options.session_timeout_ms,
+        "heartbeat.interval.ms": options.heartbeat_interval_ms,
+        "max.poll.interval.ms": options.rebalance_timeout_ms,
+        "auto.offset.reset": "earliest",
+        "auto.commit.interval.ms": 100,
+        "fetch.wait.max.ms": 200,
+    }
+    if options.assignor:
+        settings_["partition.assignment.strategy"] = options.assignor
+    if options.instance_id:
+        settings_["group.instance.id"] = options.instance_id
+    for key, value in settings_.items():
+        cmd += ["-X", f"{key}={value}"]
+    if count is not None:
+        cmd += ["-c", str(count)]
+    cmd += ["-f", "%p %o\\n", topic]
+    return GroupMember(driver.name, cmd, parse_stdout=parse_kcat_stdout, parse_stderr=parse_kcat_stderr,
+                       stop_with_sigterm=True)

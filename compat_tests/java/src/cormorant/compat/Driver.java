@@ -107,6 +107,12 @@ public final class Driver {
             case "delete_topic":
                 return deleteTopic();
             default:
+                if (Groups.handles(op)) {
+                    return Groups.run(op, cmd);
+                }
+                if (Transactions.handles(op)) {
+                    return Transactions.run(op, cmd);
+                }
                 throw new IllegalArgumentException("unknown op " + op);
         }
     }

@@ -1,0 +1,266 @@
+"""A node of a multi-node cluster: the roles of ``process.roles`` around a replicated quorum.
+
+With ``controller.quorum.voters`` set, :class:`broker.node.BrokerNode` hands its
+metadata to this module (an empty voter list keeps the single-node path, with
+:class:`controller.quorum.LocalQuorum` and an in-process controller):
+
+- The **controller role** (:class:`ControllerRole`) runs a voter of the Raft
+  quorum (:class:`controller.raft.RaftQuorum`), the controller service on its
+  replica of the log, and the controller listener: the Kafka APIs of
+  :mod:`broker.controller_handlers`, on the same port as the quorum's own
+  traffic (:class:`ControllerListener` tells them apart by their first bytes).
+- The **broker role** registers with the active controller and heartbeats
+  (:class:`broker.controller_channel.BrokerLifecycle`), forwards topic and
+  config changes to it (:class:`broker.controller_channel.RemoteController`,
+  which handlers reach as ``node.controller``), and reads metadata from a
+  :class:`broker.metadata_follower.MetadataView`: fed by its own controller's
+  image on a combined node, by a :class:`broker.metadata_follower.MetadataFollower`
+  on a broker-only node.
+
+Without ``cluster.id``, nodes sharing the same voters derive the same id from
+them (:func:`quorum_cluster_id`), so a cluster started by hand agrees on one.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import socket
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import structlog
+import trio
+
+from broker.config import BrokerConfig, ConfigError, Listener, SecurityProtocol
+from broker.controller_channel import BrokerLifecycle, ControllerChannel, RemoteController
+from broker.controller_handlers import all_controller_handlers
+from broker.dispatch import Dispatcher, load_handlers
+from broker.metadata_follower import MetadataFollower, MetadataView
+from broker.network import Listener as NetworkListener
+from broker.network import NetworkLimits
+from controller.apis import ClusterControl
+from controller.image import Endpoint
+from controller.raft import RaftQuorum, is_raft_connection
+from controller.service import Controller, ControllerSettings
+from controller.snapshot import encode_record_batches, image_records
+from wire.primitives import DecodeLimits
+
+if TYPE_CHECKING:
+    from broker.node import BrokerNode
+
+log = structlog.get_logger(__name__)
+
+#: Sub-directory of the first log dir holding the quorum's journal, meta and snapshot.
+METADATA_DIR = "__cluster_metadata-0"
+#: How long a new connection to the controller listener may take to show its first bytes.
+PEEK_TIMEOUT_S = 2.0
+PEEK_BYTES = 5
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 3.0
+
+
+def quorum_cluster_id(config: BrokerConfig) -> str | None:
+    """A cluster id every node with the same ``controller.quorum.voters`` derives alike."""
+    if not config.controller_quorum_voters:
+        return None
+    voters = ",".join(f"{v.node_id}@{v.host}:{v.port}" for v in sorted(config.controller_quorum_voters,
+                                                                       key=lambda v: v.node_id))
+    digest = hashlib.sha256(f"cormorant-cluster:{voters}".encode()).digest()[:16]
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+class ControllerListener(NetworkListener):
+    """The controller listener: Kafka requests, and the quorum's peer connections on the same port."""
+
+    def __init__(self, name: str, security_protocol: str, host: str, port: int, handler: Dispatcher,
+                 limits: NetworkLimits, raft: RaftQuorum) -> None:
+        super().__init__(name, security_protocol, host, port, handler, limits)
+        self.raft = raft
+
+    async def _accept(self, stream: trio.SocketStream) -> None:
+        preamble = await _peek(stream, PEEK_BYTES, PEEK_TIMEOUT_S)
+        if preamble is not None and is_raft_connection(preamble):
+            # Nothing was read: pysyncobj takes over the socket as it was accepted.
+            sock = socket.socket(fileno=os.dup(stream.socket.fileno()))
+            await stream.aclose()
+            self.raft.adopt_connection(sock)
+            return
+        await super()._accept(stream)
+
+
+async def _peek(stream: trio.SocketStream, size: int, timeout_s: float) -> bytes | None:
+    with trio.move_on_after(timeout_s):
+        while True:
+            try:
+                data: bytes = await stream.socket.recv(size, socket.MSG_PEEK)
+            except OSError:
+                return None
+            if len(data) >= size or not data:
+                return data
+            await trio.sleep(0.005)
+    return None
+
+
+class ControllerRole:
+    """A voter of the metadata quorum and, when it leads, the active controller."""
+
+    def __init__(self, node: BrokerNode, voters: Sequence[tuple[int, str, int]]) -> None:
+        config = node.config
+        self.node = node
+        self.voter_addresses = {voter: (host, port) for voter, host, port in voters}
+        self.raft = RaftQuorum(node.node_id, voters, config.log_dirs[0] / METADATA_DIR)
+        self.controller = Controller(
+            node.node_id,
+            self.raft,
+            ControllerSettings(config.num_partitions, config.default_replication_factor,
+                               config.unclean_leader_election_enable),
+            node.validate_topic_configs,
+            node.rng,
+        )
+        self.raft.add_reset_listener(self.controller.reset_image)
+        self.cluster_control = ClusterControl(self.controller, node.cluster_id,
+                                              config.broker_session_timeout_ms / 1000)
+        self.raft.add_activation_listener(self.cluster_control.activate)
+        self.dispatcher = Dispatcher(node, load_handlers(all_controller_handlers()), DecodeLimits())
+        self.listener_name = (config.controller_listener_names or ("CONTROLLER",))[0]
+        self.listeners = [self._listener(lst, node) for lst in self._listener_configs(config)]
+        self._snapshot: tuple[int, bytes] | None = None
+
+    def _listener_configs(self, config: BrokerConfig) -> list[Listener]:
+        own = self.voter_addresses[config.node_id]
+        configured = [lst for lst in config.listeners if lst.name in config.controller_listener_names]
+        if not configured:
+            # No controller listener named: serve on this voter's own address.
+            return [Listener(self.listener_name, own[0], own[1], SecurityProtocol.PLAINTEXT)]
+        for lst in configured:
+            if lst.security_protocol is not SecurityProtocol.PLAINTEXT:
+                raise ConfigError("listeners", f"controller listener {lst.name} must be PLAINTEXT for now")
+        if not any(lst.port in (own[1], 0) for lst in configured):
+            raise ConfigError("controller.quorum.voters",
+                              f"node {config.node_id}'s voter port {own[1]} is not a controller listener's port")
+        return [Listener(lst.name, lst.host, own[1] if lst.port == 0 else lst.port, lst.security_protocol)
+                for lst in configured]
+
+    def _listener(self, lst: Listener, node: BrokerNode) -> ControllerListener:
+        config = node.config
+        limits = NetworkLimits(
+            max_frame_bytes=config.socket_request_max_bytes,
+            idle_timeout_s=config.connections_max_idle_ms / 1000,
+            max_connections=config.max_connections,
+        )
+        return ControllerListener(lst.name, lst.security_protocol.name, lst.host or "0.0.0.0", lst.port,
+                                  self.dispatcher, limits, self.raft)
+
+    def snapshot_bytes(self) -> tuple[int, bytes]:
+        """The image at the oldest retained offset, as record batches (cached per offset)."""
+        start = self.raft.log_start_offset
+        if self._snapshot is None or self._snapshot[0] != start:
+            self._snapshot = (start, encode_record_batches(image_records(self.raft.snapshot()), 0))
+        return self._snapshot
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            for listener in self.listeners:
+                await listener.bind()
+            await nursery.start(self.raft.run)
+            for listener in self.listeners:
+                nursery.start_soon(listener.serve)
+            nursery.start_soon(self.cluster_control.run)
+            names = [f"{lst.name}://{lst.host}:{lst.bound_port}" for lst in self.listeners]
+            log.info("controller_started", node_id=self.node.node_id, listeners=names)
+            task_status.started()
+
+
+class _NoQuorum:
+    """What a broker-only node has in place of a quorum voter."""
+
+    leader_id = -1
+    epoch = 0
+    end_offset = 0
+
+    def is_leader(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+#: What a cluster node has as ``node.quorum``: its voter, or nothing on a broker-only node.
+QuorumHandle = RaftQuorum | _NoQuorum
+
+
+class ClusterMode:
+    """The roles of one node of a multi-node cluster."""
+
+    def __init__(self, node: BrokerNode) -> None:
+        config = node.config
+        self.node = node
+        self.config = config
+        voters = [(v.node_id, v.host, v.port) for v in config.controller_quorum_voters]
+        self.view = MetadataView()
+        self.channel = ControllerChannel(voters, f"cormorant-broker-{node.node_id}", node.rng)
+        self.controller: ControllerRole | None = None
+        self.follower: MetadataFollower | None = None
+        self.lifecycle: BrokerLifecycle | None = None
+        if config.is_controller:
+            self.controller = ControllerRole(node, voters)
+            self.controller.controller.add_image_listener(self.view.update)
+        if config.is_broker:
+            if self.controller is None:
+                self.follower = MetadataFollower(self.channel, node.node_id, node.cluster_id, self.view)
+            incarnation = uuid.UUID(int=node.rng.getrandbits(128), version=4)
+            self.lifecycle = BrokerLifecycle(self.channel, node.node_id, node.cluster_id, incarnation,
+                                             config.broker_heartbeat_interval_ms / 1000,
+                                             lambda: self.view.image.offset)
+        self.remote = RemoteController(self.channel, lambda: self.view.image, self.view.add_listener,
+                                       self.view.wait_for, self._register)
+        self.quorum: QuorumHandle = self.controller.raft if self.controller is not None else _NoQuorum()
+        self._nursery: trio.Nursery | None = None
+
+    def broker_listeners(self) -> list[Listener]:
+        if not self.config.is_broker:
+            return []
+        return [lst for lst in self.config.listeners if lst.name not in self.config.controller_listener_names]
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Runs the node's roles until cancelled; started before the broker registers."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                if self.controller is not None:
+                    await nursery.start(self.controller.run)
+                    nursery.start_soon(self._follow_local_log, self.controller)
+                if self.follower is not None:
+                    nursery.start_soon(self.follower.run)
+                task_status.started()
+        finally:
+            self._nursery = None
+            with trio.CancelScope(shield=True):
+                await self.channel.aclose()
+
+    async def _follow_local_log(self, role: ControllerRole) -> None:
+        # A combined node serves its own replica of the log once it has caught up.
+        await role.raft.caught_up.wait()
+        self.view.mark_caught_up()
+
+    async def _register(self, broker_id: int, endpoints: Sequence[Endpoint], rack: str | None) -> int:
+        lifecycle = self.lifecycle
+        if lifecycle is None or self._nursery is None:
+            return -1
+        epoch = await lifecycle.register(endpoints, rack)
+        self._nursery.start_soon(lifecycle.run)
+        timeout_s = self.config.initial_broker_registration_timeout_ms / 1000
+        with trio.move_on_after(timeout_s):
+            await self.view.caught_up.wait()
+            await lifecycle.unfenced.wait()
+            return epoch
+        log.warning("broker_not_unfenced", broker_id=broker_id, timeout_s=timeout_s,
+                    caught_up=self.view.caught_up.is_set())
+        return epoch
+
+    async def controlled_shutdown(self) -> None:
+        """Moves this broker's leaderships away before it stops serving (best effort)."""
+        if self.lifecycle is not None:
+            await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)

@@ -1,0 +1,29 @@
+"""ApiVersions (18), v0-4, on the controller listener: the controller APIs this node serves.
+
+Same checks as the broker listener's (KIP-511 software name and version); the list
+is the controller listener's own table.
+"""
+
+from __future__ import annotations
+
+import re
+
+from broker.controller_handlers._common import controller_role
+from broker.dispatch import RequestContext
+from wire.errors import ErrorCode
+from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
+
+API_KEY = 18
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-_.]*[a-zA-Z0-9])?$")
+
+
+async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
+    response = ApiVersionsResponse(api_keys=controller_role(ctx).dispatcher.api_versions())
+    if ctx.api_version >= 3 and not (
+        _SOFTWARE.match(request.client_software_name) and _SOFTWARE.match(request.client_software_version)
+    ):
+        response.error_code = ErrorCode.INVALID_REQUEST
+    return response

@@ -1,0 +1,385 @@
+"""GroupCoordinator: what the group API handlers call.
+
+Routes each group to the shard of its ``__consumer_offsets`` partition on the
+:class:`~broker.coordinator.CoordinatorRuntime`, after Kafka's checks
+(``validateGroupStatus``): an invalid group id is INVALID_GROUP_ID, a
+partition still loading COORDINATOR_LOAD_IN_PROGRESS, one led elsewhere
+NOT_COORDINATOR. Requests that wait (JoinGroup, SyncGroup, OffsetCommit) are
+answered when their shard calls back.
+
+``__consumer_offsets`` is created on the first FindCoordinator for a group,
+with ``offsets.topic.num.partitions`` partitions, ``cleanup.policy=compact``
+and ``offsets.topic.segment.bytes``. Its replication factor is
+``offsets.topic.replication.factor`` (3 by default, as Kafka) lowered to the
+number of live brokers, with a warning: Kafka would refuse to create it until
+that many brokers exist, which leaves a single-node setup without groups
+unless its config says 1 (as Kafka's sample server.properties does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import structlog
+import trio
+
+from broker.coordinator import KEY_TYPE_GROUP, CoordinatorRuntime, InternalTopic, ShardContext
+from broker.group.group import GroupOverview, GroupSummary, JoinResult, SyncResult
+from broker.group.records import OffsetAndMetadata
+from broker.group.shard import (
+    FetchedOffset,
+    GroupConfig,
+    GroupObserver,
+    GroupShard,
+    JoinRequest,
+    LeavingMember,
+    NullObserver,
+    SyncRequest,
+    TopicPartition,
+)
+from controller.image import MetadataImage
+from controller.service import TopicRequest
+from wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.node import BrokerNode
+
+log = structlog.get_logger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class GroupCounters:
+    """Totals since start; forwards each event to ``delegate`` (the metrics layer) as well."""
+
+    rebalances: int = 0
+    committed: int = 0
+    removed: int = 0
+    delegate: GroupObserver | None = None
+
+    def rebalance_completed(self, group_id: str, generation: int, members: int, duration_ms: int) -> None:
+        self.rebalances += 1
+        if self.delegate is not None:
+            self._forward(self.delegate.rebalance_completed, group_id, generation, members, duration_ms)
+
+    def offsets_committed(self, group_id: str, count: int) -> None:
+        self.committed += count
+        if self.delegate is not None:
+            self._forward(self.delegate.offsets_committed, group_id, count)
+
+    def offsets_removed(self, group_id: str, count: int, reason: str) -> None:
+        self.removed += count
+        if self.delegate is not None:
+            self._forward(self.delegate.offsets_removed, group_id, count, reason)
+
+    @staticmethod
+    def _forward(method: Callable[..., None], *args: Any) -> None:
+        # Metrics must never break a rebalance or a commit.
+        try:
+            method(*args)
+        except Exception:
+            log.exception("group_metrics_failed", hook=getattr(method, "__name__", "?"))
+
+
+class _BrokerMetricsObserver:
+    """Group events into the broker's metrics (``broker.metrics``, docs/metrics.md)."""
+
+    def __init__(self, metrics: Any) -> None:
+        self.metrics = metrics
+
+    def rebalance_completed(self, group_id: str, generation: int, members: int, duration_ms: int) -> None:
+        self.metrics.group_rebalance(duration_ms / 1000)
+
+    def offsets_committed(self, group_id: str, count: int) -> None:
+        self.metrics.offset_commit(count)
+
+    def offsets_removed(self, group_id: str, count: int, reason: str) -> None:
+        pass
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSnapshot:
+    """One group as metrics see it."""
+
+    group_id: str
+    state: str
+    members: int
+    generation: int
+    committed: dict[TopicPartition, int]
+
+
+def group_config_from(node: BrokerNode) -> GroupConfig:
+    c = node.config
+    return GroupConfig(
+        min_session_timeout_ms=c.group_min_session_timeout_ms,
+        max_session_timeout_ms=c.group_max_session_timeout_ms,
+        max_size=c.group_max_size,
+        initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
+        offset_metadata_max_bytes=c.offset_metadata_max_bytes,
+        offsets_retention_ms=c.offsets_retention_minutes * 60_000,
+        offsets_retention_check_interval_ms=c.offsets_retention_check_interval_ms,
+    )
+
+
+async def _await_callback(start: Callable[[Callable[[T], None]], None]) -> T:
+    """Runs ``start(callback)`` and waits for the callback's value."""
+    box: list[T] = []
+    done = trio.Event()
+
+    def callback(value: T) -> None:
+        if not box:
+            box.append(value)
+            done.set()
+
+    start(callback)
+    await done.wait()
+    return box[0]
+
+
+class GroupCoordinator:
+    def __init__(self, node: BrokerNode) -> None:
+        self.node = node
+        self.config = group_config_from(node)
+        self.counters = GroupCounters()
+        c = node.config
+        topic = InternalTopic(
+            name=OFFSETS_TOPIC,
+            num_partitions=c.offsets_topic_num_partitions,
+            replication_factor=c.offsets_topic_replication_factor,
+            configs={
+                "cleanup.policy": "compact",
+                "segment.bytes": str(c.offsets_topic_segment_bytes),
+                "compression.type": "producer",
+            },
+        )
+        self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
+            name="group",
+            node_id=node.node_id,
+            topic=topic,
+            image=node.image,
+            replica_manager=node.replica_manager,
+            shard_factory=self._new_shard,
+            create_topic=self._create_topic,
+            clock_ms=node.clock_ms,
+            rng=node.rng,
+            append_timeout_ms=c.offsets_commit_timeout_ms,
+            min_insync_replicas=lambda: node.min_insync_replicas(OFFSETS_TOPIC),
+        )
+        self._topics = frozenset(node.image.topic_ids)
+        self._active = False
+        self._watch_metrics(node.metrics)
+
+    key_type = KEY_TYPE_GROUP
+
+    def _new_shard(self, ctx: ShardContext) -> GroupShard:
+        return GroupShard(ctx, self.config, self.counters)
+
+    def _watch_metrics(self, metrics: Any) -> None:
+        # The metrics layer reads group state at collection time and counts events;
+        # a metrics object without these hooks (an older or stub one) is left alone.
+        if not all(hasattr(metrics, name) for name in ("watch_groups", "group_rebalance", "offset_commit")):
+            return
+        from broker.metrics import CommittedOffset, GroupSample
+
+        def groups() -> list[GroupSample]:
+            return [GroupSample(s.group_id, s.state, s.members) for s in self.snapshots()]
+
+        def committed() -> list[CommittedOffset]:
+            return [CommittedOffset(s.group_id, t, p, o) for s in self.snapshots() for (t, p), o in s.committed.items()]
+
+        metrics.watch_groups(groups, committed)
+        self.set_observer(_BrokerMetricsObserver(metrics))
+
+    def set_observer(self, observer: GroupObserver) -> None:
+        """Where group events go besides the counters (the metrics layer plugs in here)."""
+        self.counters.delegate = observer
+
+    async def _create_topic(self, topic: InternalTopic) -> None:
+        live = len(self.node.image.live_brokers())
+        rf = min(topic.replication_factor, max(live, 1))
+        if rf < topic.replication_factor:
+            log.warning("offsets_topic_replication_lowered", topic=topic.name,
+                        configured=topic.replication_factor, live_brokers=live, replication_factor=rf)
+        results = await self.node.controller.create_topics(
+            [TopicRequest(topic.name, topic.num_partitions, rf, configs=dict(topic.configs))])
+        for r in results:
+            if r.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                log.error("offsets_topic_not_created", topic=topic.name, error=r.error.name, message=r.message)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def on_image(self, image: MetadataImage) -> None:
+        self.runtime.on_image(image)
+        topics = frozenset(image.topic_ids)
+        deleted = self._topics - topics
+        self._topics = topics
+        if deleted:
+            for shard in self.runtime.active_shards():
+                shard.on_topics_deleted(set(deleted))
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self._active = True
+        try:
+            await self.runtime.run(task_status)
+        finally:
+            self._active = False
+
+    def close(self) -> None:
+        """Stops serving groups: waiting JoinGroup/SyncGroup requests get NOT_COORDINATOR."""
+        self._active = False
+        self.runtime.close()
+
+    # ------------------------------------------------------------ routing
+
+    def partition_for(self, group_id: str) -> int:
+        return self.runtime.partition_for(group_id)
+
+    def _locate(self, group_id: str | None, *, allow_empty: bool = False) -> tuple[ErrorCode, GroupShard | None]:
+        if group_id is None or (not group_id and not allow_empty):
+            return ErrorCode.INVALID_GROUP_ID, None
+        if not self._active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        return self.runtime.shard_for(group_id)
+
+    async def find_coordinator(self, key: str, listener: str) -> tuple[ErrorCode, int, str, int]:
+        return await self.runtime.find_coordinator(key, listener)
+
+    # ------------------------------------------------------------ membership
+
+    async def join_group(self, req: JoinRequest) -> JoinResult:
+        error, shard = self._locate(req.group_id)
+        if shard is None:
+            return JoinResult(req.member_id, error)
+        return await _await_callback(lambda cb: shard.join_group(req, cb))
+
+    async def sync_group(self, req: SyncRequest) -> SyncResult:
+        error, shard = self._locate(req.group_id)
+        if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            # The rebalance in progress was lost with the old coordinator: rejoin, without
+            # an error older clients do not expect here.
+            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
+        if shard is None:
+            return SyncResult(error)
+        return await _await_callback(lambda cb: shard.sync_group(req, cb))
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
+        error, shard = self._locate(group_id)
+        if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            return ErrorCode.NONE  # as Kafka: answer blindly while loading
+        if shard is None:
+            return error
+        return shard.heartbeat(group_id, member_id, group_instance_id, generation_id)
+
+    def leave_group(self, group_id: str, members: list[LeavingMember]) -> tuple[ErrorCode, list[ErrorCode]]:
+        error, shard = self._locate(group_id)
+        if shard is None:
+            return error, []
+        return shard.leave_group(group_id, members)
+
+    # ------------------------------------------------------------ offsets
+
+    async def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, ErrorCode]:
+        error, shard = self._locate(group_id, allow_empty=True)
+        if shard is None:
+            return {tp: error for tp in offsets}
+        if not offsets:
+            return {}
+        return await _await_callback(
+            lambda cb: shard.commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets, cb))
+
+    async def commit_transactional_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit, after the transaction coordinator verified the partition."""
+        error, shard = self._locate(group_id)
+        if shard is None:
+            return {tp: error for tp in offsets}
+        if not offsets:
+            return {}
+        return await _await_callback(lambda cb: shard.commit_transactional_offsets(
+            group_id, producer_id, producer_epoch, member_id, group_instance_id, generation_id, offsets, cb))
+
+    def complete_transaction(self, producer_id: int, partitions: list[int], committed: bool) -> None:
+        """A transaction marker was written to these ``__consumer_offsets`` partitions: the
+        producer's pending offset commits there become visible (COMMIT) or are dropped."""
+        for partition in partitions:
+            _, shard = self.runtime.shard_at(partition)
+            if shard is not None:
+                shard.complete_transaction(producer_id, committed)
+
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
+                      require_stable: bool) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
+        error, shard = self._locate(group_id, allow_empty=True)
+        if shard is None:
+            return error, {}
+        return ErrorCode.NONE, shard.fetch_offsets(group_id, partitions, require_stable)
+
+    def delete_offsets(self, group_id: str,
+                       partitions: list[TopicPartition]) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        error, shard = self._locate(group_id)
+        if shard is None:
+            return error, {}
+        return shard.delete_offsets(group_id, partitions)
+
+    # ------------------------------------------------------------ admin
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
+        error, shard = self._locate(group_id, allow_empty=True)
+        if shard is None:
+            return error, GroupSummary("", "", "", ())
+        return ErrorCode.NONE, shard.describe_group(group_id)
+
+    def list_groups(self, states: set[str], types: set[str]) -> tuple[ErrorCode, list[GroupOverview]]:
+        if not self._active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.runtime.is_loading() else ErrorCode.NONE
+        lowered = {s.lower() for s in states}
+        groups: list[GroupOverview] = []
+        for shard in self.runtime.active_shards():
+            groups.extend(shard.list_groups(lowered, types))
+        return error, groups
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        results: dict[str, ErrorCode] = {}
+        by_shard: dict[int, tuple[GroupShard, list[str]]] = {}
+        for group_id in group_ids:
+            error, shard = self._locate(group_id, allow_empty=True)
+            if shard is None:
+                results[group_id] = error
+            else:
+                by_shard.setdefault(id(shard), (shard, []))[1].append(group_id)
+        for shard, ids in by_shard.values():
+            results.update(shard.delete_groups(ids))
+        return {group_id: results[group_id] for group_id in group_ids}
+
+    # ------------------------------------------------------------ metrics
+
+    def snapshots(self) -> list[GroupSnapshot]:
+        """Every group this broker coordinates, for gauges (members, lag)."""
+        out = []
+        for shard in self.runtime.active_shards():
+            for group in shard.groups.values():
+                out.append(GroupSnapshot(group.group_id, group.state.value, group.size, group.generation_id,
+                                         {tp: c.value.offset for tp, c in group.offsets.items()}))
+        return out
+
+
+__all__ = ["OFFSETS_TOPIC", "GroupCoordinator", "GroupCounters", "GroupSnapshot", "NullObserver"]

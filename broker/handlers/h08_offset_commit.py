@@ -1,0 +1,79 @@
+"""OffsetCommit (8), v0-9: store a group's committed offsets in ``__consumer_offsets``.
+
+Acknowledged once the records are committed (acks=all inside the broker).
+Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION; the rest go to
+the group coordinator, which fences by member id, generation and group
+instance id. A commit with generation -1 and no member id (a simple consumer
+or an admin tool) is accepted while the group is Empty, creating the group if
+needed.
+
+Per version: v0 stored offsets in ZooKeeper, which a KRaft broker does not
+have: every partition gets UNSUPPORTED_VERSION, as Kafka 3.9 in KRaft mode
+answers. v1 carries a commit timestamp per partition (-1: now); v2-4 a
+retention time (-1: the broker's ``offsets.retention.minutes``; otherwise the
+offset expires that long after the commit); v6 the leader epoch; v7 the group
+instance id.
+"""
+
+from __future__ import annotations
+
+from broker.dispatch import RequestContext
+from broker.group.records import OffsetAndMetadata
+from wire.errors import ErrorCode
+from wire.generated.api_008_offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+
+API_KEY = 8
+MIN_VERSION = 0
+MAX_VERSION = 9
+
+DEFAULT_TIMESTAMP = -1
+DEFAULT_RETENTION_TIME = -1
+NO_LEADER_EPOCH = -1
+
+
+async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
+    node = ctx.node
+    version = ctx.api_version
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    now = node.clock_ms()
+    retention = request.retention_time_ms if 2 <= version <= 4 else DEFAULT_RETENTION_TIME
+    expire = None if retention == DEFAULT_RETENTION_TIME else now + retention
+    image = node.image
+    for topic in request.topics:
+        known = image.topic(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if version == 0:
+                errors[tp] = ErrorCode.UNSUPPORTED_VERSION
+            elif known is None or p.partition_index not in known.partitions:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offsets[tp] = OffsetAndMetadata(
+                    offset=p.committed_offset,
+                    leader_epoch=None if p.committed_leader_epoch == NO_LEADER_EPOCH else p.committed_leader_epoch,
+                    metadata=p.committed_metadata or "",
+                    commit_timestamp_ms=now if p.commit_timestamp == DEFAULT_TIMESTAMP else p.commit_timestamp,
+                    expire_timestamp_ms=expire,
+                )
+    if offsets:
+        errors.update(await node.group_coordinator.commit_offsets(
+            request.group_id,
+            request.member_id,
+            request.group_instance_id if version >= 7 else None,
+            request.generation_id_or_member_epoch,
+            offsets,
+        ))
+    response = OffsetCommitResponse()
+    for topic in request.topics:
+        t = OffsetCommitResponseTopic(name=topic.name)
+        for p in topic.partitions:
+            t.partitions.append(OffsetCommitResponsePartition(
+                partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)]))
+        response.topics.append(t)
+    return response

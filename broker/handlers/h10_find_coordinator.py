@@ -1,0 +1,67 @@
+"""FindCoordinator (10), v0-6: which broker coordinates a group (or transactional id).
+
+v0 asks for a group; v1 adds ``key_type`` (0 group, 1 transaction); v4
+(KIP-699) batches keys, each answered with its own error; v6 adds share
+groups (key type 2), which Cormorant does not run: COORDINATOR_NOT_AVAILABLE
+(INVALID_REQUEST before v6, as Kafka). Coordinators register in
+``node.coordinators`` by key type; a key type nobody serves is
+COORDINATOR_NOT_AVAILABLE, so clients retry. The answer is the leader of the
+key's partition of the internal topic, on the listener the request came in
+on; the topic is created on first use.
+
+v1-3 errors carry Kafka's error message; success carries "NONE", as Kafka's
+``Errors.NONE.message()`` does.
+"""
+
+from __future__ import annotations
+
+from broker.coordinator import KEY_TYPE_GROUP, KEY_TYPE_SHARE, KEY_TYPE_TRANSACTION
+from broker.dispatch import RequestContext
+from wire.errors import ErrorCode
+from wire.generated.api_010_find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    FindCoordinatorResponseCoordinator,
+)
+
+API_KEY = 10
+MIN_VERSION = 0
+MAX_VERSION = 6
+
+BATCHED_VERSION = 4
+SHARE_VERSION = 6
+_NO_NODE = (-1, "", -1)
+
+
+async def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
+    if key_type == KEY_TYPE_SHARE:
+        error = ErrorCode.INVALID_REQUEST if ctx.api_version < SHARE_VERSION else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return (error, *_NO_NODE)
+    if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+        return (ErrorCode.INVALID_REQUEST, *_NO_NODE)
+    coordinator = ctx.node.coordinators.get(key_type)
+    if coordinator is None:
+        return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *_NO_NODE)
+    return await coordinator.find_coordinator(key, ctx.conn.listener)
+
+
+async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    version = ctx.api_version
+    key_type = request.key_type if version >= 1 else KEY_TYPE_GROUP
+    if version >= BATCHED_VERSION:
+        coordinators = []
+        for key in request.coordinator_keys:
+            error, node_id, host, port = await _find(ctx, key_type, key)
+            coordinators.append(FindCoordinatorResponseCoordinator(
+                key=key, node_id=node_id, host=host, port=port, error_code=error, error_message=""))
+        return FindCoordinatorResponse(coordinators=coordinators)
+    error, node_id, host, port = await _find(ctx, key_type, request.key)
+    if error is not ErrorCode.NONE:
+        node_id, host, port = _NO_NODE
+    return FindCoordinatorResponse(
+        error_code=error,
+        error_message="NONE" if error is ErrorCode.NONE else error.description,
+        node_id=node_id,
+        host=host,
+        port=port,
+    )

@@ -1,0 +1,22 @@
+"""Heartbeat (12), v0-4: keeps a member's session alive; REBALANCE_IN_PROGRESS asks it to rejoin.
+
+v3 adds ``group_instance_id`` (static members, fenced with FENCED_INSTANCE_ID
+when another instance took the id). While the group's partition loads the
+answer is NONE, as Kafka's.
+"""
+
+from __future__ import annotations
+
+from broker.dispatch import RequestContext
+from wire.generated.api_012_heartbeat import HeartbeatRequest, HeartbeatResponse
+
+API_KEY = 12
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+async def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
+    instance_id = request.group_instance_id if ctx.api_version >= 3 else None
+    error = ctx.node.group_coordinator.heartbeat(
+        request.group_id, request.member_id, instance_id, request.generation_id)
+    return HeartbeatResponse(error_code=error)

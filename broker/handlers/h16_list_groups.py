@@ -1,0 +1,31 @@
+"""ListGroups (16), v0-5: the groups this broker coordinates.
+
+v4 (KIP-518) filters by state (case-insensitive) and reports each group's
+state; v5 (KIP-848) filters by type and reports it: every group here is a
+``classic`` one. While some ``__consumer_offsets`` partition is still loading
+the groups found so far come with COORDINATOR_LOAD_IN_PROGRESS, as Kafka's.
+"""
+
+from __future__ import annotations
+
+from broker.dispatch import RequestContext
+from wire.generated.api_016_list_groups import (
+    ListGroupsRequest,
+    ListGroupsResponse,
+    ListGroupsResponseListedGroup,
+)
+
+API_KEY = 16
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
+    version = ctx.api_version
+    states = set(request.states_filter or []) if version >= 4 else set()
+    types = set(request.types_filter or []) if version >= 5 else set()
+    error, groups = ctx.node.group_coordinator.list_groups(states, types)
+    return ListGroupsResponse(error_code=error, groups=[
+        ListGroupsResponseListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
+                                      group_type=g.group_type)
+        for g in sorted(groups, key=lambda g: g.group_id)])

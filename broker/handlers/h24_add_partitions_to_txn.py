@@ -1,0 +1,90 @@
+"""AddPartitionsToTxn (24), v0-5: add partitions to a producer's ongoing transaction.
+
+v0-3 come from clients: one transaction, answered per partition with the one
+outcome. v2 answers PRODUCER_FENCED (earlier versions get
+INVALID_PRODUCER_EPOCH); v3 is flexible. v4+ come from brokers (KIP-890 part
+1): a batch of transactions, each either added or, with ``verify_only``, only
+checked (a partition leader asking whether a transactional write belongs to
+an ongoing transaction). A partition that does not exist fails the whole
+transaction: it gets UNKNOWN_TOPIC_OR_PARTITION, the others
+OPERATION_NOT_ATTEMPTED. Clients may not add the internal topics
+(TOPIC_AUTHORIZATION_FAILED, as Kafka); AddOffsetsToTxn adds
+``__consumer_offsets``.
+"""
+
+from __future__ import annotations
+
+from broker.dispatch import RequestContext
+from wire.errors import ErrorCode
+from wire.generated.api_024_add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnRequestAddPartitionsToTxnTransaction,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnResponseAddPartitionsToTxnResult,
+    AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult,
+)
+
+API_KEY = 24
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+PRODUCER_FENCED_VERSION = 2
+BATCHED_VERSION = 4
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+    version = ctx.api_version
+    if version < BATCHED_VERSION:
+        transactions = [AddPartitionsToTxnRequestAddPartitionsToTxnTransaction(
+            transactional_id=request.v3_and_below_transactional_id,
+            producer_id=request.v3_and_below_producer_id,
+            producer_epoch=request.v3_and_below_producer_epoch,
+            topics=request.v3_and_below_topics,
+        )]
+    else:
+        transactions = request.transactions
+    results = [await _one(ctx, txn) for txn in transactions]
+    if version < BATCHED_VERSION:
+        return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=results[0].topic_results)
+    return AddPartitionsToTxnResponse(results_by_transaction=results)
+
+
+async def _one(
+    ctx: RequestContext, txn: AddPartitionsToTxnRequestAddPartitionsToTxnTransaction
+) -> AddPartitionsToTxnResponseAddPartitionsToTxnResult:
+    coordinator = ctx.node.transaction_coordinator
+    image = ctx.node.image
+    partitions: list[tuple[str, int]] = []
+    for topic in txn.topics:
+        for index in topic.partitions:
+            if (topic.name, index) not in partitions:
+                partitions.append((topic.name, index))
+    failed: dict[tuple[str, int], ErrorCode] = {}
+    for tp in partitions:
+        t = image.topic(tp[0])
+        if ctx.api_version < BATCHED_VERSION and tp[0] in INTERNAL_TOPICS:
+            failed[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif t is None or tp[1] not in t.partitions:
+            failed[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    errors: dict[tuple[str, int], ErrorCode]
+    if failed:
+        errors = {tp: failed.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in partitions}
+    elif txn.verify_only:
+        errors = coordinator.verify_partitions_now(txn.transactional_id, txn.producer_id, txn.producer_epoch, partitions)
+    else:
+        error = await coordinator.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                                 set(partitions), ctx.conn)
+        if error is ErrorCode.PRODUCER_FENCED and ctx.api_version < PRODUCER_FENCED_VERSION:
+            error = ErrorCode.INVALID_PRODUCER_EPOCH
+        errors = dict.fromkeys(partitions, error)
+    by_topic: dict[str, AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult] = {}
+    for (name, index), error in errors.items():
+        result = by_topic.get(name)
+        if result is None:
+            result = by_topic[name] = AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult(name=name)
+        result.results_by_partition.append(AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult(
+            partition_index=index, partition_error_code=error))
+    return AddPartitionsToTxnResponseAddPartitionsToTxnResult(
+        transactional_id=txn.transactional_id, topic_results=list(by_topic.values()))

@@ -1,0 +1,32 @@
+"""EndTxn (26), v0-4: commit or abort the producer's ongoing transaction.
+
+The answer comes once the decision (PrepareCommit / PrepareAbort) is durable
+in ``__transaction_state``; the markers are written afterwards, and until they
+are the next AddPartitionsToTxn gets CONCURRENT_TRANSACTIONS. A retry of an
+EndTxn that already completed succeeds. v2 answers PRODUCER_FENCED (earlier
+versions get INVALID_PRODUCER_EPOCH); v3 is flexible; v4 (KIP-890) is for
+clients that handle TRANSACTION_ABORTABLE. An EndTxn arriving on a connection
+older than the one that began the ongoing transaction is refused (see
+:mod:`broker.transaction.coordinator`).
+"""
+
+from __future__ import annotations
+
+from broker.dispatch import RequestContext
+from wire.errors import ErrorCode
+from wire.generated.api_026_end_txn import EndTxnRequest, EndTxnResponse
+
+API_KEY = 26
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+PRODUCER_FENCED_VERSION = 2
+
+
+async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
+    error = await ctx.node.transaction_coordinator.end_transaction(
+        request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
+        from_client=True, conn=ctx.conn)
+    if error is ErrorCode.PRODUCER_FENCED and ctx.api_version < PRODUCER_FENCED_VERSION:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
+    return EndTxnResponse(error_code=error)

@@ -1,0 +1,93 @@
+"""TxnOffsetCommit (28), v0-4: a transactional producer commits a group's offsets as part
+of its transaction (send_offsets_to_transaction).
+
+The group's ``__consumer_offsets`` partition must be in the transaction
+(AddOffsetsToTxn first): it is verified with the transaction coordinator
+unless the producer already wrote there in this transaction (KIP-890 part 1),
+else INVALID_TXN_STATE. The offsets are written with the producer's id and
+epoch and count only once the transaction's COMMIT marker reaches that
+partition. Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION.
+
+Per version: v1 is v0; v2 adds the leader epoch; v3 (KIP-447) the member id,
+generation and group instance id, which fence zombie members as OffsetCommit
+does; v3 is flexible; v4 (KIP-890) is for clients that handle
+TRANSACTION_ABORTABLE. Before v2, COORDINATOR_LOAD_IN_PROGRESS is answered as
+COORDINATOR_NOT_AVAILABLE, which older clients expect.
+"""
+
+from __future__ import annotations
+
+from broker.dispatch import RequestContext
+from broker.group.records import OffsetAndMetadata
+from broker.group.shard import commit_error
+from wire.errors import ErrorCode
+from wire.generated.api_028_txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
+
+API_KEY = 28
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+NO_LEADER_EPOCH = -1
+LOAD_IN_PROGRESS_VERSION = 2
+TRANSACTION_ABORTABLE_VERSION = 5
+
+
+async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    node = ctx.node
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    now = node.clock_ms()
+    image = node.image
+    for topic in request.topics:
+        known = image.topic(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if known is None or p.partition_index not in known.partitions:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offsets[tp] = OffsetAndMetadata(
+                    offset=p.committed_offset,
+                    leader_epoch=None if p.committed_leader_epoch == NO_LEADER_EPOCH else p.committed_leader_epoch,
+                    metadata=p.committed_metadata or "",
+                    commit_timestamp_ms=now,
+                )
+    if offsets:
+        error = _verify(ctx, request)
+        if error is not ErrorCode.NONE:
+            errors.update(dict.fromkeys(offsets, error))
+        else:
+            errors.update(await node.group_coordinator.commit_transactional_offsets(
+                request.group_id, request.producer_id, request.producer_epoch, request.member_id,
+                request.group_instance_id, request.generation_id, offsets))
+    if ctx.api_version < LOAD_IN_PROGRESS_VERSION:
+        errors = {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE if e is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else e
+                  for tp, e in errors.items()}
+    response = TxnOffsetCommitResponse()
+    for topic in request.topics:
+        t = TxnOffsetCommitResponseTopic(name=topic.name)
+        for p in topic.partitions:
+            t.partitions.append(TxnOffsetCommitResponsePartition(
+                partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)]))
+        response.topics.append(t)
+    return response
+
+
+def _verify(ctx: RequestContext, request: TxnOffsetCommitRequest) -> ErrorCode:
+    """Whether the group's offsets partition is in the producer's ongoing transaction."""
+    coordinator = ctx.node.transaction_coordinator
+    tp = coordinator.offsets_partition(request.group_id)
+    partition = ctx.node.replica_manager.get(*tp)
+    if partition is not None and partition.producer_state.has_ongoing_transaction(request.producer_id):
+        return ErrorCode.NONE
+    error = coordinator.verify_partitions_now(
+        request.transactional_id, request.producer_id, request.producer_epoch, [tp])[tp]
+    if error is ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if error is ErrorCode.TRANSACTION_ABORTABLE and ctx.api_version < TRANSACTION_ABORTABLE_VERSION:
+        return ErrorCode.INVALID_TXN_STATE
+    return commit_error(error)

@@ -1,0 +1,26 @@
+"""DeleteGroups (42), v0-2: delete empty groups and their committed offsets.
+
+Only an Empty group can go (NON_EMPTY_GROUP otherwise); an unknown one is
+GROUP_ID_NOT_FOUND. Offsets and the group record are removed with tombstones
+in ``__consumer_offsets``. Each group is answered once, in request order.
+"""
+
+from __future__ import annotations
+
+from broker.dispatch import RequestContext
+from wire.generated.api_042_delete_groups import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DeleteGroupsResponseDeletableGroupResult,
+)
+
+API_KEY = 42
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    group_ids = list(dict.fromkeys(request.groups_names))
+    results = ctx.node.group_coordinator.delete_groups(group_ids)
+    return DeleteGroupsResponse(results=[
+        DeleteGroupsResponseDeletableGroupResult(group_id=g, error_code=results[g]) for g in group_ids])

@@ -1,0 +1,207 @@
+"""The broker's copy of the committed metadata log.
+
+:class:`MetadataView` is what the rest of the broker reads (handlers, replica
+manager, coordinators). It publishes an image only once the broker has caught
+up with the log at start-up, and then only newer images — so the replica
+manager never sees a half-replayed image (in which topics created later are
+missing and their local logs would be deleted).
+
+:class:`MetadataFollower` fills it on a broker-only node (``process.roles=
+broker``): like a KRaft observer it sends Fetch for ``__cluster_metadata``
+partition 0 to the active controller, long-polling, and applies the metadata
+records in the returned batches with the pure state machine. When its offset
+is older than what the controller still holds in memory, the answer names a
+snapshot (``snapshot_id``) and the follower loads it with FetchSnapshot. A
+combined node reads its own replica of the log instead (its controller's
+image feeds the view).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import structlog
+import trio
+
+from broker.controller_channel import (
+    CLUSTER_METADATA_TOPIC,
+    METADATA_TOPIC_ID,
+    ChannelError,
+    ControllerChannel,
+)
+from controller.image import MetadataImage
+from controller.snapshot import decode_record_batches, image_from_records
+from controller.state import InvalidRecordError, apply
+from wire.errors import ErrorCode
+from wire.exceptions import DecodeError
+from wire.generated.api_001_fetch import (
+    FetchRequest,
+    FetchRequestFetchPartition,
+    FetchRequestFetchTopic,
+    FetchResponse,
+)
+from wire.generated.api_059_fetch_snapshot import (
+    FetchSnapshotRequest,
+    FetchSnapshotRequestPartitionSnapshot,
+    FetchSnapshotRequestSnapshotId,
+    FetchSnapshotRequestTopicSnapshot,
+    FetchSnapshotResponse,
+)
+
+log = structlog.get_logger(__name__)
+
+#: Fetch v14: topic ids, snapshot ids, and ``replica_id`` still a plain field (v15 moved it).
+FETCH_VERSION = 14
+FETCH_MAX_WAIT_MS = 500
+FETCH_MAX_BYTES = 8 * 1024 * 1024
+FETCH_TIMEOUT_S = 5.0
+FETCH_BACKOFF_S = 0.2
+
+ImageListener = Callable[[MetadataImage], None]
+
+
+class MetadataView:
+    """The image this broker serves, published once caught up and only forwards."""
+
+    def __init__(self) -> None:
+        self.image = MetadataImage()
+        self._latest = MetadataImage()
+        self.caught_up = trio.Event()
+        self._listeners: list[ImageListener] = []
+        self._changed = trio.Event()
+
+    def add_listener(self, listener: ImageListener) -> None:
+        self._listeners.append(listener)
+
+    def update(self, image: MetadataImage) -> None:
+        self._latest = image
+        if self.caught_up.is_set():
+            self._publish()
+
+    def mark_caught_up(self) -> None:
+        if not self.caught_up.is_set():
+            log.info("metadata_caught_up", offset=self._latest.offset)
+            self.caught_up.set()
+            self._publish()
+
+    def _publish(self) -> None:
+        # An image older than the one published (a snapshot loaded behind it) waits
+        # until the log has moved past again.
+        if self._latest.offset <= self.image.offset and self.image.offset >= 0:
+            return
+        self.image = self._latest
+        for listener in self._listeners:
+            listener(self.image)
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_for(self, predicate: Callable[[MetadataImage], bool], timeout_s: float) -> bool:
+        with trio.move_on_after(timeout_s):
+            while not predicate(self.image):
+                await self._changed.wait()
+            return True
+        return False
+
+
+class MetadataFollower:
+    """Fetches the committed metadata log from the controllers into a :class:`MetadataView`."""
+
+    def __init__(self, channel: ControllerChannel, node_id: int, cluster_id: str, view: MetadataView) -> None:
+        self.channel = channel
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.view = view
+        self.image = MetadataImage()
+        self.high_watermark = -1
+
+    @property
+    def next_offset(self) -> int:
+        return self.image.offset + 1
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self._fetch_once()
+            except (ChannelError, DecodeError, InvalidRecordError) as ex:
+                log.info("metadata_fetch_failed", reason=str(ex), offset=self.next_offset)
+                self.channel.forget_active()
+                await trio.sleep(FETCH_BACKOFF_S)
+
+    def _fetch_request(self) -> FetchRequest:
+        return FetchRequest(
+            cluster_id=self.cluster_id,
+            replica_id=self.node_id,
+            max_wait_ms=FETCH_MAX_WAIT_MS,
+            min_bytes=1,
+            max_bytes=FETCH_MAX_BYTES,
+            topics=[FetchRequestFetchTopic(
+                topic_id=METADATA_TOPIC_ID,
+                partitions=[FetchRequestFetchPartition(partition=0, fetch_offset=self.next_offset,
+                                                       partition_max_bytes=FETCH_MAX_BYTES)],
+            )],
+        )
+
+    async def _fetch_once(self) -> None:
+        reply = await self.channel.send_to_active(
+            self._fetch_request(), FetchResponse, timeout_s=FETCH_TIMEOUT_S,
+            not_controller=lambda r: r.error_code == ErrorCode.NOT_CONTROLLER, version=FETCH_VERSION)
+        if reply.error_code != ErrorCode.NONE or not reply.responses or not reply.responses[0].partitions:
+            raise ChannelError(f"metadata fetch failed: {ErrorCode.for_code(reply.error_code).name}")
+        part = reply.responses[0].partitions[0]
+        if part.snapshot_id.end_offset >= 0:
+            await self._load_snapshot(part.snapshot_id.end_offset, part.snapshot_id.epoch)
+            return
+        if part.error_code != ErrorCode.NONE:
+            raise ChannelError(f"metadata fetch failed: {ErrorCode.for_code(part.error_code).name}")
+        self.high_watermark = part.high_watermark
+        data = part.records
+        if data is not None and not isinstance(data, (bytes, bytearray, memoryview)):
+            raise ChannelError("unexpected record data")
+        records = decode_record_batches(data or b"")
+        image = self.image
+        for offset, record in records:
+            if offset < image.offset + 1:
+                continue
+            if offset != image.offset + 1:
+                raise ChannelError(f"metadata records jump from {image.offset} to {offset}")
+            image = apply(image, record, offset)
+        if image is not self.image:
+            self.image = image
+            self.view.update(image)
+        if self.next_offset >= self.high_watermark:
+            self.view.mark_caught_up()
+
+    async def _load_snapshot(self, end_offset: int, epoch: int) -> None:
+        log.info("metadata_snapshot_fetch", end_offset=end_offset, offset=self.next_offset)
+        data = bytearray()
+        size = -1
+        while size < 0 or len(data) < size:
+            request = FetchSnapshotRequest(
+                cluster_id=self.cluster_id,
+                replica_id=self.node_id,
+                max_bytes=FETCH_MAX_BYTES,
+                topics=[FetchSnapshotRequestTopicSnapshot(name=CLUSTER_METADATA_TOPIC, partitions=[
+                    FetchSnapshotRequestPartitionSnapshot(
+                        partition=0, current_leader_epoch=-1,
+                        snapshot_id=FetchSnapshotRequestSnapshotId(end_offset=end_offset, epoch=epoch),
+                        position=len(data))])],
+            )
+            reply = await self.channel.send_to_active(
+                request, FetchSnapshotResponse, timeout_s=FETCH_TIMEOUT_S,
+                not_controller=lambda r: r.error_code == ErrorCode.NOT_CONTROLLER)
+            if reply.error_code != ErrorCode.NONE or not reply.topics or not reply.topics[0].partitions:
+                raise ChannelError(f"snapshot fetch failed: {ErrorCode.for_code(reply.error_code).name}")
+            part = reply.topics[0].partitions[0]
+            if part.error_code != ErrorCode.NONE:
+                raise ChannelError(f"snapshot fetch failed: {ErrorCode.for_code(part.error_code).name}")
+            chunk = part.unaligned_records
+            if not isinstance(chunk, (bytes, bytearray, memoryview)) or part.position != len(data):
+                raise ChannelError("snapshot chunk out of place")
+            if not chunk and part.size != len(data):
+                raise ChannelError("empty snapshot chunk")
+            data += chunk
+            size = part.size
+        image = image_from_records([record for _, record in decode_record_batches(bytes(data))], end_offset)
+        self.image = image
+        self.view.update(image)
+        log.info("metadata_snapshot_loaded", end_offset=end_offset, bytes=len(data))

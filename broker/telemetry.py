@@ -1,0 +1,614 @@
+"""OpenTelemetry for one node: the instruments of docs/metrics.md, their exporters, tracing.
+
+Counters and gauges are *observable* instruments whose callbacks read
+:class:`broker.metrics.BrokerMetrics` and the broker's own state (partitions,
+metadata image, group coordinator) when a collection happens. Histograms are
+bucketed by ``BrokerMetrics`` on the hot path (an OpenTelemetry ``record()``
+costs ~7 µs in Python, a bisect and two adds ~0.1 µs) and handed to the
+exporters as OpenTelemetry histogram points at collection time.
+
+Exporters:
+
+* Prometheus text on ``metrics.listener`` (``broker/metrics_endpoint.py``);
+  collections run on the Trio thread, when scraped.
+* OTLP over HTTP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the metrics-specific
+  variable) is set: collected on the Trio thread every
+  ``OTEL_METRIC_EXPORT_INTERVAL`` ms, sent from a worker thread.
+
+Resource: ``service.name=cormorant``, ``service.namespace`` = cluster id,
+``service.instance.id`` = node id, plus ``OTEL_RESOURCE_ATTRIBUTES``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import structlog
+import trio
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.sdk.metrics import (
+    MeterProvider,
+    ObservableCounter,
+    ObservableGauge,
+    ObservableUpDownCounter,
+)
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    CardinalityLimits,
+    HistogramDataPoint,
+    Metric,
+    MetricsData,
+    PeriodicExportingMetricReader,
+    ResourceMetrics,
+    ScopeMetrics,
+)
+from opentelemetry.sdk.metrics.export import Histogram as HistogramData
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from prometheus_client import CollectorRegistry, generate_latest
+
+from broker.metrics import (
+    DECODE_FAILURE_REASONS,
+    GROUP_STATES,
+    TRANSACTION_RESULTS,
+    BrokerMetrics,
+    GroupSample,
+    Histogram,
+)
+from broker.metrics_endpoint import MetricsEndpoint
+from broker.tracing import Tracing
+from wire.errors import ErrorCode
+from wire.generated.registry import API_SPECS
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import Meter
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from broker.node import BrokerNode
+    from broker.replica_manager import Partition
+    from controller.image import MetadataImage, TopicImage
+    from controller.quorum import CommitListener, MetadataQuorum
+    from wire.primitives import Message
+
+log = structlog.get_logger(__name__)
+
+SCOPE = "cormorant"
+#: Per-partition and per-group series one metric may export (OpenTelemetry's default is 2,000).
+CARDINALITY_LIMIT = 100_000
+#: Consumer-lag series exported at most; beyond it the largest lags are kept.
+MAX_LAG_SERIES = 10_000
+OTLP_FINAL_EXPORT_TIMEOUT_MS = 5_000
+
+Callback = Callable[[CallbackOptions], Iterable[Observation]]
+
+
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("cormorant")
+    except PackageNotFoundError:
+        return "0.0.0+unknown"
+
+
+def otlp_endpoint(signal: str) -> str | None:
+    """The OTLP endpoint for ``signal`` (``METRICS``/``TRACES``) from the standard variables."""
+    return os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+def build_resource(cluster_id: str, node_id: int) -> Resource:
+    return Resource.create({
+        "service.name": "cormorant",
+        "service.namespace": cluster_id,
+        "service.instance.id": str(node_id),
+        "service.version": package_version(),
+        "cormorant.cluster.id": cluster_id,
+        "cormorant.node.id": node_id,
+    })  # fmt: skip
+
+
+def _limits() -> CardinalityLimits:
+    return {ObservableCounter: CARDINALITY_LIMIT, ObservableUpDownCounter: CARDINALITY_LIMIT,
+            ObservableGauge: CARDINALITY_LIMIT}
+
+
+# ---------------------------------------------------------------- histograms as OTel points
+
+
+class HistogramSpec:
+    """A histogram of docs/metrics.md whose buckets ``BrokerMetrics`` fills."""
+
+    def __init__(
+        self,
+        name: str,
+        unit: str,
+        description: str,
+        series: Callable[[], Iterable[tuple[dict[str, str], Histogram]]],
+    ) -> None:
+        self.name = name
+        self.unit = unit
+        self.description = description
+        self.series = series
+
+    def to_metric(self, start_ns: int, now_ns: int) -> Metric:
+        points = []
+        for attributes, h in self.series():
+            points.append(HistogramDataPoint(
+                attributes=attributes,
+                start_time_unix_nano=start_ns,
+                time_unix_nano=now_ns,
+                count=h.count,
+                sum=h.sum,
+                bucket_counts=list(h.counts),
+                explicit_bounds=list(h.bounds),
+                min=h.min if h.count else 0.0,
+                max=h.max if h.count else 0.0,
+            ))  # fmt: skip
+        data = HistogramData(data_points=points, aggregation_temporality=AggregationTemporality.CUMULATIVE)
+        return Metric(name=self.name, description=self.description, unit=self.unit, data=data)
+
+
+class _HistogramSource:
+    def __init__(self, resource: Resource, start_ns: int, specs: Sequence[HistogramSpec]) -> None:
+        self.resource = resource
+        self.start_ns = start_ns
+        self.specs = specs
+        self.scope = InstrumentationScope(SCOPE, package_version())
+
+    def add_to(self, data: MetricsData) -> MetricsData:
+        now = time.time_ns()
+        metrics = [s.to_metric(self.start_ns, now) for s in self.specs]
+        if not data.resource_metrics:
+            scope = ScopeMetrics(scope=self.scope, metrics=metrics, schema_url="")
+            return MetricsData([ResourceMetrics(resource=self.resource, scope_metrics=[scope], schema_url="")])
+        first, *rest = data.resource_metrics
+        # One ScopeMetrics per scope: OTLP encoders key by scope, so a second "cormorant"
+        # scope would replace the instruments' one.
+        scopes = list(first.scope_metrics)
+        for i, existing in enumerate(scopes):
+            if existing.scope.name == self.scope.name:
+                scopes[i] = ScopeMetrics(scope=existing.scope, metrics=[*existing.metrics, *metrics],
+                                         schema_url=existing.schema_url)
+                break
+        else:
+            scopes.append(ScopeMetrics(scope=self.scope, metrics=metrics, schema_url=""))
+        merged = ResourceMetrics(resource=first.resource, scope_metrics=scopes, schema_url=first.schema_url)
+        return MetricsData([merged, *rest])
+
+
+class _PrometheusReader(PrometheusMetricReader):
+    def __init__(self, histograms: _HistogramSource, registry: CollectorRegistry) -> None:
+        super().__init__(registry=registry, scope_info_enabled=False, cardinality_limits=_limits())
+        self._histograms = histograms
+
+    def _receive_metrics(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object) -> None:
+        super()._receive_metrics(self._histograms.add_to(metrics_data), timeout_millis, **kwargs)
+
+
+class _OtlpReader(PeriodicExportingMetricReader):
+    """Collected by :meth:`Telemetry._otlp_loop` on the Trio thread; exported off it."""
+
+    def __init__(self, histograms: _HistogramSource) -> None:
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+        super().__init__(OTLPMetricExporter(), export_interval_millis=math.inf, cardinality_limits=_limits())
+        self._histograms = histograms
+        self.pending: MetricsData | None = None
+        interval = os.environ.get("OTEL_METRIC_EXPORT_INTERVAL", "60000")
+        try:
+            self.interval_s = max(float(interval), 100.0) / 1000
+        except ValueError:
+            self.interval_s = 60.0
+
+    def _receive_metrics(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object) -> None:
+        self.pending = self._histograms.add_to(metrics_data)
+
+    def export_pending(self, timeout_millis: float) -> None:
+        data, self.pending = self.pending, None
+        if data is not None:
+            self._exporter.export(data, timeout_millis=timeout_millis)
+
+
+# ---------------------------------------------------------------- ISR changes
+
+
+class IsrChangeTracker:
+    """Counts ISR shrinks and expands of the partitions this node leads, from the metadata
+    image (the controller owns the ISR; every change is a committed record)."""
+
+    def __init__(self, node_id: int, metrics: BrokerMetrics) -> None:
+        self.node_id = node_id
+        self.metrics = metrics
+        self._topics: dict[uuid.UUID, TopicImage] = {}
+        self._isr: dict[tuple[uuid.UUID, int], int] = {}
+
+    def on_image(self, image: MetadataImage) -> None:
+        topics = image.topics_by_id
+        for topic_id, topic in topics.items():
+            if self._topics.get(topic_id) is topic:
+                continue  # images share unchanged topics
+            for part in topic.partitions.values():
+                key = (topic_id, part.partition)
+                before = self._isr.get(key)
+                now = len(part.isr)
+                if part.leader == self.node_id and before is not None and now != before:
+                    self.metrics.isr_changed(shrunk=now < before)
+                self._isr[key] = now
+        if len(self._topics) != len(topics) or any(t not in topics for t in self._topics):
+            self._isr = {k: v for k, v in self._isr.items() if k[0] in topics}
+        self._topics = dict(topics)
+
+
+# ---------------------------------------------------------------- metadata commit latency
+
+
+class TimedQuorum:
+    """A :class:`controller.quorum.MetadataQuorum` that times each append until commit."""
+
+    def __init__(self, quorum: MetadataQuorum, metrics: BrokerMetrics) -> None:
+        self._quorum = quorum
+        self._metrics = metrics
+
+    @property
+    def leader_id(self) -> int:
+        return self._quorum.leader_id
+
+    @property
+    def epoch(self) -> int:
+        return self._quorum.epoch
+
+    @property
+    def end_offset(self) -> int:
+        return self._quorum.end_offset
+
+    def is_leader(self) -> bool:
+        return self._quorum.is_leader()
+
+    async def append(self, records: Sequence[Message]) -> int:
+        started = time.perf_counter()
+        offset = await self._quorum.append(records)
+        self._metrics.metadata_committed(time.perf_counter() - started)
+        return offset
+
+    def add_listener(self, listener: CommitListener) -> None:
+        self._quorum.add_listener(listener)
+
+    def close(self) -> None:
+        self._quorum.close()
+
+
+# ---------------------------------------------------------------- the node's telemetry
+
+
+class Telemetry:
+    def __init__(self, node: BrokerNode) -> None:
+        self.node = node
+        self.metrics = node.metrics
+        self.resource = build_resource(node.cluster_id, node.node_id)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.endpoint: MetricsEndpoint | None = None
+        self.provider: MeterProvider | None = None
+        self.otlp: _OtlpReader | None = None
+        self.tracing = Tracing(None)
+        self._tracer_provider: TracerProvider | None = None
+        self._lag_warned = False
+        if self.metrics.enabled:
+            self._setup_metrics()
+        self._setup_tracing()
+
+    # ------------------------------------------------------------ setup
+
+    def _setup_metrics(self) -> None:
+        node = self.node
+        histograms = _HistogramSource(self.resource, self.metrics.started_unix_ns, self._histogram_specs())
+        readers: list[PrometheusMetricReader | _OtlpReader] = [_PrometheusReader(histograms, self.registry)]
+        if otlp_endpoint("METRICS"):
+            self.otlp = _OtlpReader(histograms)
+            readers.append(self.otlp)
+        # Shut down by the node (final OTLP export); no second shutdown at interpreter exit.
+        self.provider = MeterProvider(resource=self.resource, metric_readers=readers, shutdown_on_exit=False)
+        self._register_instruments(self.provider.get_meter(SCOPE, package_version()))
+        tracker = IsrChangeTracker(node.node_id, self.metrics)
+        tracker.on_image(node.controller.image)
+        node.controller.add_image_listener(tracker.on_image)
+        if node.config.metrics_listener is not None:
+            hp = node.config.metrics_listener
+            self.endpoint = MetricsEndpoint(hp.host, hp.port, self.render)
+
+    def _setup_tracing(self) -> None:
+        ratio = self.node.config.tracing_sampling_ratio
+        if ratio <= 0:
+            return
+        if not otlp_endpoint("TRACES"):
+            log.warning("tracing_without_exporter", sampling_ratio=ratio,
+                        detail="set OTEL_EXPORTER_OTLP_ENDPOINT to export spans; tracing stays off")
+            return
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+        provider = TracerProvider(resource=self.resource, sampler=ParentBased(TraceIdRatioBased(ratio)),
+                                  shutdown_on_exit=False)
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        self._tracer_provider = provider
+        self.tracing = Tracing(provider.get_tracer(SCOPE, package_version()))
+        log.info("tracing_enabled", sampling_ratio=ratio, endpoint=otlp_endpoint("TRACES"))
+
+    # ------------------------------------------------------------ running
+
+    async def bind(self) -> str | None:
+        """Binds the scrape endpoint (so its URL is known before the node reports ready).
+        A port already in use is logged and the node runs without the endpoint."""
+        if self.endpoint is None:
+            return None
+        try:
+            await self.endpoint.bind()
+        except OSError as ex:
+            log.error("metrics_listener_unavailable", listener=f"{self.endpoint.host}:{self.endpoint.port}",
+                      error=ex.strerror or str(ex))
+            self.endpoint = None
+            return None
+        log.info("metrics_listening", host=self.endpoint.host, port=self.endpoint.bound_port, url=self.endpoint.url)
+        return self.endpoint.url
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            if self.endpoint is not None:
+                nursery.start_soon(self.endpoint.serve)
+            if self.otlp is not None:
+                nursery.start_soon(self._otlp_loop, self.otlp)
+
+    async def _otlp_loop(self, reader: _OtlpReader) -> None:
+        log.info("otlp_metrics_export", endpoint=otlp_endpoint("METRICS"), interval_s=reader.interval_s)
+        while True:
+            await trio.sleep(reader.interval_s)
+            reader.collect()
+            await trio.to_thread.run_sync(reader.export_pending, reader.interval_s * 1000, abandon_on_cancel=True)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def shutdown(self) -> None:
+        if self.otlp is not None:
+            try:
+                self.otlp.collect()
+                self.otlp.export_pending(OTLP_FINAL_EXPORT_TIMEOUT_MS)
+            except Exception:
+                log.exception("otlp_final_export_failed")
+        if self.provider is not None:
+            self.provider.shutdown(timeout_millis=OTLP_FINAL_EXPORT_TIMEOUT_MS)
+        provider = self._tracer_provider
+        if provider is not None:
+            provider.shutdown()
+
+    # ------------------------------------------------------------ instruments
+
+    def _histogram_specs(self) -> list[HistogramSpec]:
+        m = self.metrics
+
+        def single(h: Histogram) -> Callable[[], Iterable[tuple[dict[str, str], Histogram]]]:
+            return lambda: [({}, h)]
+
+        def by_api() -> Iterable[tuple[dict[str, str], Histogram]]:
+            # Only APIs that were called: 18 lines per API are most of a scrape's cost. The
+            # series count is still bounded by the API table, whatever clients send.
+            for key, h in list(m.request_duration.items()):
+                if h.count:
+                    yield {"api": _api_name(key)}, h
+
+        return [
+            HistogramSpec("cormorant.request.duration", "s",
+                          "Time from a decoded request to its response, by Kafka API.", by_api),
+            HistogramSpec("cormorant.produce.batch.size", "By",
+                          "Size of each record batch appended by Produce.", single(m.produce_batch_bytes)),
+            HistogramSpec("cormorant.produce.batch.records", "{record}",
+                          "Records in each record batch appended by Produce.", single(m.produce_batch_records)),
+            HistogramSpec("cormorant.log.flush.duration", "s",
+                          "Time of a periodic flush pass that fsynced at least one log.", single(m.log_flush_duration)),
+            HistogramSpec("cormorant.log.compaction.duration", "s",
+                          "Time of one cleaning of one compacted partition log.", single(m.compaction_duration)),
+            HistogramSpec("cormorant.group.rebalance.duration", "s",
+                          "Time from a rebalance starting to the group being Stable.", single(m.group_rebalance_duration)),
+            HistogramSpec("cormorant.transaction.duration", "s",
+                          "Time from a transaction's first partition to its end marker.", single(m.transaction_duration)),
+            HistogramSpec("cormorant.controller.commit.duration", "s",
+                          "Time for the metadata quorum to commit an appended batch of records.",
+                          single(m.metadata_commit_duration)),
+        ]  # fmt: skip
+
+    def _register_instruments(self, meter: Meter) -> None:
+        m = self.metrics
+        node = self.node
+
+        def counter(name: str, unit: str, description: str, callback: Callback) -> None:
+            meter.create_observable_counter(name, [callback], unit=unit, description=description)
+
+        def updown(name: str, unit: str, description: str, callback: Callback) -> None:
+            meter.create_observable_up_down_counter(name, [callback], unit=unit, description=description)
+
+        def gauge(name: str, unit: str, description: str, callback: Callback) -> None:
+            meter.create_observable_gauge(name, [callback], unit=unit, description=description)
+
+        def value(read: Callable[[], float]) -> Callback:
+            return lambda _: [Observation(read())]
+
+        def by(attribute: str, read: Callable[[], Iterable[tuple[str, float]]]) -> Callback:
+            return lambda _: [Observation(v, {attribute: k}) for k, v in read()]
+
+        # network and requests
+        updown("cormorant.network.connection.active", "{connection}", "Open client connections, by listener.",
+               by("listener", lambda: list(m.connections.items())))
+        counter("cormorant.network.connection.opened", "{connection}", "Client connections accepted, by listener.",
+                by("listener", lambda: list(m.connections_opened.items())))
+        counter("cormorant.network.io", "By", "Bytes of Kafka frames received and sent, size prefix included.",
+                by("direction", lambda: [("receive", m.bytes_received), ("transmit", m.bytes_sent)]))
+        counter("cormorant.network.decode_failures", "{frame}",
+                "Request frames rejected before a handler ran (the connection is closed), by reason.",
+                by("reason", lambda: [(r, m.decode_failures[r]) for r in DECODE_FAILURE_REASONS]))
+        updown("cormorant.request.active", "{request}", "Requests being handled now.", value(lambda: m.in_flight))
+        counter("cormorant.request.errors", "{error}",
+                "Error codes returned to clients, one per entry (partition, group...) that carries one.",
+                lambda _: [Observation(n, {"api": _api_name(k), "error": ErrorCode.for_code(c).name})
+                           for (k, c), n in list(m.request_errors.items())])
+        # produce and fetch
+        counter("cormorant.produce.records", "{record}", "Records appended by Produce requests.",
+                value(lambda: m.produced_records))
+        counter("cormorant.produce.bytes", "By", "Record batch bytes appended by Produce requests.",
+                value(lambda: m.produced_bytes))
+        updown("cormorant.produce.delayed", "{request}",
+               "acks=all Produce requests waiting for the high watermark.", value(lambda: m.produce_delayed))
+        counter("cormorant.fetch.bytes", "By", "Record bytes returned by Fetch, by fetcher (consumer or follower).",
+                by("fetcher", lambda: [("consumer", m.fetched_bytes), ("follower", m.follower_fetched_bytes)]))
+        updown("cormorant.fetch.delayed", "{request}", "Fetch requests long-polling for data.",
+               value(lambda: m.fetch_delayed))
+        # storage
+        gauge("cormorant.log.end_offset", "{offset}", "Log end offset of each hosted partition.",
+              self._per_partition(lambda p: p.log_end_offset))
+        gauge("cormorant.log.start_offset", "{offset}", "Log start offset of each hosted partition.",
+              self._per_partition(lambda p: p.log_start_offset))
+        updown("cormorant.log.size", "By", "Bytes in the live segments of each hosted partition.",
+               self._per_partition(lambda p: p.log.size))
+        updown("cormorant.log.segments", "{segment}", "Segments of each hosted partition.",
+               self._per_partition(lambda p: len(p.log.segments)))
+        gauge("cormorant.log.recovery.duration", "s", "Time the last start spent loading and recovering logs.",
+              value(lambda: m.log_recovery_s))
+        counter("cormorant.log.retention.deleted_segments", "{segment}", "Segments deleted by retention.",
+                value(lambda: m.retention_deleted_segments))
+        counter("cormorant.log.compaction.removed_bytes", "By", "Bytes removed from logs by compaction.",
+                value(lambda: m.compaction_removed_bytes))
+        # replication
+        updown("cormorant.replication.partitions", "{partition}", "Hosted partitions, by this node's role.",
+               by("role", self._roles))
+        gauge("cormorant.replication.isr.size", "{replica}", "In-sync replicas of each partition this node leads.",
+              self._per_led_partition(lambda p: len(p.isr)))
+        updown("cormorant.replication.under_replicated", "{partition}",
+               "Partitions led here whose ISR is smaller than their replica set.",
+               value(lambda: sum(1 for p in self._led() if len(p.isr) < len(p.replicas))))
+        updown("cormorant.replication.under_min_isr", "{partition}",
+               "Partitions led here whose ISR is below min.insync.replicas (acks=all fails).",
+               value(lambda: sum(1 for p in self._led() if len(p.isr) < node.min_insync_replicas(p.topic))))
+        gauge("cormorant.replication.follower.lag", "{record}",
+              "Records each follower of a partition led here is behind the leader's log end.",
+              self._follower_lag)
+        gauge("cormorant.replication.max_lag", "{record}", "Largest follower lag over the partitions led here.",
+              value(lambda: max((lag for _, _, _, lag in self._follower_lags()), default=0)))
+        counter("cormorant.replication.isr.changes", "{change}",
+                "ISR shrinks and expands of partitions led here, from committed metadata.",
+                by("change", lambda: [("shrink", m.isr_shrinks), ("expand", m.isr_expands)]))
+        # groups
+        updown("cormorant.group.count", "{group}", "Consumer groups this node coordinates, by state.",
+               by("state", self._group_states))
+        updown("cormorant.group.members", "{member}", "Members of the groups this node coordinates.",
+               value(lambda: sum(g.members for g in self._groups())))
+        counter("cormorant.group.rebalances", "{rebalance}", "Completed rebalances.",
+                value(lambda: m.group_rebalances))
+        counter("cormorant.group.offset_commits", "{offset}", "Partition offsets committed.",
+                value(lambda: m.offset_commits))
+        gauge("cormorant.group.lag", "{record}",
+              "High watermark minus committed offset, per group and partition hosted here.", self._group_lag)
+        # producers and transactions
+        updown("cormorant.producer.active", "{producer}", "Producer ids with idempotence state on this node.",
+               value(lambda: _read_count(m.active_producers_source)))
+        counter("cormorant.producer.ids_allocated", "{producer}", "Producer ids handed out by InitProducerId.",
+                value(lambda: m.producer_ids_allocated))
+        counter("cormorant.producer.duplicate_batches", "{batch}",
+                "Batches an idempotent producer re-sent that were already in the log.",
+                value(lambda: m.duplicate_batches))
+        updown("cormorant.transaction.open", "{transaction}", "Ongoing transactions this node coordinates.",
+               value(lambda: _read_count(m.open_transactions_source)))
+        counter("cormorant.transaction.completed", "{transaction}", "Finished transactions, by result.",
+                by("result", lambda: [(r, m.transactions_completed[r]) for r in TRANSACTION_RESULTS]))
+        # controller
+        gauge("cormorant.controller.active", "1", "1 on the active controller, else 0.",
+              value(lambda: 1 if node.config.is_controller and node.quorum.is_leader() else 0))
+        gauge("cormorant.controller.raft.term", "{term}", "Raft term (epoch) of the metadata quorum.",
+              value(lambda: node.quorum.epoch))
+        gauge("cormorant.controller.metadata.offset", "{offset}", "Offset of the last metadata record applied.",
+              value(lambda: node.controller.image.offset))
+        counter("cormorant.controller.heartbeats", "{heartbeat}", "Broker heartbeats handled as active controller.",
+                value(lambda: m.broker_heartbeats))
+        updown("cormorant.controller.brokers", "{broker}", "Registered brokers, fenced or not.",
+               by("state", self._broker_states))
+
+    # ------------------------------------------------------------ state readers
+
+    def _led(self) -> list[Partition]:
+        node_id = self.node.node_id
+        return [p for p in self.node.replica_manager.partitions.values() if p.leader == node_id]
+
+    def _per_partition(self, read: Callable[[Partition], float]) -> Callback:
+        def callback(_: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(read(p), {"topic": p.topic, "partition": p.index})
+                    for p in list(self.node.replica_manager.partitions.values())]
+
+        return callback
+
+    def _per_led_partition(self, read: Callable[[Partition], float]) -> Callback:
+        return lambda _: [Observation(read(p), {"topic": p.topic, "partition": p.index}) for p in self._led()]
+
+    def _roles(self) -> list[tuple[str, float]]:
+        node_id = self.node.node_id
+        partitions = list(self.node.replica_manager.partitions.values())
+        leaders = sum(1 for p in partitions if p.leader == node_id)
+        return [("leader", leaders), ("follower", len(partitions) - leaders)]
+
+    def _follower_lags(self) -> Iterable[tuple[str, int, int, int]]:
+        node_id = self.node.node_id
+        for p in self._led():
+            end = p.log_end_offset
+            for replica in p.replicas:
+                if replica != node_id:
+                    follower_end = p.follower_end_offsets.get(replica, p.log_start_offset)
+                    yield p.topic, p.index, replica, max(end - follower_end, 0)
+
+    def _follower_lag(self, _: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(lag, {"topic": t, "partition": i, "replica": r}) for t, i, r, lag in self._follower_lags()]
+
+    def _groups(self) -> list[GroupSample]:
+        source = self.metrics.groups_source
+        return [] if source is None else list(source())
+
+    def _group_states(self) -> list[tuple[str, float]]:
+        states: dict[str, float] = dict.fromkeys(GROUP_STATES, 0)
+        for g in self._groups():
+            states[g.state] = states.get(g.state, 0) + 1
+        return list(states.items())
+
+    def _group_lag(self, _: CallbackOptions) -> Iterable[Observation]:
+        source = self.metrics.committed_offsets_source
+        if source is None:
+            return []
+        rm = self.node.replica_manager
+        lags: list[tuple[int, str, str, int]] = []
+        for c in source():
+            p = rm.get(c.topic, c.partition)
+            if p is None or p.leader != self.node.node_id or c.offset < 0:
+                continue
+            lags.append((max(p.high_watermark - c.offset, 0), c.group_id, c.topic, c.partition))
+        if len(lags) > MAX_LAG_SERIES:
+            if not self._lag_warned:
+                log.warning("group_lag_series_capped", series=len(lags), limit=MAX_LAG_SERIES)
+                self._lag_warned = True
+            lags = sorted(lags, reverse=True)[:MAX_LAG_SERIES]
+        return [Observation(lag, {"group": g, "topic": t, "partition": i}) for lag, g, t, i in lags]
+
+    def _broker_states(self) -> list[tuple[str, float]]:
+        brokers = list(self.node.controller.image.brokers.values())
+        fenced = sum(1 for b in brokers if b.fenced)
+        return [("unfenced", len(brokers) - fenced), ("fenced", fenced)]
+
+
+def _api_name(api_key: int) -> str:
+    spec = API_SPECS.get(api_key)
+    return spec.name if spec is not None else str(api_key)
+
+
+def _read_count(source: Callable[[], int] | None) -> int:
+    return 0 if source is None else source()
