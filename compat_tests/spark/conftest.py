@@ -59,10 +59,3 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         yield factory(BROKER_OVERRIDES)
     finally:
         factory.close_all()
-
-
-@pytest.fixture(scope="module")
-def idempotent(broker: Broker) -> bool:
-    """Spark's sink keeps its default idempotent producer once the broker offers
-    InitProducerId; until then the tests pass ``kafka.enable.idempotence=false``."""
-    return sparkenv.INIT_PRODUCER_ID in broker.api_keys()

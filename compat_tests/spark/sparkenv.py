@@ -36,8 +36,6 @@ SKIP_NO_JARS = (
     f"{JARS_ENV}=DIR (see shared/spark/README.md)"
 )
 SKIP_NO_PYSPARK = "pyspark 4.0.x is not installed: pip install -e '.[spark]'"
-#: The producer id API; while the broker lacks it, Spark's sink runs non-idempotent.
-INIT_PRODUCER_ID = 22
 
 #: Offset lookups and consumer polls: a few seconds, a few retries.
 READ_OPTIONS: dict[str, str] = {
@@ -105,15 +103,9 @@ def read_options(bootstrap: str, extra: Mapping[str, str] | None = None) -> dict
     return {"kafka.bootstrap.servers": bootstrap, **READ_OPTIONS, **(extra or {})}
 
 
-def write_options(
-    bootstrap: str, idempotent: bool, extra: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    options = {"kafka.bootstrap.servers": bootstrap, **WRITE_OPTIONS}
-    if not idempotent:
-        # Spark's sink keeps the Java producer's default (idempotent, InitProducerId v5);
-        # a broker without InitProducerId gets a plain acks=all producer instead.
-        options["kafka.enable.idempotence"] = "false"
-    return {**options, **(extra or {})}
+def write_options(bootstrap: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Spark's sink keeps the Java producer's defaults: idempotent (InitProducerId v5), acks=all."""
+    return {"kafka.bootstrap.servers": bootstrap, **WRITE_OPTIONS, **(extra or {})}
 
 
 def checkpoint_offsets(checkpoint: Path) -> dict[str, dict[int, int]]:

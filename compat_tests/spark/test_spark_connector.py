@@ -126,7 +126,7 @@ def batch_read(spark: SparkSession, broker: Broker, topic: str, **options: str) 
 
 
 @tansu_quirk(LIST_OFFSETS_WRONG)
-def test_batch_write_then_read(spark: SparkSession, broker: Broker, idempotent: bool) -> None:
+def test_batch_write_then_read(spark: SparkSession, broker: Broker) -> None:
     topic = unique_topic("spark-write")
     broker.create_topic(topic, PARTITIONS)
     data: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]] | None, int]] = [
@@ -142,7 +142,7 @@ def test_batch_write_then_read(spark: SparkSession, broker: Broker, idempotent: 
     df = spark.createDataFrame(data, schema).coalesce(1)
     started = int(time.time() * 1000)
     df.write.format("kafka").options(
-        **sparkenv.write_options(broker.bootstrap, idempotent)
+        **sparkenv.write_options(broker.bootstrap)
     ).option("topic", topic).save()
     finished = int(time.time() * 1000)
 
@@ -395,7 +395,7 @@ def test_available_now_with_group_id(spark: SparkSession, broker: Broker, tmp_pa
 
 @tansu_quirk(LIST_OFFSETS_WRONG)
 def test_streaming_write_from_rate_source(
-    spark: SparkSession, broker: Broker, idempotent: bool, tmp_path: Path
+    spark: SparkSession, broker: Broker, tmp_path: Path
 ) -> None:
     """rate-micro-batch writes 10 rows per batch (values 0, 1, ...) into a topic.
 
@@ -415,7 +415,7 @@ def test_streaming_write_from_rate_source(
     )
     query = (
         source.writeStream.format("kafka")
-        .options(**sparkenv.write_options(broker.bootstrap, idempotent))
+        .options(**sparkenv.write_options(broker.bootstrap))
         .option("topic", topic)
         .option("checkpointLocation", str(checkpoint))
         .trigger(processingTime="200 milliseconds")
