@@ -46,6 +46,20 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         outcome.force_exception(pytest.skip.Exception(f"unsupported: {excinfo[1]}"))
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test carries the tail of its broker's log, to tell client from broker faults."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.when != "call" or not report.failed:
+        return
+    funcargs = getattr(item, "funcargs", {})
+    for name in ("own_broker", "broker"):
+        broker = funcargs.get(name)
+        if isinstance(broker, Broker):
+            report.sections.append((f"broker log ({name})", broker.log_tail()))
+
+
 class BrokerFactory:
     """Starts brokers in fresh temp dirs and stops every one of them at the end."""
 

@@ -393,7 +393,9 @@ class DurableJournal:
     def setRaftCommitIndex(self, raftCommitIndex: int) -> None:
         # Raft needs no durable commit index; it is stored lazily (onOneSecondTimer) so a
         # restarted node can replay what it knows was committed before it hears a leader.
-        self._commit_index = raftCommitIndex
+        # It never goes down: pysyncobj lowers it to the end of a log it has just shortened,
+        # but committed entries stay committed (and the journal keeps the hidden ones).
+        self._commit_index = max(self._commit_index, raftCommitIndex)
 
     def getRaftCommitIndex(self) -> int:
         return self._durable_commit_index()

@@ -44,8 +44,12 @@ entries, the seams correct it — each found by the seeded simulation
 - it drops every entry after ``prevLogIdx`` on each AppendEntries, also
   without a conflict (the journal keeps them: :mod:`controller.journal`);
 - it raises its commit index on snapshot messages over its own, unchecked log,
-  and installs a snapshot even when it already holds the snapshot's last entry,
-  clearing entries it acknowledged (:class:`PeerMessageGuard`);
+  installs a snapshot even when it already holds the snapshot's last entry,
+  clearing entries it acknowledged, and answers an AppendEntries it cannot take
+  in a way that can keep the leader from ever repairing a long diverged log
+  (:class:`PeerMessageGuard`);
+- it lowers its stored commit index to the end of a log it has just shortened
+  (the journal keeps the highest);
 - after a crash between writing a snapshot and compacting, or when a leader's
   snapshot replaced its own in between, it clears or empties the journal
   (:func:`open_journal` finishes the compaction; the journal refuses a
@@ -430,7 +434,6 @@ class Committed:
     base_offset: int
     records: tuple[Message, ...]
     raft_index: int = 0
-    raft_term: int = 0
 
 
 @dataclass(frozen=True, slots=True)

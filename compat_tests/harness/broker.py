@@ -143,6 +143,10 @@ class Broker(ABC):
     def offers_groups(self) -> bool:
         return 11 in self.api_keys()  # JoinGroup
 
+    def log_tail(self, limit: int = 12_000) -> str:
+        """The end of the current (or last) run's stderr log."""
+        return _tail(self.work_dir / f"{self.target}-{self._runs}.stderr.log", limit)
+
     def _log_paths(self) -> tuple[Path, Path]:
         self._runs += 1
         return (

@@ -328,6 +328,10 @@ def _run_kafka_python(r: _Runner) -> None:
             r.emit("assigned", partitions=sorted(tp.partition for tp in assigned))
 
     consumer = KafkaConsumer(**config)
+    # Learn the topic's partitions before joining. Otherwise a leader that joins first (with
+    # group.initial.rebalance.delay.ms=0) assigns nothing and rejoins when the metadata lands;
+    # kafka-python can lose that rejoin (the client-side race Kafka fixed as KAFKA-9815).
+    consumer.partitions_for_topic(r.topic)
     consumer.subscribe([r.topic], listener=Listener())
     try:
         while not r.done():
