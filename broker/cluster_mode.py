@@ -41,6 +41,7 @@ from broker.dispatch import Dispatcher, load_handlers
 from broker.metadata_follower import MetadataFollower, MetadataView
 from broker.network import Listener as NetworkListener
 from broker.network import NetworkLimits
+from broker.telemetry import TimedQuorum
 from controller.apis import ClusterControl
 from controller.image import Endpoint
 from controller.raft import RaftQuorum, is_raft_connection
@@ -113,7 +114,7 @@ class ControllerRole:
         self.raft = RaftQuorum(node.node_id, voters, config.log_dirs[0] / METADATA_DIR)
         self.controller = Controller(
             node.node_id,
-            self.raft,
+            TimedQuorum(self.raft, node.metrics),
             ControllerSettings(config.num_partitions, config.default_replication_factor,
                                config.unclean_leader_election_enable),
             node.validate_topic_configs,

@@ -160,21 +160,23 @@ def _source_root() -> str:
     return str(Path(__file__).resolve().parent.parent.parent)
 
 
-def wait_ready(node_dirs: list[Path], timeout_s: float) -> list[Path]:
-    """The nodes that did not print their ready line within ``timeout_s``."""
+def wait_ready(started: dict[Path, int], timeout_s: float) -> list[Path]:
+    """The nodes (node dir -> pid just started) that did not print their ready line within
+    ``timeout_s``, or exited first."""
     deadline = time.monotonic() + timeout_s
-    waiting = list(node_dirs)
+    waiting = dict(started)
     while waiting and time.monotonic() < deadline:
-        for node_dir in list(waiting):
+        for node_dir, pid in list(waiting.items()):
             text = (node_dir / "stdout.log").read_text(errors="replace") if (node_dir / "stdout.log").exists() else ""
             if READY_PREFIX in text:
-                waiting.remove(node_dir)
+                del waiting[node_dir]
                 continue
-            pid = read_pid(node_dir / PID_FILE)
-            if pid is None or not _alive(pid):
-                return waiting
+            # The pid is known to be ours: a child that has not exec'd yet still shows this
+            # process's command line, so read_pid() could not tell it from a stranger.
+            if not _alive(pid):
+                return list(waiting)
         time.sleep(0.1)
-    return waiting
+    return list(waiting)
 
 
 def up(root: Path, nodes: int, controllers: int | None, overrides: dict[str, str], out: TextIO) -> int:
@@ -197,14 +199,13 @@ def up(root: Path, nodes: int, controllers: int | None, overrides: dict[str, str
             (node_dir / "server.properties").write_text(properties(spec, specs, node_dir, cluster_id, overrides))
         state = {"cluster_id": cluster_id, "nodes": [asdict(s) for s in specs]}
         state_path.write_text(json.dumps(state, indent=2) + "\n")
-    started = []
+    started: dict[Path, int] = {}
     for spec in specs:
         node_dir = _node_dir(root, spec.node_id)
         pid = read_pid(node_dir / PID_FILE)
         if pid is not None and _alive(pid):
             continue
-        start_node(node_dir)
-        started.append(node_dir)
+        started[node_dir] = start_node(node_dir)
     late = wait_ready(started, START_TIMEOUT_S)
     if late:
         for node_dir in late:
