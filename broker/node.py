@@ -9,6 +9,7 @@ replay, listeners bound, broker registered, listeners serving, ready line.
 from __future__ import annotations
 
 import base64
+import gc
 import random
 import signal
 import time
@@ -420,10 +421,24 @@ class BrokerNode:
             self.replica_manager.remove_expired_producers(self.clock_ms())
 
 
+def settle_heap() -> None:
+    """Move everything start-up allocated (modules, classes, generated codecs, loaded logs) out
+    of the garbage collector's reach.
+
+    A full collection walks every tracked object; with start-up's ~80,000 of them that
+    stalled the event loop for 25-45 ms several times a second under load, which is most of
+    a 20 ms latency budget. Frozen objects are never walked again; what traffic allocates
+    is still collected as usual.
+    """
+    gc.collect()
+    gc.freeze()
+
+
 async def serve(config: BrokerConfig) -> None:
     node = BrokerNode(config)
     async with trio.open_nursery() as nursery:
         names = await nursery.start(node.run)
+        settle_heap()
         metrics = f" metrics={node.metrics_url}" if node.metrics_url else ""
         print(f"cormorant ready listeners={','.join(names)} node_id={config.node_id} cluster_id={node.cluster_id}"
               f"{metrics}", flush=True)
