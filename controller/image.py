@@ -56,6 +56,10 @@ class PartitionImage:
     adding_replicas: tuple[int, ...] = ()
 
 
+#: Topics Kafka keeps for itself: clients may not produce to them or delete their records.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
 @dataclass(frozen=True, slots=True)
 class TopicImage:
     name: str
@@ -64,7 +68,7 @@ class TopicImage:
 
     @property
     def is_internal(self) -> bool:
-        return self.name in ("__consumer_offsets", "__transaction_state")
+        return self.name in INTERNAL_TOPICS
 
 
 @dataclass(frozen=True, slots=True)

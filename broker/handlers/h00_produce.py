@@ -21,6 +21,7 @@ from broker.network import CloseConnection
 from broker.replica_manager import Partition
 from broker.transaction.append import ProduceAppendError, append_produce, has_transactional_records
 from broker.validation import RecordValidationError, validate_produce
+from controller.image import INTERNAL_TOPICS
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
     ProduceRequest,
@@ -59,6 +60,12 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 continue
             if untransacted:
                 p_resp.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                failed = True
+                continue
+            if topic.name in INTERNAL_TOPICS:
+                # Only the coordinators write there (not through Produce), as in Kafka.
+                p_resp.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                p_resp.error_message = f"Cannot append to internal topic {topic.name}"
                 failed = True
                 continue
             partition = rm.get(topic.name, pdata.index)

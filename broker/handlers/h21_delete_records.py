@@ -21,6 +21,7 @@ import structlog
 from broker.dispatch import RequestContext
 from broker.handlers.h02_list_offsets import PartitionError, hosted_partition, local_log_for
 from broker.log.errors import OffsetOutOfRangeError
+from controller.image import INTERNAL_TOPICS
 from wire.errors import ErrorCode
 from wire.generated.api_021_delete_records import (
     DeleteRecordsRequest,
@@ -37,7 +38,6 @@ log = structlog.get_logger(__name__)
 
 HIGH_WATERMARK = -1
 INVALID_LOW_WATERMARK = -1
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:

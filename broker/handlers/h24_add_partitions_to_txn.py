@@ -15,6 +15,7 @@ OPERATION_NOT_ATTEMPTED. Clients may not add the internal topics
 from __future__ import annotations
 
 from broker.dispatch import RequestContext
+from controller.image import INTERNAL_TOPICS
 from wire.errors import ErrorCode
 from wire.generated.api_024_add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
@@ -31,7 +32,6 @@ MAX_VERSION = 5
 
 PRODUCER_FENCED_VERSION = 2
 BATCHED_VERSION = 4
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:

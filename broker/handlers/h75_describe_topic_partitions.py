@@ -17,7 +17,7 @@ operation, as a broker without an authorizer allows them all.
 from __future__ import annotations
 
 from broker.dispatch import RequestContext
-from controller.image import MetadataImage, TopicImage
+from controller.image import INTERNAL_TOPICS, MetadataImage, TopicImage
 from controller.service import validate_topic_name
 from wire.errors import ErrorCode
 from wire.generated.api_075_describe_topic_partitions import (
@@ -35,7 +35,6 @@ MAX_VERSION = 0
 
 #: Kafka's default max.request.partition.size.limit.
 DEFAULT_PARTITION_LIMIT = 2000
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 # AclOperation codes Kafka's TOPIC resource supports (AclEntry.supportedOperations).
 _TOPIC_OPERATIONS = (

@@ -59,9 +59,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 
 def produce_raw(client: RawClient, records: bytes, acks: int = 1, version: int = 9,
-                transactional_id: str | None = None) -> ProduceResponse:
+                transactional_id: str | None = None, topic: str = TOPIC) -> ProduceResponse:
     req = ProduceRequest(transactional_id=transactional_id, acks=acks, timeout_ms=5000, topic_data=[
-        ProduceRequestTopicProduceData(name=TOPIC, partition_data=[ProduceRequestPartitionProduceData(index=0, records=records)])
+        ProduceRequestTopicProduceData(name=topic, partition_data=[ProduceRequestPartitionProduceData(index=0, records=records)])
     ])
     resp = client.call(req, ProduceResponse, version)
     assert isinstance(resp, ProduceResponse)
@@ -123,6 +123,10 @@ def test_bad_batches_get_kafkas_error_codes_and_append_nothing(broker: BrokerPro
         ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, ErrorCode.CORRUPT_MESSAGE)
 
     assert error_of(produce_raw(client, good_batch(b"x" * 20_000))) == ErrorCode.MESSAGE_TOO_LARGE
+
+    # Internal topics are written by their coordinators only (Kafka: InvalidTopicException).
+    for internal in ("__consumer_offsets", "__transaction_state"):
+        assert error_of(produce_raw(client, good_batch(), topic=internal)) == ErrorCode.INVALID_TOPIC_EXCEPTION
 
     bad_acks = produce_raw(client, good_batch(), acks=5)
     assert error_of(bad_acks) == ErrorCode.INVALID_REQUIRED_ACKS
