@@ -43,7 +43,9 @@ from broker.network import Listener as NetworkListener
 from broker.network import NetworkLimits
 from broker.telemetry import TimedQuorum
 from controller.apis import ClusterControl
+from controller.elections import PREFERRED, imbalanced_partitions
 from controller.image import Endpoint
+from controller.quorum import NotControllerError, QuorumTimeoutError
 from controller.raft import RaftQuorum, is_raft_connection
 from controller.service import Controller, ControllerSettings
 from controller.snapshot import encode_record_batches, image_records
@@ -161,6 +163,22 @@ class ControllerRole:
             self._snapshot = (start, encode_record_batches(image_records(self.raft.snapshot()), 0))
         return self._snapshot
 
+    async def _balance_leaders(self) -> None:
+        """auto.leader.rebalance.enable: the active controller hands leadership back to
+        preferred replicas when a broker leads too few of the partitions it is preferred for."""
+        config = self.node.config
+        while True:
+            await trio.sleep(config.leader_imbalance_check_interval_seconds)
+            if not self.raft.is_leader():
+                continue
+            wanted = imbalanced_partitions(self.controller.image, config.leader_imbalance_per_broker_percentage)
+            if not wanted:
+                continue
+            try:
+                await self.controller.elect_leaders(PREFERRED, wanted)
+            except (NotControllerError, QuorumTimeoutError) as ex:
+                log.info("leader_rebalance_skipped", reason=type(ex).__name__)
+
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             for listener in self.listeners:
@@ -169,6 +187,8 @@ class ControllerRole:
             for listener in self.listeners:
                 nursery.start_soon(listener.serve)
             nursery.start_soon(self.cluster_control.run)
+            if self.node.config.auto_leader_rebalance_enable:
+                nursery.start_soon(self._balance_leaders)
             names = [f"{lst.name}://{lst.host}:{lst.bound_port}" for lst in self.listeners]
             log.info("controller_started", node_id=self.node.node_id, listeners=names)
             task_status.started()

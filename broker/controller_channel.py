@@ -28,6 +28,7 @@ from typing import TypeVar
 import structlog
 import trio
 
+from controller.elections import PREFERRED, ElectionOutcome
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
 from controller.quorum import NotControllerError
 from controller.service import CreateTopicResult, TopicRequest
@@ -57,6 +58,11 @@ from wire.generated.api_037_create_partitions import (
     CreatePartitionsRequestCreatePartitionsAssignment,
     CreatePartitionsRequestCreatePartitionsTopic,
     CreatePartitionsResponse,
+)
+from wire.generated.api_043_elect_leaders import (
+    ElectLeadersRequest,
+    ElectLeadersRequestTopicPartitions,
+    ElectLeadersResponse,
 )
 from wire.generated.api_044_incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
@@ -405,6 +411,37 @@ class RemoteController:
         if grown and not validate_only:
             def done(image: MetadataImage) -> bool:
                 return all((t := image.topic(n)) is not None and len(t.partitions) >= c for n, c in grown.items())
+
+            await self._wait_for_image(done, PROPAGATION_WAIT_S)
+        return out
+
+    async def elect_leaders(
+        self, election_type: int, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], ElectionOutcome]:
+        topics: dict[str, list[int]] = {}
+        for topic, index in partitions or ():
+            topics.setdefault(topic, []).append(index)
+        request = ElectLeadersRequest(
+            election_type=election_type,
+            topic_partitions=None if partitions is None else [
+                ElectLeadersRequestTopicPartitions(topic=t, partitions=ps) for t, ps in topics.items()],
+            timeout_ms=int(self.request_timeout_s * 1000),
+        )
+        reply = await self.channel.send_to_active(request, ElectLeadersResponse, timeout_s=self.request_timeout_s)
+        out = {
+            (t.topic, r.partition_id): ElectionOutcome(ErrorCode.for_code(r.error_code), r.error_message)
+            for t in reply.replica_election_results for r in t.partition_result
+        }
+        elected = [tp for tp, o in out.items() if o.error == ErrorCode.NONE]
+        if elected:
+            def done(image: MetadataImage) -> bool:
+                for name, index in elected:
+                    topic = image.topic(name)
+                    part = topic.partitions.get(index) if topic is not None else None
+                    if part is None or part.leader < 0 or (
+                            election_type == PREFERRED and part.leader != part.replicas[0]):
+                        return False
+                return True
 
             await self._wait_for_image(done, PROPAGATION_WAIT_S)
         return out

@@ -23,6 +23,7 @@ from typing import TypeVar
 import structlog
 import trio
 
+from controller.elections import UNCLEAN, ElectionOutcome, elect_leaders
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
 from controller.quorum import MetadataQuorum, NotControllerError
 from controller.state import apply
@@ -328,6 +329,17 @@ class Controller:
                 if code == ErrorCode.NONE:
                     log.info("topic_deleted", topic=name)
             return out
+
+    async def elect_leaders(
+        self, election_type: int, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], ElectionOutcome]:
+        """Preferred or unclean elections (ElectLeaders; ``None`` = every partition)."""
+        outcomes = await self.submit(lambda image: elect_leaders(image, election_type, partitions))
+        elected = [f"{t}-{p}" for (t, p), o in outcomes.items() if o.error == ErrorCode.NONE]
+        if elected:
+            log.info("leaders_elected", election_type="unclean" if election_type == UNCLEAN else "preferred",
+                     partitions=elected)
+        return outcomes
 
     async def create_partitions(
         self, changes: Sequence[tuple[str, int, list[list[int]] | None]], validate_only: bool
