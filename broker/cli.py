@@ -3,6 +3,7 @@
 ``cormorant serve [server.properties] [--override key=value ...]`` runs a node;
 ``cormorant topics ...`` administers topics over the Kafka protocol;
 ``cormorant groups ...`` lists, describes and deletes consumer groups and resets their offsets;
+``cormorant partitions reassign|status|elect-leaders`` moves partitions and elects leaders;
 ``cormorant transactions ...`` lists and describes transactional ids;
 ``cormorant dump-log FILE`` prints a segment's batches like Kafka's dump-log tool;
 ``cormorant top`` shows a broker's metrics endpoint live in the terminal;
@@ -93,6 +94,12 @@ def _cluster(args: argparse.Namespace) -> int:
     return run_cluster(args)
 
 
+def _partitions(args: argparse.Namespace) -> int:
+    from broker.tools.partitions import run_partitions
+
+    return run_partitions(args)
+
+
 def _metadata(args: argparse.Namespace) -> int:
     from broker.tools.metadata import run_metadata
 
@@ -163,6 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     from broker.tools.groups import add_parser as add_groups_parser
 
     add_groups_parser(sub).set_defaults(func=_groups)
+
+    from broker.tools.partitions import add_parser as add_partitions_parser
+
+    add_partitions_parser(sub).set_defaults(func=_partitions)
 
     from broker.tools.transactions import add_parser as add_transactions_parser
 

@@ -31,6 +31,7 @@ import trio
 from controller.elections import PREFERRED, ElectionOutcome
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
 from controller.quorum import NotControllerError
+from controller.reassignment import ReassignmentOutcome
 from controller.service import CreateTopicResult, TopicRequest
 from wire.errors import ErrorCode
 from wire.frame import decode_response, encode_request
@@ -69,6 +70,12 @@ from wire.generated.api_044_incremental_alter_configs import (
     IncrementalAlterConfigsRequestAlterableConfig,
     IncrementalAlterConfigsRequestAlterConfigsResource,
     IncrementalAlterConfigsResponse,
+)
+from wire.generated.api_045_alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsRequestReassignablePartition,
+    AlterPartitionReassignmentsRequestReassignableTopic,
+    AlterPartitionReassignmentsResponse,
 )
 from wire.generated.api_055_describe_quorum import (
     DescribeQuorumRequest,
@@ -445,6 +452,24 @@ class RemoteController:
 
             await self._wait_for_image(done, PROPAGATION_WAIT_S)
         return out
+
+    async def alter_reassignments(
+        self, requests: Sequence[tuple[str, int, Sequence[int] | None]]
+    ) -> dict[tuple[str, int], ReassignmentOutcome]:
+        topics: dict[str, AlterPartitionReassignmentsRequestReassignableTopic] = {}
+        for name, index, target in requests:
+            topic = topics.setdefault(name, AlterPartitionReassignmentsRequestReassignableTopic(name=name))
+            topic.partitions.append(AlterPartitionReassignmentsRequestReassignablePartition(
+                partition_index=index, replicas=None if target is None else list(target)))
+        request = AlterPartitionReassignmentsRequest(timeout_ms=int(self.request_timeout_s * 1000),
+                                                     topics=list(topics.values()))
+        reply = await self.channel.send_to_active(request, AlterPartitionReassignmentsResponse,
+                                                  timeout_s=self.request_timeout_s)
+        if reply.error_code != ErrorCode.NONE:
+            return {(n, i): ReassignmentOutcome(ErrorCode.for_code(reply.error_code), reply.error_message)
+                    for n, i, _ in requests}
+        return {(t.name, p.partition_index): ReassignmentOutcome(ErrorCode.for_code(p.error_code), p.error_message)
+                for t in reply.responses for p in t.partitions}
 
     async def alter_configs(
         self,

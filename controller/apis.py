@@ -38,7 +38,9 @@ from controller.image import (
     TopicImage,
 )
 from controller.quorum import NotControllerError, QuorumTimeoutError
+from controller.reassignment import settle
 from controller.service import Controller
+from controller.state import apply
 from wire.errors import ErrorCode
 from wire.generated.metadata.rec_000_register_broker_record import (
     RegisterBrokerRecord,
@@ -400,10 +402,20 @@ class ClusterControl:
         if isr == part.isr:
             return IsrResult(change, ErrorCode.NONE, part.leader, part.leader_epoch, part.isr, part.partition_epoch), None
         record = PartitionChangeRecord(topic_id=topic.topic_id, partition_id=part.partition, isr=list(isr))
-        log.info("partition_isr_changed", topic=topic.name, partition=part.partition, isr=list(isr),
-                 partition_epoch=part.partition_epoch + 1)
-        return IsrResult(change, ErrorCode.NONE, part.leader, part.leader_epoch, isr,
-                         part.partition_epoch + 1), record
+        # A reassignment whose target replicas are now all in sync completes in the same record.
+        widened = apply(image, record, image.offset)
+        settled = settle(widened, widened.topics_by_id[topic.topic_id],
+                         widened.topics_by_id[topic.topic_id].partitions[part.partition])
+        if settled is not None:
+            settled.isr = settled.isr if settled.isr is not None else list(isr)
+            record = settled
+            log.info("partition_reassignment_completed", topic=topic.name, partition=part.partition,
+                     replicas=record.replicas)
+        after = apply(image, record, image.offset).topics_by_id[topic.topic_id].partitions[part.partition]
+        log.info("partition_isr_changed", topic=topic.name, partition=part.partition, isr=list(after.isr),
+                 partition_epoch=after.partition_epoch)
+        return IsrResult(change, ErrorCode.NONE, after.leader, after.leader_epoch, after.isr,
+                         after.partition_epoch), record
 
 
 def _with_broker(image: MetadataImage, broker: BrokerImage, fenced: bool) -> MetadataImage:

@@ -26,6 +26,7 @@ import trio
 from controller.elections import UNCLEAN, ElectionOutcome, elect_leaders
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
 from controller.quorum import MetadataQuorum, NotControllerError
+from controller.reassignment import ReassignmentOutcome, alter_reassignments
 from controller.state import apply
 from wire.errors import ErrorCode
 from wire.generated.metadata.rec_000_register_broker_record import (
@@ -393,6 +394,18 @@ class Controller:
         if elected:
             log.info("leaders_elected", election_type="unclean" if election_type == UNCLEAN else "preferred",
                      partitions=elected)
+        return outcomes
+
+    async def alter_reassignments(
+        self, requests: Sequence[tuple[str, int, Sequence[int] | None]]
+    ) -> dict[tuple[str, int], ReassignmentOutcome]:
+        """AlterPartitionReassignments: start, replace or cancel (target None) reassignments."""
+        outcomes = await self.submit(lambda image: alter_reassignments(image, requests))
+        for (topic, index), outcome in outcomes.items():
+            if outcome.error == ErrorCode.NONE:
+                target = next(t for n, i, t in requests if (n, i) == (topic, index))
+                log.info("partition_reassignment_requested", topic=topic, partition=index,
+                         target=None if target is None else list(target))
         return outcomes
 
     async def create_partitions(

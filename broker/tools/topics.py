@@ -114,7 +114,7 @@ def _create(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> None:
     print(f"Created topic {args.topic}.", file=out)
 
 
-def _metadata(client: KafkaClient, topic: str | None) -> list[MetadataResponseTopic]:
+def topic_metadata(client: KafkaClient, topic: str | None) -> list[MetadataResponseTopic]:
     request = MetadataRequest(
         topics=None if topic is None else [MetadataRequestTopic(name=topic)],
         allow_auto_topic_creation=False,
@@ -124,13 +124,13 @@ def _metadata(client: KafkaClient, topic: str | None) -> list[MetadataResponseTo
 
 
 def _list(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> None:
-    for topic in _metadata(client, None):
+    for topic in topic_metadata(client, None):
         if topic.error_code == ErrorCode.NONE:
             print(topic.name, file=out)
 
 
 def _describe(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> None:
-    topics = _metadata(client, args.topic)
+    topics = topic_metadata(client, args.topic)
     if args.topic is not None:
         found = [t for t in topics if t.name == args.topic and t.error_code == ErrorCode.NONE]
         if not found:

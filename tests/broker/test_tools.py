@@ -199,3 +199,33 @@ def test_dump_log_zero_padding_and_bad_paths(tmp_path: Path) -> None:
     assert dump_log(tmp_path / "missing.log", False, io.StringIO(), err) == 1
     assert dump_log(tmp_path / "00000000000000000009.log", False, io.StringIO(), err) == 1
     assert len(err.getvalue().splitlines()) == 3
+
+
+# ------------------------------------------------------------ partitions
+
+
+def partitions(broker: BrokerProcess, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["partitions", "--bootstrap-server", broker.bootstrap, *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_partitions_reassign_status_and_elect_on_one_broker(
+        broker: BrokerProcess, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert topics(broker, capsys, "create", "pr", "--partitions", "2")[0] == 0
+    # Onto the broker it is on already: accepted, nothing moves.
+    assert partitions(broker, capsys, "reassign", "pr:0=1") == (0, "pr-0: reassignment started\n", "")
+    code, out, _ = partitions(broker, capsys, "reassign", "pr:0=1,7", "pr:9=1")
+    assert code == 1
+    assert "pr-0: INVALID_REPLICA_ASSIGNMENT" in out and "pr-9: UNKNOWN_TOPIC_OR_PARTITION" in out
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"version": 1, "partitions": [{"topic": "pr", "partition": 1, "replicas": [1]}]}')
+    assert partitions(broker, capsys, "reassign", "--file", str(plan)) == (0, "pr-1: reassignment started\n", "")
+    assert partitions(broker, capsys, "reassign", "--cancel", "pr:1")[:2] == (
+        1, "pr-1: NO_REASSIGNMENT_IN_PROGRESS: No ongoing reassignment for partition pr-1.\n")
+    assert partitions(broker, capsys, "status") == (0, "No partition is being reassigned.\n", "")
+    assert partitions(broker, capsys, "status", "--topic", "pr") == (0, "No partition is being reassigned.\n", "")
+    assert partitions(broker, capsys, "elect-leaders", "pr:0") == (0, "pr-0: election not needed\n", "")
+    assert partitions(broker, capsys, "elect-leaders") == (0, "No partition needed an election.\n", "")
+    code, _, err = partitions(broker, capsys, "reassign", "pr-0")
+    assert code == 1 and "expected TOPIC:PARTITION=" in err

@@ -1,0 +1,35 @@
+"""ListPartitionReassignments (46), v0: the partitions being reassigned, with their
+replicas and the replicas being added and removed — all of them, or among the named
+partitions (unknown ones are left out, as in Kafka). Answered from this broker's
+metadata image, which follows the controller's log.
+"""
+
+from __future__ import annotations
+
+from broker.dispatch import RequestContext
+from controller.reassignment import ongoing
+from wire.generated.api_046_list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    ListPartitionReassignmentsResponseOngoingPartitionReassignment,
+    ListPartitionReassignmentsResponseOngoingTopicReassignment,
+)
+
+API_KEY = 46
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
+    topics = None if request.topics is None else [(t.name, t.partition_indexes) for t in request.topics]
+    response = ListPartitionReassignmentsResponse(error_message=None)
+    by_topic: dict[str, ListPartitionReassignmentsResponseOngoingTopicReassignment] = {}
+    for r in ongoing(ctx.node.image, topics):
+        topic = by_topic.get(r.topic)
+        if topic is None:
+            topic = by_topic[r.topic] = ListPartitionReassignmentsResponseOngoingTopicReassignment(name=r.topic)
+            response.topics.append(topic)
+        topic.partitions.append(ListPartitionReassignmentsResponseOngoingPartitionReassignment(
+            partition_index=r.partition, replicas=list(r.replicas), adding_replicas=list(r.adding),
+            removing_replicas=list(r.removing)))
+    return response
