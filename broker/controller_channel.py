@@ -648,3 +648,7 @@ class BrokerLifecycle:
                 await trio.sleep(0.1)
         log.warning("broker_controlled_shutdown_timed_out", broker_id=self.broker_id, timeout_s=timeout_s)
         return False
+
+
+#: One Kafka-protocol connection to another node (controllers, and leaders for follower fetches).
+PeerConnection = _Connection

@@ -37,6 +37,8 @@ from broker.log.producer_state import ProducerStateConfig
 from broker.metrics import BrokerMetrics, DisabledMetrics
 from broker.network import Listener, NetworkLimits
 from broker.replica_manager import Partition, ReplicaManager
+from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
+from broker.replication.isr import IsrManager
 from broker.telemetry import Telemetry, TimedQuorum
 from broker.tracing import Tracing
 from broker.transaction.coordinator import TransactionCoordinator
@@ -137,6 +139,9 @@ class BrokerNode:
         #: The roles of a multi-node cluster (controller.quorum.voters set); None for a single node.
         self.cluster: ClusterMode | None = None
         self.replica_manager: ReplicaManager
+        #: Replication (cluster mode): fetching as a follower, ISR upkeep as a leader.
+        self.fetchers: ReplicaFetchers | None = None
+        self.isr_manager: IsrManager | None = None
         self.log_cleaner: LogCleaner
         self.group_coordinator: GroupCoordinator
         self.transaction_coordinator: TransactionCoordinator
@@ -266,6 +271,8 @@ class BrokerNode:
         )
         self.replica_manager.apply_image(self.controller.image)
         self.controller.add_image_listener(self.replica_manager.apply_image)
+        if self.cluster is not None and self.cluster.lifecycle is not None:
+            self._start_replication(self.cluster)
         self.log_cleaner = LogCleaner(
             self.log_manager,
             cleaner_config_from(self.config),
@@ -316,6 +323,9 @@ class BrokerNode:
             self._broker_epoch = await self.controller.register_broker(
                 self.node_id, self._advertised_endpoints(), self.config.broker_rack
             )
+            if self.fetchers is not None and self.isr_manager is not None:
+                await nursery.start(self.fetchers.run)
+                await nursery.start(self.isr_manager.run)
             for listener in self.listeners:
                 nursery.start_soon(listener.serve)
             nursery.start_soon(self._background, nursery.cancel_scope)
@@ -337,6 +347,32 @@ class BrokerNode:
                 listener.close_connections()
             nursery.cancel_scope.cancel()
         self._close()
+
+    def _start_replication(self, cluster: ClusterMode) -> None:
+        config = self.config
+        lifecycle = cluster.lifecycle
+        assert lifecycle is not None
+        self.fetchers = ReplicaFetchers(
+            self.node_id, self.replica_manager, lambda: self.controller.image,
+            FetcherSettings(
+                max_wait_ms=config.replica_fetch_wait_max_ms, min_bytes=config.replica_fetch_min_bytes,
+                max_bytes=config.replica_fetch_response_max_bytes,
+                partition_max_bytes=config.replica_fetch_max_bytes, backoff_ms=config.replica_fetch_backoff_ms,
+                listener_name=config.inter_broker_listener_name),
+            self._truncate_replica, self._start_replica_over)
+        self.controller.add_image_listener(self.fetchers.on_image)
+        self.isr_manager = IsrManager(self.node_id, self.replica_manager, cluster.channel,
+                                      lambda: lifecycle.broker_epoch, lambda: self.controller.image,
+                                      config.replica_lag_time_max_ms, self.clock_ms)
+
+    def _truncate_replica(self, p: Partition, offset: int) -> None:
+        self.log_manager.truncate_to(p.topic, p.index, offset)
+        self.replica_manager.after_truncation(p)
+
+    def _start_replica_over(self, p: Partition, offset: int) -> None:
+        self.log_manager.truncate_fully_and_start_at(p.topic, p.index, offset)
+        p.high_watermark = offset
+        self.replica_manager.after_truncation(p)
 
     async def _wait_connections_idle(self) -> None:
         # Connections stay open for their clients; stop once no request is running.

@@ -44,8 +44,14 @@ class Partition:
     #: Idempotent and transactional producers of this partition (dedup, LSO, aborted txns).
     producer_state: ProducerStateManager
     high_watermark: int = 0
-    #: Log end offsets of the followers (replication fills these in).
+    #: Log end offsets of the followers, from their fetch offsets (leader only).
     follower_end_offsets: dict[int, int] = field(default_factory=dict)
+    #: When each follower was last caught up with this leader's log end (ms).
+    follower_caught_up_ms: dict[int, int] = field(default_factory=dict)
+    #: Each follower's previous fetch: (when, this leader's log end offset then).
+    follower_last_fetch: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: The ISR this leader asked the controller for and has not seen committed yet.
+    pending_isr: tuple[int, ...] | None = None
     #: Fetches and acks=all produces waiting for this partition to change.
     waiters: set[trio.Event] = field(default_factory=set)
 
@@ -136,6 +142,10 @@ class ReplicaManager:
 
     def _update(self, p: Partition, part: PartitionImage, config: LogConfig) -> None:
         was_leader = p.leader == self.node_id and p.leader_epoch == part.leader_epoch
+        if part.partition_epoch != p.partition_epoch:
+            p.pending_isr = None  # the controller decided: the committed ISR is the truth again
+        for replica in set(part.isr) - set(p.isr):
+            p.follower_caught_up_ms.setdefault(replica, self.clock_ms())
         p.leader, p.leader_epoch, p.partition_epoch = part.leader, part.leader_epoch, part.partition_epoch
         p.replicas, p.isr = part.replicas, part.isr
         if config != p.config:
@@ -148,7 +158,16 @@ class ReplicaManager:
 
     def _become_leader(self, p: Partition) -> None:
         p.log.leader_epoch_cache.assign(p.leader_epoch, p.log.log_end_offset)
+        # Followers start unknown; the ISR gets a full lag period to fetch (as Kafka).
+        now = self.clock_ms()
+        p.follower_end_offsets.clear()
+        p.follower_last_fetch.clear()
+        p.follower_caught_up_ms = {r: now for r in p.isr if r != self.node_id}
+        p.pending_isr = None
+        p.producer_state.sync()
         self.maybe_advance_high_watermark(p)
+        log.info("partition_leader", topic=p.topic, partition=p.index, leader_epoch=p.leader_epoch,
+                 log_end_offset=p.log.log_end_offset, high_watermark=p.high_watermark, isr=list(p.isr))
 
     def _remove(self, key: tuple[str, int]) -> None:
         p = self.partitions.pop(key)
@@ -179,6 +198,37 @@ class ReplicaManager:
             p.wake()
             return True
         return False
+
+    def record_follower_fetch(self, p: Partition, replica: int, fetch_offset: int) -> None:
+        """A follower fetched from ``fetch_offset``: everything below it is on its log.
+        It counts as caught up now if it asked for this leader's log end, or as of its
+        previous fetch if it has since reached the log end of that moment (Kafka's rule)."""
+        if p.leader != self.node_id or replica not in p.replicas or replica == self.node_id:
+            return
+        now = self.clock_ms()
+        leo = p.log.log_end_offset
+        previous = p.follower_last_fetch.get(replica)
+        if fetch_offset >= leo:
+            p.follower_caught_up_ms[replica] = now
+        elif previous is not None and fetch_offset >= previous[1]:
+            p.follower_caught_up_ms[replica] = max(p.follower_caught_up_ms.get(replica, 0), previous[0])
+        p.follower_last_fetch[replica] = (now, leo)
+        p.follower_end_offsets[replica] = min(fetch_offset, leo)
+        self.maybe_advance_high_watermark(p)
+
+    def set_follower_high_watermark(self, p: Partition, leader_high_watermark: int) -> None:
+        """A follower's high watermark: the leader's, as far as this log reaches."""
+        hw = min(leader_high_watermark, p.log.log_end_offset)
+        if hw != p.high_watermark:
+            p.high_watermark = max(hw, p.log.log_start_offset)
+            p.wake()
+
+    def after_truncation(self, p: Partition) -> None:
+        """The log was cut (a follower's divergence): producer state and HW follow it."""
+        p.producer_state.sync()
+        if p.high_watermark > p.log.log_end_offset:
+            p.high_watermark = p.log.log_end_offset
+        p.wake()
 
     def high_watermarks(self) -> dict[tuple[str, int], int]:
         return {key: p.high_watermark for key, p in self.partitions.items()}

@@ -156,6 +156,9 @@ async def _wait_for_replication(
         for partition, required, p_resp in pending:
             if partition.high_watermark >= required:
                 continue
+            if partition.leader != ctx.node.node_id or rm.get(partition.topic, partition.index) is not partition:
+                p_resp.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER  # leadership moved while waiting
+                continue
             if len(partition.isr) < ctx.node.min_insync_replicas(partition.topic):
                 p_resp.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
                 continue

@@ -45,6 +45,8 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if request.session_id != 0 or request.session_epoch > 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
     by_id = ctx.api_version >= 13
+    # A follower names itself (replica id, ReplicaState from v15); consumers send -1.
+    follower = request.replica_state.replica_id if ctx.api_version >= 15 else request.replica_id
     image = node.image
     # Resolve every requested partition once; errors are final, the rest are re-read.
     slots: list[tuple[FetchResponsePartitionData, FetchRequestFetchPartition, Partition | None]] = []
@@ -70,28 +72,38 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
                 slots.append((pd, fp, None))
                 continue
             error = _check_leadership(ctx, partition, fp)
-            if error != ErrorCode.NONE:
+            if error == ErrorCode.NONE and follower >= 0:
+                error = _check_divergence(partition, fp, pd)
+            if error != ErrorCode.NONE or pd.diverging_epoch.epoch >= 0:
                 pd.error_code = error
                 pd.records = b""
+                if error == ErrorCode.NONE:
+                    pd.high_watermark = partition.high_watermark
+                    pd.last_stable_offset = partition.last_stable_offset
+                    pd.log_start_offset = partition.log_start_offset
                 slots.append((pd, fp, None))
                 continue
+            if follower >= 0:
+                rm.record_follower_fetch(partition, follower, fp.fetch_offset)
+                if follower not in partition.isr and node.isr_manager is not None:
+                    node.isr_manager.poke()  # it may be back in sync
             slots.append((pd, fp, partition))
 
     deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
     read_committed = request.isolation_level == READ_COMMITTED and ctx.api_version >= 4
     while True:
-        total = _read_all(slots, request.max_bytes, read_committed)
+        total = _read_all(slots, request.max_bytes, read_committed, follower >= 0)
         live = [p for _, _, p in slots if p is not None]
         if total >= request.min_bytes or not live or trio.current_time() >= deadline:
             break
-        if any(pd.error_code != ErrorCode.NONE for pd, _, _ in slots):
+        if any(pd.error_code != ErrorCode.NONE or pd.diverging_epoch.epoch >= 0 for pd, _, _ in slots):
             break
         node.metrics.fetch_waiting(1)
         try:
             await rm.wait_for_change(live, deadline)
         finally:
             node.metrics.fetch_waiting(-1)
-    node.metrics.record_fetch(total, follower=max(request.replica_id, request.replica_state.replica_id) >= 0)
+    node.metrics.record_fetch(total, follower=follower >= 0)
     return response
 
 
@@ -106,10 +118,29 @@ def _check_leadership(ctx: RequestContext, partition: Partition, fp: FetchReques
     return ErrorCode.NONE
 
 
+def _check_divergence(partition: Partition, fp: FetchRequestFetchPartition,
+                      pd: FetchResponsePartitionData) -> ErrorCode:
+    """KIP-320 for followers: if the follower's last fetched epoch ends before its fetch
+    offset in this leader's log, answer where it diverges (it truncates there and asks
+    again) instead of data."""
+    if fp.last_fetched_epoch < 0:
+        return ErrorCode.NONE
+    epoch, end_offset = partition.log.end_offset_for_epoch(fp.last_fetched_epoch)
+    if epoch < 0 or end_offset < 0:
+        return ErrorCode.OFFSET_OUT_OF_RANGE
+    if fp.fetch_offset < partition.log_start_offset:
+        return ErrorCode.OFFSET_OUT_OF_RANGE
+    if epoch < fp.last_fetched_epoch or end_offset < fp.fetch_offset:
+        pd.diverging_epoch.epoch = epoch
+        pd.diverging_epoch.end_offset = end_offset
+    return ErrorCode.NONE
+
+
 def _read_all(
     slots: list[tuple[FetchResponsePartitionData, FetchRequestFetchPartition, Partition | None]],
     max_bytes: int,
     read_committed: bool,
+    follower: bool = False,
 ) -> int:
     """Fills every partition's data; returns the total record bytes."""
     total = 0
@@ -120,7 +151,8 @@ def _read_all(
         pd.high_watermark = partition.high_watermark
         pd.last_stable_offset = partition.last_stable_offset
         pd.log_start_offset = partition.log_start_offset
-        upper = partition.last_stable_offset if read_committed else partition.high_watermark
+        # Followers read to the log end; consumers never above the high watermark.
+        upper = None if follower else (partition.last_stable_offset if read_committed else partition.high_watermark)
         # read_committed clients drop aborted transactions' records themselves (KIP-98).
         pd.aborted_transactions = [] if read_committed else None
         limit = min(fp.partition_max_bytes, budget)

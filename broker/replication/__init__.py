@@ -1,0 +1,1 @@
+"""Leader/follower replication: follower fetchers and the leader's ISR upkeep."""
