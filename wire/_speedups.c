@@ -35,12 +35,26 @@ typedef struct Op {
     struct Op *elem;
 } Op;
 
+/* A default instance of a generated class (what Cls() makes), copied without
+   running the dataclass __init__: immutable values are shared, empty lists are
+   made anew and nested default instances are copied in turn. */
+enum { T_SHARE, T_LIST, T_SUB };
+typedef struct Tmpl {
+    PyTypeObject *cls;
+    PyObject *obj;
+    Py_ssize_t n;
+    Py_ssize_t *off;
+    int *kind;
+    struct Tmpl **sub;
+} Tmpl;
+
 typedef struct {
     int role;
     Py_ssize_t offset;
     Op op;
     int dkind;
     PyObject *dval; /* DEF_CONST: the value; DEF_NEW: the class */
+    Tmpl *tmpl;     /* DEF_NEW, when the class allows it */
     int check;
     uint64_t tag;
 } Field;
@@ -159,6 +173,104 @@ compile_op(PyObject *raw, Op *op)
     return 0;
 }
 
+static Tmpl *
+make_tmpl(PyObject *cls, int depth)
+{
+    if (depth > 16 || !PyType_Check(cls) || ((PyTypeObject *)cls)->tp_dictoffset != 0)
+        return NULL;
+    PyObject *slots = PyDict_GetItemString(((PyTypeObject *)cls)->tp_dict, "__slots__");
+    if (slots == NULL || !PyTuple_Check(slots)
+        || PyDict_GetItemString(((PyTypeObject *)cls)->tp_dict, "__dataclass_fields__") == NULL)
+        return NULL;
+    PyObject *obj = PyObject_CallNoArgs(cls);
+    if (obj == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(slots);
+    Tmpl *t = PyMem_Calloc(1, sizeof(Tmpl));
+    if (t == NULL)
+        goto fail;
+    t->cls = (PyTypeObject *)cls;
+    t->obj = obj;
+    t->n = n;
+    t->off = PyMem_Calloc(n ? n : 1, sizeof(Py_ssize_t));
+    t->kind = PyMem_Calloc(n ? n : 1, sizeof(int));
+    t->sub = PyMem_Calloc(n ? n : 1, sizeof(Tmpl *));
+    if (t->off == NULL || t->kind == NULL || t->sub == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(slots, i));
+        if (name == NULL || (t->off[i] = member_offset(t->cls, name)) < 0)
+            goto fail;
+        PyObject *v = SLOT(obj, t->off[i]);
+        if (v == NULL)
+            goto fail;
+        if (PyList_CheckExact(v)) {
+            if (PyList_GET_SIZE(v) != 0)
+                goto fail;
+            t->kind[i] = T_LIST;
+        } else if (PyLong_CheckExact(v) || PyUnicode_CheckExact(v) || PyBytes_CheckExact(v)
+                   || PyFloat_CheckExact(v) || PyBool_Check(v) || v == Py_None
+                   || Py_IS_TYPE(v, uuid_type)) {
+            t->kind[i] = T_SHARE;
+        } else {
+            t->sub[i] = make_tmpl((PyObject *)Py_TYPE(v), depth + 1);
+            if (t->sub[i] == NULL)
+                goto fail;
+            t->kind[i] = T_SUB;
+        }
+    }
+    Py_INCREF(cls);
+    return t;
+fail:
+    /* Not copyable: the default is made by calling the class (leaked parts are tiny). */
+    PyErr_Clear();
+    return NULL;
+}
+
+static PyObject *
+clone_tmpl(const Tmpl *t)
+{
+    PyObject *o = t->cls->tp_alloc(t->cls, 0);
+    if (o == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < t->n; i++) {
+        PyObject *v;
+        if (t->kind[i] == T_SHARE) {
+            v = SLOT(t->obj, t->off[i]);
+            Py_INCREF(v);
+        } else if (t->kind[i] == T_LIST) {
+            v = PyList_New(0);
+        } else {
+            v = clone_tmpl(t->sub[i]);
+        }
+        if (v == NULL) {
+            Py_DECREF(o);
+            return NULL;
+        }
+        SLOT(o, t->off[i]) = v;
+    }
+    return o;
+}
+
+/* v == Cls() for a v of exactly that class, as the dataclass __eq__ decides it. */
+static int
+equals_tmpl(const Tmpl *t, PyObject *v)
+{
+    for (Py_ssize_t i = 0; i < t->n; i++) {
+        PyObject *a = SLOT(v, t->off[i]);
+        if (a == NULL)
+            return -1;
+        Py_INCREF(a);
+        int r = PyObject_RichCompareBool(a, SLOT(t->obj, t->off[i]), Py_EQ);
+        Py_DECREF(a);
+        if (r != 1)
+            return r;
+    }
+    return 1;
+}
+
 static int
 compile_default(PyObject *kind, PyObject *value, Field *f)
 {
@@ -169,8 +281,10 @@ compile_default(PyObject *kind, PyObject *value, Field *f)
         f->dkind = DEF_CONST;
     else if (strcmp(k, "list") == 0)
         f->dkind = DEF_LIST;
-    else if (strcmp(k, "new") == 0)
+    else if (strcmp(k, "new") == 0) {
         f->dkind = DEF_NEW;
+        f->tmpl = make_tmpl(value, 0);
+    }
     else {
         PyErr_SetString(PyExc_TypeError, "bad default kind");
         return -1;
@@ -349,6 +463,9 @@ typedef struct {
     PyObject *mv;
     int source_is_mv;
     Py_ssize_t max_array, max_bytes, max_tags;
+    /* The last large integer made: offsets and watermarks repeat within a message. */
+    long long last_int;
+    PyObject *last_obj;
 } DCtx;
 
 #define FAIL (-1)
@@ -407,16 +524,34 @@ make_uuid(const unsigned char *p)
 }
 
 static PyObject *
-dec_fixed(int kind, const unsigned char *p)
+dec_int(DCtx *c, long long v)
+{
+    if (v >= -5 && v <= 256)
+        return PyLong_FromLongLong(v);
+    if (c->last_obj != NULL && c->last_int == v) {
+        Py_INCREF(c->last_obj);
+        return c->last_obj;
+    }
+    PyObject *r = PyLong_FromLongLong(v);
+    if (r != NULL) {
+        Py_XSETREF(c->last_obj, r);
+        Py_INCREF(r);
+        c->last_int = v;
+    }
+    return r;
+}
+
+static PyObject *
+dec_fixed(DCtx *c, int kind, const unsigned char *p)
 {
     switch (kind) {
+    case OP_I32: return dec_int(c, (int32_t)rdu32(p));
+    case OP_I64: return dec_int(c, (int64_t)rdu64(p));
     case OP_BOOL: return PyBool_FromLong(p[0] != 0);
     case OP_I8: return PyLong_FromLong((int8_t)p[0]);
     case OP_I16: return PyLong_FromLong(rd16(p));
     case OP_U16: return PyLong_FromLong(rdu16(p));
-    case OP_I32: return PyLong_FromLong((int32_t)rdu32(p));
     case OP_U32: return PyLong_FromUnsignedLong(rdu32(p));
-    case OP_I64: return PyLong_FromLongLong((int64_t)rdu64(p));
     case OP_F64: return PyFloat_FromDouble(PyFloat_Unpack8((const char *)p, 0));
     case OP_UUID: return make_uuid(p);
     }
@@ -463,14 +598,20 @@ slice_records(DCtx *c, Py_ssize_t start, Py_ssize_t stop)
                 return NULL;
         }
     }
-    PyObject *a = PyLong_FromSsize_t(start), *z = PyLong_FromSsize_t(stop);
-    PyObject *s = (a && z) ? PySlice_New(a, z, NULL) : NULL;
-    Py_XDECREF(a);
-    Py_XDECREF(z);
-    if (s == NULL)
+    /* What mv[start:stop] does for a one-dimensional byte view: a new view on the
+       same managed buffer, its start and length moved. */
+    PyObject *r = PyMemoryView_FromObject(c->mv);
+    if (r == NULL)
         return NULL;
-    PyObject *r = PyObject_GetItem(c->mv, s);
-    Py_DECREF(s);
+    Py_buffer *v = PyMemoryView_GET_BUFFER(r);
+    if (v->ndim != 1 || v->itemsize != 1 || v->shape == NULL || v->strides == NULL
+        || v->strides[0] != 1 || v->buf != (void *)c->b) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    v->buf = (char *)c->b + start;
+    v->len = stop - start;
+    v->shape[0] = stop - start;
     return r;
 }
 
@@ -487,7 +628,7 @@ dec_op(DCtx *c, const Op *op, Py_ssize_t *pp, Py_ssize_t e)
         int size = fixed_size[op->kind];
         if (e - p < size)
             return NULL;
-        r = dec_fixed(op->kind, b + p);
+        r = dec_fixed(c, op->kind, b + p);
         *pp = p + size;
         return r;
     }
@@ -614,6 +755,8 @@ make_default(const Field *f)
     case DEF_LIST:
         return PyList_New(0);
     default:
+        if (f->tmpl != NULL)
+            return clone_tmpl(f->tmpl);
         return PyObject_CallNoArgs(f->dval);
     }
 }
@@ -787,6 +930,7 @@ static void
 input_close(Input *in)
 {
     Py_CLEAR(in->c.mv);
+    Py_CLEAR(in->c.last_obj);
     if (in->has_view)
         PyBuffer_Release(&in->view);
     in->has_view = 0;
@@ -828,6 +972,23 @@ call_pure(PyObject *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
     return PyObject_Vectorcall(fn, args, nargs, kwnames);
 }
 
+/* Calls the accelerator finished, and calls it gave up on (for tests). */
+static unsigned long long n_done, n_handed_back;
+
+static PyObject *
+hand_back(PyObject *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    n_handed_back++;
+    PyErr_Clear();
+    return PyObject_Vectorcall(fn, args, nargs, kwnames);
+}
+
+static PyObject *
+sp_counters(PyObject *module, PyObject *noargs)
+{
+    return Py_BuildValue("(KK)", n_done, n_handed_back);
+}
+
 /* decode(cls, data, version, limits=DEFAULT_LIMITS) */
 static PyObject *
 sp_decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
@@ -841,12 +1002,15 @@ sp_decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     if (pr == NULL || (PyObject *)pr->cls != a[0] || input_open(&in, a[1], a[3]) < 0)
         return call_pure(pure_decode, args, nargs, kwnames);
     Py_ssize_t p = 0;
+    /* Many objects are made at once: collect once afterwards, not every 700. */
+    int gc_was = PyGC_Disable();
     PyObject *obj = dec_struct(&in.c, pr, &p, in.len);
+    if (gc_was)
+        PyGC_Enable();
     input_close(&in);
-    if (obj == NULL) {
-        PyErr_Clear();
-        return call_pure(pure_decode, args, nargs, kwnames);
-    }
+    if (obj == NULL)
+        return hand_back(pure_decode, args, nargs, kwnames);
+    n_done++;
     return obj;
 }
 
@@ -870,12 +1034,14 @@ sp_decode_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject
         input_close(&in);
         return call_pure(pure_decode_at, args, nargs, kwnames);
     }
+    int gc_was = PyGC_Disable();
     PyObject *obj = dec_struct(&in.c, pr, &pos, end);
+    if (gc_was)
+        PyGC_Enable();
     input_close(&in);
-    if (obj == NULL) {
-        PyErr_Clear();
-        return call_pure(pure_decode_at, args, nargs, kwnames);
-    }
+    if (obj == NULL)
+        return hand_back(pure_decode_at, args, nargs, kwnames);
+    n_done++;
     PyObject *r = PyTuple_New(2);
     PyObject *pl = PyLong_FromSsize_t(pos);
     if (r == NULL || pl == NULL) {
@@ -1199,6 +1365,8 @@ is_default(const Field *f, PyObject *v)
         return t < 0 ? -1 : !t;
     }
     default: {
+        if (f->tmpl != NULL && Py_TYPE(v) == f->tmpl->cls)
+            return equals_tmpl(f->tmpl, v);
         PyObject *d = PyObject_CallNoArgs(f->dval);
         if (d == NULL)
             return -1;
@@ -1369,9 +1537,9 @@ sp_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     w.cap = 256;
     if (enc_struct(&w, pr, a[0]) < 0 || _PyBytes_Resize(&w.obj, w.len) < 0) {
         Py_XDECREF(w.obj);
-        PyErr_Clear();
-        return call_pure(pure_encode, args, nargs, kwnames);
+        return hand_back(pure_encode, args, nargs, kwnames);
     }
+    n_done++;
     return w.obj;
 }
 
@@ -1402,8 +1570,9 @@ sp_encode_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObje
         PyErr_Clear();
         if (PyByteArray_GET_SIZE(a[1]) != start && PyByteArray_Resize(a[1], start) < 0)
             return NULL;
-        return call_pure(pure_encode_into, args, nargs, kwnames);
+        return hand_back(pure_encode_into, args, nargs, kwnames);
     }
+    n_done++;
     Py_RETURN_NONE;
 }
 
@@ -1441,6 +1610,7 @@ sp_configure(PyObject *module, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"configure", sp_configure, METH_VARARGS, "Hands the module the pure-Python fallbacks."},
+    {"counters", sp_counters, METH_NOARGS, "(calls finished here, calls handed to the Python code)"},
     {"decode", (PyCFunction)(void (*)(void))sp_decode, METH_FASTCALL | METH_KEYWORDS,
      "decode(cls, data, version, limits=DEFAULT_LIMITS)"},
     {"decode_at", (PyCFunction)(void (*)(void))sp_decode_at, METH_FASTCALL | METH_KEYWORDS,
