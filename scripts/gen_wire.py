@@ -8,7 +8,9 @@ default; they are never copied into the project, and neither is their prose. For
 every struct and every version the generator emits a straight-line decode and
 encode function, then keeps one copy of each distinct function body, so versions
 with the same layout share code. Consecutive fixed-width fields are read and
-written with a single precompiled ``struct.Struct``.
+written with a single precompiled ``struct.Struct``. Each module also gets an
+``_accel_programs()`` function returning every struct's layout per version as data,
+which the optional C accelerator (``wire/_speedups.c``) interprets.
 """
 
 from __future__ import annotations

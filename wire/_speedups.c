@@ -1057,15 +1057,15 @@ sp_decode_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject
 
 /* ------------------------------------------------------------------ encoding */
 
-enum { W_RAW, W_BYTES, W_BYTEARRAY };
+enum { W_RAW, W_BYTES };
 
 typedef struct {
     int mode;
-    PyObject *obj;   /* W_BYTES / W_BYTEARRAY */
+    PyObject *obj;   /* W_BYTES: the bytes object being filled */
     char *buf;
     Py_ssize_t len, cap;
-    Py_ssize_t base; /* position of this writer's start in the bytearray */
-    PyObject *regions; /* list of (position, region), W_BYTEARRAY only */
+    Py_ssize_t base; /* position of this writer's start in the output bytearray */
+    PyObject *regions; /* list of (position, region); NULL where regions cannot go */
 } Writer;
 
 static int
@@ -1085,9 +1085,7 @@ w_grow(Writer *w, Py_ssize_t need)
             return -1;
         w->buf = PyBytes_AS_STRING(w->obj);
     } else {
-        if (PyByteArray_Resize(w->obj, w->base + cap) < 0)
-            return -1;
-        w->buf = PyByteArray_AS_STRING(w->obj) + w->base;
+        return -1;
     }
     w->cap = cap;
     return 0;
@@ -1398,6 +1396,7 @@ enc_tags(Writer *w, Prog *pr, PyObject *o)
     if (pr->ntagged == 0 && nu == 0)
         return w_byte(w, 0);
     int rc = -1;
+    Py_INCREF(unknown);
     Py_ssize_t cap = pr->ntagged + nu;
     TagEntry *ents = PyMem_Calloc(cap ? cap : 1, sizeof(TagEntry));
     Writer *tw = PyMem_Calloc(pr->ntagged ? pr->ntagged : 1, sizeof(Writer));
@@ -1474,6 +1473,7 @@ done:
     }
     PyMem_Free(ents);
     Py_XDECREF(held);
+    Py_DECREF(unknown);
     return rc;
 }
 
@@ -1543,7 +1543,9 @@ sp_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     return w.obj;
 }
 
-/* encode_into(self, w, version, regions) -> None */
+/* encode_into(self, w, version, regions) -> None. The message is written into a
+   private buffer and appended to w at the end: Python code the encoder may run
+   (__eq__, __bool__) can then never move the memory being written. */
 static PyObject *
 sp_encode_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -1559,15 +1561,20 @@ sp_encode_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObje
     if (regions == NULL)
         return NULL;
     Py_ssize_t start = PyByteArray_GET_SIZE(a[1]);
-    Writer w = {W_BYTEARRAY, a[1], PyByteArray_AS_STRING(a[1]) + start, 0, 0, start, regions};
+    Writer w = {W_RAW, NULL, NULL, 0, 0, start, regions};
     int rc = enc_struct(&w, pr, a[0]);
-    if (rc == 0)
+    if (rc == 0 && PyByteArray_GET_SIZE(a[1]) != start)
+        rc = -1; /* w changed while encoding */
+    if (rc == 0 && w.len > 0) {
         rc = PyByteArray_Resize(a[1], start + w.len);
+        if (rc == 0)
+            memcpy(PyByteArray_AS_STRING(a[1]) + start, w.buf, w.len);
+    }
+    PyMem_Free(w.buf);
     if (rc == 0 && PyList_GET_SIZE(regions) > 0)
         rc = PyList_SetSlice(a[3], PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, regions);
     Py_DECREF(regions);
     if (rc < 0) {
-        PyErr_Clear();
         if (PyByteArray_GET_SIZE(a[1]) != start && PyByteArray_Resize(a[1], start) < 0)
             return NULL;
         return hand_back(pure_encode_into, args, nargs, kwnames);
