@@ -268,3 +268,61 @@ def test_generated_messages_same_on_both_paths() -> None:
                 both(lambda c=cut: cls.decode(encoded[:c], version))
 
     run()
+
+
+def test_encoding_errors_same_on_both_paths() -> None:
+    from wire.generated.api_000_produce import (
+        ProduceRequest,
+        ProduceRequestPartitionProduceData,
+        ProduceRequestTopicProduceData,
+    )
+
+    def produce(**kw: Any) -> ProduceRequest:
+        part = ProduceRequestPartitionProduceData(index=kw.pop("index", 0), records=kw.pop("records", b"r"))
+        topic = ProduceRequestTopicProduceData(name=kw.pop("name", "t"), partition_data=[part])
+        return ProduceRequest(**{"acks": 1, "timeout_ms": 5, "topic_data": [topic], **kw})
+
+    bad: list[tuple[ProduceRequest, int]] = [
+        (produce(transactional_id="tx"), 0),  # a field version 0 lacks
+        (produce(acks=1 << 20), 9),  # out of int16 range
+        (produce(acks="1"), 9),
+        (produce(name="x" * 40_000), 9),  # a string over 32,767 bytes
+        (produce(name=None), 3),
+        (produce(name="\udcff"), 9),  # not encodable as UTF-8
+        (produce(index=2**31), 9),
+        (produce(records="text"), 9),
+        (produce(records=memoryview(b"abcd").cast("I")), 9),  # counted by its bytes
+        (produce(topic_data=None), 9),
+        (produce(topic_data=(ProduceRequestTopicProduceData(name="t"),)), 9),
+        (produce(unknown_tagged_fields=[(5, b"x"), (1, b"yy")]), 9),
+        (produce(unknown_tagged_fields=[(-1, b"x")]), 9),
+        (produce(unknown_tagged_fields=[(1, "x")]), 9),
+    ]
+    for msg, version in bad:
+        both(lambda m=msg, v=version: m.encode(v))
+
+        def into(m: ProduceRequest = msg, v: int = version) -> tuple[Any, bytes]:
+            """The outcome, and what the buffer holds afterwards (partial writes too)."""
+            w = bytearray(b"xx")
+            regions: Regions = []
+            result = outcome(lambda: m.encode_into(w, v, regions))
+            return result, bytes(w)
+
+        both(into)
+
+
+def test_pure_switch(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    from tests.shared import ROOT
+
+    code = "import wire.accel as a; print(a.available(), a.enabled())"
+    env = {"CORMORANT_WIRE_PURE": "1", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["False", "False"], out.stderr
+    assert accel.enabled()
+    accel.disable()
+    assert not accel.enabled() and Message.__dict__["encode"] is accel._PURE["encode"]
+    accel.enable()
+    assert accel.enabled()
