@@ -180,7 +180,13 @@ def main() -> int:
         )
     import platform
 
-    print(f"Python {platform.python_version()}, kafka-python {__import__('kafka').__version__}\n")
+    from wire import accel
+
+    codec = "C accelerator" if accel.enabled() else "pure Python"
+    print(
+        f"Python {platform.python_version()}, kafka-python {__import__('kafka').__version__}, "
+        f"Cormorant codec: {codec}\n"
+    )
     print("\n".join(lines))
     return 0
 

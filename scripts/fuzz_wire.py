@@ -5,7 +5,8 @@ splitter with atheris.
 Usage: python scripts/fuzz_wire.py -runs=1000000 [-max_len=4096] [corpus_dir]
 
 Any exception other than DecodeError (and its subclasses) is a crash; a hang is
-caught by libFuzzer's -timeout. The captured client requests under
+caught by libFuzzer's -timeout. When the C accelerator is built, one mode decodes
+each input on both paths and fails on any difference in result or error. The captured client requests under
 ../shared/kafka-captures seed the corpus when the directory is empty.
 """
 
@@ -20,9 +21,33 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 with atheris.instrument_imports():
+    from wire import accel
     from wire.exceptions import DecodeError
     from wire.frame import FrameSplitter, decode_request
     from wire.records import iter_records, validate_batches
+
+
+def outcome(body: bytes) -> object:
+    try:
+        req = decode_request(body)
+    except DecodeError as ex:
+        return (type(ex).__name__, str(ex), ex.offset, ex.api_key, ex.api_version)
+    return (req.header, req.body)
+
+
+def differential(body: bytes) -> None:
+    """The accelerator and the pure-Python decoder agree on ``body``."""
+    if not accel.available():
+        decode_request(body)
+        return
+    fast = outcome(body)
+    accel.disable()
+    try:
+        reference = outcome(body)
+    finally:
+        accel.enable()
+    if fast != reference:
+        raise AssertionError(f"accelerator {fast!r} != pure {reference!r}")
 
 
 def seed_corpus(corpus: Path) -> None:
@@ -41,14 +66,15 @@ def seed_corpus(corpus: Path) -> None:
             frame = data[pos + 5 : pos + 5 + size]
             pos += 5 + size
             if direction == ord("C") and len(frame) <= 8192:
-                (corpus / f"seed-{n:05d}").write_bytes(b"\x00" + frame[4:])
-                n += 1
+                for mode in (b"\x00", b"\x03"):  # plain and differential decoding
+                    (corpus / f"seed-{n:05d}").write_bytes(mode + frame[4:])
+                    n += 1
 
 
 def test_one(data: bytes) -> None:
     if not data:
         return
-    mode, body = data[0] % 3, data[1:]
+    mode, body = data[0] % 4, data[1:]
     try:
         if mode == 0:
             decode_request(body)
@@ -57,6 +83,8 @@ def test_one(data: bytes) -> None:
                 pass
             for _ in iter_records(body, 0, max_decompressed_bytes=1 << 20):
                 pass
+        elif mode == 3:
+            differential(body)
         else:
             splitter = FrameSplitter(max_frame_bytes=1 << 16)
             splitter.feed(body)

@@ -1106,3 +1106,373 @@ ProduceResponse._encoders = {
     10: _e_ProduceResponse_10,
     11: _e_ProduceResponse_10,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ProduceRequestPartitionProduceData,
+        False,
+        (
+            ("index", "field", ("int32",)),
+            ("records", "field", ("records", False, True)),
+        ),
+        True,
+    )
+    p1 = (
+        ProduceRequestTopicProduceData,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partition_data", "field", ("array", False, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        ProduceRequest,
+        False,
+        (
+            ("transactional_id", "absent", "const", None, True),
+            ("acks", "field", ("int16",)),
+            ("timeout_ms", "field", ("int32",)),
+            ("topic_data", "field", ("array", False, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        ProduceRequest,
+        False,
+        (
+            ("transactional_id", "field", ("string", False, True)),
+            ("acks", "field", ("int16",)),
+            ("timeout_ms", "field", ("int32",)),
+            ("topic_data", "field", ("array", False, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p4 = (
+        ProduceRequestPartitionProduceData,
+        True,
+        (
+            ("index", "field", ("int32",)),
+            ("records", "field", ("records", True, True)),
+        ),
+        True,
+    )
+    p5 = (
+        ProduceRequestTopicProduceData,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partition_data", "field", ("array", True, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        ProduceRequest,
+        True,
+        (
+            ("transactional_id", "field", ("string", True, True)),
+            ("acks", "field", ("int16",)),
+            ("timeout_ms", "field", ("int32",)),
+            ("topic_data", "field", ("array", True, False, ("struct", p5, False))),
+        ),
+        True,
+    )
+    p7 = (
+        ProduceResponsePartitionProduceResponse,
+        False,
+        (
+            ("index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("base_offset", "field", ("int64",)),
+            ("log_append_time_ms", "absent", "const", -1, False),
+            ("log_start_offset", "absent", "const", -1, False),
+            ("record_errors", "absent", "list", None, False),
+            ("error_message", "absent", "const", None, False),
+            ("current_leader", "absent", "new", ProduceResponseLeaderIdAndEpoch, True),
+        ),
+        True,
+    )
+    p8 = (
+        ProduceResponseTopicProduceResponse,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partition_responses", "field", ("array", False, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p9 = (
+        ProduceResponse,
+        False,
+        (
+            ("responses", "field", ("array", False, False, ("struct", p8, False))),
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("node_endpoints", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p10 = (
+        ProduceResponse,
+        False,
+        (
+            ("responses", "field", ("array", False, False, ("struct", p8, False))),
+            ("throttle_time_ms", "field", ("int32",)),
+            ("node_endpoints", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p11 = (
+        ProduceResponsePartitionProduceResponse,
+        False,
+        (
+            ("index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("base_offset", "field", ("int64",)),
+            ("log_append_time_ms", "field", ("int64",)),
+            ("log_start_offset", "absent", "const", -1, False),
+            ("record_errors", "absent", "list", None, False),
+            ("error_message", "absent", "const", None, False),
+            ("current_leader", "absent", "new", ProduceResponseLeaderIdAndEpoch, True),
+        ),
+        True,
+    )
+    p12 = (
+        ProduceResponseTopicProduceResponse,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partition_responses", "field", ("array", False, False, ("struct", p11, False))),
+        ),
+        True,
+    )
+    p13 = (
+        ProduceResponse,
+        False,
+        (
+            ("responses", "field", ("array", False, False, ("struct", p12, False))),
+            ("throttle_time_ms", "field", ("int32",)),
+            ("node_endpoints", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p14 = (
+        ProduceResponsePartitionProduceResponse,
+        False,
+        (
+            ("index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("base_offset", "field", ("int64",)),
+            ("log_append_time_ms", "field", ("int64",)),
+            ("log_start_offset", "field", ("int64",)),
+            ("record_errors", "absent", "list", None, False),
+            ("error_message", "absent", "const", None, False),
+            ("current_leader", "absent", "new", ProduceResponseLeaderIdAndEpoch, True),
+        ),
+        True,
+    )
+    p15 = (
+        ProduceResponseTopicProduceResponse,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partition_responses", "field", ("array", False, False, ("struct", p14, False))),
+        ),
+        True,
+    )
+    p16 = (
+        ProduceResponse,
+        False,
+        (
+            ("responses", "field", ("array", False, False, ("struct", p15, False))),
+            ("throttle_time_ms", "field", ("int32",)),
+            ("node_endpoints", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p17 = (
+        ProduceResponseBatchIndexAndErrorMessage,
+        False,
+        (
+            ("batch_index", "field", ("int32",)),
+            ("batch_index_error_message", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p18 = (
+        ProduceResponsePartitionProduceResponse,
+        False,
+        (
+            ("index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("base_offset", "field", ("int64",)),
+            ("log_append_time_ms", "field", ("int64",)),
+            ("log_start_offset", "field", ("int64",)),
+            ("record_errors", "field", ("array", False, False, ("struct", p17, False))),
+            ("error_message", "field", ("string", False, True)),
+            ("current_leader", "absent", "new", ProduceResponseLeaderIdAndEpoch, True),
+        ),
+        True,
+    )
+    p19 = (
+        ProduceResponseTopicProduceResponse,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partition_responses", "field", ("array", False, False, ("struct", p18, False))),
+        ),
+        True,
+    )
+    p20 = (
+        ProduceResponse,
+        False,
+        (
+            ("responses", "field", ("array", False, False, ("struct", p19, False))),
+            ("throttle_time_ms", "field", ("int32",)),
+            ("node_endpoints", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p21 = (
+        ProduceResponseBatchIndexAndErrorMessage,
+        True,
+        (
+            ("batch_index", "field", ("int32",)),
+            ("batch_index_error_message", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p22 = (
+        ProduceResponsePartitionProduceResponse,
+        True,
+        (
+            ("index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("base_offset", "field", ("int64",)),
+            ("log_append_time_ms", "field", ("int64",)),
+            ("log_start_offset", "field", ("int64",)),
+            ("record_errors", "field", ("array", True, False, ("struct", p21, False))),
+            ("error_message", "field", ("string", True, True)),
+            ("current_leader", "absent", "new", ProduceResponseLeaderIdAndEpoch, True),
+        ),
+        True,
+    )
+    p23 = (
+        ProduceResponseTopicProduceResponse,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partition_responses", "field", ("array", True, False, ("struct", p22, False))),
+        ),
+        True,
+    )
+    p24 = (
+        ProduceResponse,
+        True,
+        (
+            ("responses", "field", ("array", True, False, ("struct", p23, False))),
+            ("throttle_time_ms", "field", ("int32",)),
+            ("node_endpoints", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p25 = (
+        ProduceResponseLeaderIdAndEpoch,
+        True,
+        (
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p26 = (
+        ProduceResponsePartitionProduceResponse,
+        True,
+        (
+            ("index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("base_offset", "field", ("int64",)),
+            ("log_append_time_ms", "field", ("int64",)),
+            ("log_start_offset", "field", ("int64",)),
+            ("record_errors", "field", ("array", True, False, ("struct", p21, False))),
+            ("error_message", "field", ("string", True, True)),
+            (
+                "current_leader",
+                "tagged",
+                ("struct", p25, False),
+                "new",
+                ProduceResponseLeaderIdAndEpoch,
+                0,
+            ),
+        ),
+        True,
+    )
+    p27 = (
+        ProduceResponseTopicProduceResponse,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partition_responses", "field", ("array", True, False, ("struct", p26, False))),
+        ),
+        True,
+    )
+    p28 = (
+        ProduceResponseNodeEndpoint,
+        True,
+        (
+            ("node_id", "field", ("int32",)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("int32",)),
+            ("rack", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p29 = (
+        ProduceResponse,
+        True,
+        (
+            ("responses", "field", ("array", True, False, ("struct", p27, False))),
+            ("throttle_time_ms", "field", ("int32",)),
+            (
+                "node_endpoints",
+                "tagged",
+                ("array", True, False, ("struct", p28, False)),
+                "list",
+                None,
+                0,
+            ),
+        ),
+        True,
+    )
+    return {
+        "ProduceRequest": {
+            0: p2,
+            1: p2,
+            2: p2,
+            3: p3,
+            4: p3,
+            5: p3,
+            6: p3,
+            7: p3,
+            8: p3,
+            9: p6,
+            10: p6,
+            11: p6,
+        },
+        "ProduceResponse": {
+            0: p9,
+            1: p10,
+            2: p13,
+            3: p13,
+            4: p13,
+            5: p16,
+            6: p16,
+            7: p16,
+            8: p20,
+            9: p24,
+            10: p29,
+            11: p29,
+        },
+    }

@@ -2379,3 +2379,763 @@ FetchResponse._encoders = {
     16: _e_FetchResponse_16,
     17: _e_FetchResponse_16,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        FetchRequestFetchPartition,
+        False,
+        (
+            ("partition", "field", ("int32",)),
+            ("current_leader_epoch", "absent", "const", -1, False),
+            ("fetch_offset", "field", ("int64",)),
+            ("last_fetched_epoch", "absent", "const", -1, True),
+            ("log_start_offset", "absent", "const", -1, False),
+            ("partition_max_bytes", "field", ("int32",)),
+            ("replica_directory_id", "absent", "const", ZERO_UUID, False),
+        ),
+        True,
+    )
+    p1 = (
+        FetchRequestFetchTopic,
+        False,
+        (
+            ("topic", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partitions", "field", ("array", False, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        FetchRequest,
+        False,
+        (
+            ("cluster_id", "absent", "const", None, False),
+            ("replica_id", "field", ("int32",)),
+            ("replica_state", "absent", "new", FetchRequestReplicaState, True),
+            ("max_wait_ms", "field", ("int32",)),
+            ("min_bytes", "field", ("int32",)),
+            ("max_bytes", "absent", "const", 2147483647, False),
+            ("isolation_level", "absent", "const", 0, False),
+            ("session_id", "absent", "const", 0, False),
+            ("session_epoch", "absent", "const", -1, False),
+            ("topics", "field", ("array", False, False, ("struct", p1, False))),
+            ("forgotten_topics_data", "absent", "list", None, True),
+            ("rack_id", "absent", "const", "", False),
+        ),
+        True,
+    )
+    p3 = (
+        FetchRequest,
+        False,
+        (
+            ("cluster_id", "absent", "const", None, False),
+            ("replica_id", "field", ("int32",)),
+            ("replica_state", "absent", "new", FetchRequestReplicaState, True),
+            ("max_wait_ms", "field", ("int32",)),
+            ("min_bytes", "field", ("int32",)),
+            ("max_bytes", "field", ("int32",)),
+            ("isolation_level", "absent", "const", 0, False),
+            ("session_id", "absent", "const", 0, False),
+            ("session_epoch", "absent", "const", -1, False),
+            ("topics", "field", ("array", False, False, ("struct", p1, False))),
+            ("forgotten_topics_data", "absent", "list", None, True),
+            ("rack_id", "absent", "const", "", False),
+        ),
+        True,
+    )
+    p4 = (
+        FetchRequest,
+        False,
+        (
+            ("cluster_id", "absent", "const", None, False),
+            ("replica_id", "field", ("int32",)),
+            ("replica_state", "absent", "new", FetchRequestReplicaState, True),
+            ("max_wait_ms", "field", ("int32",)),
+            ("min_bytes", "field", ("int32",)),
+            ("max_bytes", "field", ("int32",)),
+            ("isolation_level", "field", ("int8",)),
+            ("session_id", "absent", "const", 0, False),
+            ("session_epoch", "absent", "const", -1, False),
+            ("topics", "field", ("array", False, False, ("struct", p1, False))),
+            ("forgotten_topics_data", "absent", "list", None, True),
+            ("rack_id", "absent", "const", "", False),
+        ),
+        True,
+    )
+    p5 = (
+        FetchRequestFetchPartition,
+        False,
+        (
+            ("partition", "field", ("int32",)),
+            ("current_leader_epoch", "absent", "const", -1, False),
+            ("fetch_offset", "field", ("int64",)),
+            ("last_fetched_epoch", "absent", "const", -1, True),
+            ("log_start_offset", "field", ("int64",)),
+            ("partition_max_bytes", "field", ("int32",)),
+            ("replica_directory_id", "absent", "const", ZERO_UUID, False),
+        ),
+        True,
+    )
+    p6 = (
+        FetchRequestFetchTopic,
+        False,
+        (
+            ("topic", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partitions", "field", ("array", False, False, ("struct", p5, False))),
+        ),
+        True,
+    )
+    p7 = (
+        FetchRequest,
+        False,
+        (
+            ("cluster_id", "absent", "const", None, False),
+            ("replica_id", "field", ("int32",)),
+            ("replica_state", "absent", "new", FetchRequestReplicaState, True),
+            ("max_wait_ms", "field", ("int32",)),
+            ("min_bytes", "field", ("int32",)),
+            ("max_bytes", "field", ("int32",)),
+            ("isolation_level", "field", ("int8",)),
+            ("session_id", "absent", "const", 0, False),
+            ("session_epoch", "absent", "const", -1, False),
+            ("topics", "field", ("array", False, False, ("struct", p6, False))),
+            ("forgotten_topics_data", "absent", "list", None, True),
+            ("rack_id", "absent", "const", "", False),
+        ),
+        True,
+    )
+    p8 = (
+        FetchRequestForgottenTopic,
+        False,
+        (
+            ("topic", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partitions", "field", ("array", False, False, ("int32",))),
+        ),
+        True,
+    )
+    p9 = (
+        FetchRequest,
+        False,
+        (
+            ("cluster_id", "absent", "const", None, False),
+            ("replica_id", "field", ("int32",)),
+            ("replica_state", "absent", "new", FetchRequestReplicaState, True),
+            ("max_wait_ms", "field", ("int32",)),
+            ("min_bytes", "field", ("int32",)),
+            ("max_bytes", "field", ("int32",)),
+            ("isolation_level", "field", ("int8",)),
+            ("session_id", "field", ("int32",)),
+            ("session_epoch", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p6, False))),
+            ("forgotten_topics_data", "field", ("array", False, False, ("struct", p8, False))),
+            ("rack_id", "absent", "const", "", False),
+        ),
+        True,
+    )
+    p10 = (
+        FetchRequestFetchPartition,
+        False,
+        (
+            ("partition", "field", ("int32",)),
+            ("current_leader_epoch", "field", ("int32",)),
+            ("fetch_offset", "field", ("int64",)),
+            ("last_fetched_epoch", "absent", "const", -1, True),
+            ("log_start_offset", "field", ("int64",)),
+            ("partition_max_bytes", "field", ("int32",)),
+            ("replica_directory_id", "absent", "const", ZERO_UUID, False),
+        ),
+        True,
+    )
+    p11 = (
+        FetchRequestFetchTopic,
+        False,
+        (
+            ("topic", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partitions", "field", ("array", False, False, ("struct", p10, False))),
+        ),
+        True,
+    )
+    p12 = (
+        FetchRequest,
+        False,
+        (
+            ("cluster_id", "absent", "const", None, False),
+            ("replica_id", "field", ("int32",)),
+            ("replica_state", "absent", "new", FetchRequestReplicaState, True),
+            ("max_wait_ms", "field", ("int32",)),
+            ("min_bytes", "field", ("int32",)),
+            ("max_bytes", "field", ("int32",)),
+            ("isolation_level", "field", ("int8",)),
+            ("session_id", "field", ("int32",)),
+            ("session_epoch", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p11, False))),
+            ("forgotten_topics_data", "field", ("array", False, False, ("struct", p8, False))),
+            ("rack_id", "absent", "const", "", False),
+        ),
+        True,
+    )
+    p13 = (
+        FetchRequest,
+        False,
+        (
+            ("cluster_id", "absent", "const", None, False),
+            ("replica_id", "field", ("int32",)),
+            ("replica_state", "absent", "new", FetchRequestReplicaState, True),
+            ("max_wait_ms", "field", ("int32",)),
+            ("min_bytes", "field", ("int32",)),
+            ("max_bytes", "field", ("int32",)),
+            ("isolation_level", "field", ("int8",)),
+            ("session_id", "field", ("int32",)),
+            ("session_epoch", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p11, False))),
+            ("forgotten_topics_data", "field", ("array", False, False, ("struct", p8, False))),
+            ("rack_id", "field", ("string", False, False)),
+        ),
+        True,
+    )
+    p14 = (
+        FetchRequestFetchPartition,
+        True,
+        (
+            ("partition", "field", ("int32",)),
+            ("current_leader_epoch", "field", ("int32",)),
+            ("fetch_offset", "field", ("int64",)),
+            ("last_fetched_epoch", "field", ("int32",)),
+            ("log_start_offset", "field", ("int64",)),
+            ("partition_max_bytes", "field", ("int32",)),
+            ("replica_directory_id", "absent", "const", ZERO_UUID, False),
+        ),
+        True,
+    )
+    p15 = (
+        FetchRequestFetchTopic,
+        True,
+        (
+            ("topic", "field", ("string", True, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partitions", "field", ("array", True, False, ("struct", p14, False))),
+        ),
+        True,
+    )
+    p16 = (
+        FetchRequestForgottenTopic,
+        True,
+        (
+            ("topic", "field", ("string", True, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partitions", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p17 = (
+        FetchRequest,
+        True,
+        (
+            ("cluster_id", "tagged", ("string", True, True), "const", None, 0),
+            ("replica_id", "field", ("int32",)),
+            ("replica_state", "absent", "new", FetchRequestReplicaState, True),
+            ("max_wait_ms", "field", ("int32",)),
+            ("min_bytes", "field", ("int32",)),
+            ("max_bytes", "field", ("int32",)),
+            ("isolation_level", "field", ("int8",)),
+            ("session_id", "field", ("int32",)),
+            ("session_epoch", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p15, False))),
+            ("forgotten_topics_data", "field", ("array", True, False, ("struct", p16, False))),
+            ("rack_id", "field", ("string", True, False)),
+        ),
+        True,
+    )
+    p18 = (
+        FetchRequestFetchTopic,
+        True,
+        (
+            ("topic", "absent", "const", "", False),
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p14, False))),
+        ),
+        True,
+    )
+    p19 = (
+        FetchRequestForgottenTopic,
+        True,
+        (
+            ("topic", "absent", "const", "", False),
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p20 = (
+        FetchRequest,
+        True,
+        (
+            ("cluster_id", "tagged", ("string", True, True), "const", None, 0),
+            ("replica_id", "field", ("int32",)),
+            ("replica_state", "absent", "new", FetchRequestReplicaState, True),
+            ("max_wait_ms", "field", ("int32",)),
+            ("min_bytes", "field", ("int32",)),
+            ("max_bytes", "field", ("int32",)),
+            ("isolation_level", "field", ("int8",)),
+            ("session_id", "field", ("int32",)),
+            ("session_epoch", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p18, False))),
+            ("forgotten_topics_data", "field", ("array", True, False, ("struct", p19, False))),
+            ("rack_id", "field", ("string", True, False)),
+        ),
+        True,
+    )
+    p21 = (
+        FetchRequestReplicaState,
+        True,
+        (
+            ("replica_id", "field", ("int32",)),
+            ("replica_epoch", "field", ("int64",)),
+        ),
+        True,
+    )
+    p22 = (
+        FetchRequest,
+        True,
+        (
+            ("cluster_id", "tagged", ("string", True, True), "const", None, 0),
+            ("replica_id", "absent", "const", -1, True),
+            ("replica_state", "tagged", ("struct", p21, False), "new", FetchRequestReplicaState, 1),
+            ("max_wait_ms", "field", ("int32",)),
+            ("min_bytes", "field", ("int32",)),
+            ("max_bytes", "field", ("int32",)),
+            ("isolation_level", "field", ("int8",)),
+            ("session_id", "field", ("int32",)),
+            ("session_epoch", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p18, False))),
+            ("forgotten_topics_data", "field", ("array", True, False, ("struct", p19, False))),
+            ("rack_id", "field", ("string", True, False)),
+        ),
+        True,
+    )
+    p23 = (
+        FetchRequestFetchPartition,
+        True,
+        (
+            ("partition", "field", ("int32",)),
+            ("current_leader_epoch", "field", ("int32",)),
+            ("fetch_offset", "field", ("int64",)),
+            ("last_fetched_epoch", "field", ("int32",)),
+            ("log_start_offset", "field", ("int64",)),
+            ("partition_max_bytes", "field", ("int32",)),
+            ("replica_directory_id", "tagged", ("uuid",), "const", ZERO_UUID, 0),
+        ),
+        True,
+    )
+    p24 = (
+        FetchRequestFetchTopic,
+        True,
+        (
+            ("topic", "absent", "const", "", False),
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p23, False))),
+        ),
+        True,
+    )
+    p25 = (
+        FetchRequest,
+        True,
+        (
+            ("cluster_id", "tagged", ("string", True, True), "const", None, 0),
+            ("replica_id", "absent", "const", -1, True),
+            ("replica_state", "tagged", ("struct", p21, False), "new", FetchRequestReplicaState, 1),
+            ("max_wait_ms", "field", ("int32",)),
+            ("min_bytes", "field", ("int32",)),
+            ("max_bytes", "field", ("int32",)),
+            ("isolation_level", "field", ("int8",)),
+            ("session_id", "field", ("int32",)),
+            ("session_epoch", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p24, False))),
+            ("forgotten_topics_data", "field", ("array", True, False, ("struct", p19, False))),
+            ("rack_id", "field", ("string", True, False)),
+        ),
+        True,
+    )
+    p26 = (
+        FetchResponsePartitionData,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("high_watermark", "field", ("int64",)),
+            ("last_stable_offset", "absent", "const", -1, False),
+            ("log_start_offset", "absent", "const", -1, False),
+            ("diverging_epoch", "absent", "new", FetchResponseEpochEndOffset, True),
+            ("current_leader", "absent", "new", FetchResponseLeaderIdAndEpoch, True),
+            ("snapshot_id", "absent", "new", FetchResponseSnapshotId, True),
+            ("aborted_transactions", "absent", "list", None, False),
+            ("preferred_read_replica", "absent", "const", -1, True),
+            ("records", "field", ("records", False, True)),
+        ),
+        True,
+    )
+    p27 = (
+        FetchResponseFetchableTopicResponse,
+        False,
+        (
+            ("topic", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partitions", "field", ("array", False, False, ("struct", p26, False))),
+        ),
+        True,
+    )
+    p28 = (
+        FetchResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("error_code", "absent", "const", 0, False),
+            ("session_id", "absent", "const", 0, True),
+            ("responses", "field", ("array", False, False, ("struct", p27, False))),
+            ("node_endpoints", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p29 = (
+        FetchResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "absent", "const", 0, False),
+            ("session_id", "absent", "const", 0, True),
+            ("responses", "field", ("array", False, False, ("struct", p27, False))),
+            ("node_endpoints", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p30 = (
+        FetchResponseAbortedTransaction,
+        False,
+        (
+            ("producer_id", "field", ("int64",)),
+            ("first_offset", "field", ("int64",)),
+        ),
+        True,
+    )
+    p31 = (
+        FetchResponsePartitionData,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("high_watermark", "field", ("int64",)),
+            ("last_stable_offset", "field", ("int64",)),
+            ("log_start_offset", "absent", "const", -1, False),
+            ("diverging_epoch", "absent", "new", FetchResponseEpochEndOffset, True),
+            ("current_leader", "absent", "new", FetchResponseLeaderIdAndEpoch, True),
+            ("snapshot_id", "absent", "new", FetchResponseSnapshotId, True),
+            ("aborted_transactions", "field", ("array", False, True, ("struct", p30, False))),
+            ("preferred_read_replica", "absent", "const", -1, True),
+            ("records", "field", ("records", False, True)),
+        ),
+        True,
+    )
+    p32 = (
+        FetchResponseFetchableTopicResponse,
+        False,
+        (
+            ("topic", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partitions", "field", ("array", False, False, ("struct", p31, False))),
+        ),
+        True,
+    )
+    p33 = (
+        FetchResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "absent", "const", 0, False),
+            ("session_id", "absent", "const", 0, True),
+            ("responses", "field", ("array", False, False, ("struct", p32, False))),
+            ("node_endpoints", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p34 = (
+        FetchResponsePartitionData,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("high_watermark", "field", ("int64",)),
+            ("last_stable_offset", "field", ("int64",)),
+            ("log_start_offset", "field", ("int64",)),
+            ("diverging_epoch", "absent", "new", FetchResponseEpochEndOffset, True),
+            ("current_leader", "absent", "new", FetchResponseLeaderIdAndEpoch, True),
+            ("snapshot_id", "absent", "new", FetchResponseSnapshotId, True),
+            ("aborted_transactions", "field", ("array", False, True, ("struct", p30, False))),
+            ("preferred_read_replica", "absent", "const", -1, True),
+            ("records", "field", ("records", False, True)),
+        ),
+        True,
+    )
+    p35 = (
+        FetchResponseFetchableTopicResponse,
+        False,
+        (
+            ("topic", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partitions", "field", ("array", False, False, ("struct", p34, False))),
+        ),
+        True,
+    )
+    p36 = (
+        FetchResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "absent", "const", 0, False),
+            ("session_id", "absent", "const", 0, True),
+            ("responses", "field", ("array", False, False, ("struct", p35, False))),
+            ("node_endpoints", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p37 = (
+        FetchResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("session_id", "field", ("int32",)),
+            ("responses", "field", ("array", False, False, ("struct", p35, False))),
+            ("node_endpoints", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p38 = (
+        FetchResponsePartitionData,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("high_watermark", "field", ("int64",)),
+            ("last_stable_offset", "field", ("int64",)),
+            ("log_start_offset", "field", ("int64",)),
+            ("diverging_epoch", "absent", "new", FetchResponseEpochEndOffset, True),
+            ("current_leader", "absent", "new", FetchResponseLeaderIdAndEpoch, True),
+            ("snapshot_id", "absent", "new", FetchResponseSnapshotId, True),
+            ("aborted_transactions", "field", ("array", False, True, ("struct", p30, False))),
+            ("preferred_read_replica", "field", ("int32",)),
+            ("records", "field", ("records", False, True)),
+        ),
+        True,
+    )
+    p39 = (
+        FetchResponseFetchableTopicResponse,
+        False,
+        (
+            ("topic", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partitions", "field", ("array", False, False, ("struct", p38, False))),
+        ),
+        True,
+    )
+    p40 = (
+        FetchResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("session_id", "field", ("int32",)),
+            ("responses", "field", ("array", False, False, ("struct", p39, False))),
+            ("node_endpoints", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p41 = (
+        FetchResponseEpochEndOffset,
+        True,
+        (
+            ("epoch", "field", ("int32",)),
+            ("end_offset", "field", ("int64",)),
+        ),
+        True,
+    )
+    p42 = (
+        FetchResponseLeaderIdAndEpoch,
+        True,
+        (
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p43 = (
+        FetchResponseSnapshotId,
+        True,
+        (
+            ("end_offset", "field", ("int64",)),
+            ("epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p44 = (
+        FetchResponseAbortedTransaction,
+        True,
+        (
+            ("producer_id", "field", ("int64",)),
+            ("first_offset", "field", ("int64",)),
+        ),
+        True,
+    )
+    p45 = (
+        FetchResponsePartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("high_watermark", "field", ("int64",)),
+            ("last_stable_offset", "field", ("int64",)),
+            ("log_start_offset", "field", ("int64",)),
+            (
+                "diverging_epoch",
+                "tagged",
+                ("struct", p41, False),
+                "new",
+                FetchResponseEpochEndOffset,
+                0,
+            ),
+            (
+                "current_leader",
+                "tagged",
+                ("struct", p42, False),
+                "new",
+                FetchResponseLeaderIdAndEpoch,
+                1,
+            ),
+            ("snapshot_id", "tagged", ("struct", p43, False), "new", FetchResponseSnapshotId, 2),
+            ("aborted_transactions", "field", ("array", True, True, ("struct", p44, False))),
+            ("preferred_read_replica", "field", ("int32",)),
+            ("records", "field", ("records", True, True)),
+        ),
+        True,
+    )
+    p46 = (
+        FetchResponseFetchableTopicResponse,
+        True,
+        (
+            ("topic", "field", ("string", True, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partitions", "field", ("array", True, False, ("struct", p45, False))),
+        ),
+        True,
+    )
+    p47 = (
+        FetchResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("session_id", "field", ("int32",)),
+            ("responses", "field", ("array", True, False, ("struct", p46, False))),
+            ("node_endpoints", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p48 = (
+        FetchResponseFetchableTopicResponse,
+        True,
+        (
+            ("topic", "absent", "const", "", False),
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p45, False))),
+        ),
+        True,
+    )
+    p49 = (
+        FetchResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("session_id", "field", ("int32",)),
+            ("responses", "field", ("array", True, False, ("struct", p48, False))),
+            ("node_endpoints", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p50 = (
+        FetchResponseNodeEndpoint,
+        True,
+        (
+            ("node_id", "field", ("int32",)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("int32",)),
+            ("rack", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p51 = (
+        FetchResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("session_id", "field", ("int32",)),
+            ("responses", "field", ("array", True, False, ("struct", p48, False))),
+            (
+                "node_endpoints",
+                "tagged",
+                ("array", True, False, ("struct", p50, False)),
+                "list",
+                None,
+                0,
+            ),
+        ),
+        True,
+    )
+    return {
+        "FetchRequest": {
+            0: p2,
+            1: p2,
+            2: p2,
+            3: p3,
+            4: p4,
+            5: p7,
+            6: p7,
+            7: p9,
+            8: p9,
+            9: p12,
+            10: p12,
+            11: p13,
+            12: p17,
+            13: p20,
+            14: p20,
+            15: p22,
+            16: p22,
+            17: p25,
+        },
+        "FetchResponse": {
+            0: p28,
+            1: p29,
+            2: p29,
+            3: p29,
+            4: p33,
+            5: p36,
+            6: p36,
+            7: p37,
+            8: p37,
+            9: p37,
+            10: p37,
+            11: p40,
+            12: p47,
+            13: p49,
+            14: p49,
+            15: p49,
+            16: p51,
+            17: p51,
+        },
+    }

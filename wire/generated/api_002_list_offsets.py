@@ -796,3 +796,297 @@ ListOffsetsResponse._encoders = {
     8: _e_ListOffsetsResponse_6,
     9: _e_ListOffsetsResponse_6,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ListOffsetsRequestListOffsetsPartition,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("current_leader_epoch", "absent", "const", -1, False),
+            ("timestamp", "field", ("int64",)),
+            ("max_num_offsets", "field", ("int32",)),
+        ),
+        True,
+    )
+    p1 = (
+        ListOffsetsRequestListOffsetsTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        ListOffsetsRequest,
+        False,
+        (
+            ("replica_id", "field", ("int32",)),
+            ("isolation_level", "absent", "const", 0, True),
+            ("topics", "field", ("array", False, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        ListOffsetsRequestListOffsetsPartition,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("current_leader_epoch", "absent", "const", -1, False),
+            ("timestamp", "field", ("int64",)),
+            ("max_num_offsets", "absent", "const", 1, True),
+        ),
+        True,
+    )
+    p4 = (
+        ListOffsetsRequestListOffsetsTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        ListOffsetsRequest,
+        False,
+        (
+            ("replica_id", "field", ("int32",)),
+            ("isolation_level", "absent", "const", 0, True),
+            ("topics", "field", ("array", False, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        ListOffsetsRequest,
+        False,
+        (
+            ("replica_id", "field", ("int32",)),
+            ("isolation_level", "field", ("int8",)),
+            ("topics", "field", ("array", False, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p7 = (
+        ListOffsetsRequestListOffsetsPartition,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("current_leader_epoch", "field", ("int32",)),
+            ("timestamp", "field", ("int64",)),
+            ("max_num_offsets", "absent", "const", 1, True),
+        ),
+        True,
+    )
+    p8 = (
+        ListOffsetsRequestListOffsetsTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p9 = (
+        ListOffsetsRequest,
+        False,
+        (
+            ("replica_id", "field", ("int32",)),
+            ("isolation_level", "field", ("int8",)),
+            ("topics", "field", ("array", False, False, ("struct", p8, False))),
+        ),
+        True,
+    )
+    p10 = (
+        ListOffsetsRequestListOffsetsPartition,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("current_leader_epoch", "field", ("int32",)),
+            ("timestamp", "field", ("int64",)),
+            ("max_num_offsets", "absent", "const", 1, True),
+        ),
+        True,
+    )
+    p11 = (
+        ListOffsetsRequestListOffsetsTopic,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p10, False))),
+        ),
+        True,
+    )
+    p12 = (
+        ListOffsetsRequest,
+        True,
+        (
+            ("replica_id", "field", ("int32",)),
+            ("isolation_level", "field", ("int8",)),
+            ("topics", "field", ("array", True, False, ("struct", p11, False))),
+        ),
+        True,
+    )
+    p13 = (
+        ListOffsetsResponseListOffsetsPartitionResponse,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("old_style_offsets", "field", ("array", False, False, ("int64",))),
+            ("timestamp", "absent", "const", -1, True),
+            ("offset", "absent", "const", -1, True),
+            ("leader_epoch", "absent", "const", -1, True),
+        ),
+        True,
+    )
+    p14 = (
+        ListOffsetsResponseListOffsetsTopicResponse,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p13, False))),
+        ),
+        True,
+    )
+    p15 = (
+        ListOffsetsResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("topics", "field", ("array", False, False, ("struct", p14, False))),
+        ),
+        True,
+    )
+    p16 = (
+        ListOffsetsResponseListOffsetsPartitionResponse,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("old_style_offsets", "absent", "list", None, True),
+            ("timestamp", "field", ("int64",)),
+            ("offset", "field", ("int64",)),
+            ("leader_epoch", "absent", "const", -1, True),
+        ),
+        True,
+    )
+    p17 = (
+        ListOffsetsResponseListOffsetsTopicResponse,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p16, False))),
+        ),
+        True,
+    )
+    p18 = (
+        ListOffsetsResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("topics", "field", ("array", False, False, ("struct", p17, False))),
+        ),
+        True,
+    )
+    p19 = (
+        ListOffsetsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p17, False))),
+        ),
+        True,
+    )
+    p20 = (
+        ListOffsetsResponseListOffsetsPartitionResponse,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("old_style_offsets", "absent", "list", None, True),
+            ("timestamp", "field", ("int64",)),
+            ("offset", "field", ("int64",)),
+            ("leader_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p21 = (
+        ListOffsetsResponseListOffsetsTopicResponse,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p20, False))),
+        ),
+        True,
+    )
+    p22 = (
+        ListOffsetsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p21, False))),
+        ),
+        True,
+    )
+    p23 = (
+        ListOffsetsResponseListOffsetsPartitionResponse,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("old_style_offsets", "absent", "list", None, True),
+            ("timestamp", "field", ("int64",)),
+            ("offset", "field", ("int64",)),
+            ("leader_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p24 = (
+        ListOffsetsResponseListOffsetsTopicResponse,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p23, False))),
+        ),
+        True,
+    )
+    p25 = (
+        ListOffsetsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p24, False))),
+        ),
+        True,
+    )
+    return {
+        "ListOffsetsRequest": {
+            0: p2,
+            1: p5,
+            2: p6,
+            3: p6,
+            4: p9,
+            5: p9,
+            6: p12,
+            7: p12,
+            8: p12,
+            9: p12,
+        },
+        "ListOffsetsResponse": {
+            0: p15,
+            1: p18,
+            2: p19,
+            3: p19,
+            4: p22,
+            5: p22,
+            6: p25,
+            7: p25,
+            8: p25,
+            9: p25,
+        },
+    }

@@ -1697,3 +1697,480 @@ MetadataResponse._encoders = {
     11: _e_MetadataResponse_11,
     12: _e_MetadataResponse_12,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        MetadataRequestTopic,
+        False,
+        (
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("name", "field", ("string", False, False)),
+        ),
+        True,
+    )
+    p1 = (
+        MetadataRequest,
+        False,
+        (
+            ("topics", "field", ("array", False, False, ("struct", p0, False))),
+            ("allow_auto_topic_creation", "absent", "const", True, True),
+            ("include_cluster_authorized_operations", "absent", "const", False, True),
+            ("include_topic_authorized_operations", "absent", "const", False, True),
+        ),
+        True,
+    )
+    p2 = (
+        MetadataRequest,
+        False,
+        (
+            ("topics", "field", ("array", False, True, ("struct", p0, False))),
+            ("allow_auto_topic_creation", "absent", "const", True, True),
+            ("include_cluster_authorized_operations", "absent", "const", False, True),
+            ("include_topic_authorized_operations", "absent", "const", False, True),
+        ),
+        True,
+    )
+    p3 = (
+        MetadataRequest,
+        False,
+        (
+            ("topics", "field", ("array", False, True, ("struct", p0, False))),
+            ("allow_auto_topic_creation", "field", ("bool",)),
+            ("include_cluster_authorized_operations", "absent", "const", False, True),
+            ("include_topic_authorized_operations", "absent", "const", False, True),
+        ),
+        True,
+    )
+    p4 = (
+        MetadataRequest,
+        False,
+        (
+            ("topics", "field", ("array", False, True, ("struct", p0, False))),
+            ("allow_auto_topic_creation", "field", ("bool",)),
+            ("include_cluster_authorized_operations", "field", ("bool",)),
+            ("include_topic_authorized_operations", "field", ("bool",)),
+        ),
+        True,
+    )
+    p5 = (
+        MetadataRequestTopic,
+        True,
+        (
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("name", "field", ("string", True, False)),
+        ),
+        True,
+    )
+    p6 = (
+        MetadataRequest,
+        True,
+        (
+            ("topics", "field", ("array", True, True, ("struct", p5, False))),
+            ("allow_auto_topic_creation", "field", ("bool",)),
+            ("include_cluster_authorized_operations", "field", ("bool",)),
+            ("include_topic_authorized_operations", "field", ("bool",)),
+        ),
+        True,
+    )
+    p7 = (
+        MetadataRequestTopic,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("name", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p8 = (
+        MetadataRequest,
+        True,
+        (
+            ("topics", "field", ("array", True, True, ("struct", p7, False))),
+            ("allow_auto_topic_creation", "field", ("bool",)),
+            ("include_cluster_authorized_operations", "field", ("bool",)),
+            ("include_topic_authorized_operations", "field", ("bool",)),
+        ),
+        True,
+    )
+    p9 = (
+        MetadataRequest,
+        True,
+        (
+            ("topics", "field", ("array", True, True, ("struct", p7, False))),
+            ("allow_auto_topic_creation", "field", ("bool",)),
+            ("include_cluster_authorized_operations", "absent", "const", False, True),
+            ("include_topic_authorized_operations", "field", ("bool",)),
+        ),
+        True,
+    )
+    p10 = (
+        MetadataResponseBroker,
+        False,
+        (
+            ("node_id", "field", ("int32",)),
+            ("host", "field", ("string", False, False)),
+            ("port", "field", ("int32",)),
+            ("rack", "absent", "const", None, False),
+        ),
+        True,
+    )
+    p11 = (
+        MetadataResponsePartition,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("partition_index", "field", ("int32",)),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "absent", "const", -1, False),
+            ("replica_nodes", "field", ("array", False, False, ("int32",))),
+            ("isr_nodes", "field", ("array", False, False, ("int32",))),
+            ("offline_replicas", "absent", "list", None, False),
+        ),
+        True,
+    )
+    p12 = (
+        MetadataResponseTopic,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("name", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("is_internal", "absent", "const", False, False),
+            ("partitions", "field", ("array", False, False, ("struct", p11, False))),
+            ("topic_authorized_operations", "absent", "const", -2147483648, True),
+        ),
+        True,
+    )
+    p13 = (
+        MetadataResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("brokers", "field", ("array", False, False, ("struct", p10, False))),
+            ("cluster_id", "absent", "const", None, False),
+            ("controller_id", "absent", "const", -1, False),
+            ("topics", "field", ("array", False, False, ("struct", p12, False))),
+            ("cluster_authorized_operations", "absent", "const", -2147483648, True),
+        ),
+        True,
+    )
+    p14 = (
+        MetadataResponseBroker,
+        False,
+        (
+            ("node_id", "field", ("int32",)),
+            ("host", "field", ("string", False, False)),
+            ("port", "field", ("int32",)),
+            ("rack", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p15 = (
+        MetadataResponseTopic,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("name", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("is_internal", "field", ("bool",)),
+            ("partitions", "field", ("array", False, False, ("struct", p11, False))),
+            ("topic_authorized_operations", "absent", "const", -2147483648, True),
+        ),
+        True,
+    )
+    p16 = (
+        MetadataResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("brokers", "field", ("array", False, False, ("struct", p14, False))),
+            ("cluster_id", "absent", "const", None, False),
+            ("controller_id", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p15, False))),
+            ("cluster_authorized_operations", "absent", "const", -2147483648, True),
+        ),
+        True,
+    )
+    p17 = (
+        MetadataResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("brokers", "field", ("array", False, False, ("struct", p14, False))),
+            ("cluster_id", "field", ("string", False, True)),
+            ("controller_id", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p15, False))),
+            ("cluster_authorized_operations", "absent", "const", -2147483648, True),
+        ),
+        True,
+    )
+    p18 = (
+        MetadataResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("brokers", "field", ("array", False, False, ("struct", p14, False))),
+            ("cluster_id", "field", ("string", False, True)),
+            ("controller_id", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p15, False))),
+            ("cluster_authorized_operations", "absent", "const", -2147483648, True),
+        ),
+        True,
+    )
+    p19 = (
+        MetadataResponsePartition,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("partition_index", "field", ("int32",)),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "absent", "const", -1, False),
+            ("replica_nodes", "field", ("array", False, False, ("int32",))),
+            ("isr_nodes", "field", ("array", False, False, ("int32",))),
+            ("offline_replicas", "field", ("array", False, False, ("int32",))),
+        ),
+        True,
+    )
+    p20 = (
+        MetadataResponseTopic,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("name", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("is_internal", "field", ("bool",)),
+            ("partitions", "field", ("array", False, False, ("struct", p19, False))),
+            ("topic_authorized_operations", "absent", "const", -2147483648, True),
+        ),
+        True,
+    )
+    p21 = (
+        MetadataResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("brokers", "field", ("array", False, False, ("struct", p14, False))),
+            ("cluster_id", "field", ("string", False, True)),
+            ("controller_id", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p20, False))),
+            ("cluster_authorized_operations", "absent", "const", -2147483648, True),
+        ),
+        True,
+    )
+    p22 = (
+        MetadataResponsePartition,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("partition_index", "field", ("int32",)),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("replica_nodes", "field", ("array", False, False, ("int32",))),
+            ("isr_nodes", "field", ("array", False, False, ("int32",))),
+            ("offline_replicas", "field", ("array", False, False, ("int32",))),
+        ),
+        True,
+    )
+    p23 = (
+        MetadataResponseTopic,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("name", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("is_internal", "field", ("bool",)),
+            ("partitions", "field", ("array", False, False, ("struct", p22, False))),
+            ("topic_authorized_operations", "absent", "const", -2147483648, True),
+        ),
+        True,
+    )
+    p24 = (
+        MetadataResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("brokers", "field", ("array", False, False, ("struct", p14, False))),
+            ("cluster_id", "field", ("string", False, True)),
+            ("controller_id", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p23, False))),
+            ("cluster_authorized_operations", "absent", "const", -2147483648, True),
+        ),
+        True,
+    )
+    p25 = (
+        MetadataResponseTopic,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("name", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("is_internal", "field", ("bool",)),
+            ("partitions", "field", ("array", False, False, ("struct", p22, False))),
+            ("topic_authorized_operations", "field", ("int32",)),
+        ),
+        True,
+    )
+    p26 = (
+        MetadataResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("brokers", "field", ("array", False, False, ("struct", p14, False))),
+            ("cluster_id", "field", ("string", False, True)),
+            ("controller_id", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p25, False))),
+            ("cluster_authorized_operations", "field", ("int32",)),
+        ),
+        True,
+    )
+    p27 = (
+        MetadataResponseBroker,
+        True,
+        (
+            ("node_id", "field", ("int32",)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("int32",)),
+            ("rack", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p28 = (
+        MetadataResponsePartition,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("partition_index", "field", ("int32",)),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("replica_nodes", "field", ("array", True, False, ("int32",))),
+            ("isr_nodes", "field", ("array", True, False, ("int32",))),
+            ("offline_replicas", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p29 = (
+        MetadataResponseTopic,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("name", "field", ("string", True, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("is_internal", "field", ("bool",)),
+            ("partitions", "field", ("array", True, False, ("struct", p28, False))),
+            ("topic_authorized_operations", "field", ("int32",)),
+        ),
+        True,
+    )
+    p30 = (
+        MetadataResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("brokers", "field", ("array", True, False, ("struct", p27, False))),
+            ("cluster_id", "field", ("string", True, True)),
+            ("controller_id", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p29, False))),
+            ("cluster_authorized_operations", "field", ("int32",)),
+        ),
+        True,
+    )
+    p31 = (
+        MetadataResponseTopic,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("name", "field", ("string", True, False)),
+            ("topic_id", "field", ("uuid",)),
+            ("is_internal", "field", ("bool",)),
+            ("partitions", "field", ("array", True, False, ("struct", p28, False))),
+            ("topic_authorized_operations", "field", ("int32",)),
+        ),
+        True,
+    )
+    p32 = (
+        MetadataResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("brokers", "field", ("array", True, False, ("struct", p27, False))),
+            ("cluster_id", "field", ("string", True, True)),
+            ("controller_id", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p31, False))),
+            ("cluster_authorized_operations", "field", ("int32",)),
+        ),
+        True,
+    )
+    p33 = (
+        MetadataResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("brokers", "field", ("array", True, False, ("struct", p27, False))),
+            ("cluster_id", "field", ("string", True, True)),
+            ("controller_id", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p31, False))),
+            ("cluster_authorized_operations", "absent", "const", -2147483648, True),
+        ),
+        True,
+    )
+    p34 = (
+        MetadataResponseTopic,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("name", "field", ("string", True, True)),
+            ("topic_id", "field", ("uuid",)),
+            ("is_internal", "field", ("bool",)),
+            ("partitions", "field", ("array", True, False, ("struct", p28, False))),
+            ("topic_authorized_operations", "field", ("int32",)),
+        ),
+        True,
+    )
+    p35 = (
+        MetadataResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("brokers", "field", ("array", True, False, ("struct", p27, False))),
+            ("cluster_id", "field", ("string", True, True)),
+            ("controller_id", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p34, False))),
+            ("cluster_authorized_operations", "absent", "const", -2147483648, True),
+        ),
+        True,
+    )
+    return {
+        "MetadataRequest": {
+            0: p1,
+            1: p2,
+            2: p2,
+            3: p2,
+            4: p3,
+            5: p3,
+            6: p3,
+            7: p3,
+            8: p4,
+            9: p6,
+            10: p8,
+            11: p9,
+            12: p9,
+        },
+        "MetadataResponse": {
+            0: p13,
+            1: p16,
+            2: p17,
+            3: p18,
+            4: p18,
+            5: p21,
+            6: p21,
+            7: p24,
+            8: p26,
+            9: p30,
+            10: p32,
+            11: p33,
+            12: p35,
+        },
+    }

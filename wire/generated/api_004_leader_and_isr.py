@@ -1537,3 +1537,385 @@ LeaderAndIsrResponse._encoders = {
     6: _e_LeaderAndIsrResponse_5,
     7: _e_LeaderAndIsrResponse_5,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        LeaderAndIsrRequestLeaderAndIsrPartitionState,
+        False,
+        (
+            ("topic_name", "field", ("string", False, False)),
+            ("partition_index", "field", ("int32",)),
+            ("controller_epoch", "field", ("int32",)),
+            ("leader", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("isr", "field", ("array", False, False, ("int32",))),
+            ("partition_epoch", "field", ("int32",)),
+            ("replicas", "field", ("array", False, False, ("int32",))),
+            ("adding_replicas", "absent", "list", None, False),
+            ("removing_replicas", "absent", "list", None, False),
+            ("is_new", "absent", "const", False, False),
+            ("leader_recovery_state", "absent", "const", 0, True),
+        ),
+        True,
+    )
+    p1 = (
+        LeaderAndIsrRequestLeaderAndIsrLiveLeader,
+        False,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("host_name", "field", ("string", False, False)),
+            ("port", "field", ("int32",)),
+        ),
+        True,
+    )
+    p2 = (
+        LeaderAndIsrRequest,
+        False,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "absent", "const", -1, False),
+            ("type", "absent", "const", 0, True),
+            ("ungrouped_partition_states", "field", ("array", False, False, ("struct", p0, False))),
+            ("topic_states", "absent", "list", None, True),
+            ("live_leaders", "field", ("array", False, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        LeaderAndIsrRequestLeaderAndIsrPartitionState,
+        False,
+        (
+            ("topic_name", "field", ("string", False, False)),
+            ("partition_index", "field", ("int32",)),
+            ("controller_epoch", "field", ("int32",)),
+            ("leader", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("isr", "field", ("array", False, False, ("int32",))),
+            ("partition_epoch", "field", ("int32",)),
+            ("replicas", "field", ("array", False, False, ("int32",))),
+            ("adding_replicas", "absent", "list", None, False),
+            ("removing_replicas", "absent", "list", None, False),
+            ("is_new", "field", ("bool",)),
+            ("leader_recovery_state", "absent", "const", 0, True),
+        ),
+        True,
+    )
+    p4 = (
+        LeaderAndIsrRequest,
+        False,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "absent", "const", -1, False),
+            ("type", "absent", "const", 0, True),
+            ("ungrouped_partition_states", "field", ("array", False, False, ("struct", p3, False))),
+            ("topic_states", "absent", "list", None, True),
+            ("live_leaders", "field", ("array", False, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p5 = (
+        LeaderAndIsrRequestLeaderAndIsrPartitionState,
+        False,
+        (
+            ("topic_name", "absent", "const", "", False),
+            ("partition_index", "field", ("int32",)),
+            ("controller_epoch", "field", ("int32",)),
+            ("leader", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("isr", "field", ("array", False, False, ("int32",))),
+            ("partition_epoch", "field", ("int32",)),
+            ("replicas", "field", ("array", False, False, ("int32",))),
+            ("adding_replicas", "absent", "list", None, False),
+            ("removing_replicas", "absent", "list", None, False),
+            ("is_new", "field", ("bool",)),
+            ("leader_recovery_state", "absent", "const", 0, True),
+        ),
+        True,
+    )
+    p6 = (
+        LeaderAndIsrRequestLeaderAndIsrTopicState,
+        False,
+        (
+            ("topic_name", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partition_states", "field", ("array", False, False, ("struct", p5, False))),
+        ),
+        True,
+    )
+    p7 = (
+        LeaderAndIsrRequest,
+        False,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("type", "absent", "const", 0, True),
+            ("ungrouped_partition_states", "absent", "list", None, True),
+            ("topic_states", "field", ("array", False, False, ("struct", p6, False))),
+            ("live_leaders", "field", ("array", False, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p8 = (
+        LeaderAndIsrRequestLeaderAndIsrPartitionState,
+        False,
+        (
+            ("topic_name", "absent", "const", "", False),
+            ("partition_index", "field", ("int32",)),
+            ("controller_epoch", "field", ("int32",)),
+            ("leader", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("isr", "field", ("array", False, False, ("int32",))),
+            ("partition_epoch", "field", ("int32",)),
+            ("replicas", "field", ("array", False, False, ("int32",))),
+            ("adding_replicas", "field", ("array", False, False, ("int32",))),
+            ("removing_replicas", "field", ("array", False, False, ("int32",))),
+            ("is_new", "field", ("bool",)),
+            ("leader_recovery_state", "absent", "const", 0, True),
+        ),
+        True,
+    )
+    p9 = (
+        LeaderAndIsrRequestLeaderAndIsrTopicState,
+        False,
+        (
+            ("topic_name", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partition_states", "field", ("array", False, False, ("struct", p8, False))),
+        ),
+        True,
+    )
+    p10 = (
+        LeaderAndIsrRequest,
+        False,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("type", "absent", "const", 0, True),
+            ("ungrouped_partition_states", "absent", "list", None, True),
+            ("topic_states", "field", ("array", False, False, ("struct", p9, False))),
+            ("live_leaders", "field", ("array", False, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p11 = (
+        LeaderAndIsrRequestLeaderAndIsrPartitionState,
+        True,
+        (
+            ("topic_name", "absent", "const", "", False),
+            ("partition_index", "field", ("int32",)),
+            ("controller_epoch", "field", ("int32",)),
+            ("leader", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("isr", "field", ("array", True, False, ("int32",))),
+            ("partition_epoch", "field", ("int32",)),
+            ("replicas", "field", ("array", True, False, ("int32",))),
+            ("adding_replicas", "field", ("array", True, False, ("int32",))),
+            ("removing_replicas", "field", ("array", True, False, ("int32",))),
+            ("is_new", "field", ("bool",)),
+            ("leader_recovery_state", "absent", "const", 0, True),
+        ),
+        True,
+    )
+    p12 = (
+        LeaderAndIsrRequestLeaderAndIsrTopicState,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partition_states", "field", ("array", True, False, ("struct", p11, False))),
+        ),
+        True,
+    )
+    p13 = (
+        LeaderAndIsrRequestLeaderAndIsrLiveLeader,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("host_name", "field", ("string", True, False)),
+            ("port", "field", ("int32",)),
+        ),
+        True,
+    )
+    p14 = (
+        LeaderAndIsrRequest,
+        True,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("type", "absent", "const", 0, True),
+            ("ungrouped_partition_states", "absent", "list", None, True),
+            ("topic_states", "field", ("array", True, False, ("struct", p12, False))),
+            ("live_leaders", "field", ("array", True, False, ("struct", p13, False))),
+        ),
+        True,
+    )
+    p15 = (
+        LeaderAndIsrRequestLeaderAndIsrTopicState,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("topic_id", "field", ("uuid",)),
+            ("partition_states", "field", ("array", True, False, ("struct", p11, False))),
+        ),
+        True,
+    )
+    p16 = (
+        LeaderAndIsrRequest,
+        True,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("type", "field", ("int8",)),
+            ("ungrouped_partition_states", "absent", "list", None, True),
+            ("topic_states", "field", ("array", True, False, ("struct", p15, False))),
+            ("live_leaders", "field", ("array", True, False, ("struct", p13, False))),
+        ),
+        True,
+    )
+    p17 = (
+        LeaderAndIsrRequestLeaderAndIsrPartitionState,
+        True,
+        (
+            ("topic_name", "absent", "const", "", False),
+            ("partition_index", "field", ("int32",)),
+            ("controller_epoch", "field", ("int32",)),
+            ("leader", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("isr", "field", ("array", True, False, ("int32",))),
+            ("partition_epoch", "field", ("int32",)),
+            ("replicas", "field", ("array", True, False, ("int32",))),
+            ("adding_replicas", "field", ("array", True, False, ("int32",))),
+            ("removing_replicas", "field", ("array", True, False, ("int32",))),
+            ("is_new", "field", ("bool",)),
+            ("leader_recovery_state", "field", ("int8",)),
+        ),
+        True,
+    )
+    p18 = (
+        LeaderAndIsrRequestLeaderAndIsrTopicState,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("topic_id", "field", ("uuid",)),
+            ("partition_states", "field", ("array", True, False, ("struct", p17, False))),
+        ),
+        True,
+    )
+    p19 = (
+        LeaderAndIsrRequest,
+        True,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("type", "field", ("int8",)),
+            ("ungrouped_partition_states", "absent", "list", None, True),
+            ("topic_states", "field", ("array", True, False, ("struct", p18, False))),
+            ("live_leaders", "field", ("array", True, False, ("struct", p13, False))),
+        ),
+        True,
+    )
+    p20 = (
+        LeaderAndIsrRequest,
+        True,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "field", ("bool",)),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("type", "field", ("int8",)),
+            ("ungrouped_partition_states", "absent", "list", None, True),
+            ("topic_states", "field", ("array", True, False, ("struct", p18, False))),
+            ("live_leaders", "field", ("array", True, False, ("struct", p13, False))),
+        ),
+        True,
+    )
+    p21 = (
+        LeaderAndIsrResponseLeaderAndIsrPartitionError,
+        False,
+        (
+            ("topic_name", "field", ("string", False, False)),
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p22 = (
+        LeaderAndIsrResponse,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("partition_errors", "field", ("array", False, False, ("struct", p21, False))),
+            ("topics", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p23 = (
+        LeaderAndIsrResponseLeaderAndIsrPartitionError,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p24 = (
+        LeaderAndIsrResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("partition_errors", "field", ("array", True, False, ("struct", p23, False))),
+            ("topics", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p25 = (
+        LeaderAndIsrResponseLeaderAndIsrPartitionError,
+        True,
+        (
+            ("topic_name", "absent", "const", "", False),
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p26 = (
+        LeaderAndIsrResponseLeaderAndIsrTopicError,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partition_errors", "field", ("array", True, False, ("struct", p25, False))),
+        ),
+        True,
+    )
+    p27 = (
+        LeaderAndIsrResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("partition_errors", "absent", "list", None, True),
+            ("topics", "field", ("array", True, False, ("struct", p26, False))),
+        ),
+        True,
+    )
+    return {
+        "LeaderAndIsrRequest": {0: p2, 1: p4, 2: p7, 3: p10, 4: p14, 5: p16, 6: p19, 7: p20},
+        "LeaderAndIsrResponse": {0: p22, 1: p22, 2: p22, 3: p22, 4: p24, 5: p27, 6: p27, 7: p27},
+    }

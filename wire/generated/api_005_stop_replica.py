@@ -617,3 +617,171 @@ StopReplicaResponse._encoders = {
     3: _e_StopReplicaResponse_2,
     4: _e_StopReplicaResponse_2,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        StopReplicaRequestStopReplicaPartitionV0,
+        False,
+        (
+            ("topic_name", "field", ("string", False, False)),
+            ("partition_index", "field", ("int32",)),
+        ),
+        True,
+    )
+    p1 = (
+        StopReplicaRequest,
+        False,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "absent", "const", -1, False),
+            ("delete_partitions", "field", ("bool",)),
+            ("ungrouped_partitions", "field", ("array", False, False, ("struct", p0, False))),
+            ("topics", "absent", "list", None, True),
+            ("topic_states", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p2 = (
+        StopReplicaRequestStopReplicaTopicV1,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partition_indexes", "field", ("array", False, False, ("int32",))),
+        ),
+        True,
+    )
+    p3 = (
+        StopReplicaRequest,
+        False,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("delete_partitions", "field", ("bool",)),
+            ("ungrouped_partitions", "absent", "list", None, True),
+            ("topics", "field", ("array", False, False, ("struct", p2, False))),
+            ("topic_states", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p4 = (
+        StopReplicaRequestStopReplicaTopicV1,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partition_indexes", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p5 = (
+        StopReplicaRequest,
+        True,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("delete_partitions", "field", ("bool",)),
+            ("ungrouped_partitions", "absent", "list", None, True),
+            ("topics", "field", ("array", True, False, ("struct", p4, False))),
+            ("topic_states", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p6 = (
+        StopReplicaRequestStopReplicaPartitionState,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("delete_partition", "field", ("bool",)),
+        ),
+        True,
+    )
+    p7 = (
+        StopReplicaRequestStopReplicaTopicState,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("partition_states", "field", ("array", True, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        StopReplicaRequest,
+        True,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("delete_partitions", "absent", "const", False, True),
+            ("ungrouped_partitions", "absent", "list", None, True),
+            ("topics", "absent", "list", None, True),
+            ("topic_states", "field", ("array", True, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p9 = (
+        StopReplicaRequest,
+        True,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "field", ("bool",)),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("delete_partitions", "absent", "const", False, True),
+            ("ungrouped_partitions", "absent", "list", None, True),
+            ("topics", "absent", "list", None, True),
+            ("topic_states", "field", ("array", True, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p10 = (
+        StopReplicaResponseStopReplicaPartitionError,
+        False,
+        (
+            ("topic_name", "field", ("string", False, False)),
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p11 = (
+        StopReplicaResponse,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("partition_errors", "field", ("array", False, False, ("struct", p10, False))),
+        ),
+        True,
+    )
+    p12 = (
+        StopReplicaResponseStopReplicaPartitionError,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p13 = (
+        StopReplicaResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("partition_errors", "field", ("array", True, False, ("struct", p12, False))),
+        ),
+        True,
+    )
+    return {
+        "StopReplicaRequest": {0: p1, 1: p3, 2: p5, 3: p8, 4: p9},
+        "StopReplicaResponse": {0: p11, 1: p11, 2: p13, 3: p13, 4: p13},
+    }

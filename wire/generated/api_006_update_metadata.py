@@ -1299,3 +1299,360 @@ UpdateMetadataResponse._encoders = {
     7: _e_UpdateMetadataResponse_6,
     8: _e_UpdateMetadataResponse_6,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        UpdateMetadataRequestUpdateMetadataPartitionState,
+        False,
+        (
+            ("topic_name", "field", ("string", False, False)),
+            ("partition_index", "field", ("int32",)),
+            ("controller_epoch", "field", ("int32",)),
+            ("leader", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("isr", "field", ("array", False, False, ("int32",))),
+            ("zk_version", "field", ("int32",)),
+            ("replicas", "field", ("array", False, False, ("int32",))),
+            ("offline_replicas", "absent", "list", None, False),
+        ),
+        True,
+    )
+    p1 = (
+        UpdateMetadataRequestUpdateMetadataBroker,
+        False,
+        (
+            ("id", "field", ("int32",)),
+            ("v0_host", "field", ("string", False, False)),
+            ("v0_port", "field", ("int32",)),
+            ("endpoints", "absent", "list", None, False),
+            ("rack", "absent", "const", "", False),
+        ),
+        True,
+    )
+    p2 = (
+        UpdateMetadataRequest,
+        False,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("type", "absent", "const", 0, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "absent", "const", -1, False),
+            ("ungrouped_partition_states", "field", ("array", False, False, ("struct", p0, False))),
+            ("topic_states", "absent", "list", None, True),
+            ("live_brokers", "field", ("array", False, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        UpdateMetadataRequestUpdateMetadataEndpoint,
+        False,
+        (
+            ("port", "field", ("int32",)),
+            ("host", "field", ("string", False, False)),
+            ("listener", "absent", "const", "", False),
+            ("security_protocol", "field", ("int16",)),
+        ),
+        True,
+    )
+    p4 = (
+        UpdateMetadataRequestUpdateMetadataBroker,
+        False,
+        (
+            ("id", "field", ("int32",)),
+            ("v0_host", "absent", "const", "", False),
+            ("v0_port", "absent", "const", 0, False),
+            ("endpoints", "field", ("array", False, False, ("struct", p3, False))),
+            ("rack", "absent", "const", "", False),
+        ),
+        True,
+    )
+    p5 = (
+        UpdateMetadataRequest,
+        False,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("type", "absent", "const", 0, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "absent", "const", -1, False),
+            ("ungrouped_partition_states", "field", ("array", False, False, ("struct", p0, False))),
+            ("topic_states", "absent", "list", None, True),
+            ("live_brokers", "field", ("array", False, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        UpdateMetadataRequestUpdateMetadataBroker,
+        False,
+        (
+            ("id", "field", ("int32",)),
+            ("v0_host", "absent", "const", "", False),
+            ("v0_port", "absent", "const", 0, False),
+            ("endpoints", "field", ("array", False, False, ("struct", p3, False))),
+            ("rack", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p7 = (
+        UpdateMetadataRequest,
+        False,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("type", "absent", "const", 0, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "absent", "const", -1, False),
+            ("ungrouped_partition_states", "field", ("array", False, False, ("struct", p0, False))),
+            ("topic_states", "absent", "list", None, True),
+            ("live_brokers", "field", ("array", False, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        UpdateMetadataRequestUpdateMetadataEndpoint,
+        False,
+        (
+            ("port", "field", ("int32",)),
+            ("host", "field", ("string", False, False)),
+            ("listener", "field", ("string", False, False)),
+            ("security_protocol", "field", ("int16",)),
+        ),
+        True,
+    )
+    p9 = (
+        UpdateMetadataRequestUpdateMetadataBroker,
+        False,
+        (
+            ("id", "field", ("int32",)),
+            ("v0_host", "absent", "const", "", False),
+            ("v0_port", "absent", "const", 0, False),
+            ("endpoints", "field", ("array", False, False, ("struct", p8, False))),
+            ("rack", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p10 = (
+        UpdateMetadataRequest,
+        False,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("type", "absent", "const", 0, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "absent", "const", -1, False),
+            ("ungrouped_partition_states", "field", ("array", False, False, ("struct", p0, False))),
+            ("topic_states", "absent", "list", None, True),
+            ("live_brokers", "field", ("array", False, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p11 = (
+        UpdateMetadataRequestUpdateMetadataPartitionState,
+        False,
+        (
+            ("topic_name", "field", ("string", False, False)),
+            ("partition_index", "field", ("int32",)),
+            ("controller_epoch", "field", ("int32",)),
+            ("leader", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("isr", "field", ("array", False, False, ("int32",))),
+            ("zk_version", "field", ("int32",)),
+            ("replicas", "field", ("array", False, False, ("int32",))),
+            ("offline_replicas", "field", ("array", False, False, ("int32",))),
+        ),
+        True,
+    )
+    p12 = (
+        UpdateMetadataRequest,
+        False,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("type", "absent", "const", 0, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "absent", "const", -1, False),
+            (
+                "ungrouped_partition_states",
+                "field",
+                ("array", False, False, ("struct", p11, False)),
+            ),
+            ("topic_states", "absent", "list", None, True),
+            ("live_brokers", "field", ("array", False, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p13 = (
+        UpdateMetadataRequestUpdateMetadataPartitionState,
+        False,
+        (
+            ("topic_name", "absent", "const", "", False),
+            ("partition_index", "field", ("int32",)),
+            ("controller_epoch", "field", ("int32",)),
+            ("leader", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("isr", "field", ("array", False, False, ("int32",))),
+            ("zk_version", "field", ("int32",)),
+            ("replicas", "field", ("array", False, False, ("int32",))),
+            ("offline_replicas", "field", ("array", False, False, ("int32",))),
+        ),
+        True,
+    )
+    p14 = (
+        UpdateMetadataRequestUpdateMetadataTopicState,
+        False,
+        (
+            ("topic_name", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partition_states", "field", ("array", False, False, ("struct", p13, False))),
+        ),
+        True,
+    )
+    p15 = (
+        UpdateMetadataRequest,
+        False,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("type", "absent", "const", 0, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("ungrouped_partition_states", "absent", "list", None, True),
+            ("topic_states", "field", ("array", False, False, ("struct", p14, False))),
+            ("live_brokers", "field", ("array", False, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p16 = (
+        UpdateMetadataRequestUpdateMetadataPartitionState,
+        True,
+        (
+            ("topic_name", "absent", "const", "", False),
+            ("partition_index", "field", ("int32",)),
+            ("controller_epoch", "field", ("int32",)),
+            ("leader", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("isr", "field", ("array", True, False, ("int32",))),
+            ("zk_version", "field", ("int32",)),
+            ("replicas", "field", ("array", True, False, ("int32",))),
+            ("offline_replicas", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p17 = (
+        UpdateMetadataRequestUpdateMetadataTopicState,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partition_states", "field", ("array", True, False, ("struct", p16, False))),
+        ),
+        True,
+    )
+    p18 = (
+        UpdateMetadataRequestUpdateMetadataEndpoint,
+        True,
+        (
+            ("port", "field", ("int32",)),
+            ("host", "field", ("string", True, False)),
+            ("listener", "field", ("string", True, False)),
+            ("security_protocol", "field", ("int16",)),
+        ),
+        True,
+    )
+    p19 = (
+        UpdateMetadataRequestUpdateMetadataBroker,
+        True,
+        (
+            ("id", "field", ("int32",)),
+            ("v0_host", "absent", "const", "", False),
+            ("v0_port", "absent", "const", 0, False),
+            ("endpoints", "field", ("array", True, False, ("struct", p18, False))),
+            ("rack", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p20 = (
+        UpdateMetadataRequest,
+        True,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("type", "absent", "const", 0, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("ungrouped_partition_states", "absent", "list", None, True),
+            ("topic_states", "field", ("array", True, False, ("struct", p17, False))),
+            ("live_brokers", "field", ("array", True, False, ("struct", p19, False))),
+        ),
+        True,
+    )
+    p21 = (
+        UpdateMetadataRequestUpdateMetadataTopicState,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("topic_id", "field", ("uuid",)),
+            ("partition_states", "field", ("array", True, False, ("struct", p16, False))),
+        ),
+        True,
+    )
+    p22 = (
+        UpdateMetadataRequest,
+        True,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "absent", "const", False, True),
+            ("type", "absent", "const", 0, True),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("ungrouped_partition_states", "absent", "list", None, True),
+            ("topic_states", "field", ("array", True, False, ("struct", p21, False))),
+            ("live_brokers", "field", ("array", True, False, ("struct", p19, False))),
+        ),
+        True,
+    )
+    p23 = (
+        UpdateMetadataRequest,
+        True,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("is_k_raft_controller", "field", ("bool",)),
+            ("type", "tagged", ("int8",), "const", 0, 0),
+            ("controller_epoch", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("ungrouped_partition_states", "absent", "list", None, True),
+            ("topic_states", "field", ("array", True, False, ("struct", p21, False))),
+            ("live_brokers", "field", ("array", True, False, ("struct", p19, False))),
+        ),
+        True,
+    )
+    p24 = (UpdateMetadataResponse, False, (("error_code", "field", ("int16",)),), True)
+    p25 = (UpdateMetadataResponse, True, (("error_code", "field", ("int16",)),), True)
+    return {
+        "UpdateMetadataRequest": {
+            0: p2,
+            1: p5,
+            2: p7,
+            3: p10,
+            4: p12,
+            5: p15,
+            6: p20,
+            7: p22,
+            8: p23,
+        },
+        "UpdateMetadataResponse": {
+            0: p24,
+            1: p24,
+            2: p24,
+            3: p24,
+            4: p24,
+            5: p24,
+            6: p25,
+            7: p25,
+            8: p25,
+        },
+    }

@@ -248,3 +248,75 @@ ControlledShutdownResponse._encoders = {
     2: _e_ControlledShutdownResponse_0,
     3: _e_ControlledShutdownResponse_3,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ControlledShutdownRequest,
+        False,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("broker_epoch", "absent", "const", -1, False),
+        ),
+        True,
+    )
+    p1 = (
+        ControlledShutdownRequest,
+        False,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+        ),
+        True,
+    )
+    p2 = (
+        ControlledShutdownRequest,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+        ),
+        True,
+    )
+    p3 = (
+        ControlledShutdownResponseRemainingPartition,
+        False,
+        (
+            ("topic_name", "field", ("string", False, False)),
+            ("partition_index", "field", ("int32",)),
+        ),
+        True,
+    )
+    p4 = (
+        ControlledShutdownResponse,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("remaining_partitions", "field", ("array", False, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        ControlledShutdownResponseRemainingPartition,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("partition_index", "field", ("int32",)),
+        ),
+        True,
+    )
+    p6 = (
+        ControlledShutdownResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("remaining_partitions", "field", ("array", True, False, ("struct", p5, False))),
+        ),
+        True,
+    )
+    return {
+        "ControlledShutdownRequest": {0: p0, 1: p0, 2: p1, 3: p2},
+        "ControlledShutdownResponse": {0: p4, 1: p4, 2: p4, 3: p6},
+    }

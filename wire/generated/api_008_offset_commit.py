@@ -755,3 +755,272 @@ OffsetCommitResponse._encoders = {
     8: _e_OffsetCommitResponse_8,
     9: _e_OffsetCommitResponse_8,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        OffsetCommitRequestPartition,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("committed_offset", "field", ("int64",)),
+            ("committed_leader_epoch", "absent", "const", -1, False),
+            ("commit_timestamp", "absent", "const", -1, True),
+            ("committed_metadata", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p1 = (
+        OffsetCommitRequestTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        OffsetCommitRequest,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("generation_id_or_member_epoch", "absent", "const", -1, False),
+            ("member_id", "absent", "const", "", False),
+            ("group_instance_id", "absent", "const", None, True),
+            ("retention_time_ms", "absent", "const", -1, False),
+            ("topics", "field", ("array", False, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        OffsetCommitRequestPartition,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("committed_offset", "field", ("int64",)),
+            ("committed_leader_epoch", "absent", "const", -1, False),
+            ("commit_timestamp", "field", ("int64",)),
+            ("committed_metadata", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p4 = (
+        OffsetCommitRequestTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        OffsetCommitRequest,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("generation_id_or_member_epoch", "field", ("int32",)),
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "absent", "const", None, True),
+            ("retention_time_ms", "absent", "const", -1, False),
+            ("topics", "field", ("array", False, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        OffsetCommitRequest,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("generation_id_or_member_epoch", "field", ("int32",)),
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "absent", "const", None, True),
+            ("retention_time_ms", "field", ("int64",)),
+            ("topics", "field", ("array", False, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p7 = (
+        OffsetCommitRequest,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("generation_id_or_member_epoch", "field", ("int32",)),
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "absent", "const", None, True),
+            ("retention_time_ms", "absent", "const", -1, False),
+            ("topics", "field", ("array", False, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p8 = (
+        OffsetCommitRequestPartition,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("committed_offset", "field", ("int64",)),
+            ("committed_leader_epoch", "field", ("int32",)),
+            ("commit_timestamp", "absent", "const", -1, True),
+            ("committed_metadata", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p9 = (
+        OffsetCommitRequestTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p8, False))),
+        ),
+        True,
+    )
+    p10 = (
+        OffsetCommitRequest,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("generation_id_or_member_epoch", "field", ("int32",)),
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "absent", "const", None, True),
+            ("retention_time_ms", "absent", "const", -1, False),
+            ("topics", "field", ("array", False, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p11 = (
+        OffsetCommitRequest,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("generation_id_or_member_epoch", "field", ("int32",)),
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "field", ("string", False, True)),
+            ("retention_time_ms", "absent", "const", -1, False),
+            ("topics", "field", ("array", False, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p12 = (
+        OffsetCommitRequestPartition,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("committed_offset", "field", ("int64",)),
+            ("committed_leader_epoch", "field", ("int32",)),
+            ("commit_timestamp", "absent", "const", -1, True),
+            ("committed_metadata", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p13 = (
+        OffsetCommitRequestTopic,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p12, False))),
+        ),
+        True,
+    )
+    p14 = (
+        OffsetCommitRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("generation_id_or_member_epoch", "field", ("int32",)),
+            ("member_id", "field", ("string", True, False)),
+            ("group_instance_id", "field", ("string", True, True)),
+            ("retention_time_ms", "absent", "const", -1, False),
+            ("topics", "field", ("array", True, False, ("struct", p13, False))),
+        ),
+        True,
+    )
+    p15 = (
+        OffsetCommitResponsePartition,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p16 = (
+        OffsetCommitResponseTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p15, False))),
+        ),
+        True,
+    )
+    p17 = (
+        OffsetCommitResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("topics", "field", ("array", False, False, ("struct", p16, False))),
+        ),
+        True,
+    )
+    p18 = (
+        OffsetCommitResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p16, False))),
+        ),
+        True,
+    )
+    p19 = (
+        OffsetCommitResponsePartition,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p20 = (
+        OffsetCommitResponseTopic,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p19, False))),
+        ),
+        True,
+    )
+    p21 = (
+        OffsetCommitResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p20, False))),
+        ),
+        True,
+    )
+    return {
+        "OffsetCommitRequest": {
+            0: p2,
+            1: p5,
+            2: p6,
+            3: p6,
+            4: p6,
+            5: p7,
+            6: p10,
+            7: p11,
+            8: p14,
+            9: p14,
+        },
+        "OffsetCommitResponse": {
+            0: p17,
+            1: p17,
+            2: p17,
+            3: p18,
+            4: p18,
+            5: p18,
+            6: p18,
+            7: p18,
+            8: p21,
+            9: p21,
+        },
+    }

@@ -1024,3 +1024,309 @@ OffsetFetchResponse._encoders = {
     8: _e_OffsetFetchResponse_8,
     9: _e_OffsetFetchResponse_8,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        OffsetFetchRequestTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partition_indexes", "field", ("array", False, False, ("int32",))),
+        ),
+        True,
+    )
+    p1 = (
+        OffsetFetchRequest,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("topics", "field", ("array", False, False, ("struct", p0, False))),
+            ("groups", "absent", "list", None, True),
+            ("require_stable", "absent", "const", False, True),
+        ),
+        True,
+    )
+    p2 = (
+        OffsetFetchRequest,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("topics", "field", ("array", False, True, ("struct", p0, False))),
+            ("groups", "absent", "list", None, True),
+            ("require_stable", "absent", "const", False, True),
+        ),
+        True,
+    )
+    p3 = (
+        OffsetFetchRequestTopic,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partition_indexes", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p4 = (
+        OffsetFetchRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("topics", "field", ("array", True, True, ("struct", p3, False))),
+            ("groups", "absent", "list", None, True),
+            ("require_stable", "absent", "const", False, True),
+        ),
+        True,
+    )
+    p5 = (
+        OffsetFetchRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("topics", "field", ("array", True, True, ("struct", p3, False))),
+            ("groups", "absent", "list", None, True),
+            ("require_stable", "field", ("bool",)),
+        ),
+        True,
+    )
+    p6 = (
+        OffsetFetchRequestTopics,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partition_indexes", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p7 = (
+        OffsetFetchRequestGroup,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("member_id", "absent", "const", None, False),
+            ("member_epoch", "absent", "const", -1, False),
+            ("topics", "field", ("array", True, True, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        OffsetFetchRequest,
+        True,
+        (
+            ("group_id", "absent", "const", "", True),
+            ("topics", "absent", "list", None, True),
+            ("groups", "field", ("array", True, False, ("struct", p7, False))),
+            ("require_stable", "field", ("bool",)),
+        ),
+        True,
+    )
+    p9 = (
+        OffsetFetchRequestGroup,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("member_id", "field", ("string", True, True)),
+            ("member_epoch", "field", ("int32",)),
+            ("topics", "field", ("array", True, True, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p10 = (
+        OffsetFetchRequest,
+        True,
+        (
+            ("group_id", "absent", "const", "", True),
+            ("topics", "absent", "list", None, True),
+            ("groups", "field", ("array", True, False, ("struct", p9, False))),
+            ("require_stable", "field", ("bool",)),
+        ),
+        True,
+    )
+    p11 = (
+        OffsetFetchResponsePartition,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("committed_offset", "field", ("int64",)),
+            ("committed_leader_epoch", "absent", "const", -1, False),
+            ("metadata", "field", ("string", False, True)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p12 = (
+        OffsetFetchResponseTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p11, False))),
+        ),
+        True,
+    )
+    p13 = (
+        OffsetFetchResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("topics", "field", ("array", False, False, ("struct", p12, False))),
+            ("error_code", "absent", "const", 0, False),
+            ("groups", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p14 = (
+        OffsetFetchResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("topics", "field", ("array", False, False, ("struct", p12, False))),
+            ("error_code", "field", ("int16",)),
+            ("groups", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p15 = (
+        OffsetFetchResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p12, False))),
+            ("error_code", "field", ("int16",)),
+            ("groups", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p16 = (
+        OffsetFetchResponsePartition,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("committed_offset", "field", ("int64",)),
+            ("committed_leader_epoch", "field", ("int32",)),
+            ("metadata", "field", ("string", False, True)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p17 = (
+        OffsetFetchResponseTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p16, False))),
+        ),
+        True,
+    )
+    p18 = (
+        OffsetFetchResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p17, False))),
+            ("error_code", "field", ("int16",)),
+            ("groups", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p19 = (
+        OffsetFetchResponsePartition,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("committed_offset", "field", ("int64",)),
+            ("committed_leader_epoch", "field", ("int32",)),
+            ("metadata", "field", ("string", True, True)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p20 = (
+        OffsetFetchResponseTopic,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p19, False))),
+        ),
+        True,
+    )
+    p21 = (
+        OffsetFetchResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p20, False))),
+            ("error_code", "field", ("int16",)),
+            ("groups", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p22 = (
+        OffsetFetchResponsePartitions,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("committed_offset", "field", ("int64",)),
+            ("committed_leader_epoch", "field", ("int32",)),
+            ("metadata", "field", ("string", True, True)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p23 = (
+        OffsetFetchResponseTopics,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p22, False))),
+        ),
+        True,
+    )
+    p24 = (
+        OffsetFetchResponseGroup,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("topics", "field", ("array", True, False, ("struct", p23, False))),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p25 = (
+        OffsetFetchResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "absent", "list", None, True),
+            ("error_code", "absent", "const", 0, False),
+            ("groups", "field", ("array", True, False, ("struct", p24, False))),
+        ),
+        True,
+    )
+    return {
+        "OffsetFetchRequest": {
+            0: p1,
+            1: p1,
+            2: p2,
+            3: p2,
+            4: p2,
+            5: p2,
+            6: p4,
+            7: p5,
+            8: p8,
+            9: p10,
+        },
+        "OffsetFetchResponse": {
+            0: p13,
+            1: p13,
+            2: p14,
+            3: p15,
+            4: p15,
+            5: p18,
+            6: p21,
+            7: p21,
+            8: p25,
+            9: p25,
+        },
+    }

@@ -391,3 +391,121 @@ FindCoordinatorResponse._encoders = {
     5: _e_FindCoordinatorResponse_4,
     6: _e_FindCoordinatorResponse_4,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        FindCoordinatorRequest,
+        False,
+        (
+            ("key", "field", ("string", False, False)),
+            ("key_type", "absent", "const", 0, True),
+            ("coordinator_keys", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p1 = (
+        FindCoordinatorRequest,
+        False,
+        (
+            ("key", "field", ("string", False, False)),
+            ("key_type", "field", ("int8",)),
+            ("coordinator_keys", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p2 = (
+        FindCoordinatorRequest,
+        True,
+        (
+            ("key", "field", ("string", True, False)),
+            ("key_type", "field", ("int8",)),
+            ("coordinator_keys", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p3 = (
+        FindCoordinatorRequest,
+        True,
+        (
+            ("key", "absent", "const", "", True),
+            ("key_type", "field", ("int8",)),
+            ("coordinator_keys", "field", ("array", True, False, ("string", True, False))),
+        ),
+        True,
+    )
+    p4 = (
+        FindCoordinatorResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "absent", "const", "", False),
+            ("node_id", "field", ("int32",)),
+            ("host", "field", ("string", False, False)),
+            ("port", "field", ("int32",)),
+            ("coordinators", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p5 = (
+        FindCoordinatorResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+            ("node_id", "field", ("int32",)),
+            ("host", "field", ("string", False, False)),
+            ("port", "field", ("int32",)),
+            ("coordinators", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p6 = (
+        FindCoordinatorResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("node_id", "field", ("int32",)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("int32",)),
+            ("coordinators", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p7 = (
+        FindCoordinatorResponseCoordinator,
+        True,
+        (
+            ("key", "field", ("string", True, False)),
+            ("node_id", "field", ("int32",)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p8 = (
+        FindCoordinatorResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "absent", "const", 0, True),
+            ("error_message", "absent", "const", "", False),
+            ("node_id", "absent", "const", 0, True),
+            ("host", "absent", "const", "", True),
+            ("port", "absent", "const", 0, True),
+            ("coordinators", "field", ("array", True, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    return {
+        "FindCoordinatorRequest": {0: p0, 1: p1, 2: p1, 3: p2, 4: p3, 5: p3, 6: p3},
+        "FindCoordinatorResponse": {0: p4, 1: p5, 2: p5, 3: p6, 4: p8, 5: p8, 6: p8},
+    }

@@ -767,3 +767,242 @@ JoinGroupResponse._encoders = {
     8: _e_JoinGroupResponse_7,
     9: _e_JoinGroupResponse_9,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        JoinGroupRequestProtocol,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("metadata", "field", ("bytes", False, False, False)),
+        ),
+        True,
+    )
+    p1 = (
+        JoinGroupRequest,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("session_timeout_ms", "field", ("int32",)),
+            ("rebalance_timeout_ms", "absent", "const", -1, False),
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "absent", "const", None, True),
+            ("protocol_type", "field", ("string", False, False)),
+            ("protocols", "field", ("array", False, False, ("struct", p0, False))),
+            ("reason", "absent", "const", None, False),
+        ),
+        True,
+    )
+    p2 = (
+        JoinGroupRequest,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("session_timeout_ms", "field", ("int32",)),
+            ("rebalance_timeout_ms", "field", ("int32",)),
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "absent", "const", None, True),
+            ("protocol_type", "field", ("string", False, False)),
+            ("protocols", "field", ("array", False, False, ("struct", p0, False))),
+            ("reason", "absent", "const", None, False),
+        ),
+        True,
+    )
+    p3 = (
+        JoinGroupRequest,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("session_timeout_ms", "field", ("int32",)),
+            ("rebalance_timeout_ms", "field", ("int32",)),
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "field", ("string", False, True)),
+            ("protocol_type", "field", ("string", False, False)),
+            ("protocols", "field", ("array", False, False, ("struct", p0, False))),
+            ("reason", "absent", "const", None, False),
+        ),
+        True,
+    )
+    p4 = (
+        JoinGroupRequestProtocol,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("metadata", "field", ("bytes", True, False, False)),
+        ),
+        True,
+    )
+    p5 = (
+        JoinGroupRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("session_timeout_ms", "field", ("int32",)),
+            ("rebalance_timeout_ms", "field", ("int32",)),
+            ("member_id", "field", ("string", True, False)),
+            ("group_instance_id", "field", ("string", True, True)),
+            ("protocol_type", "field", ("string", True, False)),
+            ("protocols", "field", ("array", True, False, ("struct", p4, False))),
+            ("reason", "absent", "const", None, False),
+        ),
+        True,
+    )
+    p6 = (
+        JoinGroupRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("session_timeout_ms", "field", ("int32",)),
+            ("rebalance_timeout_ms", "field", ("int32",)),
+            ("member_id", "field", ("string", True, False)),
+            ("group_instance_id", "field", ("string", True, True)),
+            ("protocol_type", "field", ("string", True, False)),
+            ("protocols", "field", ("array", True, False, ("struct", p4, False))),
+            ("reason", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p7 = (
+        JoinGroupResponseMember,
+        False,
+        (
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "absent", "const", None, False),
+            ("metadata", "field", ("bytes", False, False, False)),
+        ),
+        True,
+    )
+    p8 = (
+        JoinGroupResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("error_code", "field", ("int16",)),
+            ("generation_id", "field", ("int32",)),
+            ("protocol_type", "absent", "const", None, False),
+            ("protocol_name", "field", ("string", False, False)),
+            ("leader", "field", ("string", False, False)),
+            ("skip_assignment", "absent", "const", False, True),
+            ("member_id", "field", ("string", False, False)),
+            ("members", "field", ("array", False, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p9 = (
+        JoinGroupResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("generation_id", "field", ("int32",)),
+            ("protocol_type", "absent", "const", None, False),
+            ("protocol_name", "field", ("string", False, False)),
+            ("leader", "field", ("string", False, False)),
+            ("skip_assignment", "absent", "const", False, True),
+            ("member_id", "field", ("string", False, False)),
+            ("members", "field", ("array", False, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p10 = (
+        JoinGroupResponseMember,
+        False,
+        (
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "field", ("string", False, True)),
+            ("metadata", "field", ("bytes", False, False, False)),
+        ),
+        True,
+    )
+    p11 = (
+        JoinGroupResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("generation_id", "field", ("int32",)),
+            ("protocol_type", "absent", "const", None, False),
+            ("protocol_name", "field", ("string", False, False)),
+            ("leader", "field", ("string", False, False)),
+            ("skip_assignment", "absent", "const", False, True),
+            ("member_id", "field", ("string", False, False)),
+            ("members", "field", ("array", False, False, ("struct", p10, False))),
+        ),
+        True,
+    )
+    p12 = (
+        JoinGroupResponseMember,
+        True,
+        (
+            ("member_id", "field", ("string", True, False)),
+            ("group_instance_id", "field", ("string", True, True)),
+            ("metadata", "field", ("bytes", True, False, False)),
+        ),
+        True,
+    )
+    p13 = (
+        JoinGroupResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("generation_id", "field", ("int32",)),
+            ("protocol_type", "absent", "const", None, False),
+            ("protocol_name", "field", ("string", True, False)),
+            ("leader", "field", ("string", True, False)),
+            ("skip_assignment", "absent", "const", False, True),
+            ("member_id", "field", ("string", True, False)),
+            ("members", "field", ("array", True, False, ("struct", p12, False))),
+        ),
+        True,
+    )
+    p14 = (
+        JoinGroupResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("generation_id", "field", ("int32",)),
+            ("protocol_type", "field", ("string", True, True)),
+            ("protocol_name", "field", ("string", True, True)),
+            ("leader", "field", ("string", True, False)),
+            ("skip_assignment", "absent", "const", False, True),
+            ("member_id", "field", ("string", True, False)),
+            ("members", "field", ("array", True, False, ("struct", p12, False))),
+        ),
+        True,
+    )
+    p15 = (
+        JoinGroupResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("generation_id", "field", ("int32",)),
+            ("protocol_type", "field", ("string", True, True)),
+            ("protocol_name", "field", ("string", True, True)),
+            ("leader", "field", ("string", True, False)),
+            ("skip_assignment", "field", ("bool",)),
+            ("member_id", "field", ("string", True, False)),
+            ("members", "field", ("array", True, False, ("struct", p12, False))),
+        ),
+        True,
+    )
+    return {
+        "JoinGroupRequest": {0: p1, 1: p2, 2: p2, 3: p2, 4: p2, 5: p3, 6: p5, 7: p5, 8: p6, 9: p6},
+        "JoinGroupResponse": {
+            0: p8,
+            1: p8,
+            2: p9,
+            3: p9,
+            4: p9,
+            5: p11,
+            6: p13,
+            7: p14,
+            8: p14,
+            9: p15,
+        },
+    }

@@ -209,3 +209,72 @@ HeartbeatResponse._encoders = {
     3: _e_HeartbeatResponse_1,
     4: _e_HeartbeatResponse_4,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        HeartbeatRequest,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("generation_id", "field", ("int32",)),
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "absent", "const", None, True),
+        ),
+        True,
+    )
+    p1 = (
+        HeartbeatRequest,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("generation_id", "field", ("int32",)),
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p2 = (
+        HeartbeatRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("generation_id", "field", ("int32",)),
+            ("member_id", "field", ("string", True, False)),
+            ("group_instance_id", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p3 = (
+        HeartbeatResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p4 = (
+        HeartbeatResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p5 = (
+        HeartbeatResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    return {
+        "HeartbeatRequest": {0: p0, 1: p0, 2: p0, 3: p1, 4: p2},
+        "HeartbeatResponse": {0: p3, 1: p4, 2: p4, 3: p4, 4: p5},
+    }

@@ -422,3 +422,142 @@ LeaveGroupResponse._encoders = {
     4: _e_LeaveGroupResponse_4,
     5: _e_LeaveGroupResponse_4,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        LeaveGroupRequest,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("member_id", "field", ("string", False, False)),
+            ("members", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p1 = (
+        LeaveGroupRequestMemberIdentity,
+        False,
+        (
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "field", ("string", False, True)),
+            ("reason", "absent", "const", None, False),
+        ),
+        True,
+    )
+    p2 = (
+        LeaveGroupRequest,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("member_id", "absent", "const", "", True),
+            ("members", "field", ("array", False, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        LeaveGroupRequestMemberIdentity,
+        True,
+        (
+            ("member_id", "field", ("string", True, False)),
+            ("group_instance_id", "field", ("string", True, True)),
+            ("reason", "absent", "const", None, False),
+        ),
+        True,
+    )
+    p4 = (
+        LeaveGroupRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("member_id", "absent", "const", "", True),
+            ("members", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        LeaveGroupRequestMemberIdentity,
+        True,
+        (
+            ("member_id", "field", ("string", True, False)),
+            ("group_instance_id", "field", ("string", True, True)),
+            ("reason", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p6 = (
+        LeaveGroupRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("member_id", "absent", "const", "", True),
+            ("members", "field", ("array", True, False, ("struct", p5, False))),
+        ),
+        True,
+    )
+    p7 = (
+        LeaveGroupResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("error_code", "field", ("int16",)),
+            ("members", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p8 = (
+        LeaveGroupResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("members", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p9 = (
+        LeaveGroupResponseMemberResponse,
+        False,
+        (
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "field", ("string", False, True)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p10 = (
+        LeaveGroupResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("members", "field", ("array", False, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p11 = (
+        LeaveGroupResponseMemberResponse,
+        True,
+        (
+            ("member_id", "field", ("string", True, False)),
+            ("group_instance_id", "field", ("string", True, True)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p12 = (
+        LeaveGroupResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("members", "field", ("array", True, False, ("struct", p11, False))),
+        ),
+        True,
+    )
+    return {
+        "LeaveGroupRequest": {0: p0, 1: p0, 2: p0, 3: p2, 4: p4, 5: p6},
+        "LeaveGroupResponse": {0: p7, 1: p8, 2: p8, 3: p10, 4: p12, 5: p12},
+    }

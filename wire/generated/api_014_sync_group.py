@@ -405,3 +405,134 @@ SyncGroupResponse._encoders = {
     4: _e_SyncGroupResponse_4,
     5: _e_SyncGroupResponse_5,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        SyncGroupRequestAssignment,
+        False,
+        (
+            ("member_id", "field", ("string", False, False)),
+            ("assignment", "field", ("bytes", False, False, False)),
+        ),
+        True,
+    )
+    p1 = (
+        SyncGroupRequest,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("generation_id", "field", ("int32",)),
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "absent", "const", None, True),
+            ("protocol_type", "absent", "const", None, False),
+            ("protocol_name", "absent", "const", None, False),
+            ("assignments", "field", ("array", False, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        SyncGroupRequest,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("generation_id", "field", ("int32",)),
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "field", ("string", False, True)),
+            ("protocol_type", "absent", "const", None, False),
+            ("protocol_name", "absent", "const", None, False),
+            ("assignments", "field", ("array", False, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p3 = (
+        SyncGroupRequestAssignment,
+        True,
+        (
+            ("member_id", "field", ("string", True, False)),
+            ("assignment", "field", ("bytes", True, False, False)),
+        ),
+        True,
+    )
+    p4 = (
+        SyncGroupRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("generation_id", "field", ("int32",)),
+            ("member_id", "field", ("string", True, False)),
+            ("group_instance_id", "field", ("string", True, True)),
+            ("protocol_type", "absent", "const", None, False),
+            ("protocol_name", "absent", "const", None, False),
+            ("assignments", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        SyncGroupRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("generation_id", "field", ("int32",)),
+            ("member_id", "field", ("string", True, False)),
+            ("group_instance_id", "field", ("string", True, True)),
+            ("protocol_type", "field", ("string", True, True)),
+            ("protocol_name", "field", ("string", True, True)),
+            ("assignments", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p6 = (
+        SyncGroupResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("error_code", "field", ("int16",)),
+            ("protocol_type", "absent", "const", None, False),
+            ("protocol_name", "absent", "const", None, False),
+            ("assignment", "field", ("bytes", False, False, False)),
+        ),
+        True,
+    )
+    p7 = (
+        SyncGroupResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("protocol_type", "absent", "const", None, False),
+            ("protocol_name", "absent", "const", None, False),
+            ("assignment", "field", ("bytes", False, False, False)),
+        ),
+        True,
+    )
+    p8 = (
+        SyncGroupResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("protocol_type", "absent", "const", None, False),
+            ("protocol_name", "absent", "const", None, False),
+            ("assignment", "field", ("bytes", True, False, False)),
+        ),
+        True,
+    )
+    p9 = (
+        SyncGroupResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("protocol_type", "field", ("string", True, True)),
+            ("protocol_name", "field", ("string", True, True)),
+            ("assignment", "field", ("bytes", True, False, False)),
+        ),
+        True,
+    )
+    return {
+        "SyncGroupRequest": {0: p1, 1: p1, 2: p1, 3: p2, 4: p4, 5: p5},
+        "SyncGroupResponse": {0: p6, 1: p7, 2: p7, 3: p7, 4: p8, 5: p9},
+    }

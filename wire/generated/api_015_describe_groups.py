@@ -612,3 +612,179 @@ DescribeGroupsResponse._encoders = {
     4: _e_DescribeGroupsResponse_4,
     5: _e_DescribeGroupsResponse_5,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DescribeGroupsRequest,
+        False,
+        (
+            ("groups", "field", ("array", False, False, ("string", False, False))),
+            ("include_authorized_operations", "absent", "const", False, True),
+        ),
+        True,
+    )
+    p1 = (
+        DescribeGroupsRequest,
+        False,
+        (
+            ("groups", "field", ("array", False, False, ("string", False, False))),
+            ("include_authorized_operations", "field", ("bool",)),
+        ),
+        True,
+    )
+    p2 = (
+        DescribeGroupsRequest,
+        True,
+        (
+            ("groups", "field", ("array", True, False, ("string", True, False))),
+            ("include_authorized_operations", "field", ("bool",)),
+        ),
+        True,
+    )
+    p3 = (
+        DescribeGroupsResponseDescribedGroupMember,
+        False,
+        (
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "absent", "const", None, False),
+            ("client_id", "field", ("string", False, False)),
+            ("client_host", "field", ("string", False, False)),
+            ("member_metadata", "field", ("bytes", False, False, False)),
+            ("member_assignment", "field", ("bytes", False, False, False)),
+        ),
+        True,
+    )
+    p4 = (
+        DescribeGroupsResponseDescribedGroup,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("group_id", "field", ("string", False, False)),
+            ("group_state", "field", ("string", False, False)),
+            ("protocol_type", "field", ("string", False, False)),
+            ("protocol_data", "field", ("string", False, False)),
+            ("members", "field", ("array", False, False, ("struct", p3, False))),
+            ("authorized_operations", "absent", "const", -2147483648, True),
+        ),
+        True,
+    )
+    p5 = (
+        DescribeGroupsResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("groups", "field", ("array", False, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        DescribeGroupsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("groups", "field", ("array", False, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p7 = (
+        DescribeGroupsResponseDescribedGroup,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("group_id", "field", ("string", False, False)),
+            ("group_state", "field", ("string", False, False)),
+            ("protocol_type", "field", ("string", False, False)),
+            ("protocol_data", "field", ("string", False, False)),
+            ("members", "field", ("array", False, False, ("struct", p3, False))),
+            ("authorized_operations", "field", ("int32",)),
+        ),
+        True,
+    )
+    p8 = (
+        DescribeGroupsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("groups", "field", ("array", False, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p9 = (
+        DescribeGroupsResponseDescribedGroupMember,
+        False,
+        (
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "field", ("string", False, True)),
+            ("client_id", "field", ("string", False, False)),
+            ("client_host", "field", ("string", False, False)),
+            ("member_metadata", "field", ("bytes", False, False, False)),
+            ("member_assignment", "field", ("bytes", False, False, False)),
+        ),
+        True,
+    )
+    p10 = (
+        DescribeGroupsResponseDescribedGroup,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("group_id", "field", ("string", False, False)),
+            ("group_state", "field", ("string", False, False)),
+            ("protocol_type", "field", ("string", False, False)),
+            ("protocol_data", "field", ("string", False, False)),
+            ("members", "field", ("array", False, False, ("struct", p9, False))),
+            ("authorized_operations", "field", ("int32",)),
+        ),
+        True,
+    )
+    p11 = (
+        DescribeGroupsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("groups", "field", ("array", False, False, ("struct", p10, False))),
+        ),
+        True,
+    )
+    p12 = (
+        DescribeGroupsResponseDescribedGroupMember,
+        True,
+        (
+            ("member_id", "field", ("string", True, False)),
+            ("group_instance_id", "field", ("string", True, True)),
+            ("client_id", "field", ("string", True, False)),
+            ("client_host", "field", ("string", True, False)),
+            ("member_metadata", "field", ("bytes", True, False, False)),
+            ("member_assignment", "field", ("bytes", True, False, False)),
+        ),
+        True,
+    )
+    p13 = (
+        DescribeGroupsResponseDescribedGroup,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("group_id", "field", ("string", True, False)),
+            ("group_state", "field", ("string", True, False)),
+            ("protocol_type", "field", ("string", True, False)),
+            ("protocol_data", "field", ("string", True, False)),
+            ("members", "field", ("array", True, False, ("struct", p12, False))),
+            ("authorized_operations", "field", ("int32",)),
+        ),
+        True,
+    )
+    p14 = (
+        DescribeGroupsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("groups", "field", ("array", True, False, ("struct", p13, False))),
+        ),
+        True,
+    )
+    return {
+        "DescribeGroupsRequest": {0: p0, 1: p0, 2: p0, 3: p1, 4: p1, 5: p2},
+        "DescribeGroupsResponse": {0: p5, 1: p6, 2: p6, 3: p8, 4: p11, 5: p14},
+    }

@@ -460,3 +460,142 @@ ListGroupsResponse._encoders = {
     4: _e_ListGroupsResponse_4,
     5: _e_ListGroupsResponse_5,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ListGroupsRequest,
+        False,
+        (
+            ("states_filter", "absent", "list", None, True),
+            ("types_filter", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p1 = (
+        ListGroupsRequest,
+        True,
+        (
+            ("states_filter", "absent", "list", None, True),
+            ("types_filter", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p2 = (
+        ListGroupsRequest,
+        True,
+        (
+            ("states_filter", "field", ("array", True, False, ("string", True, False))),
+            ("types_filter", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p3 = (
+        ListGroupsRequest,
+        True,
+        (
+            ("states_filter", "field", ("array", True, False, ("string", True, False))),
+            ("types_filter", "field", ("array", True, False, ("string", True, False))),
+        ),
+        True,
+    )
+    p4 = (
+        ListGroupsResponseListedGroup,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("protocol_type", "field", ("string", False, False)),
+            ("group_state", "absent", "const", "", False),
+            ("group_type", "absent", "const", "", False),
+        ),
+        True,
+    )
+    p5 = (
+        ListGroupsResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("error_code", "field", ("int16",)),
+            ("groups", "field", ("array", False, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        ListGroupsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("groups", "field", ("array", False, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p7 = (
+        ListGroupsResponseListedGroup,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("protocol_type", "field", ("string", True, False)),
+            ("group_state", "absent", "const", "", False),
+            ("group_type", "absent", "const", "", False),
+        ),
+        True,
+    )
+    p8 = (
+        ListGroupsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("groups", "field", ("array", True, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p9 = (
+        ListGroupsResponseListedGroup,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("protocol_type", "field", ("string", True, False)),
+            ("group_state", "field", ("string", True, False)),
+            ("group_type", "absent", "const", "", False),
+        ),
+        True,
+    )
+    p10 = (
+        ListGroupsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("groups", "field", ("array", True, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p11 = (
+        ListGroupsResponseListedGroup,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("protocol_type", "field", ("string", True, False)),
+            ("group_state", "field", ("string", True, False)),
+            ("group_type", "field", ("string", True, False)),
+        ),
+        True,
+    )
+    p12 = (
+        ListGroupsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("groups", "field", ("array", True, False, ("struct", p11, False))),
+        ),
+        True,
+    )
+    return {
+        "ListGroupsRequest": {0: p0, 1: p0, 2: p0, 3: p1, 4: p2, 5: p3},
+        "ListGroupsResponse": {0: p5, 1: p6, 2: p6, 3: p8, 4: p10, 5: p12},
+    }

@@ -82,3 +82,19 @@ SaslHandshakeRequest._decoders = {0: _d_SaslHandshakeRequest_0, 1: _d_SaslHandsh
 SaslHandshakeRequest._encoders = {0: _e_SaslHandshakeRequest_0, 1: _e_SaslHandshakeRequest_0}
 SaslHandshakeResponse._decoders = {0: _d_SaslHandshakeResponse_0, 1: _d_SaslHandshakeResponse_0}
 SaslHandshakeResponse._encoders = {0: _e_SaslHandshakeResponse_0, 1: _e_SaslHandshakeResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (SaslHandshakeRequest, False, (("mechanism", "field", ("string", False, False)),), False)
+    p1 = (
+        SaslHandshakeResponse,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("mechanisms", "field", ("array", False, False, ("string", False, False))),
+        ),
+        False,
+    )
+    return {"SaslHandshakeRequest": {0: p0, 1: p0}, "SaslHandshakeResponse": {0: p1, 1: p1}}

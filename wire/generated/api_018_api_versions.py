@@ -413,3 +413,126 @@ ApiVersionsResponse._encoders = {
     3: _e_ApiVersionsResponse_3,
     4: _e_ApiVersionsResponse_3,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ApiVersionsRequest,
+        False,
+        (
+            ("client_software_name", "absent", "const", "", False),
+            ("client_software_version", "absent", "const", "", False),
+        ),
+        True,
+    )
+    p1 = (
+        ApiVersionsRequest,
+        True,
+        (
+            ("client_software_name", "field", ("string", True, False)),
+            ("client_software_version", "field", ("string", True, False)),
+        ),
+        True,
+    )
+    p2 = (
+        ApiVersionsResponseApiVersion,
+        False,
+        (
+            ("api_key", "field", ("int16",)),
+            ("min_version", "field", ("int16",)),
+            ("max_version", "field", ("int16",)),
+        ),
+        True,
+    )
+    p3 = (
+        ApiVersionsResponse,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("api_keys", "field", ("array", False, False, ("struct", p2, False))),
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("supported_features", "absent", "list", None, False),
+            ("finalized_features_epoch", "absent", "const", -1, False),
+            ("finalized_features", "absent", "list", None, False),
+            ("zk_migration_ready", "absent", "const", False, False),
+        ),
+        True,
+    )
+    p4 = (
+        ApiVersionsResponse,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("api_keys", "field", ("array", False, False, ("struct", p2, False))),
+            ("throttle_time_ms", "field", ("int32",)),
+            ("supported_features", "absent", "list", None, False),
+            ("finalized_features_epoch", "absent", "const", -1, False),
+            ("finalized_features", "absent", "list", None, False),
+            ("zk_migration_ready", "absent", "const", False, False),
+        ),
+        True,
+    )
+    p5 = (
+        ApiVersionsResponseApiVersion,
+        True,
+        (
+            ("api_key", "field", ("int16",)),
+            ("min_version", "field", ("int16",)),
+            ("max_version", "field", ("int16",)),
+        ),
+        True,
+    )
+    p6 = (
+        ApiVersionsResponseSupportedFeatureKey,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("min_version", "field", ("int16",)),
+            ("max_version", "field", ("int16",)),
+        ),
+        True,
+    )
+    p7 = (
+        ApiVersionsResponseFinalizedFeatureKey,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("max_version_level", "field", ("int16",)),
+            ("min_version_level", "field", ("int16",)),
+        ),
+        True,
+    )
+    p8 = (
+        ApiVersionsResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("api_keys", "field", ("array", True, False, ("struct", p5, False))),
+            ("throttle_time_ms", "field", ("int32",)),
+            (
+                "supported_features",
+                "tagged",
+                ("array", True, False, ("struct", p6, False)),
+                "list",
+                None,
+                0,
+            ),
+            ("finalized_features_epoch", "tagged", ("int64",), "const", -1, 1),
+            (
+                "finalized_features",
+                "tagged",
+                ("array", True, False, ("struct", p7, False)),
+                "list",
+                None,
+                2,
+            ),
+            ("zk_migration_ready", "tagged", ("bool",), "const", False, 3),
+        ),
+        True,
+    )
+    return {
+        "ApiVersionsRequest": {0: p0, 1: p0, 2: p0, 3: p1, 4: p1},
+        "ApiVersionsResponse": {0: p3, 1: p4, 2: p4, 3: p8, 4: p8},
+    }

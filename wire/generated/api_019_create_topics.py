@@ -798,3 +798,219 @@ CreateTopicsResponse._encoders = {
     6: _e_CreateTopicsResponse_5,
     7: _e_CreateTopicsResponse_7,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        CreateTopicsRequestCreatableReplicaAssignment,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("broker_ids", "field", ("array", False, False, ("int32",))),
+        ),
+        True,
+    )
+    p1 = (
+        CreateTopicsRequestCreatableTopicConfig,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("value", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p2 = (
+        CreateTopicsRequestCreatableTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("num_partitions", "field", ("int32",)),
+            ("replication_factor", "field", ("int16",)),
+            ("assignments", "field", ("array", False, False, ("struct", p0, False))),
+            ("configs", "field", ("array", False, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        CreateTopicsRequest,
+        False,
+        (
+            ("topics", "field", ("array", False, False, ("struct", p2, False))),
+            ("timeout_ms", "field", ("int32",)),
+            ("validate_only", "absent", "const", False, True),
+        ),
+        True,
+    )
+    p4 = (
+        CreateTopicsRequest,
+        False,
+        (
+            ("topics", "field", ("array", False, False, ("struct", p2, False))),
+            ("timeout_ms", "field", ("int32",)),
+            ("validate_only", "field", ("bool",)),
+        ),
+        True,
+    )
+    p5 = (
+        CreateTopicsRequestCreatableReplicaAssignment,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("broker_ids", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p6 = (
+        CreateTopicsRequestCreatableTopicConfig,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("value", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p7 = (
+        CreateTopicsRequestCreatableTopic,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("num_partitions", "field", ("int32",)),
+            ("replication_factor", "field", ("int16",)),
+            ("assignments", "field", ("array", True, False, ("struct", p5, False))),
+            ("configs", "field", ("array", True, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        CreateTopicsRequest,
+        True,
+        (
+            ("topics", "field", ("array", True, False, ("struct", p7, False))),
+            ("timeout_ms", "field", ("int32",)),
+            ("validate_only", "field", ("bool",)),
+        ),
+        True,
+    )
+    p9 = (
+        CreateTopicsResponseCreatableTopicResult,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "absent", "const", "", False),
+            ("topic_config_error_code", "absent", "const", 0, False),
+            ("num_partitions", "absent", "const", -1, False),
+            ("replication_factor", "absent", "const", -1, False),
+            ("configs", "absent", "list", None, False),
+        ),
+        True,
+    )
+    p10 = (
+        CreateTopicsResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("topics", "field", ("array", False, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p11 = (
+        CreateTopicsResponseCreatableTopicResult,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+            ("topic_config_error_code", "absent", "const", 0, False),
+            ("num_partitions", "absent", "const", -1, False),
+            ("replication_factor", "absent", "const", -1, False),
+            ("configs", "absent", "list", None, False),
+        ),
+        True,
+    )
+    p12 = (
+        CreateTopicsResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("topics", "field", ("array", False, False, ("struct", p11, False))),
+        ),
+        True,
+    )
+    p13 = (
+        CreateTopicsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p11, False))),
+        ),
+        True,
+    )
+    p14 = (
+        CreateTopicsResponseCreatableTopicConfigs,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("value", "field", ("string", True, True)),
+            ("read_only", "field", ("bool",)),
+            ("config_source", "field", ("int8",)),
+            ("is_sensitive", "field", ("bool",)),
+        ),
+        True,
+    )
+    p15 = (
+        CreateTopicsResponseCreatableTopicResult,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("topic_config_error_code", "tagged", ("int16",), "const", 0, 0),
+            ("num_partitions", "field", ("int32",)),
+            ("replication_factor", "field", ("int16",)),
+            ("configs", "field", ("array", True, True, ("struct", p14, False))),
+        ),
+        True,
+    )
+    p16 = (
+        CreateTopicsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p15, False))),
+        ),
+        True,
+    )
+    p17 = (
+        CreateTopicsResponseCreatableTopicResult,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("topic_id", "field", ("uuid",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("topic_config_error_code", "tagged", ("int16",), "const", 0, 0),
+            ("num_partitions", "field", ("int32",)),
+            ("replication_factor", "field", ("int16",)),
+            ("configs", "field", ("array", True, True, ("struct", p14, False))),
+        ),
+        True,
+    )
+    p18 = (
+        CreateTopicsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p17, False))),
+        ),
+        True,
+    )
+    return {
+        "CreateTopicsRequest": {0: p3, 1: p4, 2: p4, 3: p4, 4: p4, 5: p8, 6: p8, 7: p8},
+        "CreateTopicsResponse": {0: p10, 1: p12, 2: p13, 3: p13, 4: p13, 5: p16, 6: p16, 7: p18},
+    }

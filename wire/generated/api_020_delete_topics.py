@@ -505,3 +505,140 @@ DeleteTopicsResponse._encoders = {
     5: _e_DeleteTopicsResponse_5,
     6: _e_DeleteTopicsResponse_6,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DeleteTopicsRequest,
+        False,
+        (
+            ("topics", "absent", "list", None, True),
+            ("topic_names", "field", ("array", False, False, ("string", False, False))),
+            ("timeout_ms", "field", ("int32",)),
+        ),
+        True,
+    )
+    p1 = (
+        DeleteTopicsRequest,
+        True,
+        (
+            ("topics", "absent", "list", None, True),
+            ("topic_names", "field", ("array", True, False, ("string", True, False))),
+            ("timeout_ms", "field", ("int32",)),
+        ),
+        True,
+    )
+    p2 = (
+        DeleteTopicsRequestDeleteTopicState,
+        True,
+        (
+            ("name", "field", ("string", True, True)),
+            ("topic_id", "field", ("uuid",)),
+        ),
+        True,
+    )
+    p3 = (
+        DeleteTopicsRequest,
+        True,
+        (
+            ("topics", "field", ("array", True, False, ("struct", p2, False))),
+            ("topic_names", "absent", "list", None, False),
+            ("timeout_ms", "field", ("int32",)),
+        ),
+        True,
+    )
+    p4 = (
+        DeleteTopicsResponseDeletableTopicResult,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "absent", "const", None, False),
+        ),
+        True,
+    )
+    p5 = (
+        DeleteTopicsResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("responses", "field", ("array", False, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        DeleteTopicsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("responses", "field", ("array", False, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p7 = (
+        DeleteTopicsResponseDeletableTopicResult,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "absent", "const", None, False),
+        ),
+        True,
+    )
+    p8 = (
+        DeleteTopicsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("responses", "field", ("array", True, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p9 = (
+        DeleteTopicsResponseDeletableTopicResult,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p10 = (
+        DeleteTopicsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("responses", "field", ("array", True, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p11 = (
+        DeleteTopicsResponseDeletableTopicResult,
+        True,
+        (
+            ("name", "field", ("string", True, True)),
+            ("topic_id", "field", ("uuid",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p12 = (
+        DeleteTopicsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("responses", "field", ("array", True, False, ("struct", p11, False))),
+        ),
+        True,
+    )
+    return {
+        "DeleteTopicsRequest": {0: p0, 1: p0, 2: p0, 3: p0, 4: p1, 5: p1, 6: p3},
+        "DeleteTopicsResponse": {0: p5, 1: p6, 2: p6, 3: p6, 4: p8, 5: p10, 6: p12},
+    }

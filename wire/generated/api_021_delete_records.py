@@ -425,3 +425,122 @@ DeleteRecordsResponse._encoders = {
     1: _e_DeleteRecordsResponse_0,
     2: _e_DeleteRecordsResponse_2,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DeleteRecordsRequestDeleteRecordsPartition,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("offset", "field", ("int64",)),
+        ),
+        True,
+    )
+    p1 = (
+        DeleteRecordsRequestDeleteRecordsTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        DeleteRecordsRequest,
+        False,
+        (
+            ("topics", "field", ("array", False, False, ("struct", p1, False))),
+            ("timeout_ms", "field", ("int32",)),
+        ),
+        True,
+    )
+    p3 = (
+        DeleteRecordsRequestDeleteRecordsPartition,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("offset", "field", ("int64",)),
+        ),
+        True,
+    )
+    p4 = (
+        DeleteRecordsRequestDeleteRecordsTopic,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        DeleteRecordsRequest,
+        True,
+        (
+            ("topics", "field", ("array", True, False, ("struct", p4, False))),
+            ("timeout_ms", "field", ("int32",)),
+        ),
+        True,
+    )
+    p6 = (
+        DeleteRecordsResponseDeleteRecordsPartitionResult,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("low_watermark", "field", ("int64",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p7 = (
+        DeleteRecordsResponseDeleteRecordsTopicResult,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        DeleteRecordsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p9 = (
+        DeleteRecordsResponseDeleteRecordsPartitionResult,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("low_watermark", "field", ("int64",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p10 = (
+        DeleteRecordsResponseDeleteRecordsTopicResult,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p11 = (
+        DeleteRecordsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p10, False))),
+        ),
+        True,
+    )
+    return {
+        "DeleteRecordsRequest": {0: p2, 1: p2, 2: p5},
+        "DeleteRecordsResponse": {0: p8, 1: p8, 2: p11},
+    }

@@ -208,3 +208,67 @@ InitProducerIdResponse._encoders = {
     4: _e_InitProducerIdResponse_2,
     5: _e_InitProducerIdResponse_2,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        InitProducerIdRequest,
+        False,
+        (
+            ("transactional_id", "field", ("string", False, True)),
+            ("transaction_timeout_ms", "field", ("int32",)),
+            ("producer_id", "absent", "const", -1, True),
+            ("producer_epoch", "absent", "const", -1, True),
+        ),
+        True,
+    )
+    p1 = (
+        InitProducerIdRequest,
+        True,
+        (
+            ("transactional_id", "field", ("string", True, True)),
+            ("transaction_timeout_ms", "field", ("int32",)),
+            ("producer_id", "absent", "const", -1, True),
+            ("producer_epoch", "absent", "const", -1, True),
+        ),
+        True,
+    )
+    p2 = (
+        InitProducerIdRequest,
+        True,
+        (
+            ("transactional_id", "field", ("string", True, True)),
+            ("transaction_timeout_ms", "field", ("int32",)),
+            ("producer_id", "field", ("int64",)),
+            ("producer_epoch", "field", ("int16",)),
+        ),
+        True,
+    )
+    p3 = (
+        InitProducerIdResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("producer_id", "field", ("int64",)),
+            ("producer_epoch", "field", ("int16",)),
+        ),
+        True,
+    )
+    p4 = (
+        InitProducerIdResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("producer_id", "field", ("int64",)),
+            ("producer_epoch", "field", ("int16",)),
+        ),
+        True,
+    )
+    return {
+        "InitProducerIdRequest": {0: p0, 1: p0, 2: p1, 3: p2, 4: p2, 5: p2},
+        "InitProducerIdResponse": {0: p3, 1: p3, 2: p4, 3: p4, 4: p4, 5: p4},
+    }

@@ -611,3 +611,201 @@ OffsetForLeaderEpochResponse._encoders = {
     3: _e_OffsetForLeaderEpochResponse_2,
     4: _e_OffsetForLeaderEpochResponse_4,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        OffsetForLeaderEpochRequestOffsetForLeaderPartition,
+        False,
+        (
+            ("partition", "field", ("int32",)),
+            ("current_leader_epoch", "absent", "const", -1, False),
+            ("leader_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p1 = (
+        OffsetForLeaderEpochRequestOffsetForLeaderTopic,
+        False,
+        (
+            ("topic", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        OffsetForLeaderEpochRequest,
+        False,
+        (
+            ("replica_id", "absent", "const", -2, False),
+            ("topics", "field", ("array", False, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        OffsetForLeaderEpochRequestOffsetForLeaderPartition,
+        False,
+        (
+            ("partition", "field", ("int32",)),
+            ("current_leader_epoch", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p4 = (
+        OffsetForLeaderEpochRequestOffsetForLeaderTopic,
+        False,
+        (
+            ("topic", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        OffsetForLeaderEpochRequest,
+        False,
+        (
+            ("replica_id", "absent", "const", -2, False),
+            ("topics", "field", ("array", False, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        OffsetForLeaderEpochRequest,
+        False,
+        (
+            ("replica_id", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p7 = (
+        OffsetForLeaderEpochRequestOffsetForLeaderPartition,
+        True,
+        (
+            ("partition", "field", ("int32",)),
+            ("current_leader_epoch", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p8 = (
+        OffsetForLeaderEpochRequestOffsetForLeaderTopic,
+        True,
+        (
+            ("topic", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p9 = (
+        OffsetForLeaderEpochRequest,
+        True,
+        (
+            ("replica_id", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p8, False))),
+        ),
+        True,
+    )
+    p10 = (
+        OffsetForLeaderEpochResponseEpochEndOffset,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("partition", "field", ("int32",)),
+            ("leader_epoch", "absent", "const", -1, False),
+            ("end_offset", "field", ("int64",)),
+        ),
+        True,
+    )
+    p11 = (
+        OffsetForLeaderEpochResponseOffsetForLeaderTopicResult,
+        False,
+        (
+            ("topic", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p10, False))),
+        ),
+        True,
+    )
+    p12 = (
+        OffsetForLeaderEpochResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("topics", "field", ("array", False, False, ("struct", p11, False))),
+        ),
+        True,
+    )
+    p13 = (
+        OffsetForLeaderEpochResponseEpochEndOffset,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("partition", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("end_offset", "field", ("int64",)),
+        ),
+        True,
+    )
+    p14 = (
+        OffsetForLeaderEpochResponseOffsetForLeaderTopicResult,
+        False,
+        (
+            ("topic", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p13, False))),
+        ),
+        True,
+    )
+    p15 = (
+        OffsetForLeaderEpochResponse,
+        False,
+        (
+            ("throttle_time_ms", "absent", "const", 0, False),
+            ("topics", "field", ("array", False, False, ("struct", p14, False))),
+        ),
+        True,
+    )
+    p16 = (
+        OffsetForLeaderEpochResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p14, False))),
+        ),
+        True,
+    )
+    p17 = (
+        OffsetForLeaderEpochResponseEpochEndOffset,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("partition", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("end_offset", "field", ("int64",)),
+        ),
+        True,
+    )
+    p18 = (
+        OffsetForLeaderEpochResponseOffsetForLeaderTopicResult,
+        True,
+        (
+            ("topic", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p17, False))),
+        ),
+        True,
+    )
+    p19 = (
+        OffsetForLeaderEpochResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p18, False))),
+        ),
+        True,
+    )
+    return {
+        "OffsetForLeaderEpochRequest": {0: p2, 1: p2, 2: p5, 3: p6, 4: p9},
+        "OffsetForLeaderEpochResponse": {0: p12, 1: p15, 2: p16, 3: p16, 4: p19},
+    }

@@ -650,3 +650,164 @@ AddPartitionsToTxnResponse._encoders = {
     4: _e_AddPartitionsToTxnResponse_4,
     5: _e_AddPartitionsToTxnResponse_4,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        AddPartitionsToTxnRequestAddPartitionsToTxnTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("int32",))),
+        ),
+        True,
+    )
+    p1 = (
+        AddPartitionsToTxnRequest,
+        False,
+        (
+            ("transactions", "absent", "list", None, True),
+            ("v3_and_below_transactional_id", "field", ("string", False, False)),
+            ("v3_and_below_producer_id", "field", ("int64",)),
+            ("v3_and_below_producer_epoch", "field", ("int16",)),
+            ("v3_and_below_topics", "field", ("array", False, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        AddPartitionsToTxnRequestAddPartitionsToTxnTopic,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p3 = (
+        AddPartitionsToTxnRequest,
+        True,
+        (
+            ("transactions", "absent", "list", None, True),
+            ("v3_and_below_transactional_id", "field", ("string", True, False)),
+            ("v3_and_below_producer_id", "field", ("int64",)),
+            ("v3_and_below_producer_epoch", "field", ("int16",)),
+            ("v3_and_below_topics", "field", ("array", True, False, ("struct", p2, False))),
+        ),
+        True,
+    )
+    p4 = (
+        AddPartitionsToTxnRequestAddPartitionsToTxnTransaction,
+        True,
+        (
+            ("transactional_id", "field", ("string", True, False)),
+            ("producer_id", "field", ("int64",)),
+            ("producer_epoch", "field", ("int16",)),
+            ("verify_only", "field", ("bool",)),
+            ("topics", "field", ("array", True, False, ("struct", p2, False))),
+        ),
+        True,
+    )
+    p5 = (
+        AddPartitionsToTxnRequest,
+        True,
+        (
+            ("transactions", "field", ("array", True, False, ("struct", p4, False))),
+            ("v3_and_below_transactional_id", "absent", "const", "", True),
+            ("v3_and_below_producer_id", "absent", "const", 0, True),
+            ("v3_and_below_producer_epoch", "absent", "const", 0, True),
+            ("v3_and_below_topics", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p6 = (
+        AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("partition_error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p7 = (
+        AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("results_by_partition", "field", ("array", False, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        AddPartitionsToTxnResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "absent", "const", 0, False),
+            ("results_by_transaction", "absent", "list", None, True),
+            (
+                "results_by_topic_v3_and_below",
+                "field",
+                ("array", False, False, ("struct", p7, False)),
+            ),
+        ),
+        True,
+    )
+    p9 = (
+        AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("partition_error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p10 = (
+        AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("results_by_partition", "field", ("array", True, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p11 = (
+        AddPartitionsToTxnResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "absent", "const", 0, False),
+            ("results_by_transaction", "absent", "list", None, True),
+            (
+                "results_by_topic_v3_and_below",
+                "field",
+                ("array", True, False, ("struct", p10, False)),
+            ),
+        ),
+        True,
+    )
+    p12 = (
+        AddPartitionsToTxnResponseAddPartitionsToTxnResult,
+        True,
+        (
+            ("transactional_id", "field", ("string", True, False)),
+            ("topic_results", "field", ("array", True, False, ("struct", p10, False))),
+        ),
+        True,
+    )
+    p13 = (
+        AddPartitionsToTxnResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("results_by_transaction", "field", ("array", True, False, ("struct", p12, False))),
+            ("results_by_topic_v3_and_below", "absent", "list", None, True),
+        ),
+        True,
+    )
+    return {
+        "AddPartitionsToTxnRequest": {0: p1, 1: p1, 2: p1, 3: p3, 4: p5, 5: p5},
+        "AddPartitionsToTxnResponse": {0: p8, 1: p8, 2: p8, 3: p11, 4: p13, 5: p13},
+    }

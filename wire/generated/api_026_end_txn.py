@@ -161,3 +161,52 @@ EndTxnResponse._encoders = {
     3: _e_EndTxnResponse_3,
     4: _e_EndTxnResponse_3,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        EndTxnRequest,
+        False,
+        (
+            ("transactional_id", "field", ("string", False, False)),
+            ("producer_id", "field", ("int64",)),
+            ("producer_epoch", "field", ("int16",)),
+            ("committed", "field", ("bool",)),
+        ),
+        True,
+    )
+    p1 = (
+        EndTxnRequest,
+        True,
+        (
+            ("transactional_id", "field", ("string", True, False)),
+            ("producer_id", "field", ("int64",)),
+            ("producer_epoch", "field", ("int16",)),
+            ("committed", "field", ("bool",)),
+        ),
+        True,
+    )
+    p2 = (
+        EndTxnResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p3 = (
+        EndTxnResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    return {
+        "EndTxnRequest": {0: p0, 1: p0, 2: p0, 3: p1, 4: p1},
+        "EndTxnResponse": {0: p2, 1: p2, 2: p2, 3: p3, 4: p3},
+    }

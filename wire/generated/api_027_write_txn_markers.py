@@ -506,3 +506,129 @@ WriteTxnMarkersResponse._encoders = {
     0: _e_WriteTxnMarkersResponse_0,
     1: _e_WriteTxnMarkersResponse_1,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        WriteTxnMarkersRequestWritableTxnMarkerTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partition_indexes", "field", ("array", False, False, ("int32",))),
+        ),
+        True,
+    )
+    p1 = (
+        WriteTxnMarkersRequestWritableTxnMarker,
+        False,
+        (
+            ("producer_id", "field", ("int64",)),
+            ("producer_epoch", "field", ("int16",)),
+            ("transaction_result", "field", ("bool",)),
+            ("topics", "field", ("array", False, False, ("struct", p0, False))),
+            ("coordinator_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p2 = (
+        WriteTxnMarkersRequest,
+        False,
+        (("markers", "field", ("array", False, False, ("struct", p1, False))),),
+        True,
+    )
+    p3 = (
+        WriteTxnMarkersRequestWritableTxnMarkerTopic,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partition_indexes", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p4 = (
+        WriteTxnMarkersRequestWritableTxnMarker,
+        True,
+        (
+            ("producer_id", "field", ("int64",)),
+            ("producer_epoch", "field", ("int16",)),
+            ("transaction_result", "field", ("bool",)),
+            ("topics", "field", ("array", True, False, ("struct", p3, False))),
+            ("coordinator_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p5 = (
+        WriteTxnMarkersRequest,
+        True,
+        (("markers", "field", ("array", True, False, ("struct", p4, False))),),
+        True,
+    )
+    p6 = (
+        WriteTxnMarkersResponseWritableTxnMarkerPartitionResult,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p7 = (
+        WriteTxnMarkersResponseWritableTxnMarkerTopicResult,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        WriteTxnMarkersResponseWritableTxnMarkerResult,
+        False,
+        (
+            ("producer_id", "field", ("int64",)),
+            ("topics", "field", ("array", False, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p9 = (
+        WriteTxnMarkersResponse,
+        False,
+        (("markers", "field", ("array", False, False, ("struct", p8, False))),),
+        True,
+    )
+    p10 = (
+        WriteTxnMarkersResponseWritableTxnMarkerPartitionResult,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p11 = (
+        WriteTxnMarkersResponseWritableTxnMarkerTopicResult,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p10, False))),
+        ),
+        True,
+    )
+    p12 = (
+        WriteTxnMarkersResponseWritableTxnMarkerResult,
+        True,
+        (
+            ("producer_id", "field", ("int64",)),
+            ("topics", "field", ("array", True, False, ("struct", p11, False))),
+        ),
+        True,
+    )
+    p13 = (
+        WriteTxnMarkersResponse,
+        True,
+        (("markers", "field", ("array", True, False, ("struct", p12, False))),),
+        True,
+    )
+    return {"WriteTxnMarkersRequest": {0: p2, 1: p5}, "WriteTxnMarkersResponse": {0: p9, 1: p13}}

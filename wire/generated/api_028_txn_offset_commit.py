@@ -573,3 +573,171 @@ TxnOffsetCommitResponse._encoders = {
     3: _e_TxnOffsetCommitResponse_3,
     4: _e_TxnOffsetCommitResponse_3,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        TxnOffsetCommitRequestPartition,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("committed_offset", "field", ("int64",)),
+            ("committed_leader_epoch", "absent", "const", -1, False),
+            ("committed_metadata", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p1 = (
+        TxnOffsetCommitRequestTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        TxnOffsetCommitRequest,
+        False,
+        (
+            ("transactional_id", "field", ("string", False, False)),
+            ("group_id", "field", ("string", False, False)),
+            ("producer_id", "field", ("int64",)),
+            ("producer_epoch", "field", ("int16",)),
+            ("generation_id", "absent", "const", -1, True),
+            ("member_id", "absent", "const", "", True),
+            ("group_instance_id", "absent", "const", None, True),
+            ("topics", "field", ("array", False, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        TxnOffsetCommitRequestPartition,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("committed_offset", "field", ("int64",)),
+            ("committed_leader_epoch", "field", ("int32",)),
+            ("committed_metadata", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p4 = (
+        TxnOffsetCommitRequestTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        TxnOffsetCommitRequest,
+        False,
+        (
+            ("transactional_id", "field", ("string", False, False)),
+            ("group_id", "field", ("string", False, False)),
+            ("producer_id", "field", ("int64",)),
+            ("producer_epoch", "field", ("int16",)),
+            ("generation_id", "absent", "const", -1, True),
+            ("member_id", "absent", "const", "", True),
+            ("group_instance_id", "absent", "const", None, True),
+            ("topics", "field", ("array", False, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        TxnOffsetCommitRequestPartition,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("committed_offset", "field", ("int64",)),
+            ("committed_leader_epoch", "field", ("int32",)),
+            ("committed_metadata", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p7 = (
+        TxnOffsetCommitRequestTopic,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        TxnOffsetCommitRequest,
+        True,
+        (
+            ("transactional_id", "field", ("string", True, False)),
+            ("group_id", "field", ("string", True, False)),
+            ("producer_id", "field", ("int64",)),
+            ("producer_epoch", "field", ("int16",)),
+            ("generation_id", "field", ("int32",)),
+            ("member_id", "field", ("string", True, False)),
+            ("group_instance_id", "field", ("string", True, True)),
+            ("topics", "field", ("array", True, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p9 = (
+        TxnOffsetCommitResponsePartition,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p10 = (
+        TxnOffsetCommitResponseTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p11 = (
+        TxnOffsetCommitResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p10, False))),
+        ),
+        True,
+    )
+    p12 = (
+        TxnOffsetCommitResponsePartition,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p13 = (
+        TxnOffsetCommitResponseTopic,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p12, False))),
+        ),
+        True,
+    )
+    p14 = (
+        TxnOffsetCommitResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p13, False))),
+        ),
+        True,
+    )
+    return {
+        "TxnOffsetCommitRequest": {0: p2, 1: p2, 2: p5, 3: p8, 4: p8},
+        "TxnOffsetCommitResponse": {0: p11, 1: p11, 2: p11, 3: p14, 4: p14},
+    }

@@ -492,3 +492,142 @@ DescribeAclsResponse._encoders = {
     2: _e_DescribeAclsResponse_2,
     3: _e_DescribeAclsResponse_2,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DescribeAclsRequest,
+        False,
+        (
+            ("resource_type_filter", "field", ("int8",)),
+            ("resource_name_filter", "field", ("string", False, True)),
+            ("pattern_type_filter", "absent", "const", 3, True),
+            ("principal_filter", "field", ("string", False, True)),
+            ("host_filter", "field", ("string", False, True)),
+            ("operation", "field", ("int8",)),
+            ("permission_type", "field", ("int8",)),
+        ),
+        True,
+    )
+    p1 = (
+        DescribeAclsRequest,
+        False,
+        (
+            ("resource_type_filter", "field", ("int8",)),
+            ("resource_name_filter", "field", ("string", False, True)),
+            ("pattern_type_filter", "field", ("int8",)),
+            ("principal_filter", "field", ("string", False, True)),
+            ("host_filter", "field", ("string", False, True)),
+            ("operation", "field", ("int8",)),
+            ("permission_type", "field", ("int8",)),
+        ),
+        True,
+    )
+    p2 = (
+        DescribeAclsRequest,
+        True,
+        (
+            ("resource_type_filter", "field", ("int8",)),
+            ("resource_name_filter", "field", ("string", True, True)),
+            ("pattern_type_filter", "field", ("int8",)),
+            ("principal_filter", "field", ("string", True, True)),
+            ("host_filter", "field", ("string", True, True)),
+            ("operation", "field", ("int8",)),
+            ("permission_type", "field", ("int8",)),
+        ),
+        True,
+    )
+    p3 = (
+        DescribeAclsResponseAclDescription,
+        False,
+        (
+            ("principal", "field", ("string", False, False)),
+            ("host", "field", ("string", False, False)),
+            ("operation", "field", ("int8",)),
+            ("permission_type", "field", ("int8",)),
+        ),
+        True,
+    )
+    p4 = (
+        DescribeAclsResponseDescribeAclsResource,
+        False,
+        (
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", False, False)),
+            ("pattern_type", "absent", "const", 3, True),
+            ("acls", "field", ("array", False, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        DescribeAclsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+            ("resources", "field", ("array", False, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        DescribeAclsResponseDescribeAclsResource,
+        False,
+        (
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", False, False)),
+            ("pattern_type", "field", ("int8",)),
+            ("acls", "field", ("array", False, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p7 = (
+        DescribeAclsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+            ("resources", "field", ("array", False, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        DescribeAclsResponseAclDescription,
+        True,
+        (
+            ("principal", "field", ("string", True, False)),
+            ("host", "field", ("string", True, False)),
+            ("operation", "field", ("int8",)),
+            ("permission_type", "field", ("int8",)),
+        ),
+        True,
+    )
+    p9 = (
+        DescribeAclsResponseDescribeAclsResource,
+        True,
+        (
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", True, False)),
+            ("pattern_type", "field", ("int8",)),
+            ("acls", "field", ("array", True, False, ("struct", p8, False))),
+        ),
+        True,
+    )
+    p10 = (
+        DescribeAclsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("resources", "field", ("array", True, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    return {
+        "DescribeAclsRequest": {0: p0, 1: p1, 2: p2, 3: p2},
+        "DescribeAclsResponse": {0: p5, 1: p7, 2: p10, 3: p10},
+    }

@@ -404,3 +404,108 @@ CreateAclsResponse._encoders = {
     2: _e_CreateAclsResponse_2,
     3: _e_CreateAclsResponse_2,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        CreateAclsRequestAclCreation,
+        False,
+        (
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", False, False)),
+            ("resource_pattern_type", "absent", "const", 3, True),
+            ("principal", "field", ("string", False, False)),
+            ("host", "field", ("string", False, False)),
+            ("operation", "field", ("int8",)),
+            ("permission_type", "field", ("int8",)),
+        ),
+        True,
+    )
+    p1 = (
+        CreateAclsRequest,
+        False,
+        (("creations", "field", ("array", False, False, ("struct", p0, False))),),
+        True,
+    )
+    p2 = (
+        CreateAclsRequestAclCreation,
+        False,
+        (
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", False, False)),
+            ("resource_pattern_type", "field", ("int8",)),
+            ("principal", "field", ("string", False, False)),
+            ("host", "field", ("string", False, False)),
+            ("operation", "field", ("int8",)),
+            ("permission_type", "field", ("int8",)),
+        ),
+        True,
+    )
+    p3 = (
+        CreateAclsRequest,
+        False,
+        (("creations", "field", ("array", False, False, ("struct", p2, False))),),
+        True,
+    )
+    p4 = (
+        CreateAclsRequestAclCreation,
+        True,
+        (
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", True, False)),
+            ("resource_pattern_type", "field", ("int8",)),
+            ("principal", "field", ("string", True, False)),
+            ("host", "field", ("string", True, False)),
+            ("operation", "field", ("int8",)),
+            ("permission_type", "field", ("int8",)),
+        ),
+        True,
+    )
+    p5 = (
+        CreateAclsRequest,
+        True,
+        (("creations", "field", ("array", True, False, ("struct", p4, False))),),
+        True,
+    )
+    p6 = (
+        CreateAclsResponseAclCreationResult,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p7 = (
+        CreateAclsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("results", "field", ("array", False, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        CreateAclsResponseAclCreationResult,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p9 = (
+        CreateAclsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("results", "field", ("array", True, False, ("struct", p8, False))),
+        ),
+        True,
+    )
+    return {
+        "CreateAclsRequest": {0: p1, 1: p3, 2: p5, 3: p5},
+        "CreateAclsResponse": {0: p7, 1: p7, 2: p9, 3: p9},
+    }

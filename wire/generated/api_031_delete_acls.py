@@ -653,3 +653,177 @@ DeleteAclsResponse._encoders = {
     2: _e_DeleteAclsResponse_2,
     3: _e_DeleteAclsResponse_2,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DeleteAclsRequestDeleteAclsFilter,
+        False,
+        (
+            ("resource_type_filter", "field", ("int8",)),
+            ("resource_name_filter", "field", ("string", False, True)),
+            ("pattern_type_filter", "absent", "const", 3, True),
+            ("principal_filter", "field", ("string", False, True)),
+            ("host_filter", "field", ("string", False, True)),
+            ("operation", "field", ("int8",)),
+            ("permission_type", "field", ("int8",)),
+        ),
+        True,
+    )
+    p1 = (
+        DeleteAclsRequest,
+        False,
+        (("filters", "field", ("array", False, False, ("struct", p0, False))),),
+        True,
+    )
+    p2 = (
+        DeleteAclsRequestDeleteAclsFilter,
+        False,
+        (
+            ("resource_type_filter", "field", ("int8",)),
+            ("resource_name_filter", "field", ("string", False, True)),
+            ("pattern_type_filter", "field", ("int8",)),
+            ("principal_filter", "field", ("string", False, True)),
+            ("host_filter", "field", ("string", False, True)),
+            ("operation", "field", ("int8",)),
+            ("permission_type", "field", ("int8",)),
+        ),
+        True,
+    )
+    p3 = (
+        DeleteAclsRequest,
+        False,
+        (("filters", "field", ("array", False, False, ("struct", p2, False))),),
+        True,
+    )
+    p4 = (
+        DeleteAclsRequestDeleteAclsFilter,
+        True,
+        (
+            ("resource_type_filter", "field", ("int8",)),
+            ("resource_name_filter", "field", ("string", True, True)),
+            ("pattern_type_filter", "field", ("int8",)),
+            ("principal_filter", "field", ("string", True, True)),
+            ("host_filter", "field", ("string", True, True)),
+            ("operation", "field", ("int8",)),
+            ("permission_type", "field", ("int8",)),
+        ),
+        True,
+    )
+    p5 = (
+        DeleteAclsRequest,
+        True,
+        (("filters", "field", ("array", True, False, ("struct", p4, False))),),
+        True,
+    )
+    p6 = (
+        DeleteAclsResponseDeleteAclsMatchingAcl,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", False, False)),
+            ("pattern_type", "absent", "const", 3, True),
+            ("principal", "field", ("string", False, False)),
+            ("host", "field", ("string", False, False)),
+            ("operation", "field", ("int8",)),
+            ("permission_type", "field", ("int8",)),
+        ),
+        True,
+    )
+    p7 = (
+        DeleteAclsResponseDeleteAclsFilterResult,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+            ("matching_acls", "field", ("array", False, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        DeleteAclsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("filter_results", "field", ("array", False, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p9 = (
+        DeleteAclsResponseDeleteAclsMatchingAcl,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", False, False)),
+            ("pattern_type", "field", ("int8",)),
+            ("principal", "field", ("string", False, False)),
+            ("host", "field", ("string", False, False)),
+            ("operation", "field", ("int8",)),
+            ("permission_type", "field", ("int8",)),
+        ),
+        True,
+    )
+    p10 = (
+        DeleteAclsResponseDeleteAclsFilterResult,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+            ("matching_acls", "field", ("array", False, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p11 = (
+        DeleteAclsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("filter_results", "field", ("array", False, False, ("struct", p10, False))),
+        ),
+        True,
+    )
+    p12 = (
+        DeleteAclsResponseDeleteAclsMatchingAcl,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", True, False)),
+            ("pattern_type", "field", ("int8",)),
+            ("principal", "field", ("string", True, False)),
+            ("host", "field", ("string", True, False)),
+            ("operation", "field", ("int8",)),
+            ("permission_type", "field", ("int8",)),
+        ),
+        True,
+    )
+    p13 = (
+        DeleteAclsResponseDeleteAclsFilterResult,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("matching_acls", "field", ("array", True, False, ("struct", p12, False))),
+        ),
+        True,
+    )
+    p14 = (
+        DeleteAclsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("filter_results", "field", ("array", True, False, ("struct", p13, False))),
+        ),
+        True,
+    )
+    return {
+        "DeleteAclsRequest": {0: p1, 1: p3, 2: p5, 3: p5},
+        "DeleteAclsResponse": {0: p8, 1: p11, 2: p14, 3: p14},
+    }

@@ -813,3 +813,240 @@ DescribeConfigsResponse._encoders = {
     3: _e_DescribeConfigsResponse_3,
     4: _e_DescribeConfigsResponse_4,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DescribeConfigsRequestDescribeConfigsResource,
+        False,
+        (
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", False, False)),
+            ("configuration_keys", "field", ("array", False, True, ("string", False, False))),
+        ),
+        True,
+    )
+    p1 = (
+        DescribeConfigsRequest,
+        False,
+        (
+            ("resources", "field", ("array", False, False, ("struct", p0, False))),
+            ("include_synonyms", "absent", "const", False, True),
+            ("include_documentation", "absent", "const", False, True),
+        ),
+        True,
+    )
+    p2 = (
+        DescribeConfigsRequest,
+        False,
+        (
+            ("resources", "field", ("array", False, False, ("struct", p0, False))),
+            ("include_synonyms", "field", ("bool",)),
+            ("include_documentation", "absent", "const", False, True),
+        ),
+        True,
+    )
+    p3 = (
+        DescribeConfigsRequest,
+        False,
+        (
+            ("resources", "field", ("array", False, False, ("struct", p0, False))),
+            ("include_synonyms", "field", ("bool",)),
+            ("include_documentation", "field", ("bool",)),
+        ),
+        True,
+    )
+    p4 = (
+        DescribeConfigsRequestDescribeConfigsResource,
+        True,
+        (
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", True, False)),
+            ("configuration_keys", "field", ("array", True, True, ("string", True, False))),
+        ),
+        True,
+    )
+    p5 = (
+        DescribeConfigsRequest,
+        True,
+        (
+            ("resources", "field", ("array", True, False, ("struct", p4, False))),
+            ("include_synonyms", "field", ("bool",)),
+            ("include_documentation", "field", ("bool",)),
+        ),
+        True,
+    )
+    p6 = (
+        DescribeConfigsResponseDescribeConfigsResourceResult,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("value", "field", ("string", False, True)),
+            ("read_only", "field", ("bool",)),
+            ("is_default", "field", ("bool",)),
+            ("config_source", "absent", "const", -1, False),
+            ("is_sensitive", "field", ("bool",)),
+            ("synonyms", "absent", "list", None, False),
+            ("config_type", "absent", "const", 0, False),
+            ("documentation", "absent", "const", "", False),
+        ),
+        True,
+    )
+    p7 = (
+        DescribeConfigsResponseDescribeConfigsResult,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", False, False)),
+            ("configs", "field", ("array", False, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        DescribeConfigsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("results", "field", ("array", False, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p9 = (
+        DescribeConfigsResponseDescribeConfigsSynonym,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("value", "field", ("string", False, True)),
+            ("source", "field", ("int8",)),
+        ),
+        True,
+    )
+    p10 = (
+        DescribeConfigsResponseDescribeConfigsResourceResult,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("value", "field", ("string", False, True)),
+            ("read_only", "field", ("bool",)),
+            ("is_default", "absent", "const", False, True),
+            ("config_source", "field", ("int8",)),
+            ("is_sensitive", "field", ("bool",)),
+            ("synonyms", "field", ("array", False, False, ("struct", p9, False))),
+            ("config_type", "absent", "const", 0, False),
+            ("documentation", "absent", "const", "", False),
+        ),
+        True,
+    )
+    p11 = (
+        DescribeConfigsResponseDescribeConfigsResult,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", False, False)),
+            ("configs", "field", ("array", False, False, ("struct", p10, False))),
+        ),
+        True,
+    )
+    p12 = (
+        DescribeConfigsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("results", "field", ("array", False, False, ("struct", p11, False))),
+        ),
+        True,
+    )
+    p13 = (
+        DescribeConfigsResponseDescribeConfigsResourceResult,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("value", "field", ("string", False, True)),
+            ("read_only", "field", ("bool",)),
+            ("is_default", "absent", "const", False, True),
+            ("config_source", "field", ("int8",)),
+            ("is_sensitive", "field", ("bool",)),
+            ("synonyms", "field", ("array", False, False, ("struct", p9, False))),
+            ("config_type", "field", ("int8",)),
+            ("documentation", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p14 = (
+        DescribeConfigsResponseDescribeConfigsResult,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", False, False)),
+            ("configs", "field", ("array", False, False, ("struct", p13, False))),
+        ),
+        True,
+    )
+    p15 = (
+        DescribeConfigsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("results", "field", ("array", False, False, ("struct", p14, False))),
+        ),
+        True,
+    )
+    p16 = (
+        DescribeConfigsResponseDescribeConfigsSynonym,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("value", "field", ("string", True, True)),
+            ("source", "field", ("int8",)),
+        ),
+        True,
+    )
+    p17 = (
+        DescribeConfigsResponseDescribeConfigsResourceResult,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("value", "field", ("string", True, True)),
+            ("read_only", "field", ("bool",)),
+            ("is_default", "absent", "const", False, True),
+            ("config_source", "field", ("int8",)),
+            ("is_sensitive", "field", ("bool",)),
+            ("synonyms", "field", ("array", True, False, ("struct", p16, False))),
+            ("config_type", "field", ("int8",)),
+            ("documentation", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p18 = (
+        DescribeConfigsResponseDescribeConfigsResult,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", True, False)),
+            ("configs", "field", ("array", True, False, ("struct", p17, False))),
+        ),
+        True,
+    )
+    p19 = (
+        DescribeConfigsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("results", "field", ("array", True, False, ("struct", p18, False))),
+        ),
+        True,
+    )
+    return {
+        "DescribeConfigsRequest": {0: p1, 1: p2, 2: p2, 3: p3, 4: p5},
+        "DescribeConfigsResponse": {0: p8, 1: p12, 2: p12, 3: p15, 4: p19},
+    }

@@ -396,3 +396,108 @@ AlterConfigsResponse._encoders = {
     1: _e_AlterConfigsResponse_0,
     2: _e_AlterConfigsResponse_2,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        AlterConfigsRequestAlterableConfig,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("value", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p1 = (
+        AlterConfigsRequestAlterConfigsResource,
+        False,
+        (
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", False, False)),
+            ("configs", "field", ("array", False, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        AlterConfigsRequest,
+        False,
+        (
+            ("resources", "field", ("array", False, False, ("struct", p1, False))),
+            ("validate_only", "field", ("bool",)),
+        ),
+        True,
+    )
+    p3 = (
+        AlterConfigsRequestAlterableConfig,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("value", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p4 = (
+        AlterConfigsRequestAlterConfigsResource,
+        True,
+        (
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", True, False)),
+            ("configs", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        AlterConfigsRequest,
+        True,
+        (
+            ("resources", "field", ("array", True, False, ("struct", p4, False))),
+            ("validate_only", "field", ("bool",)),
+        ),
+        True,
+    )
+    p6 = (
+        AlterConfigsResponseAlterConfigsResourceResponse,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", False, False)),
+        ),
+        True,
+    )
+    p7 = (
+        AlterConfigsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("responses", "field", ("array", False, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        AlterConfigsResponseAlterConfigsResourceResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", True, False)),
+        ),
+        True,
+    )
+    p9 = (
+        AlterConfigsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("responses", "field", ("array", True, False, ("struct", p8, False))),
+        ),
+        True,
+    )
+    return {
+        "AlterConfigsRequest": {0: p2, 1: p2, 2: p5},
+        "AlterConfigsResponse": {0: p7, 1: p7, 2: p9},
+    }

@@ -450,3 +450,114 @@ AlterReplicaLogDirsResponse._encoders = {
     1: _e_AlterReplicaLogDirsResponse_0,
     2: _e_AlterReplicaLogDirsResponse_2,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        AlterReplicaLogDirsRequestAlterReplicaLogDirTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("int32",))),
+        ),
+        True,
+    )
+    p1 = (
+        AlterReplicaLogDirsRequestAlterReplicaLogDir,
+        False,
+        (
+            ("path", "field", ("string", False, False)),
+            ("topics", "field", ("array", False, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        AlterReplicaLogDirsRequest,
+        False,
+        (("dirs", "field", ("array", False, False, ("struct", p1, False))),),
+        True,
+    )
+    p3 = (
+        AlterReplicaLogDirsRequestAlterReplicaLogDirTopic,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p4 = (
+        AlterReplicaLogDirsRequestAlterReplicaLogDir,
+        True,
+        (
+            ("path", "field", ("string", True, False)),
+            ("topics", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        AlterReplicaLogDirsRequest,
+        True,
+        (("dirs", "field", ("array", True, False, ("struct", p4, False))),),
+        True,
+    )
+    p6 = (
+        AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p7 = (
+        AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult,
+        False,
+        (
+            ("topic_name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        AlterReplicaLogDirsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("results", "field", ("array", False, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p9 = (
+        AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p10 = (
+        AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p11 = (
+        AlterReplicaLogDirsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("results", "field", ("array", True, False, ("struct", p10, False))),
+        ),
+        True,
+    )
+    return {
+        "AlterReplicaLogDirsRequest": {0: p2, 1: p2, 2: p5},
+        "AlterReplicaLogDirsResponse": {0: p8, 1: p8, 2: p11},
+    }

@@ -588,3 +588,158 @@ DescribeLogDirsResponse._encoders = {
     3: _e_DescribeLogDirsResponse_3,
     4: _e_DescribeLogDirsResponse_4,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DescribeLogDirsRequestDescribableLogDirTopic,
+        False,
+        (
+            ("topic", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("int32",))),
+        ),
+        True,
+    )
+    p1 = (
+        DescribeLogDirsRequest,
+        False,
+        (("topics", "field", ("array", False, True, ("struct", p0, False))),),
+        True,
+    )
+    p2 = (
+        DescribeLogDirsRequestDescribableLogDirTopic,
+        True,
+        (
+            ("topic", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p3 = (
+        DescribeLogDirsRequest,
+        True,
+        (("topics", "field", ("array", True, True, ("struct", p2, False))),),
+        True,
+    )
+    p4 = (
+        DescribeLogDirsResponseDescribeLogDirsPartition,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("partition_size", "field", ("int64",)),
+            ("offset_lag", "field", ("int64",)),
+            ("is_future_key", "field", ("bool",)),
+        ),
+        True,
+    )
+    p5 = (
+        DescribeLogDirsResponseDescribeLogDirsTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        DescribeLogDirsResponseDescribeLogDirsResult,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("log_dir", "field", ("string", False, False)),
+            ("topics", "field", ("array", False, False, ("struct", p5, False))),
+            ("total_bytes", "absent", "const", -1, False),
+            ("usable_bytes", "absent", "const", -1, False),
+        ),
+        True,
+    )
+    p7 = (
+        DescribeLogDirsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "absent", "const", 0, False),
+            ("results", "field", ("array", False, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        DescribeLogDirsResponseDescribeLogDirsPartition,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("partition_size", "field", ("int64",)),
+            ("offset_lag", "field", ("int64",)),
+            ("is_future_key", "field", ("bool",)),
+        ),
+        True,
+    )
+    p9 = (
+        DescribeLogDirsResponseDescribeLogDirsTopic,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p8, False))),
+        ),
+        True,
+    )
+    p10 = (
+        DescribeLogDirsResponseDescribeLogDirsResult,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("log_dir", "field", ("string", True, False)),
+            ("topics", "field", ("array", True, False, ("struct", p9, False))),
+            ("total_bytes", "absent", "const", -1, False),
+            ("usable_bytes", "absent", "const", -1, False),
+        ),
+        True,
+    )
+    p11 = (
+        DescribeLogDirsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "absent", "const", 0, False),
+            ("results", "field", ("array", True, False, ("struct", p10, False))),
+        ),
+        True,
+    )
+    p12 = (
+        DescribeLogDirsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("results", "field", ("array", True, False, ("struct", p10, False))),
+        ),
+        True,
+    )
+    p13 = (
+        DescribeLogDirsResponseDescribeLogDirsResult,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("log_dir", "field", ("string", True, False)),
+            ("topics", "field", ("array", True, False, ("struct", p9, False))),
+            ("total_bytes", "field", ("int64",)),
+            ("usable_bytes", "field", ("int64",)),
+        ),
+        True,
+    )
+    p14 = (
+        DescribeLogDirsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("results", "field", ("array", True, False, ("struct", p13, False))),
+        ),
+        True,
+    )
+    return {
+        "DescribeLogDirsRequest": {0: p1, 1: p1, 2: p3, 3: p3, 4: p3},
+        "DescribeLogDirsResponse": {0: p7, 1: p7, 2: p11, 3: p12, 4: p14},
+    }

@@ -184,3 +184,57 @@ SaslAuthenticateResponse._encoders = {
     1: _e_SaslAuthenticateResponse_1,
     2: _e_SaslAuthenticateResponse_2,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        SaslAuthenticateRequest,
+        False,
+        (("auth_bytes", "field", ("bytes", False, False, False)),),
+        True,
+    )
+    p1 = (
+        SaslAuthenticateRequest,
+        True,
+        (("auth_bytes", "field", ("bytes", True, False, False)),),
+        True,
+    )
+    p2 = (
+        SaslAuthenticateResponse,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+            ("auth_bytes", "field", ("bytes", False, False, False)),
+            ("session_lifetime_ms", "absent", "const", 0, False),
+        ),
+        True,
+    )
+    p3 = (
+        SaslAuthenticateResponse,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+            ("auth_bytes", "field", ("bytes", False, False, False)),
+            ("session_lifetime_ms", "field", ("int64",)),
+        ),
+        True,
+    )
+    p4 = (
+        SaslAuthenticateResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("auth_bytes", "field", ("bytes", True, False, False)),
+            ("session_lifetime_ms", "field", ("int64",)),
+        ),
+        True,
+    )
+    return {
+        "SaslAuthenticateRequest": {0: p0, 1: p0, 2: p1},
+        "SaslAuthenticateResponse": {0: p2, 1: p3, 2: p4},
+    }

@@ -412,3 +412,102 @@ CreatePartitionsResponse._encoders = {
     2: _e_CreatePartitionsResponse_2,
     3: _e_CreatePartitionsResponse_2,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        CreatePartitionsRequestCreatePartitionsAssignment,
+        False,
+        (("broker_ids", "field", ("array", False, False, ("int32",))),),
+        True,
+    )
+    p1 = (
+        CreatePartitionsRequestCreatePartitionsTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("count", "field", ("int32",)),
+            ("assignments", "field", ("array", False, True, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        CreatePartitionsRequest,
+        False,
+        (
+            ("topics", "field", ("array", False, False, ("struct", p1, False))),
+            ("timeout_ms", "field", ("int32",)),
+            ("validate_only", "field", ("bool",)),
+        ),
+        True,
+    )
+    p3 = (
+        CreatePartitionsRequestCreatePartitionsAssignment,
+        True,
+        (("broker_ids", "field", ("array", True, False, ("int32",))),),
+        True,
+    )
+    p4 = (
+        CreatePartitionsRequestCreatePartitionsTopic,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("count", "field", ("int32",)),
+            ("assignments", "field", ("array", True, True, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        CreatePartitionsRequest,
+        True,
+        (
+            ("topics", "field", ("array", True, False, ("struct", p4, False))),
+            ("timeout_ms", "field", ("int32",)),
+            ("validate_only", "field", ("bool",)),
+        ),
+        True,
+    )
+    p6 = (
+        CreatePartitionsResponseCreatePartitionsTopicResult,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p7 = (
+        CreatePartitionsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("results", "field", ("array", False, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        CreatePartitionsResponseCreatePartitionsTopicResult,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p9 = (
+        CreatePartitionsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("results", "field", ("array", True, False, ("struct", p8, False))),
+        ),
+        True,
+    )
+    return {
+        "CreatePartitionsRequest": {0: p2, 1: p2, 2: p5, 3: p5},
+        "CreatePartitionsResponse": {0: p7, 1: p7, 2: p9, 3: p9},
+    }

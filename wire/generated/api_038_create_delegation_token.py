@@ -431,3 +431,117 @@ CreateDelegationTokenResponse._encoders = {
     2: _e_CreateDelegationTokenResponse_2,
     3: _e_CreateDelegationTokenResponse_3,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        CreateDelegationTokenRequestCreatableRenewers,
+        False,
+        (
+            ("principal_type", "field", ("string", False, False)),
+            ("principal_name", "field", ("string", False, False)),
+        ),
+        True,
+    )
+    p1 = (
+        CreateDelegationTokenRequest,
+        False,
+        (
+            ("owner_principal_type", "absent", "const", "", True),
+            ("owner_principal_name", "absent", "const", "", True),
+            ("renewers", "field", ("array", False, False, ("struct", p0, False))),
+            ("max_lifetime_ms", "field", ("int64",)),
+        ),
+        True,
+    )
+    p2 = (
+        CreateDelegationTokenRequestCreatableRenewers,
+        True,
+        (
+            ("principal_type", "field", ("string", True, False)),
+            ("principal_name", "field", ("string", True, False)),
+        ),
+        True,
+    )
+    p3 = (
+        CreateDelegationTokenRequest,
+        True,
+        (
+            ("owner_principal_type", "absent", "const", "", True),
+            ("owner_principal_name", "absent", "const", "", True),
+            ("renewers", "field", ("array", True, False, ("struct", p2, False))),
+            ("max_lifetime_ms", "field", ("int64",)),
+        ),
+        True,
+    )
+    p4 = (
+        CreateDelegationTokenRequest,
+        True,
+        (
+            ("owner_principal_type", "field", ("string", True, True)),
+            ("owner_principal_name", "field", ("string", True, True)),
+            ("renewers", "field", ("array", True, False, ("struct", p2, False))),
+            ("max_lifetime_ms", "field", ("int64",)),
+        ),
+        True,
+    )
+    p5 = (
+        CreateDelegationTokenResponse,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("principal_type", "field", ("string", False, False)),
+            ("principal_name", "field", ("string", False, False)),
+            ("token_requester_principal_type", "absent", "const", "", True),
+            ("token_requester_principal_name", "absent", "const", "", True),
+            ("issue_timestamp_ms", "field", ("int64",)),
+            ("expiry_timestamp_ms", "field", ("int64",)),
+            ("max_timestamp_ms", "field", ("int64",)),
+            ("token_id", "field", ("string", False, False)),
+            ("hmac", "field", ("bytes", False, False, False)),
+            ("throttle_time_ms", "field", ("int32",)),
+        ),
+        True,
+    )
+    p6 = (
+        CreateDelegationTokenResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("principal_type", "field", ("string", True, False)),
+            ("principal_name", "field", ("string", True, False)),
+            ("token_requester_principal_type", "absent", "const", "", True),
+            ("token_requester_principal_name", "absent", "const", "", True),
+            ("issue_timestamp_ms", "field", ("int64",)),
+            ("expiry_timestamp_ms", "field", ("int64",)),
+            ("max_timestamp_ms", "field", ("int64",)),
+            ("token_id", "field", ("string", True, False)),
+            ("hmac", "field", ("bytes", True, False, False)),
+            ("throttle_time_ms", "field", ("int32",)),
+        ),
+        True,
+    )
+    p7 = (
+        CreateDelegationTokenResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("principal_type", "field", ("string", True, False)),
+            ("principal_name", "field", ("string", True, False)),
+            ("token_requester_principal_type", "field", ("string", True, False)),
+            ("token_requester_principal_name", "field", ("string", True, False)),
+            ("issue_timestamp_ms", "field", ("int64",)),
+            ("expiry_timestamp_ms", "field", ("int64",)),
+            ("max_timestamp_ms", "field", ("int64",)),
+            ("token_id", "field", ("string", True, False)),
+            ("hmac", "field", ("bytes", True, False, False)),
+            ("throttle_time_ms", "field", ("int32",)),
+        ),
+        True,
+    )
+    return {
+        "CreateDelegationTokenRequest": {0: p1, 1: p1, 2: p3, 3: p4},
+        "CreateDelegationTokenResponse": {0: p5, 1: p5, 2: p6, 3: p7},
+    }

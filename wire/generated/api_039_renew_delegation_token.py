@@ -162,3 +162,50 @@ RenewDelegationTokenResponse._encoders = {
     1: _e_RenewDelegationTokenResponse_0,
     2: _e_RenewDelegationTokenResponse_2,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        RenewDelegationTokenRequest,
+        False,
+        (
+            ("hmac", "field", ("bytes", False, False, False)),
+            ("renew_period_ms", "field", ("int64",)),
+        ),
+        True,
+    )
+    p1 = (
+        RenewDelegationTokenRequest,
+        True,
+        (
+            ("hmac", "field", ("bytes", True, False, False)),
+            ("renew_period_ms", "field", ("int64",)),
+        ),
+        True,
+    )
+    p2 = (
+        RenewDelegationTokenResponse,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("expiry_timestamp_ms", "field", ("int64",)),
+            ("throttle_time_ms", "field", ("int32",)),
+        ),
+        True,
+    )
+    p3 = (
+        RenewDelegationTokenResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("expiry_timestamp_ms", "field", ("int64",)),
+            ("throttle_time_ms", "field", ("int32",)),
+        ),
+        True,
+    )
+    return {
+        "RenewDelegationTokenRequest": {0: p0, 1: p0, 2: p1},
+        "RenewDelegationTokenResponse": {0: p2, 1: p2, 2: p3},
+    }

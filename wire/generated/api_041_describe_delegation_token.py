@@ -576,3 +576,141 @@ DescribeDelegationTokenResponse._encoders = {
     2: _e_DescribeDelegationTokenResponse_2,
     3: _e_DescribeDelegationTokenResponse_3,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DescribeDelegationTokenRequestDescribeDelegationTokenOwner,
+        False,
+        (
+            ("principal_type", "field", ("string", False, False)),
+            ("principal_name", "field", ("string", False, False)),
+        ),
+        True,
+    )
+    p1 = (
+        DescribeDelegationTokenRequest,
+        False,
+        (("owners", "field", ("array", False, True, ("struct", p0, False))),),
+        True,
+    )
+    p2 = (
+        DescribeDelegationTokenRequestDescribeDelegationTokenOwner,
+        True,
+        (
+            ("principal_type", "field", ("string", True, False)),
+            ("principal_name", "field", ("string", True, False)),
+        ),
+        True,
+    )
+    p3 = (
+        DescribeDelegationTokenRequest,
+        True,
+        (("owners", "field", ("array", True, True, ("struct", p2, False))),),
+        True,
+    )
+    p4 = (
+        DescribeDelegationTokenResponseDescribedDelegationTokenRenewer,
+        False,
+        (
+            ("principal_type", "field", ("string", False, False)),
+            ("principal_name", "field", ("string", False, False)),
+        ),
+        True,
+    )
+    p5 = (
+        DescribeDelegationTokenResponseDescribedDelegationToken,
+        False,
+        (
+            ("principal_type", "field", ("string", False, False)),
+            ("principal_name", "field", ("string", False, False)),
+            ("token_requester_principal_type", "absent", "const", "", True),
+            ("token_requester_principal_name", "absent", "const", "", True),
+            ("issue_timestamp", "field", ("int64",)),
+            ("expiry_timestamp", "field", ("int64",)),
+            ("max_timestamp", "field", ("int64",)),
+            ("token_id", "field", ("string", False, False)),
+            ("hmac", "field", ("bytes", False, False, False)),
+            ("renewers", "field", ("array", False, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        DescribeDelegationTokenResponse,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("tokens", "field", ("array", False, False, ("struct", p5, False))),
+            ("throttle_time_ms", "field", ("int32",)),
+        ),
+        True,
+    )
+    p7 = (
+        DescribeDelegationTokenResponseDescribedDelegationTokenRenewer,
+        True,
+        (
+            ("principal_type", "field", ("string", True, False)),
+            ("principal_name", "field", ("string", True, False)),
+        ),
+        True,
+    )
+    p8 = (
+        DescribeDelegationTokenResponseDescribedDelegationToken,
+        True,
+        (
+            ("principal_type", "field", ("string", True, False)),
+            ("principal_name", "field", ("string", True, False)),
+            ("token_requester_principal_type", "absent", "const", "", True),
+            ("token_requester_principal_name", "absent", "const", "", True),
+            ("issue_timestamp", "field", ("int64",)),
+            ("expiry_timestamp", "field", ("int64",)),
+            ("max_timestamp", "field", ("int64",)),
+            ("token_id", "field", ("string", True, False)),
+            ("hmac", "field", ("bytes", True, False, False)),
+            ("renewers", "field", ("array", True, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p9 = (
+        DescribeDelegationTokenResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("tokens", "field", ("array", True, False, ("struct", p8, False))),
+            ("throttle_time_ms", "field", ("int32",)),
+        ),
+        True,
+    )
+    p10 = (
+        DescribeDelegationTokenResponseDescribedDelegationToken,
+        True,
+        (
+            ("principal_type", "field", ("string", True, False)),
+            ("principal_name", "field", ("string", True, False)),
+            ("token_requester_principal_type", "field", ("string", True, False)),
+            ("token_requester_principal_name", "field", ("string", True, False)),
+            ("issue_timestamp", "field", ("int64",)),
+            ("expiry_timestamp", "field", ("int64",)),
+            ("max_timestamp", "field", ("int64",)),
+            ("token_id", "field", ("string", True, False)),
+            ("hmac", "field", ("bytes", True, False, False)),
+            ("renewers", "field", ("array", True, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p11 = (
+        DescribeDelegationTokenResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("tokens", "field", ("array", True, False, ("struct", p10, False))),
+            ("throttle_time_ms", "field", ("int32",)),
+        ),
+        True,
+    )
+    return {
+        "DescribeDelegationTokenRequest": {0: p1, 1: p1, 2: p3, 3: p3},
+        "DescribeDelegationTokenResponse": {0: p6, 1: p6, 2: p9, 3: p11},
+    }

@@ -234,3 +234,60 @@ DeleteGroupsResponse._encoders = {
     1: _e_DeleteGroupsResponse_0,
     2: _e_DeleteGroupsResponse_2,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DeleteGroupsRequest,
+        False,
+        (("groups_names", "field", ("array", False, False, ("string", False, False))),),
+        True,
+    )
+    p1 = (
+        DeleteGroupsRequest,
+        True,
+        (("groups_names", "field", ("array", True, False, ("string", True, False))),),
+        True,
+    )
+    p2 = (
+        DeleteGroupsResponseDeletableGroupResult,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p3 = (
+        DeleteGroupsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("results", "field", ("array", False, False, ("struct", p2, False))),
+        ),
+        True,
+    )
+    p4 = (
+        DeleteGroupsResponseDeletableGroupResult,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p5 = (
+        DeleteGroupsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("results", "field", ("array", True, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    return {
+        "DeleteGroupsRequest": {0: p0, 1: p0, 2: p1},
+        "DeleteGroupsResponse": {0: p3, 1: p3, 2: p5},
+    }

@@ -464,3 +464,128 @@ ElectLeadersResponse._encoders = {
     1: _e_ElectLeadersResponse_1,
     2: _e_ElectLeadersResponse_2,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ElectLeadersRequestTopicPartitions,
+        False,
+        (
+            ("topic", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("int32",))),
+        ),
+        True,
+    )
+    p1 = (
+        ElectLeadersRequest,
+        False,
+        (
+            ("election_type", "absent", "const", 0, True),
+            ("topic_partitions", "field", ("array", False, True, ("struct", p0, False))),
+            ("timeout_ms", "field", ("int32",)),
+        ),
+        True,
+    )
+    p2 = (
+        ElectLeadersRequest,
+        False,
+        (
+            ("election_type", "field", ("int8",)),
+            ("topic_partitions", "field", ("array", False, True, ("struct", p0, False))),
+            ("timeout_ms", "field", ("int32",)),
+        ),
+        True,
+    )
+    p3 = (
+        ElectLeadersRequestTopicPartitions,
+        True,
+        (
+            ("topic", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p4 = (
+        ElectLeadersRequest,
+        True,
+        (
+            ("election_type", "field", ("int8",)),
+            ("topic_partitions", "field", ("array", True, True, ("struct", p3, False))),
+            ("timeout_ms", "field", ("int32",)),
+        ),
+        True,
+    )
+    p5 = (
+        ElectLeadersResponsePartitionResult,
+        False,
+        (
+            ("partition_id", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p6 = (
+        ElectLeadersResponseReplicaElectionResult,
+        False,
+        (
+            ("topic", "field", ("string", False, False)),
+            ("partition_result", "field", ("array", False, False, ("struct", p5, False))),
+        ),
+        True,
+    )
+    p7 = (
+        ElectLeadersResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "absent", "const", 0, True),
+            ("replica_election_results", "field", ("array", False, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        ElectLeadersResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("replica_election_results", "field", ("array", False, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p9 = (
+        ElectLeadersResponsePartitionResult,
+        True,
+        (
+            ("partition_id", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p10 = (
+        ElectLeadersResponseReplicaElectionResult,
+        True,
+        (
+            ("topic", "field", ("string", True, False)),
+            ("partition_result", "field", ("array", True, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p11 = (
+        ElectLeadersResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("replica_election_results", "field", ("array", True, False, ("struct", p10, False))),
+        ),
+        True,
+    )
+    return {
+        "ElectLeadersRequest": {0: p1, 1: p2, 2: p4},
+        "ElectLeadersResponse": {0: p7, 1: p8, 2: p11},
+    }

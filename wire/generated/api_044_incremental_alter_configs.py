@@ -421,3 +421,110 @@ IncrementalAlterConfigsResponse._encoders = {
     0: _e_IncrementalAlterConfigsResponse_0,
     1: _e_IncrementalAlterConfigsResponse_1,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        IncrementalAlterConfigsRequestAlterableConfig,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("config_operation", "field", ("int8",)),
+            ("value", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p1 = (
+        IncrementalAlterConfigsRequestAlterConfigsResource,
+        False,
+        (
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", False, False)),
+            ("configs", "field", ("array", False, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        IncrementalAlterConfigsRequest,
+        False,
+        (
+            ("resources", "field", ("array", False, False, ("struct", p1, False))),
+            ("validate_only", "field", ("bool",)),
+        ),
+        True,
+    )
+    p3 = (
+        IncrementalAlterConfigsRequestAlterableConfig,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("config_operation", "field", ("int8",)),
+            ("value", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p4 = (
+        IncrementalAlterConfigsRequestAlterConfigsResource,
+        True,
+        (
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", True, False)),
+            ("configs", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        IncrementalAlterConfigsRequest,
+        True,
+        (
+            ("resources", "field", ("array", True, False, ("struct", p4, False))),
+            ("validate_only", "field", ("bool",)),
+        ),
+        True,
+    )
+    p6 = (
+        IncrementalAlterConfigsResponseAlterConfigsResourceResponse,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", False, False)),
+        ),
+        True,
+    )
+    p7 = (
+        IncrementalAlterConfigsResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("responses", "field", ("array", False, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        IncrementalAlterConfigsResponseAlterConfigsResourceResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", True, False)),
+        ),
+        True,
+    )
+    p9 = (
+        IncrementalAlterConfigsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("responses", "field", ("array", True, False, ("struct", p8, False))),
+        ),
+        True,
+    )
+    return {
+        "IncrementalAlterConfigsRequest": {0: p2, 1: p5},
+        "IncrementalAlterConfigsResponse": {0: p7, 1: p9},
+    }

@@ -327,3 +327,69 @@ AlterPartitionReassignmentsRequest._decoders = {0: _d_AlterPartitionReassignment
 AlterPartitionReassignmentsRequest._encoders = {0: _e_AlterPartitionReassignmentsRequest_0}
 AlterPartitionReassignmentsResponse._decoders = {0: _d_AlterPartitionReassignmentsResponse_0}
 AlterPartitionReassignmentsResponse._encoders = {0: _e_AlterPartitionReassignmentsResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        AlterPartitionReassignmentsRequestReassignablePartition,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("replicas", "field", ("array", True, True, ("int32",))),
+        ),
+        True,
+    )
+    p1 = (
+        AlterPartitionReassignmentsRequestReassignableTopic,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        AlterPartitionReassignmentsRequest,
+        True,
+        (
+            ("timeout_ms", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        AlterPartitionReassignmentsResponseReassignablePartitionResponse,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p4 = (
+        AlterPartitionReassignmentsResponseReassignableTopicResponse,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        AlterPartitionReassignmentsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("responses", "field", ("array", True, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    return {
+        "AlterPartitionReassignmentsRequest": {0: p2},
+        "AlterPartitionReassignmentsResponse": {0: p5},
+    }

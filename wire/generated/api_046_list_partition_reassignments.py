@@ -318,3 +318,61 @@ ListPartitionReassignmentsRequest._decoders = {0: _d_ListPartitionReassignmentsR
 ListPartitionReassignmentsRequest._encoders = {0: _e_ListPartitionReassignmentsRequest_0}
 ListPartitionReassignmentsResponse._decoders = {0: _d_ListPartitionReassignmentsResponse_0}
 ListPartitionReassignmentsResponse._encoders = {0: _e_ListPartitionReassignmentsResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ListPartitionReassignmentsRequestListPartitionReassignmentsTopics,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partition_indexes", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p1 = (
+        ListPartitionReassignmentsRequest,
+        True,
+        (
+            ("timeout_ms", "field", ("int32",)),
+            ("topics", "field", ("array", True, True, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        ListPartitionReassignmentsResponseOngoingPartitionReassignment,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("replicas", "field", ("array", True, False, ("int32",))),
+            ("adding_replicas", "field", ("array", True, False, ("int32",))),
+            ("removing_replicas", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p3 = (
+        ListPartitionReassignmentsResponseOngoingTopicReassignment,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p2, False))),
+        ),
+        True,
+    )
+    p4 = (
+        ListPartitionReassignmentsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("topics", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    return {
+        "ListPartitionReassignmentsRequest": {0: p1},
+        "ListPartitionReassignmentsResponse": {0: p4},
+    }

@@ -190,3 +190,56 @@ OffsetDeleteRequest._decoders = {0: _d_OffsetDeleteRequest_0}
 OffsetDeleteRequest._encoders = {0: _e_OffsetDeleteRequest_0}
 OffsetDeleteResponse._decoders = {0: _d_OffsetDeleteResponse_0}
 OffsetDeleteResponse._encoders = {0: _e_OffsetDeleteResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (OffsetDeleteRequestPartition, False, (("partition_index", "field", ("int32",)),), False)
+    p1 = (
+        OffsetDeleteRequestTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p0, False))),
+        ),
+        False,
+    )
+    p2 = (
+        OffsetDeleteRequest,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("topics", "field", ("array", False, False, ("struct", p1, False))),
+        ),
+        False,
+    )
+    p3 = (
+        OffsetDeleteResponsePartition,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        False,
+    )
+    p4 = (
+        OffsetDeleteResponseTopic,
+        False,
+        (
+            ("name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p3, False))),
+        ),
+        False,
+    )
+    p5 = (
+        OffsetDeleteResponse,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", False, False, ("struct", p4, False))),
+        ),
+        False,
+    )
+    return {"OffsetDeleteRequest": {0: p2}, "OffsetDeleteResponse": {0: p5}}

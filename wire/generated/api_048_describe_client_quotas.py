@@ -458,3 +458,126 @@ DescribeClientQuotasResponse._encoders = {
     0: _e_DescribeClientQuotasResponse_0,
     1: _e_DescribeClientQuotasResponse_1,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DescribeClientQuotasRequestComponentData,
+        False,
+        (
+            ("entity_type", "field", ("string", False, False)),
+            ("match_type", "field", ("int8",)),
+            ("match", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p1 = (
+        DescribeClientQuotasRequest,
+        False,
+        (
+            ("components", "field", ("array", False, False, ("struct", p0, False))),
+            ("strict", "field", ("bool",)),
+        ),
+        True,
+    )
+    p2 = (
+        DescribeClientQuotasRequestComponentData,
+        True,
+        (
+            ("entity_type", "field", ("string", True, False)),
+            ("match_type", "field", ("int8",)),
+            ("match", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p3 = (
+        DescribeClientQuotasRequest,
+        True,
+        (
+            ("components", "field", ("array", True, False, ("struct", p2, False))),
+            ("strict", "field", ("bool",)),
+        ),
+        True,
+    )
+    p4 = (
+        DescribeClientQuotasResponseEntityData,
+        False,
+        (
+            ("entity_type", "field", ("string", False, False)),
+            ("entity_name", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p5 = (
+        DescribeClientQuotasResponseValueData,
+        False,
+        (
+            ("key", "field", ("string", False, False)),
+            ("value", "field", ("float64",)),
+        ),
+        True,
+    )
+    p6 = (
+        DescribeClientQuotasResponseEntryData,
+        False,
+        (
+            ("entity", "field", ("array", False, False, ("struct", p4, False))),
+            ("values", "field", ("array", False, False, ("struct", p5, False))),
+        ),
+        True,
+    )
+    p7 = (
+        DescribeClientQuotasResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+            ("entries", "field", ("array", False, True, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        DescribeClientQuotasResponseEntityData,
+        True,
+        (
+            ("entity_type", "field", ("string", True, False)),
+            ("entity_name", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p9 = (
+        DescribeClientQuotasResponseValueData,
+        True,
+        (
+            ("key", "field", ("string", True, False)),
+            ("value", "field", ("float64",)),
+        ),
+        True,
+    )
+    p10 = (
+        DescribeClientQuotasResponseEntryData,
+        True,
+        (
+            ("entity", "field", ("array", True, False, ("struct", p8, False))),
+            ("values", "field", ("array", True, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p11 = (
+        DescribeClientQuotasResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("entries", "field", ("array", True, True, ("struct", p10, False))),
+        ),
+        True,
+    )
+    return {
+        "DescribeClientQuotasRequest": {0: p1, 1: p3},
+        "DescribeClientQuotasResponse": {0: p7, 1: p11},
+    }

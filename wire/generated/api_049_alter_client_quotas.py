@@ -497,3 +497,142 @@ AlterClientQuotasResponse._encoders = {
     0: _e_AlterClientQuotasResponse_0,
     1: _e_AlterClientQuotasResponse_1,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        AlterClientQuotasRequestEntityData,
+        False,
+        (
+            ("entity_type", "field", ("string", False, False)),
+            ("entity_name", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p1 = (
+        AlterClientQuotasRequestOpData,
+        False,
+        (
+            ("key", "field", ("string", False, False)),
+            ("value", "field", ("float64",)),
+            ("remove", "field", ("bool",)),
+        ),
+        True,
+    )
+    p2 = (
+        AlterClientQuotasRequestEntryData,
+        False,
+        (
+            ("entity", "field", ("array", False, False, ("struct", p0, False))),
+            ("ops", "field", ("array", False, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        AlterClientQuotasRequest,
+        False,
+        (
+            ("entries", "field", ("array", False, False, ("struct", p2, False))),
+            ("validate_only", "field", ("bool",)),
+        ),
+        True,
+    )
+    p4 = (
+        AlterClientQuotasRequestEntityData,
+        True,
+        (
+            ("entity_type", "field", ("string", True, False)),
+            ("entity_name", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p5 = (
+        AlterClientQuotasRequestOpData,
+        True,
+        (
+            ("key", "field", ("string", True, False)),
+            ("value", "field", ("float64",)),
+            ("remove", "field", ("bool",)),
+        ),
+        True,
+    )
+    p6 = (
+        AlterClientQuotasRequestEntryData,
+        True,
+        (
+            ("entity", "field", ("array", True, False, ("struct", p4, False))),
+            ("ops", "field", ("array", True, False, ("struct", p5, False))),
+        ),
+        True,
+    )
+    p7 = (
+        AlterClientQuotasRequest,
+        True,
+        (
+            ("entries", "field", ("array", True, False, ("struct", p6, False))),
+            ("validate_only", "field", ("bool",)),
+        ),
+        True,
+    )
+    p8 = (
+        AlterClientQuotasResponseEntityData,
+        False,
+        (
+            ("entity_type", "field", ("string", False, False)),
+            ("entity_name", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p9 = (
+        AlterClientQuotasResponseEntryData,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", False, True)),
+            ("entity", "field", ("array", False, False, ("struct", p8, False))),
+        ),
+        True,
+    )
+    p10 = (
+        AlterClientQuotasResponse,
+        False,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("entries", "field", ("array", False, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p11 = (
+        AlterClientQuotasResponseEntityData,
+        True,
+        (
+            ("entity_type", "field", ("string", True, False)),
+            ("entity_name", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p12 = (
+        AlterClientQuotasResponseEntryData,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("entity", "field", ("array", True, False, ("struct", p11, False))),
+        ),
+        True,
+    )
+    p13 = (
+        AlterClientQuotasResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("entries", "field", ("array", True, False, ("struct", p12, False))),
+        ),
+        True,
+    )
+    return {
+        "AlterClientQuotasRequest": {0: p3, 1: p7},
+        "AlterClientQuotasResponse": {0: p10, 1: p13},
+    }

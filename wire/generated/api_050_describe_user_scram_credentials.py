@@ -265,3 +265,55 @@ DescribeUserScramCredentialsRequest._decoders = {0: _d_DescribeUserScramCredenti
 DescribeUserScramCredentialsRequest._encoders = {0: _e_DescribeUserScramCredentialsRequest_0}
 DescribeUserScramCredentialsResponse._decoders = {0: _d_DescribeUserScramCredentialsResponse_0}
 DescribeUserScramCredentialsResponse._encoders = {0: _e_DescribeUserScramCredentialsResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DescribeUserScramCredentialsRequestUserName,
+        True,
+        (("name", "field", ("string", True, False)),),
+        True,
+    )
+    p1 = (
+        DescribeUserScramCredentialsRequest,
+        True,
+        (("users", "field", ("array", True, True, ("struct", p0, False))),),
+        True,
+    )
+    p2 = (
+        DescribeUserScramCredentialsResponseCredentialInfo,
+        True,
+        (
+            ("mechanism", "field", ("int8",)),
+            ("iterations", "field", ("int32",)),
+        ),
+        True,
+    )
+    p3 = (
+        DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult,
+        True,
+        (
+            ("user", "field", ("string", True, False)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("credential_infos", "field", ("array", True, False, ("struct", p2, False))),
+        ),
+        True,
+    )
+    p4 = (
+        DescribeUserScramCredentialsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("results", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    return {
+        "DescribeUserScramCredentialsRequest": {0: p1},
+        "DescribeUserScramCredentialsResponse": {0: p4},
+    }

@@ -273,3 +273,61 @@ AlterUserScramCredentialsRequest._decoders = {0: _d_AlterUserScramCredentialsReq
 AlterUserScramCredentialsRequest._encoders = {0: _e_AlterUserScramCredentialsRequest_0}
 AlterUserScramCredentialsResponse._decoders = {0: _d_AlterUserScramCredentialsResponse_0}
 AlterUserScramCredentialsResponse._encoders = {0: _e_AlterUserScramCredentialsResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        AlterUserScramCredentialsRequestScramCredentialDeletion,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("mechanism", "field", ("int8",)),
+        ),
+        True,
+    )
+    p1 = (
+        AlterUserScramCredentialsRequestScramCredentialUpsertion,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("mechanism", "field", ("int8",)),
+            ("iterations", "field", ("int32",)),
+            ("salt", "field", ("bytes", True, False, False)),
+            ("salted_password", "field", ("bytes", True, False, False)),
+        ),
+        True,
+    )
+    p2 = (
+        AlterUserScramCredentialsRequest,
+        True,
+        (
+            ("deletions", "field", ("array", True, False, ("struct", p0, False))),
+            ("upsertions", "field", ("array", True, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        AlterUserScramCredentialsResponseAlterUserScramCredentialsResult,
+        True,
+        (
+            ("user", "field", ("string", True, False)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p4 = (
+        AlterUserScramCredentialsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("results", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    return {
+        "AlterUserScramCredentialsRequest": {0: p2},
+        "AlterUserScramCredentialsResponse": {0: p4},
+    }

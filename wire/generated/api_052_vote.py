@@ -517,3 +517,133 @@ VoteRequest._decoders = {0: _d_VoteRequest_0, 1: _d_VoteRequest_1}
 VoteRequest._encoders = {0: _e_VoteRequest_0, 1: _e_VoteRequest_1}
 VoteResponse._decoders = {0: _d_VoteResponse_0, 1: _d_VoteResponse_1}
 VoteResponse._encoders = {0: _e_VoteResponse_0, 1: _e_VoteResponse_1}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        VoteRequestPartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("candidate_epoch", "field", ("int32",)),
+            ("candidate_id", "field", ("int32",)),
+            ("candidate_directory_id", "absent", "const", ZERO_UUID, False),
+            ("voter_directory_id", "absent", "const", ZERO_UUID, False),
+            ("last_offset_epoch", "field", ("int32",)),
+            ("last_offset", "field", ("int64",)),
+        ),
+        True,
+    )
+    p1 = (
+        VoteRequestTopicData,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        VoteRequest,
+        True,
+        (
+            ("cluster_id", "field", ("string", True, True)),
+            ("voter_id", "absent", "const", -1, False),
+            ("topics", "field", ("array", True, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        VoteRequestPartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("candidate_epoch", "field", ("int32",)),
+            ("candidate_id", "field", ("int32",)),
+            ("candidate_directory_id", "field", ("uuid",)),
+            ("voter_directory_id", "field", ("uuid",)),
+            ("last_offset_epoch", "field", ("int32",)),
+            ("last_offset", "field", ("int64",)),
+        ),
+        True,
+    )
+    p4 = (
+        VoteRequestTopicData,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        VoteRequest,
+        True,
+        (
+            ("cluster_id", "field", ("string", True, True)),
+            ("voter_id", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        VoteResponsePartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("vote_granted", "field", ("bool",)),
+        ),
+        True,
+    )
+    p7 = (
+        VoteResponseTopicData,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        VoteResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("topics", "field", ("array", True, False, ("struct", p7, False))),
+            ("node_endpoints", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p9 = (
+        VoteResponseNodeEndpoint,
+        True,
+        (
+            ("node_id", "field", ("int32",)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("uint16",)),
+        ),
+        True,
+    )
+    p10 = (
+        VoteResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("topics", "field", ("array", True, False, ("struct", p7, False))),
+            (
+                "node_endpoints",
+                "tagged",
+                ("array", True, False, ("struct", p9, False)),
+                "list",
+                None,
+                0,
+            ),
+        ),
+        True,
+    )
+    return {"VoteRequest": {0: p2, 1: p5}, "VoteResponse": {0: p8, 1: p10}}

@@ -557,3 +557,158 @@ BeginQuorumEpochResponse._encoders = {
     0: _e_BeginQuorumEpochResponse_0,
     1: _e_BeginQuorumEpochResponse_1,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        BeginQuorumEpochRequestPartitionData,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("voter_directory_id", "absent", "const", ZERO_UUID, False),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p1 = (
+        BeginQuorumEpochRequestTopicData,
+        False,
+        (
+            ("topic_name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        BeginQuorumEpochRequest,
+        False,
+        (
+            ("cluster_id", "field", ("string", False, True)),
+            ("voter_id", "absent", "const", -1, False),
+            ("topics", "field", ("array", False, False, ("struct", p1, False))),
+            ("leader_endpoints", "absent", "list", None, False),
+        ),
+        True,
+    )
+    p3 = (
+        BeginQuorumEpochRequestPartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("voter_directory_id", "field", ("uuid",)),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p4 = (
+        BeginQuorumEpochRequestTopicData,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        BeginQuorumEpochRequestLeaderEndpoint,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("uint16",)),
+        ),
+        True,
+    )
+    p6 = (
+        BeginQuorumEpochRequest,
+        True,
+        (
+            ("cluster_id", "field", ("string", True, True)),
+            ("voter_id", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p4, False))),
+            ("leader_endpoints", "field", ("array", True, False, ("struct", p5, False))),
+        ),
+        True,
+    )
+    p7 = (
+        BeginQuorumEpochResponsePartitionData,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p8 = (
+        BeginQuorumEpochResponseTopicData,
+        False,
+        (
+            ("topic_name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p9 = (
+        BeginQuorumEpochResponse,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("topics", "field", ("array", False, False, ("struct", p8, False))),
+            ("node_endpoints", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p10 = (
+        BeginQuorumEpochResponsePartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p11 = (
+        BeginQuorumEpochResponseTopicData,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p10, False))),
+        ),
+        True,
+    )
+    p12 = (
+        BeginQuorumEpochResponseNodeEndpoint,
+        True,
+        (
+            ("node_id", "field", ("int32",)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("uint16",)),
+        ),
+        True,
+    )
+    p13 = (
+        BeginQuorumEpochResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("topics", "field", ("array", True, False, ("struct", p11, False))),
+            (
+                "node_endpoints",
+                "tagged",
+                ("array", True, False, ("struct", p12, False)),
+                "list",
+                None,
+                0,
+            ),
+        ),
+        True,
+    )
+    return {"BeginQuorumEpochRequest": {0: p2, 1: p6}, "BeginQuorumEpochResponse": {0: p9, 1: p13}}

@@ -598,3 +598,167 @@ EndQuorumEpochRequest._decoders = {0: _d_EndQuorumEpochRequest_0, 1: _d_EndQuoru
 EndQuorumEpochRequest._encoders = {0: _e_EndQuorumEpochRequest_0, 1: _e_EndQuorumEpochRequest_1}
 EndQuorumEpochResponse._decoders = {0: _d_EndQuorumEpochResponse_0, 1: _d_EndQuorumEpochResponse_1}
 EndQuorumEpochResponse._encoders = {0: _e_EndQuorumEpochResponse_0, 1: _e_EndQuorumEpochResponse_1}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        EndQuorumEpochRequestPartitionData,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("preferred_successors", "field", ("array", False, False, ("int32",))),
+            ("preferred_candidates", "absent", "list", None, False),
+        ),
+        True,
+    )
+    p1 = (
+        EndQuorumEpochRequestTopicData,
+        False,
+        (
+            ("topic_name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        EndQuorumEpochRequest,
+        False,
+        (
+            ("cluster_id", "field", ("string", False, True)),
+            ("topics", "field", ("array", False, False, ("struct", p1, False))),
+            ("leader_endpoints", "absent", "list", None, False),
+        ),
+        True,
+    )
+    p3 = (
+        EndQuorumEpochRequestReplicaInfo,
+        True,
+        (
+            ("candidate_id", "field", ("int32",)),
+            ("candidate_directory_id", "field", ("uuid",)),
+        ),
+        True,
+    )
+    p4 = (
+        EndQuorumEpochRequestPartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("preferred_successors", "absent", "list", None, False),
+            ("preferred_candidates", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        EndQuorumEpochRequestTopicData,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        EndQuorumEpochRequestLeaderEndpoint,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("uint16",)),
+        ),
+        True,
+    )
+    p7 = (
+        EndQuorumEpochRequest,
+        True,
+        (
+            ("cluster_id", "field", ("string", True, True)),
+            ("topics", "field", ("array", True, False, ("struct", p5, False))),
+            ("leader_endpoints", "field", ("array", True, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        EndQuorumEpochResponsePartitionData,
+        False,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p9 = (
+        EndQuorumEpochResponseTopicData,
+        False,
+        (
+            ("topic_name", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("struct", p8, False))),
+        ),
+        True,
+    )
+    p10 = (
+        EndQuorumEpochResponse,
+        False,
+        (
+            ("error_code", "field", ("int16",)),
+            ("topics", "field", ("array", False, False, ("struct", p9, False))),
+            ("node_endpoints", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p11 = (
+        EndQuorumEpochResponsePartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p12 = (
+        EndQuorumEpochResponseTopicData,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p11, False))),
+        ),
+        True,
+    )
+    p13 = (
+        EndQuorumEpochResponseNodeEndpoint,
+        True,
+        (
+            ("node_id", "field", ("int32",)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("uint16",)),
+        ),
+        True,
+    )
+    p14 = (
+        EndQuorumEpochResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("topics", "field", ("array", True, False, ("struct", p12, False))),
+            (
+                "node_endpoints",
+                "tagged",
+                ("array", True, False, ("struct", p13, False)),
+                "list",
+                None,
+                0,
+            ),
+        ),
+        True,
+    )
+    return {"EndQuorumEpochRequest": {0: p2, 1: p7}, "EndQuorumEpochResponse": {0: p10, 1: p14}}

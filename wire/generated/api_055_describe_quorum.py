@@ -840,3 +840,193 @@ DescribeQuorumResponse._encoders = {
     1: _e_DescribeQuorumResponse_1,
     2: _e_DescribeQuorumResponse_2,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DescribeQuorumRequestPartitionData,
+        True,
+        (("partition_index", "field", ("int32",)),),
+        True,
+    )
+    p1 = (
+        DescribeQuorumRequestTopicData,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        DescribeQuorumRequest,
+        True,
+        (("topics", "field", ("array", True, False, ("struct", p1, False))),),
+        True,
+    )
+    p3 = (
+        DescribeQuorumResponseReplicaState,
+        True,
+        (
+            ("replica_id", "field", ("int32",)),
+            ("replica_directory_id", "absent", "const", ZERO_UUID, True),
+            ("log_end_offset", "field", ("int64",)),
+            ("last_fetch_timestamp", "absent", "const", -1, False),
+            ("last_caught_up_timestamp", "absent", "const", -1, False),
+        ),
+        True,
+    )
+    p4 = (
+        DescribeQuorumResponsePartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "absent", "const", "", False),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("high_watermark", "field", ("int64",)),
+            ("current_voters", "field", ("array", True, False, ("struct", p3, False))),
+            ("observers", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        DescribeQuorumResponseTopicData,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        DescribeQuorumResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "absent", "const", "", False),
+            ("topics", "field", ("array", True, False, ("struct", p5, False))),
+            ("nodes", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p7 = (
+        DescribeQuorumResponseReplicaState,
+        True,
+        (
+            ("replica_id", "field", ("int32",)),
+            ("replica_directory_id", "absent", "const", ZERO_UUID, True),
+            ("log_end_offset", "field", ("int64",)),
+            ("last_fetch_timestamp", "field", ("int64",)),
+            ("last_caught_up_timestamp", "field", ("int64",)),
+        ),
+        True,
+    )
+    p8 = (
+        DescribeQuorumResponsePartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "absent", "const", "", False),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("high_watermark", "field", ("int64",)),
+            ("current_voters", "field", ("array", True, False, ("struct", p7, False))),
+            ("observers", "field", ("array", True, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p9 = (
+        DescribeQuorumResponseTopicData,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p8, False))),
+        ),
+        True,
+    )
+    p10 = (
+        DescribeQuorumResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "absent", "const", "", False),
+            ("topics", "field", ("array", True, False, ("struct", p9, False))),
+            ("nodes", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p11 = (
+        DescribeQuorumResponseReplicaState,
+        True,
+        (
+            ("replica_id", "field", ("int32",)),
+            ("replica_directory_id", "field", ("uuid",)),
+            ("log_end_offset", "field", ("int64",)),
+            ("last_fetch_timestamp", "field", ("int64",)),
+            ("last_caught_up_timestamp", "field", ("int64",)),
+        ),
+        True,
+    )
+    p12 = (
+        DescribeQuorumResponsePartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("high_watermark", "field", ("int64",)),
+            ("current_voters", "field", ("array", True, False, ("struct", p11, False))),
+            ("observers", "field", ("array", True, False, ("struct", p11, False))),
+        ),
+        True,
+    )
+    p13 = (
+        DescribeQuorumResponseTopicData,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p12, False))),
+        ),
+        True,
+    )
+    p14 = (
+        DescribeQuorumResponseListener,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("uint16",)),
+        ),
+        True,
+    )
+    p15 = (
+        DescribeQuorumResponseNode,
+        True,
+        (
+            ("node_id", "field", ("int32",)),
+            ("listeners", "field", ("array", True, False, ("struct", p14, False))),
+        ),
+        True,
+    )
+    p16 = (
+        DescribeQuorumResponse,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("topics", "field", ("array", True, False, ("struct", p13, False))),
+            ("nodes", "field", ("array", True, False, ("struct", p15, False))),
+        ),
+        True,
+    )
+    return {
+        "DescribeQuorumRequest": {0: p2, 1: p2, 2: p2},
+        "DescribeQuorumResponse": {0: p6, 1: p10, 2: p16},
+    }

@@ -923,3 +923,228 @@ AlterPartitionResponse._encoders = {
     2: _e_AlterPartitionResponse_2,
     3: _e_AlterPartitionResponse_2,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        AlterPartitionRequestPartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("new_isr", "field", ("array", True, False, ("int32",))),
+            ("new_isr_with_epochs", "absent", "list", None, True),
+            ("leader_recovery_state", "absent", "const", 0, True),
+            ("partition_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p1 = (
+        AlterPartitionRequestTopicData,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partitions", "field", ("array", True, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        AlterPartitionRequest,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("topics", "field", ("array", True, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        AlterPartitionRequestPartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("new_isr", "field", ("array", True, False, ("int32",))),
+            ("new_isr_with_epochs", "absent", "list", None, True),
+            ("leader_recovery_state", "field", ("int8",)),
+            ("partition_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p4 = (
+        AlterPartitionRequestTopicData,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partitions", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        AlterPartitionRequest,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("topics", "field", ("array", True, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        AlterPartitionRequestTopicData,
+        True,
+        (
+            ("topic_name", "absent", "const", "", False),
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p7 = (
+        AlterPartitionRequest,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("topics", "field", ("array", True, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        AlterPartitionRequestBrokerState,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+        ),
+        True,
+    )
+    p9 = (
+        AlterPartitionRequestPartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("new_isr", "absent", "list", None, True),
+            ("new_isr_with_epochs", "field", ("array", True, False, ("struct", p8, False))),
+            ("leader_recovery_state", "field", ("int8",)),
+            ("partition_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p10 = (
+        AlterPartitionRequestTopicData,
+        True,
+        (
+            ("topic_name", "absent", "const", "", False),
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p11 = (
+        AlterPartitionRequest,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("topics", "field", ("array", True, False, ("struct", p10, False))),
+        ),
+        True,
+    )
+    p12 = (
+        AlterPartitionResponsePartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("isr", "field", ("array", True, False, ("int32",))),
+            ("leader_recovery_state", "absent", "const", 0, False),
+            ("partition_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p13 = (
+        AlterPartitionResponseTopicData,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partitions", "field", ("array", True, False, ("struct", p12, False))),
+        ),
+        True,
+    )
+    p14 = (
+        AlterPartitionResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("topics", "field", ("array", True, False, ("struct", p13, False))),
+        ),
+        True,
+    )
+    p15 = (
+        AlterPartitionResponsePartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("isr", "field", ("array", True, False, ("int32",))),
+            ("leader_recovery_state", "field", ("int8",)),
+            ("partition_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p16 = (
+        AlterPartitionResponseTopicData,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("topic_id", "absent", "const", ZERO_UUID, False),
+            ("partitions", "field", ("array", True, False, ("struct", p15, False))),
+        ),
+        True,
+    )
+    p17 = (
+        AlterPartitionResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("topics", "field", ("array", True, False, ("struct", p16, False))),
+        ),
+        True,
+    )
+    p18 = (
+        AlterPartitionResponseTopicData,
+        True,
+        (
+            ("topic_name", "absent", "const", "", False),
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p15, False))),
+        ),
+        True,
+    )
+    p19 = (
+        AlterPartitionResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("topics", "field", ("array", True, False, ("struct", p18, False))),
+        ),
+        True,
+    )
+    return {
+        "AlterPartitionRequest": {0: p2, 1: p5, 2: p7, 3: p11},
+        "AlterPartitionResponse": {0: p14, 1: p17, 2: p19, 3: p19},
+    }

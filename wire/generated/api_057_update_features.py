@@ -296,3 +296,72 @@ UpdateFeaturesRequest._decoders = {0: _d_UpdateFeaturesRequest_0, 1: _d_UpdateFe
 UpdateFeaturesRequest._encoders = {0: _e_UpdateFeaturesRequest_0, 1: _e_UpdateFeaturesRequest_1}
 UpdateFeaturesResponse._decoders = {0: _d_UpdateFeaturesResponse_0, 1: _d_UpdateFeaturesResponse_0}
 UpdateFeaturesResponse._encoders = {0: _e_UpdateFeaturesResponse_0, 1: _e_UpdateFeaturesResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        UpdateFeaturesRequestFeatureUpdateKey,
+        True,
+        (
+            ("feature", "field", ("string", True, False)),
+            ("max_version_level", "field", ("int16",)),
+            ("allow_downgrade", "field", ("bool",)),
+            ("upgrade_type", "absent", "const", 1, True),
+        ),
+        True,
+    )
+    p1 = (
+        UpdateFeaturesRequest,
+        True,
+        (
+            ("timeout_ms", "field", ("int32",)),
+            ("feature_updates", "field", ("array", True, False, ("struct", p0, False))),
+            ("validate_only", "absent", "const", False, True),
+        ),
+        True,
+    )
+    p2 = (
+        UpdateFeaturesRequestFeatureUpdateKey,
+        True,
+        (
+            ("feature", "field", ("string", True, False)),
+            ("max_version_level", "field", ("int16",)),
+            ("allow_downgrade", "absent", "const", False, True),
+            ("upgrade_type", "field", ("int8",)),
+        ),
+        True,
+    )
+    p3 = (
+        UpdateFeaturesRequest,
+        True,
+        (
+            ("timeout_ms", "field", ("int32",)),
+            ("feature_updates", "field", ("array", True, False, ("struct", p2, False))),
+            ("validate_only", "field", ("bool",)),
+        ),
+        True,
+    )
+    p4 = (
+        UpdateFeaturesResponseUpdatableFeatureResult,
+        True,
+        (
+            ("feature", "field", ("string", True, False)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p5 = (
+        UpdateFeaturesResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("results", "field", ("array", True, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    return {"UpdateFeaturesRequest": {0: p1, 1: p3}, "UpdateFeaturesResponse": {0: p5, 1: p5}}

@@ -105,3 +105,28 @@ EnvelopeRequest._decoders = {0: _d_EnvelopeRequest_0}
 EnvelopeRequest._encoders = {0: _e_EnvelopeRequest_0}
 EnvelopeResponse._decoders = {0: _d_EnvelopeResponse_0}
 EnvelopeResponse._encoders = {0: _e_EnvelopeResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        EnvelopeRequest,
+        True,
+        (
+            ("request_data", "field", ("bytes", True, False, False)),
+            ("request_principal", "field", ("bytes", True, True, True)),
+            ("client_host_address", "field", ("bytes", True, False, False)),
+        ),
+        True,
+    )
+    p1 = (
+        EnvelopeResponse,
+        True,
+        (
+            ("response_data", "field", ("bytes", True, True, True)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    return {"EnvelopeRequest": {0: p0}, "EnvelopeResponse": {0: p1}}

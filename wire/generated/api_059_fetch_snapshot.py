@@ -694,3 +694,169 @@ FetchSnapshotRequest._decoders = {0: _d_FetchSnapshotRequest_0, 1: _d_FetchSnaps
 FetchSnapshotRequest._encoders = {0: _e_FetchSnapshotRequest_0, 1: _e_FetchSnapshotRequest_1}
 FetchSnapshotResponse._decoders = {0: _d_FetchSnapshotResponse_0, 1: _d_FetchSnapshotResponse_1}
 FetchSnapshotResponse._encoders = {0: _e_FetchSnapshotResponse_0, 1: _e_FetchSnapshotResponse_1}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        FetchSnapshotRequestSnapshotId,
+        True,
+        (
+            ("end_offset", "field", ("int64",)),
+            ("epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p1 = (
+        FetchSnapshotRequestPartitionSnapshot,
+        True,
+        (
+            ("partition", "field", ("int32",)),
+            ("current_leader_epoch", "field", ("int32",)),
+            ("snapshot_id", "field", ("struct", p0, False)),
+            ("position", "field", ("int64",)),
+            ("replica_directory_id", "absent", "const", ZERO_UUID, False),
+        ),
+        True,
+    )
+    p2 = (
+        FetchSnapshotRequestTopicSnapshot,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        FetchSnapshotRequest,
+        True,
+        (
+            ("cluster_id", "tagged", ("string", True, True), "const", None, 0),
+            ("replica_id", "field", ("int32",)),
+            ("max_bytes", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p2, False))),
+        ),
+        True,
+    )
+    p4 = (
+        FetchSnapshotRequestPartitionSnapshot,
+        True,
+        (
+            ("partition", "field", ("int32",)),
+            ("current_leader_epoch", "field", ("int32",)),
+            ("snapshot_id", "field", ("struct", p0, False)),
+            ("position", "field", ("int64",)),
+            ("replica_directory_id", "tagged", ("uuid",), "const", ZERO_UUID, 0),
+        ),
+        True,
+    )
+    p5 = (
+        FetchSnapshotRequestTopicSnapshot,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        FetchSnapshotRequest,
+        True,
+        (
+            ("cluster_id", "tagged", ("string", True, True), "const", None, 0),
+            ("replica_id", "field", ("int32",)),
+            ("max_bytes", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p5, False))),
+        ),
+        True,
+    )
+    p7 = (
+        FetchSnapshotResponseSnapshotId,
+        True,
+        (
+            ("end_offset", "field", ("int64",)),
+            ("epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p8 = (
+        FetchSnapshotResponseLeaderIdAndEpoch,
+        True,
+        (
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p9 = (
+        FetchSnapshotResponsePartitionSnapshot,
+        True,
+        (
+            ("index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("snapshot_id", "field", ("struct", p7, False)),
+            (
+                "current_leader",
+                "tagged",
+                ("struct", p8, False),
+                "new",
+                FetchSnapshotResponseLeaderIdAndEpoch,
+                0,
+            ),
+            ("size", "field", ("int64",)),
+            ("position", "field", ("int64",)),
+            ("unaligned_records", "field", ("records", True, False)),
+        ),
+        True,
+    )
+    p10 = (
+        FetchSnapshotResponseTopicSnapshot,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    p11 = (
+        FetchSnapshotResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("topics", "field", ("array", True, False, ("struct", p10, False))),
+            ("node_endpoints", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p12 = (
+        FetchSnapshotResponseNodeEndpoint,
+        True,
+        (
+            ("node_id", "field", ("int32",)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("uint16",)),
+        ),
+        True,
+    )
+    p13 = (
+        FetchSnapshotResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("topics", "field", ("array", True, False, ("struct", p10, False))),
+            (
+                "node_endpoints",
+                "tagged",
+                ("array", True, False, ("struct", p12, False)),
+                "list",
+                None,
+                0,
+            ),
+        ),
+        True,
+    )
+    return {"FetchSnapshotRequest": {0: p3, 1: p6}, "FetchSnapshotResponse": {0: p11, 1: p13}}

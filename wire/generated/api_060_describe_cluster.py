@@ -293,3 +293,68 @@ DescribeClusterResponse._encoders = {
     0: _e_DescribeClusterResponse_0,
     1: _e_DescribeClusterResponse_1,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DescribeClusterRequest,
+        True,
+        (
+            ("include_cluster_authorized_operations", "field", ("bool",)),
+            ("endpoint_type", "absent", "const", 1, True),
+        ),
+        True,
+    )
+    p1 = (
+        DescribeClusterRequest,
+        True,
+        (
+            ("include_cluster_authorized_operations", "field", ("bool",)),
+            ("endpoint_type", "field", ("int8",)),
+        ),
+        True,
+    )
+    p2 = (
+        DescribeClusterResponseDescribeClusterBroker,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("int32",)),
+            ("rack", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p3 = (
+        DescribeClusterResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("endpoint_type", "absent", "const", 1, True),
+            ("cluster_id", "field", ("string", True, False)),
+            ("controller_id", "field", ("int32",)),
+            ("brokers", "field", ("array", True, False, ("struct", p2, False))),
+            ("cluster_authorized_operations", "field", ("int32",)),
+        ),
+        True,
+    )
+    p4 = (
+        DescribeClusterResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("endpoint_type", "field", ("int8",)),
+            ("cluster_id", "field", ("string", True, False)),
+            ("controller_id", "field", ("int32",)),
+            ("brokers", "field", ("array", True, False, ("struct", p2, False))),
+            ("cluster_authorized_operations", "field", ("int32",)),
+        ),
+        True,
+    )
+    return {"DescribeClusterRequest": {0: p0, 1: p1}, "DescribeClusterResponse": {0: p3, 1: p4}}

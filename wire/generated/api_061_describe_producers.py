@@ -323,3 +323,66 @@ DescribeProducersRequest._decoders = {0: _d_DescribeProducersRequest_0}
 DescribeProducersRequest._encoders = {0: _e_DescribeProducersRequest_0}
 DescribeProducersResponse._decoders = {0: _d_DescribeProducersResponse_0}
 DescribeProducersResponse._encoders = {0: _e_DescribeProducersResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DescribeProducersRequestTopicRequest,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partition_indexes", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p1 = (
+        DescribeProducersRequest,
+        True,
+        (("topics", "field", ("array", True, False, ("struct", p0, False))),),
+        True,
+    )
+    p2 = (
+        DescribeProducersResponseProducerState,
+        True,
+        (
+            ("producer_id", "field", ("int64",)),
+            ("producer_epoch", "field", ("int32",)),
+            ("last_sequence", "field", ("int32",)),
+            ("last_timestamp", "field", ("int64",)),
+            ("coordinator_epoch", "field", ("int32",)),
+            ("current_txn_start_offset", "field", ("int64",)),
+        ),
+        True,
+    )
+    p3 = (
+        DescribeProducersResponsePartitionResponse,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("active_producers", "field", ("array", True, False, ("struct", p2, False))),
+        ),
+        True,
+    )
+    p4 = (
+        DescribeProducersResponseTopicResponse,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        DescribeProducersResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    return {"DescribeProducersRequest": {0: p1}, "DescribeProducersResponse": {0: p5}}

@@ -522,3 +522,107 @@ BrokerRegistrationResponse._encoders = {
     3: _e_BrokerRegistrationResponse_0,
     4: _e_BrokerRegistrationResponse_0,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        BrokerRegistrationRequestListener,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("uint16",)),
+            ("security_protocol", "field", ("int16",)),
+        ),
+        True,
+    )
+    p1 = (
+        BrokerRegistrationRequestFeature,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("min_supported_version", "field", ("int16",)),
+            ("max_supported_version", "field", ("int16",)),
+        ),
+        True,
+    )
+    p2 = (
+        BrokerRegistrationRequest,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("cluster_id", "field", ("string", True, False)),
+            ("incarnation_id", "field", ("uuid",)),
+            ("listeners", "field", ("array", True, False, ("struct", p0, False))),
+            ("features", "field", ("array", True, False, ("struct", p1, False))),
+            ("rack", "field", ("string", True, True)),
+            ("is_migrating_zk_broker", "absent", "const", False, True),
+            ("log_dirs", "absent", "list", None, False),
+            ("previous_broker_epoch", "absent", "const", -1, False),
+        ),
+        True,
+    )
+    p3 = (
+        BrokerRegistrationRequest,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("cluster_id", "field", ("string", True, False)),
+            ("incarnation_id", "field", ("uuid",)),
+            ("listeners", "field", ("array", True, False, ("struct", p0, False))),
+            ("features", "field", ("array", True, False, ("struct", p1, False))),
+            ("rack", "field", ("string", True, True)),
+            ("is_migrating_zk_broker", "field", ("bool",)),
+            ("log_dirs", "absent", "list", None, False),
+            ("previous_broker_epoch", "absent", "const", -1, False),
+        ),
+        True,
+    )
+    p4 = (
+        BrokerRegistrationRequest,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("cluster_id", "field", ("string", True, False)),
+            ("incarnation_id", "field", ("uuid",)),
+            ("listeners", "field", ("array", True, False, ("struct", p0, False))),
+            ("features", "field", ("array", True, False, ("struct", p1, False))),
+            ("rack", "field", ("string", True, True)),
+            ("is_migrating_zk_broker", "field", ("bool",)),
+            ("log_dirs", "field", ("array", True, False, ("uuid",))),
+            ("previous_broker_epoch", "absent", "const", -1, False),
+        ),
+        True,
+    )
+    p5 = (
+        BrokerRegistrationRequest,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("cluster_id", "field", ("string", True, False)),
+            ("incarnation_id", "field", ("uuid",)),
+            ("listeners", "field", ("array", True, False, ("struct", p0, False))),
+            ("features", "field", ("array", True, False, ("struct", p1, False))),
+            ("rack", "field", ("string", True, True)),
+            ("is_migrating_zk_broker", "field", ("bool",)),
+            ("log_dirs", "field", ("array", True, False, ("uuid",))),
+            ("previous_broker_epoch", "field", ("int64",)),
+        ),
+        True,
+    )
+    p6 = (
+        BrokerRegistrationResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("broker_epoch", "field", ("int64",)),
+        ),
+        True,
+    )
+    return {
+        "BrokerRegistrationRequest": {0: p2, 1: p3, 2: p4, 3: p5, 4: p5},
+        "BrokerRegistrationResponse": {0: p6, 1: p6, 2: p6, 3: p6, 4: p6},
+    }

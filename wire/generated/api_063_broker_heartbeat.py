@@ -192,3 +192,47 @@ BrokerHeartbeatResponse._encoders = {
     0: _e_BrokerHeartbeatResponse_0,
     1: _e_BrokerHeartbeatResponse_0,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        BrokerHeartbeatRequest,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("current_metadata_offset", "field", ("int64",)),
+            ("want_fence", "field", ("bool",)),
+            ("want_shut_down", "field", ("bool",)),
+            ("offline_log_dirs", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p1 = (
+        BrokerHeartbeatRequest,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("current_metadata_offset", "field", ("int64",)),
+            ("want_fence", "field", ("bool",)),
+            ("want_shut_down", "field", ("bool",)),
+            ("offline_log_dirs", "tagged", ("array", True, False, ("uuid",)), "list", None, 0),
+        ),
+        True,
+    )
+    p2 = (
+        BrokerHeartbeatResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("is_caught_up", "field", ("bool",)),
+            ("is_fenced", "field", ("bool",)),
+            ("should_shut_down", "field", ("bool",)),
+        ),
+        True,
+    )
+    return {"BrokerHeartbeatRequest": {0: p0, 1: p1}, "BrokerHeartbeatResponse": {0: p2, 1: p2}}

@@ -103,3 +103,20 @@ UnregisterBrokerRequest._decoders = {0: _d_UnregisterBrokerRequest_0}
 UnregisterBrokerRequest._encoders = {0: _e_UnregisterBrokerRequest_0}
 UnregisterBrokerResponse._decoders = {0: _d_UnregisterBrokerResponse_0}
 UnregisterBrokerResponse._encoders = {0: _e_UnregisterBrokerResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (UnregisterBrokerRequest, True, (("broker_id", "field", ("int32",)),), True)
+    p1 = (
+        UnregisterBrokerResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    return {"UnregisterBrokerRequest": {0: p0}, "UnregisterBrokerResponse": {0: p1}}

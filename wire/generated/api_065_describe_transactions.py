@@ -250,3 +250,48 @@ DescribeTransactionsRequest._decoders = {0: _d_DescribeTransactionsRequest_0}
 DescribeTransactionsRequest._encoders = {0: _e_DescribeTransactionsRequest_0}
 DescribeTransactionsResponse._decoders = {0: _d_DescribeTransactionsResponse_0}
 DescribeTransactionsResponse._encoders = {0: _e_DescribeTransactionsResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DescribeTransactionsRequest,
+        True,
+        (("transactional_ids", "field", ("array", True, False, ("string", True, False))),),
+        True,
+    )
+    p1 = (
+        DescribeTransactionsResponseTopicData,
+        True,
+        (
+            ("topic", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p2 = (
+        DescribeTransactionsResponseTransactionState,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("transactional_id", "field", ("string", True, False)),
+            ("transaction_state", "field", ("string", True, False)),
+            ("transaction_timeout_ms", "field", ("int32",)),
+            ("transaction_start_time_ms", "field", ("int64",)),
+            ("producer_id", "field", ("int64",)),
+            ("producer_epoch", "field", ("int16",)),
+            ("topics", "field", ("array", True, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        DescribeTransactionsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("transaction_states", "field", ("array", True, False, ("struct", p2, False))),
+        ),
+        True,
+    )
+    return {"DescribeTransactionsRequest": {0: p0}, "DescribeTransactionsResponse": {0: p3}}

@@ -262,3 +262,50 @@ ListTransactionsResponse._encoders = {
     0: _e_ListTransactionsResponse_0,
     1: _e_ListTransactionsResponse_0,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ListTransactionsRequest,
+        True,
+        (
+            ("state_filters", "field", ("array", True, False, ("string", True, False))),
+            ("producer_id_filters", "field", ("array", True, False, ("int64",))),
+            ("duration_filter", "absent", "const", -1, True),
+        ),
+        True,
+    )
+    p1 = (
+        ListTransactionsRequest,
+        True,
+        (
+            ("state_filters", "field", ("array", True, False, ("string", True, False))),
+            ("producer_id_filters", "field", ("array", True, False, ("int64",))),
+            ("duration_filter", "field", ("int64",)),
+        ),
+        True,
+    )
+    p2 = (
+        ListTransactionsResponseTransactionState,
+        True,
+        (
+            ("transactional_id", "field", ("string", True, False)),
+            ("producer_id", "field", ("int64",)),
+            ("transaction_state", "field", ("string", True, False)),
+        ),
+        True,
+    )
+    p3 = (
+        ListTransactionsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("unknown_state_filters", "field", ("array", True, False, ("string", True, False))),
+            ("transaction_states", "field", ("array", True, False, ("struct", p2, False))),
+        ),
+        True,
+    )
+    return {"ListTransactionsRequest": {0: p0, 1: p1}, "ListTransactionsResponse": {0: p3, 1: p3}}

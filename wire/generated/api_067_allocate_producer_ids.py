@@ -107,3 +107,29 @@ AllocateProducerIdsRequest._decoders = {0: _d_AllocateProducerIdsRequest_0}
 AllocateProducerIdsRequest._encoders = {0: _e_AllocateProducerIdsRequest_0}
 AllocateProducerIdsResponse._decoders = {0: _d_AllocateProducerIdsResponse_0}
 AllocateProducerIdsResponse._encoders = {0: _e_AllocateProducerIdsResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        AllocateProducerIdsRequest,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+        ),
+        True,
+    )
+    p1 = (
+        AllocateProducerIdsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("producer_id_start", "field", ("int64",)),
+            ("producer_id_len", "field", ("int32",)),
+        ),
+        True,
+    )
+    return {"AllocateProducerIdsRequest": {0: p0}, "AllocateProducerIdsResponse": {0: p1}}

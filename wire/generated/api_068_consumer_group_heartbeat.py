@@ -353,3 +353,63 @@ ConsumerGroupHeartbeatRequest._decoders = {0: _d_ConsumerGroupHeartbeatRequest_0
 ConsumerGroupHeartbeatRequest._encoders = {0: _e_ConsumerGroupHeartbeatRequest_0}
 ConsumerGroupHeartbeatResponse._decoders = {0: _d_ConsumerGroupHeartbeatResponse_0}
 ConsumerGroupHeartbeatResponse._encoders = {0: _e_ConsumerGroupHeartbeatResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ConsumerGroupHeartbeatRequestTopicPartitions,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p1 = (
+        ConsumerGroupHeartbeatRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("member_id", "field", ("string", True, False)),
+            ("member_epoch", "field", ("int32",)),
+            ("instance_id", "field", ("string", True, True)),
+            ("rack_id", "field", ("string", True, True)),
+            ("rebalance_timeout_ms", "field", ("int32",)),
+            ("subscribed_topic_names", "field", ("array", True, True, ("string", True, False))),
+            ("server_assignor", "field", ("string", True, True)),
+            ("topic_partitions", "field", ("array", True, True, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        ConsumerGroupHeartbeatResponseTopicPartitions,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p3 = (
+        ConsumerGroupHeartbeatResponseAssignment,
+        True,
+        (("topic_partitions", "field", ("array", True, False, ("struct", p2, False))),),
+        True,
+    )
+    p4 = (
+        ConsumerGroupHeartbeatResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("member_id", "field", ("string", True, True)),
+            ("member_epoch", "field", ("int32",)),
+            ("heartbeat_interval_ms", "field", ("int32",)),
+            ("assignment", "field", ("struct", p3, True)),
+        ),
+        True,
+    )
+    return {"ConsumerGroupHeartbeatRequest": {0: p1}, "ConsumerGroupHeartbeatResponse": {0: p4}}

@@ -223,3 +223,52 @@ ControllerRegistrationRequest._decoders = {0: _d_ControllerRegistrationRequest_0
 ControllerRegistrationRequest._encoders = {0: _e_ControllerRegistrationRequest_0}
 ControllerRegistrationResponse._decoders = {0: _d_ControllerRegistrationResponse_0}
 ControllerRegistrationResponse._encoders = {0: _e_ControllerRegistrationResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ControllerRegistrationRequestListener,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("uint16",)),
+            ("security_protocol", "field", ("int16",)),
+        ),
+        True,
+    )
+    p1 = (
+        ControllerRegistrationRequestFeature,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("min_supported_version", "field", ("int16",)),
+            ("max_supported_version", "field", ("int16",)),
+        ),
+        True,
+    )
+    p2 = (
+        ControllerRegistrationRequest,
+        True,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("incarnation_id", "field", ("uuid",)),
+            ("zk_migration_ready", "field", ("bool",)),
+            ("listeners", "field", ("array", True, False, ("struct", p0, False))),
+            ("features", "field", ("array", True, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        ControllerRegistrationResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    return {"ControllerRegistrationRequest": {0: p2}, "ControllerRegistrationResponse": {0: p3}}

@@ -166,3 +166,34 @@ GetTelemetrySubscriptionsRequest._decoders = {0: _d_GetTelemetrySubscriptionsReq
 GetTelemetrySubscriptionsRequest._encoders = {0: _e_GetTelemetrySubscriptionsRequest_0}
 GetTelemetrySubscriptionsResponse._decoders = {0: _d_GetTelemetrySubscriptionsResponse_0}
 GetTelemetrySubscriptionsResponse._encoders = {0: _e_GetTelemetrySubscriptionsResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        GetTelemetrySubscriptionsRequest,
+        True,
+        (("client_instance_id", "field", ("uuid",)),),
+        True,
+    )
+    p1 = (
+        GetTelemetrySubscriptionsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("client_instance_id", "field", ("uuid",)),
+            ("subscription_id", "field", ("int32",)),
+            ("accepted_compression_types", "field", ("array", True, False, ("int8",))),
+            ("push_interval_ms", "field", ("int32",)),
+            ("telemetry_max_bytes", "field", ("int32",)),
+            ("delta_temporality", "field", ("bool",)),
+            ("requested_metrics", "field", ("array", True, False, ("string", True, False))),
+        ),
+        True,
+    )
+    return {
+        "GetTelemetrySubscriptionsRequest": {0: p0},
+        "GetTelemetrySubscriptionsResponse": {0: p1},
+    }

@@ -113,3 +113,30 @@ PushTelemetryRequest._decoders = {0: _d_PushTelemetryRequest_0}
 PushTelemetryRequest._encoders = {0: _e_PushTelemetryRequest_0}
 PushTelemetryResponse._decoders = {0: _d_PushTelemetryResponse_0}
 PushTelemetryResponse._encoders = {0: _e_PushTelemetryResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        PushTelemetryRequest,
+        True,
+        (
+            ("client_instance_id", "field", ("uuid",)),
+            ("subscription_id", "field", ("int32",)),
+            ("terminating", "field", ("bool",)),
+            ("compression_type", "field", ("int8",)),
+            ("metrics", "field", ("bytes", True, False, False)),
+        ),
+        True,
+    )
+    p1 = (
+        PushTelemetryResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    return {"PushTelemetryRequest": {0: p0}, "PushTelemetryResponse": {0: p1}}

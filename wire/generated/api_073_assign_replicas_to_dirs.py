@@ -384,3 +384,80 @@ AssignReplicasToDirsRequest._decoders = {0: _d_AssignReplicasToDirsRequest_0}
 AssignReplicasToDirsRequest._encoders = {0: _e_AssignReplicasToDirsRequest_0}
 AssignReplicasToDirsResponse._decoders = {0: _d_AssignReplicasToDirsResponse_0}
 AssignReplicasToDirsResponse._encoders = {0: _e_AssignReplicasToDirsResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        AssignReplicasToDirsRequestPartitionData,
+        True,
+        (("partition_index", "field", ("int32",)),),
+        True,
+    )
+    p1 = (
+        AssignReplicasToDirsRequestTopicData,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        AssignReplicasToDirsRequestDirectoryData,
+        True,
+        (
+            ("id", "field", ("uuid",)),
+            ("topics", "field", ("array", True, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        AssignReplicasToDirsRequest,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("directories", "field", ("array", True, False, ("struct", p2, False))),
+        ),
+        True,
+    )
+    p4 = (
+        AssignReplicasToDirsResponsePartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+        ),
+        True,
+    )
+    p5 = (
+        AssignReplicasToDirsResponseTopicData,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        AssignReplicasToDirsResponseDirectoryData,
+        True,
+        (
+            ("id", "field", ("uuid",)),
+            ("topics", "field", ("array", True, False, ("struct", p5, False))),
+        ),
+        True,
+    )
+    p7 = (
+        AssignReplicasToDirsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("directories", "field", ("array", True, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    return {"AssignReplicasToDirsRequest": {0: p3}, "AssignReplicasToDirsResponse": {0: p7}}

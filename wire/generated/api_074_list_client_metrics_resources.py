@@ -149,3 +149,29 @@ ListClientMetricsResourcesRequest._decoders = {0: _d_ListClientMetricsResourcesR
 ListClientMetricsResourcesRequest._encoders = {0: _e_ListClientMetricsResourcesRequest_0}
 ListClientMetricsResourcesResponse._decoders = {0: _d_ListClientMetricsResourcesResponse_0}
 ListClientMetricsResourcesResponse._encoders = {0: _e_ListClientMetricsResourcesResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (ListClientMetricsResourcesRequest, True, (), True)
+    p1 = (
+        ListClientMetricsResourcesResponseClientMetricsResource,
+        True,
+        (("name", "field", ("string", True, False)),),
+        True,
+    )
+    p2 = (
+        ListClientMetricsResourcesResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("client_metrics_resources", "field", ("array", True, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    return {
+        "ListClientMetricsResourcesRequest": {0: p0},
+        "ListClientMetricsResourcesResponse": {0: p2},
+    }

@@ -460,3 +460,82 @@ DescribeTopicPartitionsRequest._decoders = {0: _d_DescribeTopicPartitionsRequest
 DescribeTopicPartitionsRequest._encoders = {0: _e_DescribeTopicPartitionsRequest_0}
 DescribeTopicPartitionsResponse._decoders = {0: _d_DescribeTopicPartitionsResponse_0}
 DescribeTopicPartitionsResponse._encoders = {0: _e_DescribeTopicPartitionsResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DescribeTopicPartitionsRequestTopicRequest,
+        True,
+        (("name", "field", ("string", True, False)),),
+        True,
+    )
+    p1 = (
+        DescribeTopicPartitionsRequestCursor,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("partition_index", "field", ("int32",)),
+        ),
+        True,
+    )
+    p2 = (
+        DescribeTopicPartitionsRequest,
+        True,
+        (
+            ("topics", "field", ("array", True, False, ("struct", p0, False))),
+            ("response_partition_limit", "field", ("int32",)),
+            ("cursor", "field", ("struct", p1, True)),
+        ),
+        True,
+    )
+    p3 = (
+        DescribeTopicPartitionsResponsePartition,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("partition_index", "field", ("int32",)),
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("replica_nodes", "field", ("array", True, False, ("int32",))),
+            ("isr_nodes", "field", ("array", True, False, ("int32",))),
+            ("eligible_leader_replicas", "field", ("array", True, True, ("int32",))),
+            ("last_known_elr", "field", ("array", True, True, ("int32",))),
+            ("offline_replicas", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p4 = (
+        DescribeTopicPartitionsResponseTopic,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("name", "field", ("string", True, True)),
+            ("topic_id", "field", ("uuid",)),
+            ("is_internal", "field", ("bool",)),
+            ("partitions", "field", ("array", True, False, ("struct", p3, False))),
+            ("topic_authorized_operations", "field", ("int32",)),
+        ),
+        True,
+    )
+    p5 = (
+        DescribeTopicPartitionsResponseCursor,
+        True,
+        (
+            ("topic_name", "field", ("string", True, False)),
+            ("partition_index", "field", ("int32",)),
+        ),
+        True,
+    )
+    p6 = (
+        DescribeTopicPartitionsResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p4, False))),
+            ("next_cursor", "field", ("struct", p5, True)),
+        ),
+        True,
+    )
+    return {"DescribeTopicPartitionsRequest": {0: p2}, "DescribeTopicPartitionsResponse": {0: p6}}

@@ -266,3 +266,50 @@ ShareGroupHeartbeatRequest._decoders = {0: _d_ShareGroupHeartbeatRequest_0}
 ShareGroupHeartbeatRequest._encoders = {0: _e_ShareGroupHeartbeatRequest_0}
 ShareGroupHeartbeatResponse._decoders = {0: _d_ShareGroupHeartbeatResponse_0}
 ShareGroupHeartbeatResponse._encoders = {0: _e_ShareGroupHeartbeatResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ShareGroupHeartbeatRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("member_id", "field", ("string", True, False)),
+            ("member_epoch", "field", ("int32",)),
+            ("rack_id", "field", ("string", True, True)),
+            ("subscribed_topic_names", "field", ("array", True, True, ("string", True, False))),
+        ),
+        True,
+    )
+    p1 = (
+        ShareGroupHeartbeatResponseTopicPartitions,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p2 = (
+        ShareGroupHeartbeatResponseAssignment,
+        True,
+        (("topic_partitions", "field", ("array", True, False, ("struct", p1, False))),),
+        True,
+    )
+    p3 = (
+        ShareGroupHeartbeatResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("member_id", "field", ("string", True, True)),
+            ("member_epoch", "field", ("int32",)),
+            ("heartbeat_interval_ms", "field", ("int32",)),
+            ("assignment", "field", ("struct", p2, True)),
+        ),
+        True,
+    )
+    return {"ShareGroupHeartbeatRequest": {0: p0}, "ShareGroupHeartbeatResponse": {0: p3}}

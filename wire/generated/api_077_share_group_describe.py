@@ -383,3 +383,73 @@ ShareGroupDescribeRequest._decoders = {0: _d_ShareGroupDescribeRequest_0}
 ShareGroupDescribeRequest._encoders = {0: _e_ShareGroupDescribeRequest_0}
 ShareGroupDescribeResponse._decoders = {0: _d_ShareGroupDescribeResponse_0}
 ShareGroupDescribeResponse._encoders = {0: _e_ShareGroupDescribeResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ShareGroupDescribeRequest,
+        True,
+        (
+            ("group_ids", "field", ("array", True, False, ("string", True, False))),
+            ("include_authorized_operations", "field", ("bool",)),
+        ),
+        True,
+    )
+    p1 = (
+        ShareGroupDescribeResponseTopicPartitions,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("topic_name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p2 = (
+        ShareGroupDescribeResponseAssignment,
+        True,
+        (("topic_partitions", "field", ("array", True, False, ("struct", p1, False))),),
+        True,
+    )
+    p3 = (
+        ShareGroupDescribeResponseMember,
+        True,
+        (
+            ("member_id", "field", ("string", True, False)),
+            ("rack_id", "field", ("string", True, True)),
+            ("member_epoch", "field", ("int32",)),
+            ("client_id", "field", ("string", True, False)),
+            ("client_host", "field", ("string", True, False)),
+            ("subscribed_topic_names", "field", ("array", True, False, ("string", True, False))),
+            ("assignment", "field", ("struct", p2, False)),
+        ),
+        True,
+    )
+    p4 = (
+        ShareGroupDescribeResponseDescribedGroup,
+        True,
+        (
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("group_id", "field", ("string", True, False)),
+            ("group_state", "field", ("string", True, False)),
+            ("group_epoch", "field", ("int32",)),
+            ("assignment_epoch", "field", ("int32",)),
+            ("assignor_name", "field", ("string", True, False)),
+            ("members", "field", ("array", True, False, ("struct", p3, False))),
+            ("authorized_operations", "field", ("int32",)),
+        ),
+        True,
+    )
+    p5 = (
+        ShareGroupDescribeResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("groups", "field", ("array", True, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    return {"ShareGroupDescribeRequest": {0: p0}, "ShareGroupDescribeResponse": {0: p5}}

@@ -620,3 +620,128 @@ ShareFetchRequest._decoders = {0: _d_ShareFetchRequest_0}
 ShareFetchRequest._encoders = {0: _e_ShareFetchRequest_0}
 ShareFetchResponse._decoders = {0: _d_ShareFetchResponse_0}
 ShareFetchResponse._encoders = {0: _e_ShareFetchResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ShareFetchRequestAcknowledgementBatch,
+        True,
+        (
+            ("first_offset", "field", ("int64",)),
+            ("last_offset", "field", ("int64",)),
+            ("acknowledge_types", "field", ("array", True, False, ("int8",))),
+        ),
+        True,
+    )
+    p1 = (
+        ShareFetchRequestFetchPartition,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("partition_max_bytes", "field", ("int32",)),
+            ("acknowledgement_batches", "field", ("array", True, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        ShareFetchRequestFetchTopic,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        ShareFetchRequestForgottenTopic,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p4 = (
+        ShareFetchRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, True)),
+            ("member_id", "field", ("string", True, True)),
+            ("share_session_epoch", "field", ("int32",)),
+            ("max_wait_ms", "field", ("int32",)),
+            ("min_bytes", "field", ("int32",)),
+            ("max_bytes", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p2, False))),
+            ("forgotten_topics_data", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        ShareFetchResponseLeaderIdAndEpoch,
+        True,
+        (
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p6 = (
+        ShareFetchResponseAcquiredRecords,
+        True,
+        (
+            ("first_offset", "field", ("int64",)),
+            ("last_offset", "field", ("int64",)),
+            ("delivery_count", "field", ("int16",)),
+        ),
+        True,
+    )
+    p7 = (
+        ShareFetchResponsePartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("acknowledge_error_code", "field", ("int16",)),
+            ("acknowledge_error_message", "field", ("string", True, True)),
+            ("current_leader", "field", ("struct", p5, False)),
+            ("records", "field", ("records", True, True)),
+            ("acquired_records", "field", ("array", True, False, ("struct", p6, False))),
+        ),
+        True,
+    )
+    p8 = (
+        ShareFetchResponseShareFetchableTopicResponse,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    p9 = (
+        ShareFetchResponseNodeEndpoint,
+        True,
+        (
+            ("node_id", "field", ("int32",)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("int32",)),
+            ("rack", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p10 = (
+        ShareFetchResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("responses", "field", ("array", True, False, ("struct", p8, False))),
+            ("node_endpoints", "field", ("array", True, False, ("struct", p9, False))),
+        ),
+        True,
+    )
+    return {"ShareFetchRequest": {0: p4}, "ShareFetchResponse": {0: p10}}

@@ -477,3 +477,100 @@ ShareAcknowledgeRequest._decoders = {0: _d_ShareAcknowledgeRequest_0}
 ShareAcknowledgeRequest._encoders = {0: _e_ShareAcknowledgeRequest_0}
 ShareAcknowledgeResponse._decoders = {0: _d_ShareAcknowledgeResponse_0}
 ShareAcknowledgeResponse._encoders = {0: _e_ShareAcknowledgeResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ShareAcknowledgeRequestAcknowledgementBatch,
+        True,
+        (
+            ("first_offset", "field", ("int64",)),
+            ("last_offset", "field", ("int64",)),
+            ("acknowledge_types", "field", ("array", True, False, ("int8",))),
+        ),
+        True,
+    )
+    p1 = (
+        ShareAcknowledgeRequestAcknowledgePartition,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("acknowledgement_batches", "field", ("array", True, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        ShareAcknowledgeRequestAcknowledgeTopic,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        ShareAcknowledgeRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, True)),
+            ("member_id", "field", ("string", True, True)),
+            ("share_session_epoch", "field", ("int32",)),
+            ("topics", "field", ("array", True, False, ("struct", p2, False))),
+        ),
+        True,
+    )
+    p4 = (
+        ShareAcknowledgeResponseLeaderIdAndEpoch,
+        True,
+        (
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p5 = (
+        ShareAcknowledgeResponsePartitionData,
+        True,
+        (
+            ("partition_index", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("current_leader", "field", ("struct", p4, False)),
+        ),
+        True,
+    )
+    p6 = (
+        ShareAcknowledgeResponseShareAcknowledgeTopicResponse,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p5, False))),
+        ),
+        True,
+    )
+    p7 = (
+        ShareAcknowledgeResponseNodeEndpoint,
+        True,
+        (
+            ("node_id", "field", ("int32",)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("int32",)),
+            ("rack", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p8 = (
+        ShareAcknowledgeResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("responses", "field", ("array", True, False, ("struct", p6, False))),
+            ("node_endpoints", "field", ("array", True, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    return {"ShareAcknowledgeRequest": {0: p3}, "ShareAcknowledgeResponse": {0: p8}}

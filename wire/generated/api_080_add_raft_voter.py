@@ -169,3 +169,41 @@ AddRaftVoterRequest._decoders = {0: _d_AddRaftVoterRequest_0}
 AddRaftVoterRequest._encoders = {0: _e_AddRaftVoterRequest_0}
 AddRaftVoterResponse._decoders = {0: _d_AddRaftVoterResponse_0}
 AddRaftVoterResponse._encoders = {0: _e_AddRaftVoterResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        AddRaftVoterRequestListener,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("uint16",)),
+        ),
+        True,
+    )
+    p1 = (
+        AddRaftVoterRequest,
+        True,
+        (
+            ("cluster_id", "field", ("string", True, True)),
+            ("timeout_ms", "field", ("int32",)),
+            ("voter_id", "field", ("int32",)),
+            ("voter_directory_id", "field", ("uuid",)),
+            ("listeners", "field", ("array", True, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        AddRaftVoterResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    return {"AddRaftVoterRequest": {0: p1}, "AddRaftVoterResponse": {0: p2}}

@@ -110,3 +110,29 @@ RemoveRaftVoterRequest._decoders = {0: _d_RemoveRaftVoterRequest_0}
 RemoveRaftVoterRequest._encoders = {0: _e_RemoveRaftVoterRequest_0}
 RemoveRaftVoterResponse._decoders = {0: _d_RemoveRaftVoterResponse_0}
 RemoveRaftVoterResponse._encoders = {0: _e_RemoveRaftVoterResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        RemoveRaftVoterRequest,
+        True,
+        (
+            ("cluster_id", "field", ("string", True, True)),
+            ("voter_id", "field", ("int32",)),
+            ("voter_directory_id", "field", ("uuid",)),
+        ),
+        True,
+    )
+    p1 = (
+        RemoveRaftVoterResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    return {"RemoveRaftVoterRequest": {0: p0}, "RemoveRaftVoterResponse": {0: p1}}

@@ -275,3 +275,69 @@ UpdateRaftVoterRequest._decoders = {0: _d_UpdateRaftVoterRequest_0}
 UpdateRaftVoterRequest._encoders = {0: _e_UpdateRaftVoterRequest_0}
 UpdateRaftVoterResponse._decoders = {0: _d_UpdateRaftVoterResponse_0}
 UpdateRaftVoterResponse._encoders = {0: _e_UpdateRaftVoterResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        UpdateRaftVoterRequestListener,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("uint16",)),
+        ),
+        True,
+    )
+    p1 = (
+        UpdateRaftVoterRequestKRaftVersionFeature,
+        True,
+        (
+            ("min_supported_version", "field", ("int16",)),
+            ("max_supported_version", "field", ("int16",)),
+        ),
+        True,
+    )
+    p2 = (
+        UpdateRaftVoterRequest,
+        True,
+        (
+            ("cluster_id", "field", ("string", True, True)),
+            ("current_leader_epoch", "field", ("int32",)),
+            ("voter_id", "field", ("int32",)),
+            ("voter_directory_id", "field", ("uuid",)),
+            ("listeners", "field", ("array", True, False, ("struct", p0, False))),
+            ("k_raft_version_feature", "field", ("struct", p1, False)),
+        ),
+        True,
+    )
+    p3 = (
+        UpdateRaftVoterResponseCurrentLeader,
+        True,
+        (
+            ("leader_id", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("int32",)),
+        ),
+        True,
+    )
+    p4 = (
+        UpdateRaftVoterResponse,
+        True,
+        (
+            ("throttle_time_ms", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            (
+                "current_leader",
+                "tagged",
+                ("struct", p3, False),
+                "new",
+                UpdateRaftVoterResponseCurrentLeader,
+                0,
+            ),
+        ),
+        True,
+    )
+    return {"UpdateRaftVoterRequest": {0: p2}, "UpdateRaftVoterResponse": {0: p4}}

@@ -295,3 +295,65 @@ InitializeShareGroupStateRequest._decoders = {0: _d_InitializeShareGroupStateReq
 InitializeShareGroupStateRequest._encoders = {0: _e_InitializeShareGroupStateRequest_0}
 InitializeShareGroupStateResponse._decoders = {0: _d_InitializeShareGroupStateResponse_0}
 InitializeShareGroupStateResponse._encoders = {0: _e_InitializeShareGroupStateResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        InitializeShareGroupStateRequestPartitionData,
+        True,
+        (
+            ("partition", "field", ("int32",)),
+            ("state_epoch", "field", ("int32",)),
+            ("start_offset", "field", ("int64",)),
+        ),
+        True,
+    )
+    p1 = (
+        InitializeShareGroupStateRequestInitializeStateData,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        InitializeShareGroupStateRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("topics", "field", ("array", True, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        InitializeShareGroupStateResponsePartitionResult,
+        True,
+        (
+            ("partition", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p4 = (
+        InitializeShareGroupStateResponseInitializeStateResult,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        InitializeShareGroupStateResponse,
+        True,
+        (("results", "field", ("array", True, False, ("struct", p4, False))),),
+        True,
+    )
+    return {
+        "InitializeShareGroupStateRequest": {0: p2},
+        "InitializeShareGroupStateResponse": {0: p5},
+    }

@@ -355,3 +355,75 @@ ReadShareGroupStateRequest._decoders = {0: _d_ReadShareGroupStateRequest_0}
 ReadShareGroupStateRequest._encoders = {0: _e_ReadShareGroupStateRequest_0}
 ReadShareGroupStateResponse._decoders = {0: _d_ReadShareGroupStateResponse_0}
 ReadShareGroupStateResponse._encoders = {0: _e_ReadShareGroupStateResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ReadShareGroupStateRequestPartitionData,
+        True,
+        (
+            ("partition", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p1 = (
+        ReadShareGroupStateRequestReadStateData,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        ReadShareGroupStateRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("topics", "field", ("array", True, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        ReadShareGroupStateResponseStateBatch,
+        True,
+        (
+            ("first_offset", "field", ("int64",)),
+            ("last_offset", "field", ("int64",)),
+            ("delivery_state", "field", ("int8",)),
+            ("delivery_count", "field", ("int16",)),
+        ),
+        True,
+    )
+    p4 = (
+        ReadShareGroupStateResponsePartitionResult,
+        True,
+        (
+            ("partition", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("state_epoch", "field", ("int32",)),
+            ("start_offset", "field", ("int64",)),
+            ("state_batches", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        ReadShareGroupStateResponseReadStateResult,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        ReadShareGroupStateResponse,
+        True,
+        (("results", "field", ("array", True, False, ("struct", p5, False))),),
+        True,
+    )
+    return {"ReadShareGroupStateRequest": {0: p2}, "ReadShareGroupStateResponse": {0: p6}}

@@ -345,3 +345,75 @@ WriteShareGroupStateRequest._decoders = {0: _d_WriteShareGroupStateRequest_0}
 WriteShareGroupStateRequest._encoders = {0: _e_WriteShareGroupStateRequest_0}
 WriteShareGroupStateResponse._decoders = {0: _d_WriteShareGroupStateResponse_0}
 WriteShareGroupStateResponse._encoders = {0: _e_WriteShareGroupStateResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        WriteShareGroupStateRequestStateBatch,
+        True,
+        (
+            ("first_offset", "field", ("int64",)),
+            ("last_offset", "field", ("int64",)),
+            ("delivery_state", "field", ("int8",)),
+            ("delivery_count", "field", ("int16",)),
+        ),
+        True,
+    )
+    p1 = (
+        WriteShareGroupStateRequestPartitionData,
+        True,
+        (
+            ("partition", "field", ("int32",)),
+            ("state_epoch", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("start_offset", "field", ("int64",)),
+            ("state_batches", "field", ("array", True, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        WriteShareGroupStateRequestWriteStateData,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        WriteShareGroupStateRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("topics", "field", ("array", True, False, ("struct", p2, False))),
+        ),
+        True,
+    )
+    p4 = (
+        WriteShareGroupStateResponsePartitionResult,
+        True,
+        (
+            ("partition", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p5 = (
+        WriteShareGroupStateResponseWriteStateResult,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p4, False))),
+        ),
+        True,
+    )
+    p6 = (
+        WriteShareGroupStateResponse,
+        True,
+        (("results", "field", ("array", True, False, ("struct", p5, False))),),
+        True,
+    )
+    return {"WriteShareGroupStateRequest": {0: p3}, "WriteShareGroupStateResponse": {0: p6}}

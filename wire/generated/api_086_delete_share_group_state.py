@@ -289,3 +289,58 @@ DeleteShareGroupStateRequest._decoders = {0: _d_DeleteShareGroupStateRequest_0}
 DeleteShareGroupStateRequest._encoders = {0: _e_DeleteShareGroupStateRequest_0}
 DeleteShareGroupStateResponse._decoders = {0: _d_DeleteShareGroupStateResponse_0}
 DeleteShareGroupStateResponse._encoders = {0: _e_DeleteShareGroupStateResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DeleteShareGroupStateRequestPartitionData,
+        True,
+        (("partition", "field", ("int32",)),),
+        True,
+    )
+    p1 = (
+        DeleteShareGroupStateRequestDeleteStateData,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        DeleteShareGroupStateRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("topics", "field", ("array", True, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        DeleteShareGroupStateResponsePartitionResult,
+        True,
+        (
+            ("partition", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p4 = (
+        DeleteShareGroupStateResponseDeleteStateResult,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        DeleteShareGroupStateResponse,
+        True,
+        (("results", "field", ("array", True, False, ("struct", p4, False))),),
+        True,
+    )
+    return {"DeleteShareGroupStateRequest": {0: p2}, "DeleteShareGroupStateResponse": {0: p5}}

@@ -304,3 +304,66 @@ ReadShareGroupStateSummaryRequest._decoders = {0: _d_ReadShareGroupStateSummaryR
 ReadShareGroupStateSummaryRequest._encoders = {0: _e_ReadShareGroupStateSummaryRequest_0}
 ReadShareGroupStateSummaryResponse._decoders = {0: _d_ReadShareGroupStateSummaryResponse_0}
 ReadShareGroupStateSummaryResponse._encoders = {0: _e_ReadShareGroupStateSummaryResponse_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ReadShareGroupStateSummaryRequestPartitionData,
+        True,
+        (
+            ("partition", "field", ("int32",)),
+            ("leader_epoch", "field", ("int32",)),
+        ),
+        True,
+    )
+    p1 = (
+        ReadShareGroupStateSummaryRequestReadStateSummaryData,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        ReadShareGroupStateSummaryRequest,
+        True,
+        (
+            ("group_id", "field", ("string", True, False)),
+            ("topics", "field", ("array", True, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    p3 = (
+        ReadShareGroupStateSummaryResponsePartitionResult,
+        True,
+        (
+            ("partition", "field", ("int32",)),
+            ("error_code", "field", ("int16",)),
+            ("error_message", "field", ("string", True, True)),
+            ("state_epoch", "field", ("int32",)),
+            ("start_offset", "field", ("int64",)),
+        ),
+        True,
+    )
+    p4 = (
+        ReadShareGroupStateSummaryResponseReadStateSummaryResult,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("struct", p3, False))),
+        ),
+        True,
+    )
+    p5 = (
+        ReadShareGroupStateSummaryResponse,
+        True,
+        (("results", "field", ("array", True, False, ("struct", p4, False))),),
+        True,
+    )
+    return {
+        "ReadShareGroupStateSummaryRequest": {0: p2},
+        "ReadShareGroupStateSummaryResponse": {0: p5},
+    }

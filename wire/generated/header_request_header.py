@@ -97,3 +97,42 @@ def _e_RequestHeader_2(o: RequestHeader, w: bytearray, rg: Regions) -> None:
 
 RequestHeader._decoders = {0: _d_RequestHeader_0, 1: _d_RequestHeader_1, 2: _d_RequestHeader_2}
 RequestHeader._encoders = {0: _e_RequestHeader_0, 1: _e_RequestHeader_1, 2: _e_RequestHeader_2}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        RequestHeader,
+        False,
+        (
+            ("request_api_key", "field", ("int16",)),
+            ("request_api_version", "field", ("int16",)),
+            ("correlation_id", "field", ("int32",)),
+            ("client_id", "absent", "const", "", False),
+        ),
+        True,
+    )
+    p1 = (
+        RequestHeader,
+        False,
+        (
+            ("request_api_key", "field", ("int16",)),
+            ("request_api_version", "field", ("int16",)),
+            ("correlation_id", "field", ("int32",)),
+            ("client_id", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    p2 = (
+        RequestHeader,
+        True,
+        (
+            ("request_api_key", "field", ("int16",)),
+            ("request_api_version", "field", ("int16",)),
+            ("correlation_id", "field", ("int32",)),
+            ("client_id", "field", ("string", False, True)),
+        ),
+        True,
+    )
+    return {"RequestHeader": {0: p0, 1: p1, 2: p2}}

@@ -70,3 +70,11 @@ def _e_ResponseHeader_1(o: ResponseHeader, w: bytearray, rg: Regions) -> None:
 
 ResponseHeader._decoders = {0: _d_ResponseHeader_0, 1: _d_ResponseHeader_1}
 ResponseHeader._encoders = {0: _e_ResponseHeader_0, 1: _e_ResponseHeader_1}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (ResponseHeader, False, (("correlation_id", "field", ("int32",)),), True)
+    p1 = (ResponseHeader, True, (("correlation_id", "field", ("int32",)),), True)
+    return {"ResponseHeader": {0: p0, 1: p1}}

@@ -42,3 +42,18 @@ ConsumerGroupCurrentMemberAssignmentKey._decoders = {
 ConsumerGroupCurrentMemberAssignmentKey._encoders = {
     8: _e_ConsumerGroupCurrentMemberAssignmentKey_8
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ConsumerGroupCurrentMemberAssignmentKey,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("member_id", "field", ("string", False, False)),
+        ),
+        False,
+    )
+    return {"ConsumerGroupCurrentMemberAssignmentKey": {8: p0}}

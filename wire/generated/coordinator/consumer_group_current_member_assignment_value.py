@@ -165,3 +165,34 @@ ConsumerGroupCurrentMemberAssignmentValue._decoders = {
 ConsumerGroupCurrentMemberAssignmentValue._encoders = {
     0: _e_ConsumerGroupCurrentMemberAssignmentValue_0
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ConsumerGroupCurrentMemberAssignmentValueTopicPartitions,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p1 = (
+        ConsumerGroupCurrentMemberAssignmentValue,
+        True,
+        (
+            ("member_epoch", "field", ("int32",)),
+            ("previous_member_epoch", "field", ("int32",)),
+            ("state", "field", ("int8",)),
+            ("assigned_partitions", "field", ("array", True, False, ("struct", p0, False))),
+            (
+                "partitions_pending_revocation",
+                "field",
+                ("array", True, False, ("struct", p0, False)),
+            ),
+        ),
+        True,
+    )
+    return {"ConsumerGroupCurrentMemberAssignmentValue": {0: p1}}

@@ -38,3 +38,18 @@ def _e_ConsumerGroupMemberMetadataKey_5(
 
 ConsumerGroupMemberMetadataKey._decoders = {5: _d_ConsumerGroupMemberMetadataKey_5}
 ConsumerGroupMemberMetadataKey._encoders = {5: _e_ConsumerGroupMemberMetadataKey_5}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ConsumerGroupMemberMetadataKey,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("member_id", "field", ("string", False, False)),
+        ),
+        False,
+    )
+    return {"ConsumerGroupMemberMetadataKey": {5: p0}}

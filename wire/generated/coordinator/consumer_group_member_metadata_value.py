@@ -227,3 +227,50 @@ def _e_ConsumerGroupMemberMetadataValue_0(
 
 ConsumerGroupMemberMetadataValue._decoders = {0: _d_ConsumerGroupMemberMetadataValue_0}
 ConsumerGroupMemberMetadataValue._encoders = {0: _e_ConsumerGroupMemberMetadataValue_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ConsumerGroupMemberMetadataValueClassicProtocol,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("metadata", "field", ("bytes", True, False, False)),
+        ),
+        True,
+    )
+    p1 = (
+        ConsumerGroupMemberMetadataValueClassicMemberMetadata,
+        True,
+        (
+            ("session_timeout_ms", "field", ("int32",)),
+            ("supported_protocols", "field", ("array", True, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        ConsumerGroupMemberMetadataValue,
+        True,
+        (
+            ("instance_id", "field", ("string", True, True)),
+            ("rack_id", "field", ("string", True, True)),
+            ("client_id", "field", ("string", True, False)),
+            ("client_host", "field", ("string", True, False)),
+            ("subscribed_topic_names", "field", ("array", True, False, ("string", True, False))),
+            ("subscribed_topic_regex", "field", ("string", True, True)),
+            ("rebalance_timeout_ms", "field", ("int32",)),
+            ("server_assignor", "field", ("string", True, True)),
+            (
+                "classic_member_metadata",
+                "tagged",
+                ("struct", p1, True),
+                "new",
+                ConsumerGroupMemberMetadataValueClassicMemberMetadata,
+                0,
+            ),
+        ),
+        True,
+    )
+    return {"ConsumerGroupMemberMetadataValue": {0: p2}}

@@ -33,3 +33,15 @@ def _e_ConsumerGroupMetadataKey_3(o: ConsumerGroupMetadataKey, w: bytearray, rg:
 
 ConsumerGroupMetadataKey._decoders = {3: _d_ConsumerGroupMetadataKey_3}
 ConsumerGroupMetadataKey._encoders = {3: _e_ConsumerGroupMetadataKey_3}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ConsumerGroupMetadataKey,
+        False,
+        (("group_id", "field", ("string", False, False)),),
+        False,
+    )
+    return {"ConsumerGroupMetadataKey": {3: p0}}

@@ -59,3 +59,10 @@ def _e_ConsumerGroupMetadataValue_0(
 
 ConsumerGroupMetadataValue._decoders = {0: _d_ConsumerGroupMetadataValue_0}
 ConsumerGroupMetadataValue._encoders = {0: _e_ConsumerGroupMetadataValue_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (ConsumerGroupMetadataValue, True, (("epoch", "field", ("int32",)),), True)
+    return {"ConsumerGroupMetadataValue": {0: p0}}

@@ -35,3 +35,15 @@ def _e_ConsumerGroupPartitionMetadataKey_4(
 
 ConsumerGroupPartitionMetadataKey._decoders = {4: _d_ConsumerGroupPartitionMetadataKey_4}
 ConsumerGroupPartitionMetadataKey._encoders = {4: _e_ConsumerGroupPartitionMetadataKey_4}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ConsumerGroupPartitionMetadataKey,
+        False,
+        (("group_id", "field", ("string", False, False)),),
+        False,
+    )
+    return {"ConsumerGroupPartitionMetadataKey": {4: p0}}

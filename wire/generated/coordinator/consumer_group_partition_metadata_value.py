@@ -180,3 +180,35 @@ def _e_ConsumerGroupPartitionMetadataValue_0(
 
 ConsumerGroupPartitionMetadataValue._decoders = {0: _d_ConsumerGroupPartitionMetadataValue_0}
 ConsumerGroupPartitionMetadataValue._encoders = {0: _e_ConsumerGroupPartitionMetadataValue_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ConsumerGroupPartitionMetadataValuePartitionMetadata,
+        True,
+        (
+            ("partition", "field", ("int32",)),
+            ("racks", "field", ("array", True, False, ("string", True, False))),
+        ),
+        True,
+    )
+    p1 = (
+        ConsumerGroupPartitionMetadataValueTopicMetadata,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("topic_name", "field", ("string", True, False)),
+            ("num_partitions", "field", ("int32",)),
+            ("partition_metadata", "field", ("array", True, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        ConsumerGroupPartitionMetadataValue,
+        True,
+        (("topics", "field", ("array", True, False, ("struct", p1, False))),),
+        True,
+    )
+    return {"ConsumerGroupPartitionMetadataValue": {0: p2}}

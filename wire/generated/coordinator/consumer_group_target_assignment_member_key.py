@@ -38,3 +38,18 @@ def _e_ConsumerGroupTargetAssignmentMemberKey_7(
 
 ConsumerGroupTargetAssignmentMemberKey._decoders = {7: _d_ConsumerGroupTargetAssignmentMemberKey_7}
 ConsumerGroupTargetAssignmentMemberKey._encoders = {7: _e_ConsumerGroupTargetAssignmentMemberKey_7}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ConsumerGroupTargetAssignmentMemberKey,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("member_id", "field", ("string", False, False)),
+        ),
+        False,
+    )
+    return {"ConsumerGroupTargetAssignmentMemberKey": {7: p0}}

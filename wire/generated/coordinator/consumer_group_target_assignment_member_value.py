@@ -129,3 +129,24 @@ ConsumerGroupTargetAssignmentMemberValue._decoders = {
 ConsumerGroupTargetAssignmentMemberValue._encoders = {
     0: _e_ConsumerGroupTargetAssignmentMemberValue_0
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ConsumerGroupTargetAssignmentMemberValueTopicPartition,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("partitions", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p1 = (
+        ConsumerGroupTargetAssignmentMemberValue,
+        True,
+        (("topic_partitions", "field", ("array", True, False, ("struct", p0, False))),),
+        True,
+    )
+    return {"ConsumerGroupTargetAssignmentMemberValue": {0: p1}}

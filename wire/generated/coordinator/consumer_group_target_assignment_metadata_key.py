@@ -39,3 +39,15 @@ ConsumerGroupTargetAssignmentMetadataKey._decoders = {
 ConsumerGroupTargetAssignmentMetadataKey._encoders = {
     6: _e_ConsumerGroupTargetAssignmentMetadataKey_6
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ConsumerGroupTargetAssignmentMetadataKey,
+        False,
+        (("group_id", "field", ("string", False, False)),),
+        False,
+    )
+    return {"ConsumerGroupTargetAssignmentMetadataKey": {6: p0}}

@@ -63,3 +63,15 @@ ConsumerGroupTargetAssignmentMetadataValue._decoders = {
 ConsumerGroupTargetAssignmentMetadataValue._encoders = {
     0: _e_ConsumerGroupTargetAssignmentMetadataValue_0
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ConsumerGroupTargetAssignmentMetadataValue,
+        True,
+        (("assignment_epoch", "field", ("int32",)),),
+        True,
+    )
+    return {"ConsumerGroupTargetAssignmentMetadataValue": {0: p0}}

@@ -33,3 +33,10 @@ def _e_GroupMetadataKey_2(o: GroupMetadataKey, w: bytearray, rg: Regions) -> Non
 
 GroupMetadataKey._decoders = {2: _d_GroupMetadataKey_2}
 GroupMetadataKey._encoders = {2: _e_GroupMetadataKey_2}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (GroupMetadataKey, False, (("group", "field", ("string", False, False)),), False)
+    return {"GroupMetadataKey": {2: p0}}

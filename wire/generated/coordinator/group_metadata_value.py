@@ -430,3 +430,134 @@ GroupMetadataValue._encoders = {
     3: _e_GroupMetadataValue_3,
     4: _e_GroupMetadataValue_4,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        GroupMetadataValueMemberMetadata,
+        False,
+        (
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "absent", "const", None, False),
+            ("client_id", "field", ("string", False, False)),
+            ("client_host", "field", ("string", False, False)),
+            ("rebalance_timeout", "absent", "const", -1, False),
+            ("session_timeout", "field", ("int32",)),
+            ("subscription", "field", ("bytes", False, False, False)),
+            ("assignment", "field", ("bytes", False, False, False)),
+        ),
+        True,
+    )
+    p1 = (
+        GroupMetadataValue,
+        False,
+        (
+            ("protocol_type", "field", ("string", False, False)),
+            ("generation", "field", ("int32",)),
+            ("protocol", "field", ("string", False, True)),
+            ("leader", "field", ("string", False, True)),
+            ("current_state_timestamp", "absent", "const", -1, False),
+            ("members", "field", ("array", False, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        GroupMetadataValueMemberMetadata,
+        False,
+        (
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "absent", "const", None, False),
+            ("client_id", "field", ("string", False, False)),
+            ("client_host", "field", ("string", False, False)),
+            ("rebalance_timeout", "field", ("int32",)),
+            ("session_timeout", "field", ("int32",)),
+            ("subscription", "field", ("bytes", False, False, False)),
+            ("assignment", "field", ("bytes", False, False, False)),
+        ),
+        True,
+    )
+    p3 = (
+        GroupMetadataValue,
+        False,
+        (
+            ("protocol_type", "field", ("string", False, False)),
+            ("generation", "field", ("int32",)),
+            ("protocol", "field", ("string", False, True)),
+            ("leader", "field", ("string", False, True)),
+            ("current_state_timestamp", "absent", "const", -1, False),
+            ("members", "field", ("array", False, False, ("struct", p2, False))),
+        ),
+        True,
+    )
+    p4 = (
+        GroupMetadataValue,
+        False,
+        (
+            ("protocol_type", "field", ("string", False, False)),
+            ("generation", "field", ("int32",)),
+            ("protocol", "field", ("string", False, True)),
+            ("leader", "field", ("string", False, True)),
+            ("current_state_timestamp", "field", ("int64",)),
+            ("members", "field", ("array", False, False, ("struct", p2, False))),
+        ),
+        True,
+    )
+    p5 = (
+        GroupMetadataValueMemberMetadata,
+        False,
+        (
+            ("member_id", "field", ("string", False, False)),
+            ("group_instance_id", "field", ("string", False, True)),
+            ("client_id", "field", ("string", False, False)),
+            ("client_host", "field", ("string", False, False)),
+            ("rebalance_timeout", "field", ("int32",)),
+            ("session_timeout", "field", ("int32",)),
+            ("subscription", "field", ("bytes", False, False, False)),
+            ("assignment", "field", ("bytes", False, False, False)),
+        ),
+        True,
+    )
+    p6 = (
+        GroupMetadataValue,
+        False,
+        (
+            ("protocol_type", "field", ("string", False, False)),
+            ("generation", "field", ("int32",)),
+            ("protocol", "field", ("string", False, True)),
+            ("leader", "field", ("string", False, True)),
+            ("current_state_timestamp", "field", ("int64",)),
+            ("members", "field", ("array", False, False, ("struct", p5, False))),
+        ),
+        True,
+    )
+    p7 = (
+        GroupMetadataValueMemberMetadata,
+        True,
+        (
+            ("member_id", "field", ("string", True, False)),
+            ("group_instance_id", "field", ("string", True, True)),
+            ("client_id", "field", ("string", True, False)),
+            ("client_host", "field", ("string", True, False)),
+            ("rebalance_timeout", "field", ("int32",)),
+            ("session_timeout", "field", ("int32",)),
+            ("subscription", "field", ("bytes", True, False, False)),
+            ("assignment", "field", ("bytes", True, False, False)),
+        ),
+        True,
+    )
+    p8 = (
+        GroupMetadataValue,
+        True,
+        (
+            ("protocol_type", "field", ("string", True, False)),
+            ("generation", "field", ("int32",)),
+            ("protocol", "field", ("string", True, True)),
+            ("leader", "field", ("string", True, True)),
+            ("current_state_timestamp", "field", ("int64",)),
+            ("members", "field", ("array", True, False, ("struct", p7, False))),
+        ),
+        True,
+    )
+    return {"GroupMetadataValue": {0: p1, 1: p3, 2: p4, 3: p6, 4: p8}}

@@ -44,3 +44,19 @@ def _e_OffsetCommitKey_0(o: OffsetCommitKey, w: bytearray, rg: Regions) -> None:
 
 OffsetCommitKey._decoders = {0: _d_OffsetCommitKey_0, 1: _d_OffsetCommitKey_0}
 OffsetCommitKey._encoders = {0: _e_OffsetCommitKey_0, 1: _e_OffsetCommitKey_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        OffsetCommitKey,
+        False,
+        (
+            ("group", "field", ("string", False, False)),
+            ("topic", "field", ("string", False, False)),
+            ("partition", "field", ("int32",)),
+        ),
+        False,
+    )
+    return {"OffsetCommitKey": {0: p0, 1: p0}}

@@ -151,3 +151,57 @@ OffsetCommitValue._encoders = {
     3: _e_OffsetCommitValue_3,
     4: _e_OffsetCommitValue_4,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        OffsetCommitValue,
+        False,
+        (
+            ("offset", "field", ("int64",)),
+            ("leader_epoch", "absent", "const", -1, False),
+            ("metadata", "field", ("string", False, False)),
+            ("commit_timestamp", "field", ("int64",)),
+            ("expire_timestamp", "absent", "const", -1, False),
+        ),
+        True,
+    )
+    p1 = (
+        OffsetCommitValue,
+        False,
+        (
+            ("offset", "field", ("int64",)),
+            ("leader_epoch", "absent", "const", -1, False),
+            ("metadata", "field", ("string", False, False)),
+            ("commit_timestamp", "field", ("int64",)),
+            ("expire_timestamp", "field", ("int64",)),
+        ),
+        True,
+    )
+    p2 = (
+        OffsetCommitValue,
+        False,
+        (
+            ("offset", "field", ("int64",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("metadata", "field", ("string", False, False)),
+            ("commit_timestamp", "field", ("int64",)),
+            ("expire_timestamp", "absent", "const", -1, False),
+        ),
+        True,
+    )
+    p3 = (
+        OffsetCommitValue,
+        True,
+        (
+            ("offset", "field", ("int64",)),
+            ("leader_epoch", "field", ("int32",)),
+            ("metadata", "field", ("string", True, False)),
+            ("commit_timestamp", "field", ("int64",)),
+            ("expire_timestamp", "absent", "const", -1, False),
+        ),
+        True,
+    )
+    return {"OffsetCommitValue": {0: p0, 1: p1, 2: p0, 3: p2, 4: p3}}

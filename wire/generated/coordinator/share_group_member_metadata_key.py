@@ -38,3 +38,18 @@ def _e_ShareGroupMemberMetadataKey_10(
 
 ShareGroupMemberMetadataKey._decoders = {10: _d_ShareGroupMemberMetadataKey_10}
 ShareGroupMemberMetadataKey._encoders = {10: _e_ShareGroupMemberMetadataKey_10}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ShareGroupMemberMetadataKey,
+        False,
+        (
+            ("group_id", "field", ("string", False, False)),
+            ("member_id", "field", ("string", False, False)),
+        ),
+        False,
+    )
+    return {"ShareGroupMemberMetadataKey": {10: p0}}

@@ -81,3 +81,20 @@ def _e_ShareGroupMemberMetadataValue_0(
 
 ShareGroupMemberMetadataValue._decoders = {0: _d_ShareGroupMemberMetadataValue_0}
 ShareGroupMemberMetadataValue._encoders = {0: _e_ShareGroupMemberMetadataValue_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ShareGroupMemberMetadataValue,
+        True,
+        (
+            ("rack_id", "field", ("string", True, True)),
+            ("client_id", "field", ("string", True, False)),
+            ("client_host", "field", ("string", True, False)),
+            ("subscribed_topic_names", "field", ("array", True, False, ("string", True, False))),
+        ),
+        True,
+    )
+    return {"ShareGroupMemberMetadataValue": {0: p0}}

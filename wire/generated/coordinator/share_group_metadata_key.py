@@ -33,3 +33,10 @@ def _e_ShareGroupMetadataKey_11(o: ShareGroupMetadataKey, w: bytearray, rg: Regi
 
 ShareGroupMetadataKey._decoders = {11: _d_ShareGroupMetadataKey_11}
 ShareGroupMetadataKey._encoders = {11: _e_ShareGroupMetadataKey_11}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (ShareGroupMetadataKey, False, (("group_id", "field", ("string", False, False)),), False)
+    return {"ShareGroupMetadataKey": {11: p0}}

@@ -57,3 +57,10 @@ def _e_ShareGroupMetadataValue_0(o: ShareGroupMetadataValue, w: bytearray, rg: R
 
 ShareGroupMetadataValue._decoders = {0: _d_ShareGroupMetadataValue_0}
 ShareGroupMetadataValue._encoders = {0: _e_ShareGroupMetadataValue_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (ShareGroupMetadataValue, True, (("epoch", "field", ("int32",)),), True)
+    return {"ShareGroupMetadataValue": {0: p0}}

@@ -35,3 +35,15 @@ def _e_ShareGroupPartitionMetadataKey_9(
 
 ShareGroupPartitionMetadataKey._decoders = {9: _d_ShareGroupPartitionMetadataKey_9}
 ShareGroupPartitionMetadataKey._encoders = {9: _e_ShareGroupPartitionMetadataKey_9}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ShareGroupPartitionMetadataKey,
+        False,
+        (("group_id", "field", ("string", False, False)),),
+        False,
+    )
+    return {"ShareGroupPartitionMetadataKey": {9: p0}}

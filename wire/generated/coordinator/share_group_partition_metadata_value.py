@@ -181,3 +181,37 @@ def _e_ShareGroupPartitionMetadataValue_0(
 
 ShareGroupPartitionMetadataValue._decoders = {0: _d_ShareGroupPartitionMetadataValue_0}
 ShareGroupPartitionMetadataValue._encoders = {0: _e_ShareGroupPartitionMetadataValue_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ShareGroupPartitionMetadataValueTopicPartitionsInfo,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("topic_name", "field", ("string", True, False)),
+            ("partitions", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p1 = (
+        ShareGroupPartitionMetadataValueTopicInfo,
+        True,
+        (
+            ("topic_id", "field", ("uuid",)),
+            ("topic_name", "field", ("string", True, False)),
+        ),
+        True,
+    )
+    p2 = (
+        ShareGroupPartitionMetadataValue,
+        True,
+        (
+            ("initialized_topics", "field", ("array", True, False, ("struct", p0, False))),
+            ("deleting_topics", "field", ("array", True, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    return {"ShareGroupPartitionMetadataValue": {0: p2}}

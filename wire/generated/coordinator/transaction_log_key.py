@@ -33,3 +33,15 @@ def _e_TransactionLogKey_0(o: TransactionLogKey, w: bytearray, rg: Regions) -> N
 
 TransactionLogKey._decoders = {0: _d_TransactionLogKey_0}
 TransactionLogKey._encoders = {0: _e_TransactionLogKey_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        TransactionLogKey,
+        False,
+        (("transactional_id", "field", ("string", False, False)),),
+        False,
+    )
+    return {"TransactionLogKey": {0: p0}}

@@ -216,3 +216,55 @@ def _e_TransactionLogValue_1(o: TransactionLogValue, w: bytearray, rg: Regions) 
 
 TransactionLogValue._decoders = {0: _d_TransactionLogValue_0, 1: _d_TransactionLogValue_1}
 TransactionLogValue._encoders = {0: _e_TransactionLogValue_0, 1: _e_TransactionLogValue_1}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        TransactionLogValuePartitionsSchema,
+        False,
+        (
+            ("topic", "field", ("string", False, False)),
+            ("partition_ids", "field", ("array", False, False, ("int32",))),
+        ),
+        True,
+    )
+    p1 = (
+        TransactionLogValue,
+        False,
+        (
+            ("producer_id", "field", ("int64",)),
+            ("producer_epoch", "field", ("int16",)),
+            ("transaction_timeout_ms", "field", ("int32",)),
+            ("transaction_status", "field", ("int8",)),
+            ("transaction_partitions", "field", ("array", False, True, ("struct", p0, False))),
+            ("transaction_last_update_timestamp_ms", "field", ("int64",)),
+            ("transaction_start_timestamp_ms", "field", ("int64",)),
+        ),
+        True,
+    )
+    p2 = (
+        TransactionLogValuePartitionsSchema,
+        True,
+        (
+            ("topic", "field", ("string", True, False)),
+            ("partition_ids", "field", ("array", True, False, ("int32",))),
+        ),
+        True,
+    )
+    p3 = (
+        TransactionLogValue,
+        True,
+        (
+            ("producer_id", "field", ("int64",)),
+            ("producer_epoch", "field", ("int16",)),
+            ("transaction_timeout_ms", "field", ("int32",)),
+            ("transaction_status", "field", ("int8",)),
+            ("transaction_partitions", "field", ("array", True, True, ("struct", p2, False))),
+            ("transaction_last_update_timestamp_ms", "field", ("int64",)),
+            ("transaction_start_timestamp_ms", "field", ("int64",)),
+        ),
+        True,
+    )
+    return {"TransactionLogValue": {0: p1, 1: p3}}

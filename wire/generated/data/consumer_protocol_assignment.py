@@ -98,3 +98,27 @@ ConsumerProtocolAssignment._encoders = {
     2: _e_ConsumerProtocolAssignment_0,
     3: _e_ConsumerProtocolAssignment_0,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ConsumerProtocolAssignmentTopicPartition,
+        False,
+        (
+            ("topic", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("int32",))),
+        ),
+        False,
+    )
+    p1 = (
+        ConsumerProtocolAssignment,
+        False,
+        (
+            ("assigned_partitions", "field", ("array", False, False, ("struct", p0, False))),
+            ("user_data", "field", ("bytes", False, True, True)),
+        ),
+        False,
+    )
+    return {"ConsumerProtocolAssignment": {0: p1, 1: p1, 2: p1, 3: p1}}

@@ -213,3 +213,66 @@ ConsumerProtocolSubscription._encoders = {
     2: _e_ConsumerProtocolSubscription_2,
     3: _e_ConsumerProtocolSubscription_3,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ConsumerProtocolSubscription,
+        False,
+        (
+            ("topics", "field", ("array", False, False, ("string", False, False))),
+            ("user_data", "field", ("bytes", False, True, True)),
+            ("owned_partitions", "absent", "list", None, False),
+            ("generation_id", "absent", "const", -1, False),
+            ("rack_id", "absent", "const", None, False),
+        ),
+        False,
+    )
+    p1 = (
+        ConsumerProtocolSubscriptionTopicPartition,
+        False,
+        (
+            ("topic", "field", ("string", False, False)),
+            ("partitions", "field", ("array", False, False, ("int32",))),
+        ),
+        False,
+    )
+    p2 = (
+        ConsumerProtocolSubscription,
+        False,
+        (
+            ("topics", "field", ("array", False, False, ("string", False, False))),
+            ("user_data", "field", ("bytes", False, True, True)),
+            ("owned_partitions", "field", ("array", False, False, ("struct", p1, False))),
+            ("generation_id", "absent", "const", -1, False),
+            ("rack_id", "absent", "const", None, False),
+        ),
+        False,
+    )
+    p3 = (
+        ConsumerProtocolSubscription,
+        False,
+        (
+            ("topics", "field", ("array", False, False, ("string", False, False))),
+            ("user_data", "field", ("bytes", False, True, True)),
+            ("owned_partitions", "field", ("array", False, False, ("struct", p1, False))),
+            ("generation_id", "field", ("int32",)),
+            ("rack_id", "absent", "const", None, False),
+        ),
+        False,
+    )
+    p4 = (
+        ConsumerProtocolSubscription,
+        False,
+        (
+            ("topics", "field", ("array", False, False, ("string", False, False))),
+            ("user_data", "field", ("bytes", False, True, True)),
+            ("owned_partitions", "field", ("array", False, False, ("struct", p1, False))),
+            ("generation_id", "field", ("int32",)),
+            ("rack_id", "field", ("string", False, True)),
+        ),
+        False,
+    )
+    return {"ConsumerProtocolSubscription": {0: p0, 1: p2, 2: p3, 3: p4}}

@@ -64,3 +64,19 @@ def _e_DefaultPrincipalData_0(o: DefaultPrincipalData, w: bytearray, rg: Regions
 
 DefaultPrincipalData._decoders = {0: _d_DefaultPrincipalData_0}
 DefaultPrincipalData._encoders = {0: _e_DefaultPrincipalData_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DefaultPrincipalData,
+        True,
+        (
+            ("type", "field", ("string", True, False)),
+            ("name", "field", ("string", True, False)),
+            ("token_authenticated", "field", ("bool",)),
+        ),
+        True,
+    )
+    return {"DefaultPrincipalData": {0: p0}}

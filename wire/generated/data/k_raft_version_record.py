@@ -57,3 +57,18 @@ def _e_KRaftVersionRecord_0(o: KRaftVersionRecord, w: bytearray, rg: Regions) ->
 
 KRaftVersionRecord._decoders = {0: _d_KRaftVersionRecord_0}
 KRaftVersionRecord._encoders = {0: _e_KRaftVersionRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        KRaftVersionRecord,
+        True,
+        (
+            ("version_", "field", ("int16",)),
+            ("k_raft_version", "field", ("int16",)),
+        ),
+        True,
+    )
+    return {"KRaftVersionRecord": {0: p0}}

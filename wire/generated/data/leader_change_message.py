@@ -197,3 +197,49 @@ def _e_LeaderChangeMessage_1(o: LeaderChangeMessage, w: bytearray, rg: Regions) 
 
 LeaderChangeMessage._decoders = {0: _d_LeaderChangeMessage_0, 1: _d_LeaderChangeMessage_1}
 LeaderChangeMessage._encoders = {0: _e_LeaderChangeMessage_0, 1: _e_LeaderChangeMessage_1}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        LeaderChangeMessageVoter,
+        True,
+        (
+            ("voter_id", "field", ("int32",)),
+            ("voter_directory_id", "absent", "const", ZERO_UUID, True),
+        ),
+        True,
+    )
+    p1 = (
+        LeaderChangeMessage,
+        True,
+        (
+            ("version_", "field", ("int16",)),
+            ("leader_id", "field", ("int32",)),
+            ("voters", "field", ("array", True, False, ("struct", p0, False))),
+            ("granting_voters", "field", ("array", True, False, ("struct", p0, False))),
+        ),
+        True,
+    )
+    p2 = (
+        LeaderChangeMessageVoter,
+        True,
+        (
+            ("voter_id", "field", ("int32",)),
+            ("voter_directory_id", "field", ("uuid",)),
+        ),
+        True,
+    )
+    p3 = (
+        LeaderChangeMessage,
+        True,
+        (
+            ("version_", "field", ("int16",)),
+            ("leader_id", "field", ("int32",)),
+            ("voters", "field", ("array", True, False, ("struct", p2, False))),
+            ("granting_voters", "field", ("array", True, False, ("struct", p2, False))),
+        ),
+        True,
+    )
+    return {"LeaderChangeMessage": {0: p1, 1: p3}}

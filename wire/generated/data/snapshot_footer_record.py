@@ -56,3 +56,10 @@ def _e_SnapshotFooterRecord_0(o: SnapshotFooterRecord, w: bytearray, rg: Regions
 
 SnapshotFooterRecord._decoders = {0: _d_SnapshotFooterRecord_0}
 SnapshotFooterRecord._encoders = {0: _e_SnapshotFooterRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (SnapshotFooterRecord, True, (("version_", "field", ("int16",)),), True)
+    return {"SnapshotFooterRecord": {0: p0}}

@@ -57,3 +57,18 @@ def _e_SnapshotHeaderRecord_0(o: SnapshotHeaderRecord, w: bytearray, rg: Regions
 
 SnapshotHeaderRecord._decoders = {0: _d_SnapshotHeaderRecord_0}
 SnapshotHeaderRecord._encoders = {0: _e_SnapshotHeaderRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        SnapshotHeaderRecord,
+        True,
+        (
+            ("version_", "field", ("int16",)),
+            ("last_contained_log_timestamp", "field", ("int64",)),
+        ),
+        True,
+    )
+    return {"SnapshotHeaderRecord": {0: p0}}

@@ -197,3 +197,48 @@ def _e_VotersRecord_0(o: VotersRecord, w: bytearray, rg: Regions) -> None:
 
 VotersRecord._decoders = {0: _d_VotersRecord_0}
 VotersRecord._encoders = {0: _e_VotersRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        VotersRecordEndpoint,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("uint16",)),
+        ),
+        True,
+    )
+    p1 = (
+        VotersRecordKRaftVersionFeature,
+        True,
+        (
+            ("min_supported_version", "field", ("int16",)),
+            ("max_supported_version", "field", ("int16",)),
+        ),
+        True,
+    )
+    p2 = (
+        VotersRecordVoter,
+        True,
+        (
+            ("voter_id", "field", ("int32",)),
+            ("voter_directory_id", "field", ("uuid",)),
+            ("endpoints", "field", ("array", True, False, ("struct", p0, False))),
+            ("k_raft_version_feature", "field", ("struct", p1, False)),
+        ),
+        True,
+    )
+    p3 = (
+        VotersRecord,
+        True,
+        (
+            ("version_", "field", ("int16",)),
+            ("voters", "field", ("array", True, False, ("struct", p2, False))),
+        ),
+        True,
+    )
+    return {"VotersRecord": {0: p3}}

@@ -455,3 +455,98 @@ RegisterBrokerRecord._encoders = {
     2: _e_RegisterBrokerRecord_2,
     3: _e_RegisterBrokerRecord_3,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        RegisterBrokerRecordBrokerEndpoint,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("uint16",)),
+            ("security_protocol", "field", ("int16",)),
+        ),
+        True,
+    )
+    p1 = (
+        RegisterBrokerRecordBrokerFeature,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("min_supported_version", "field", ("int16",)),
+            ("max_supported_version", "field", ("int16",)),
+        ),
+        True,
+    )
+    p2 = (
+        RegisterBrokerRecord,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("is_migrating_zk_broker", "absent", "const", False, True),
+            ("incarnation_id", "field", ("uuid",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("end_points", "field", ("array", True, False, ("struct", p0, False))),
+            ("features", "field", ("array", True, False, ("struct", p1, False))),
+            ("rack", "field", ("string", True, True)),
+            ("fenced", "field", ("bool",)),
+            ("in_controlled_shutdown", "absent", "const", False, True),
+            ("log_dirs", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p3 = (
+        RegisterBrokerRecord,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("is_migrating_zk_broker", "absent", "const", False, True),
+            ("incarnation_id", "field", ("uuid",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("end_points", "field", ("array", True, False, ("struct", p0, False))),
+            ("features", "field", ("array", True, False, ("struct", p1, False))),
+            ("rack", "field", ("string", True, True)),
+            ("fenced", "field", ("bool",)),
+            ("in_controlled_shutdown", "field", ("bool",)),
+            ("log_dirs", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p4 = (
+        RegisterBrokerRecord,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("is_migrating_zk_broker", "field", ("bool",)),
+            ("incarnation_id", "field", ("uuid",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("end_points", "field", ("array", True, False, ("struct", p0, False))),
+            ("features", "field", ("array", True, False, ("struct", p1, False))),
+            ("rack", "field", ("string", True, True)),
+            ("fenced", "field", ("bool",)),
+            ("in_controlled_shutdown", "field", ("bool",)),
+            ("log_dirs", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p5 = (
+        RegisterBrokerRecord,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("is_migrating_zk_broker", "field", ("bool",)),
+            ("incarnation_id", "field", ("uuid",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("end_points", "field", ("array", True, False, ("struct", p0, False))),
+            ("features", "field", ("array", True, False, ("struct", p1, False))),
+            ("rack", "field", ("string", True, True)),
+            ("fenced", "field", ("bool",)),
+            ("in_controlled_shutdown", "field", ("bool",)),
+            ("log_dirs", "tagged", ("array", True, False, ("uuid",)), "list", None, 0),
+        ),
+        True,
+    )
+    return {"RegisterBrokerRecord": {0: p2, 1: p3, 2: p4, 3: p5}}

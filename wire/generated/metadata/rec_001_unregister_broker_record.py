@@ -59,3 +59,18 @@ def _e_UnregisterBrokerRecord_0(o: UnregisterBrokerRecord, w: bytearray, rg: Reg
 
 UnregisterBrokerRecord._decoders = {0: _d_UnregisterBrokerRecord_0}
 UnregisterBrokerRecord._encoders = {0: _e_UnregisterBrokerRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        UnregisterBrokerRecord,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+        ),
+        True,
+    )
+    return {"UnregisterBrokerRecord": {0: p0}}

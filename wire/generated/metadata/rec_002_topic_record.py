@@ -64,3 +64,18 @@ def _e_TopicRecord_0(o: TopicRecord, w: bytearray, rg: Regions) -> None:
 
 TopicRecord._decoders = {0: _d_TopicRecord_0}
 TopicRecord._encoders = {0: _e_TopicRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        TopicRecord,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("topic_id", "field", ("uuid",)),
+        ),
+        True,
+    )
+    return {"TopicRecord": {0: p0}}

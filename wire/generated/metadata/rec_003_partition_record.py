@@ -477,3 +477,76 @@ PartitionRecord._encoders = {
     1: _e_PartitionRecord_1,
     2: _e_PartitionRecord_2,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        PartitionRecord,
+        True,
+        (
+            ("partition_id", "field", ("int32",)),
+            ("topic_id", "field", ("uuid",)),
+            ("replicas", "field", ("array", True, False, ("int32",))),
+            ("isr", "field", ("array", True, False, ("int32",))),
+            ("removing_replicas", "field", ("array", True, False, ("int32",))),
+            ("adding_replicas", "field", ("array", True, False, ("int32",))),
+            ("leader", "field", ("int32",)),
+            ("leader_recovery_state", "tagged", ("int8",), "const", 0, 0),
+            ("leader_epoch", "field", ("int32",)),
+            ("partition_epoch", "field", ("int32",)),
+            ("directories", "absent", "list", None, True),
+            ("eligible_leader_replicas", "absent", "const", None, True),
+            ("last_known_elr", "absent", "const", None, True),
+        ),
+        True,
+    )
+    p1 = (
+        PartitionRecord,
+        True,
+        (
+            ("partition_id", "field", ("int32",)),
+            ("topic_id", "field", ("uuid",)),
+            ("replicas", "field", ("array", True, False, ("int32",))),
+            ("isr", "field", ("array", True, False, ("int32",))),
+            ("removing_replicas", "field", ("array", True, False, ("int32",))),
+            ("adding_replicas", "field", ("array", True, False, ("int32",))),
+            ("leader", "field", ("int32",)),
+            ("leader_recovery_state", "tagged", ("int8",), "const", 0, 0),
+            ("leader_epoch", "field", ("int32",)),
+            ("partition_epoch", "field", ("int32",)),
+            ("directories", "field", ("array", True, False, ("uuid",))),
+            ("eligible_leader_replicas", "absent", "const", None, True),
+            ("last_known_elr", "absent", "const", None, True),
+        ),
+        True,
+    )
+    p2 = (
+        PartitionRecord,
+        True,
+        (
+            ("partition_id", "field", ("int32",)),
+            ("topic_id", "field", ("uuid",)),
+            ("replicas", "field", ("array", True, False, ("int32",))),
+            ("isr", "field", ("array", True, False, ("int32",))),
+            ("removing_replicas", "field", ("array", True, False, ("int32",))),
+            ("adding_replicas", "field", ("array", True, False, ("int32",))),
+            ("leader", "field", ("int32",)),
+            ("leader_recovery_state", "tagged", ("int8",), "const", 0, 0),
+            ("leader_epoch", "field", ("int32",)),
+            ("partition_epoch", "field", ("int32",)),
+            ("directories", "field", ("array", True, False, ("uuid",))),
+            (
+                "eligible_leader_replicas",
+                "tagged",
+                ("array", True, True, ("int32",)),
+                "const",
+                None,
+                1,
+            ),
+            ("last_known_elr", "tagged", ("array", True, True, ("int32",)), "const", None, 2),
+        ),
+        True,
+    )
+    return {"PartitionRecord": {0: p0, 1: p1, 2: p2}}

@@ -69,3 +69,20 @@ def _e_ConfigRecord_0(o: ConfigRecord, w: bytearray, rg: Regions) -> None:
 
 ConfigRecord._decoders = {0: _d_ConfigRecord_0}
 ConfigRecord._encoders = {0: _e_ConfigRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ConfigRecord,
+        True,
+        (
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", True, False)),
+            ("name", "field", ("string", True, False)),
+            ("value", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    return {"ConfigRecord": {0: p0}}

@@ -613,3 +613,70 @@ PartitionChangeRecord._encoders = {
     1: _e_PartitionChangeRecord_1,
     2: _e_PartitionChangeRecord_2,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        PartitionChangeRecord,
+        True,
+        (
+            ("partition_id", "field", ("int32",)),
+            ("topic_id", "field", ("uuid",)),
+            ("isr", "tagged", ("array", True, True, ("int32",)), "const", None, 0),
+            ("leader", "tagged", ("int32",), "const", -2, 1),
+            ("replicas", "tagged", ("array", True, True, ("int32",)), "const", None, 2),
+            ("removing_replicas", "tagged", ("array", True, True, ("int32",)), "const", None, 3),
+            ("adding_replicas", "tagged", ("array", True, True, ("int32",)), "const", None, 4),
+            ("leader_recovery_state", "tagged", ("int8",), "const", -1, 5),
+            ("directories", "absent", "const", None, True),
+            ("eligible_leader_replicas", "absent", "const", None, True),
+            ("last_known_elr", "absent", "const", None, True),
+        ),
+        True,
+    )
+    p1 = (
+        PartitionChangeRecord,
+        True,
+        (
+            ("partition_id", "field", ("int32",)),
+            ("topic_id", "field", ("uuid",)),
+            ("isr", "tagged", ("array", True, True, ("int32",)), "const", None, 0),
+            ("leader", "tagged", ("int32",), "const", -2, 1),
+            ("replicas", "tagged", ("array", True, True, ("int32",)), "const", None, 2),
+            ("removing_replicas", "tagged", ("array", True, True, ("int32",)), "const", None, 3),
+            ("adding_replicas", "tagged", ("array", True, True, ("int32",)), "const", None, 4),
+            ("leader_recovery_state", "tagged", ("int8",), "const", -1, 5),
+            ("directories", "tagged", ("array", True, True, ("uuid",)), "const", None, 8),
+            ("eligible_leader_replicas", "absent", "const", None, True),
+            ("last_known_elr", "absent", "const", None, True),
+        ),
+        True,
+    )
+    p2 = (
+        PartitionChangeRecord,
+        True,
+        (
+            ("partition_id", "field", ("int32",)),
+            ("topic_id", "field", ("uuid",)),
+            ("isr", "tagged", ("array", True, True, ("int32",)), "const", None, 0),
+            ("leader", "tagged", ("int32",), "const", -2, 1),
+            ("replicas", "tagged", ("array", True, True, ("int32",)), "const", None, 2),
+            ("removing_replicas", "tagged", ("array", True, True, ("int32",)), "const", None, 3),
+            ("adding_replicas", "tagged", ("array", True, True, ("int32",)), "const", None, 4),
+            ("leader_recovery_state", "tagged", ("int8",), "const", -1, 5),
+            ("directories", "tagged", ("array", True, True, ("uuid",)), "const", None, 8),
+            (
+                "eligible_leader_replicas",
+                "tagged",
+                ("array", True, True, ("int32",)),
+                "const",
+                None,
+                6,
+            ),
+            ("last_known_elr", "tagged", ("array", True, True, ("int32",)), "const", None, 7),
+        ),
+        True,
+    )
+    return {"PartitionChangeRecord": {0: p0, 1: p1, 2: p2}}

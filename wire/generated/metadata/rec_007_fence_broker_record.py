@@ -59,3 +59,18 @@ def _e_FenceBrokerRecord_0(o: FenceBrokerRecord, w: bytearray, rg: Regions) -> N
 
 FenceBrokerRecord._decoders = {0: _d_FenceBrokerRecord_0}
 FenceBrokerRecord._encoders = {0: _e_FenceBrokerRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        FenceBrokerRecord,
+        True,
+        (
+            ("id", "field", ("int32",)),
+            ("epoch", "field", ("int64",)),
+        ),
+        True,
+    )
+    return {"FenceBrokerRecord": {0: p0}}

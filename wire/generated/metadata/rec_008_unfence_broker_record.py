@@ -59,3 +59,18 @@ def _e_UnfenceBrokerRecord_0(o: UnfenceBrokerRecord, w: bytearray, rg: Regions) 
 
 UnfenceBrokerRecord._decoders = {0: _d_UnfenceBrokerRecord_0}
 UnfenceBrokerRecord._encoders = {0: _e_UnfenceBrokerRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        UnfenceBrokerRecord,
+        True,
+        (
+            ("id", "field", ("int32",)),
+            ("epoch", "field", ("int64",)),
+        ),
+        True,
+    )
+    return {"UnfenceBrokerRecord": {0: p0}}

@@ -61,3 +61,10 @@ def _e_RemoveTopicRecord_0(o: RemoveTopicRecord, w: bytearray, rg: Regions) -> N
 
 RemoveTopicRecord._decoders = {0: _d_RemoveTopicRecord_0}
 RemoveTopicRecord._encoders = {0: _e_RemoveTopicRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (RemoveTopicRecord, True, (("topic_id", "field", ("uuid",)),), True)
+    return {"RemoveTopicRecord": {0: p0}}

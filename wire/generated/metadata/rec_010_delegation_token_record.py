@@ -96,3 +96,23 @@ def _e_DelegationTokenRecord_0(o: DelegationTokenRecord, w: bytearray, rg: Regio
 
 DelegationTokenRecord._decoders = {0: _d_DelegationTokenRecord_0}
 DelegationTokenRecord._encoders = {0: _e_DelegationTokenRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        DelegationTokenRecord,
+        True,
+        (
+            ("owner", "field", ("string", True, False)),
+            ("requester", "field", ("string", True, False)),
+            ("renewers", "field", ("array", True, False, ("string", True, False))),
+            ("issue_timestamp", "field", ("int64",)),
+            ("max_timestamp", "field", ("int64",)),
+            ("expiration_timestamp", "field", ("int64",)),
+            ("token_id", "field", ("string", True, False)),
+        ),
+        True,
+    )
+    return {"DelegationTokenRecord": {0: p0}}

@@ -83,3 +83,22 @@ def _e_UserScramCredentialRecord_0(o: UserScramCredentialRecord, w: bytearray, r
 
 UserScramCredentialRecord._decoders = {0: _d_UserScramCredentialRecord_0}
 UserScramCredentialRecord._encoders = {0: _e_UserScramCredentialRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        UserScramCredentialRecord,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("mechanism", "field", ("int8",)),
+            ("salt", "field", ("bytes", True, False, False)),
+            ("stored_key", "field", ("bytes", True, False, False)),
+            ("server_key", "field", ("bytes", True, False, False)),
+            ("iterations", "field", ("int32",)),
+        ),
+        True,
+    )
+    return {"UserScramCredentialRecord": {0: p0}}

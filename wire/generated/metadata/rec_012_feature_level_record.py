@@ -63,3 +63,18 @@ def _e_FeatureLevelRecord_0(o: FeatureLevelRecord, w: bytearray, rg: Regions) ->
 
 FeatureLevelRecord._decoders = {0: _d_FeatureLevelRecord_0}
 FeatureLevelRecord._encoders = {0: _e_FeatureLevelRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        FeatureLevelRecord,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("feature_level", "field", ("int16",)),
+        ),
+        True,
+    )
+    return {"FeatureLevelRecord": {0: p0}}

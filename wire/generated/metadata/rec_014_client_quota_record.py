@@ -113,3 +113,29 @@ def _e_ClientQuotaRecord_0(o: ClientQuotaRecord, w: bytearray, rg: Regions) -> N
 
 ClientQuotaRecord._decoders = {0: _d_ClientQuotaRecord_0}
 ClientQuotaRecord._encoders = {0: _e_ClientQuotaRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ClientQuotaRecordEntityData,
+        True,
+        (
+            ("entity_type", "field", ("string", True, False)),
+            ("entity_name", "field", ("string", True, True)),
+        ),
+        True,
+    )
+    p1 = (
+        ClientQuotaRecord,
+        True,
+        (
+            ("entity", "field", ("array", True, False, ("struct", p0, False))),
+            ("key", "field", ("string", True, False)),
+            ("value", "field", ("float64",)),
+            ("remove", "field", ("bool",)),
+        ),
+        True,
+    )
+    return {"ClientQuotaRecord": {0: p1}}

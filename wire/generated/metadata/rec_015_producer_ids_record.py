@@ -60,3 +60,19 @@ def _e_ProducerIdsRecord_0(o: ProducerIdsRecord, w: bytearray, rg: Regions) -> N
 
 ProducerIdsRecord._decoders = {0: _d_ProducerIdsRecord_0}
 ProducerIdsRecord._encoders = {0: _e_ProducerIdsRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        ProducerIdsRecord,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("next_producer_id", "field", ("int64",)),
+        ),
+        True,
+    )
+    return {"ProducerIdsRecord": {0: p0}}

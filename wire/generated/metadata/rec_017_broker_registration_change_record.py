@@ -222,3 +222,45 @@ BrokerRegistrationChangeRecord._encoders = {
     1: _e_BrokerRegistrationChangeRecord_1,
     2: _e_BrokerRegistrationChangeRecord_2,
 }
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        BrokerRegistrationChangeRecord,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("fenced", "tagged", ("int8",), "const", 0, 0),
+            ("in_controlled_shutdown", "absent", "const", 0, True),
+            ("log_dirs", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p1 = (
+        BrokerRegistrationChangeRecord,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("fenced", "tagged", ("int8",), "const", 0, 0),
+            ("in_controlled_shutdown", "tagged", ("int8",), "const", 0, 1),
+            ("log_dirs", "absent", "list", None, True),
+        ),
+        True,
+    )
+    p2 = (
+        BrokerRegistrationChangeRecord,
+        True,
+        (
+            ("broker_id", "field", ("int32",)),
+            ("broker_epoch", "field", ("int64",)),
+            ("fenced", "tagged", ("int8",), "const", 0, 0),
+            ("in_controlled_shutdown", "tagged", ("int8",), "const", 0, 1),
+            ("log_dirs", "tagged", ("array", True, False, ("uuid",)), "list", None, 2),
+        ),
+        True,
+    )
+    return {"BrokerRegistrationChangeRecord": {0: p0, 1: p1, 2: p2}}

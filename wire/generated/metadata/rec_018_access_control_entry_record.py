@@ -98,3 +98,24 @@ def _e_AccessControlEntryRecord_0(o: AccessControlEntryRecord, w: bytearray, rg:
 
 AccessControlEntryRecord._decoders = {0: _d_AccessControlEntryRecord_0}
 AccessControlEntryRecord._encoders = {0: _e_AccessControlEntryRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        AccessControlEntryRecord,
+        True,
+        (
+            ("id", "field", ("uuid",)),
+            ("resource_type", "field", ("int8",)),
+            ("resource_name", "field", ("string", True, False)),
+            ("pattern_type", "field", ("int8",)),
+            ("principal", "field", ("string", True, False)),
+            ("host", "field", ("string", True, False)),
+            ("operation", "field", ("int8",)),
+            ("permission_type", "field", ("int8",)),
+        ),
+        True,
+    )
+    return {"AccessControlEntryRecord": {0: p0}}

@@ -63,3 +63,10 @@ def _e_RemoveAccessControlEntryRecord_0(
 
 RemoveAccessControlEntryRecord._decoders = {0: _d_RemoveAccessControlEntryRecord_0}
 RemoveAccessControlEntryRecord._encoders = {0: _e_RemoveAccessControlEntryRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (RemoveAccessControlEntryRecord, True, (("id", "field", ("uuid",)),), True)
+    return {"RemoveAccessControlEntryRecord": {0: p0}}

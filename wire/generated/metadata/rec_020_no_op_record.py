@@ -47,3 +47,10 @@ def _e_NoOpRecord_0(o: NoOpRecord, w: bytearray, rg: Regions) -> None:
 
 NoOpRecord._decoders = {0: _d_NoOpRecord_0}
 NoOpRecord._encoders = {0: _e_NoOpRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (NoOpRecord, True, (), True)
+    return {"NoOpRecord": {0: p0}}

@@ -58,3 +58,10 @@ def _e_ZkMigrationStateRecord_0(o: ZkMigrationStateRecord, w: bytearray, rg: Reg
 
 ZkMigrationStateRecord._decoders = {0: _d_ZkMigrationStateRecord_0}
 ZkMigrationStateRecord._encoders = {0: _e_ZkMigrationStateRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (ZkMigrationStateRecord, True, (("zk_migration_state", "field", ("int8",)),), True)
+    return {"ZkMigrationStateRecord": {0: p0}}

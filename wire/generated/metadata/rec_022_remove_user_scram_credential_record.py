@@ -65,3 +65,18 @@ def _e_RemoveUserScramCredentialRecord_0(
 
 RemoveUserScramCredentialRecord._decoders = {0: _d_RemoveUserScramCredentialRecord_0}
 RemoveUserScramCredentialRecord._encoders = {0: _e_RemoveUserScramCredentialRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        RemoveUserScramCredentialRecord,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("mechanism", "field", ("int8",)),
+        ),
+        True,
+    )
+    return {"RemoveUserScramCredentialRecord": {0: p0}}

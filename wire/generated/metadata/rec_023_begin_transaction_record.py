@@ -67,3 +67,15 @@ def _e_BeginTransactionRecord_0(o: BeginTransactionRecord, w: bytearray, rg: Reg
 
 BeginTransactionRecord._decoders = {0: _d_BeginTransactionRecord_0}
 BeginTransactionRecord._encoders = {0: _e_BeginTransactionRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        BeginTransactionRecord,
+        True,
+        (("name", "tagged", ("string", True, True), "const", None, 0),),
+        True,
+    )
+    return {"BeginTransactionRecord": {0: p0}}

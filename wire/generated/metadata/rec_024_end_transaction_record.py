@@ -49,3 +49,10 @@ def _e_EndTransactionRecord_0(o: EndTransactionRecord, w: bytearray, rg: Regions
 
 EndTransactionRecord._decoders = {0: _d_EndTransactionRecord_0}
 EndTransactionRecord._encoders = {0: _e_EndTransactionRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (EndTransactionRecord, True, (), True)
+    return {"EndTransactionRecord": {0: p0}}

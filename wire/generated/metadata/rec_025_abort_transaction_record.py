@@ -67,3 +67,15 @@ def _e_AbortTransactionRecord_0(o: AbortTransactionRecord, w: bytearray, rg: Reg
 
 AbortTransactionRecord._decoders = {0: _d_AbortTransactionRecord_0}
 AbortTransactionRecord._encoders = {0: _e_AbortTransactionRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        AbortTransactionRecord,
+        True,
+        (("reason", "tagged", ("string", True, True), "const", None, 0),),
+        True,
+    )
+    return {"AbortTransactionRecord": {0: p0}}

@@ -56,3 +56,15 @@ def _e_RemoveDelegationTokenRecord_0(
 
 RemoveDelegationTokenRecord._decoders = {0: _d_RemoveDelegationTokenRecord_0}
 RemoveDelegationTokenRecord._encoders = {0: _e_RemoveDelegationTokenRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        RemoveDelegationTokenRecord,
+        True,
+        (("token_id", "field", ("string", True, False)),),
+        True,
+    )
+    return {"RemoveDelegationTokenRecord": {0: p0}}

@@ -176,3 +176,42 @@ def _e_RegisterControllerRecord_0(o: RegisterControllerRecord, w: bytearray, rg:
 
 RegisterControllerRecord._decoders = {0: _d_RegisterControllerRecord_0}
 RegisterControllerRecord._encoders = {0: _e_RegisterControllerRecord_0}
+
+
+def _accel_programs() -> dict[str, dict[int, object]]:
+    """Layouts for the optional C accelerator (see wire/accel.py); the functions above
+    are the reference."""
+    p0 = (
+        RegisterControllerRecordControllerEndpoint,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("host", "field", ("string", True, False)),
+            ("port", "field", ("uint16",)),
+            ("security_protocol", "field", ("int16",)),
+        ),
+        True,
+    )
+    p1 = (
+        RegisterControllerRecordControllerFeature,
+        True,
+        (
+            ("name", "field", ("string", True, False)),
+            ("min_supported_version", "field", ("int16",)),
+            ("max_supported_version", "field", ("int16",)),
+        ),
+        True,
+    )
+    p2 = (
+        RegisterControllerRecord,
+        True,
+        (
+            ("controller_id", "field", ("int32",)),
+            ("incarnation_id", "field", ("uuid",)),
+            ("zk_migration_ready", "field", ("bool",)),
+            ("end_points", "field", ("array", True, False, ("struct", p0, False))),
+            ("features", "field", ("array", True, False, ("struct", p1, False))),
+        ),
+        True,
+    )
+    return {"RegisterControllerRecord": {0: p2}}
