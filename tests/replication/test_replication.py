@@ -4,6 +4,8 @@ controller, and a killed leader's successor has every acknowledged record."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ import pytest
 
 from tests.integration.quorum_cluster import Node, QuorumCluster
 from tests.integration.test_quorum import create_topic
+from tests.shared import ROOT
 from wire.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(240)
@@ -130,3 +133,46 @@ def test_the_isr_shrinks_without_a_follower_and_acks_all_needs_min_isr(tmp_path:
                            lambda p: sorted(p["isr"]) == [1, 2, 3], 30.0, "the follower back in the ISR")
         produce(bootstrap, "strict", [b"y"] * 5)
         assert len(consume_all(bootstrap, "strict", 15)) == 15
+
+
+def test_preferred_election_and_reassignment_move_leadership_and_data(tmp_path: Path) -> None:
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    overrides = {"replica.lag.time.max.ms": str(LAG_MS), "auto.leader.rebalance.enable": "false"}
+    with QuorumCluster(tmp_path, session_timeout_ms=SESSION_MS, overrides=overrides) as cluster:
+        assert create_topic(cluster, cluster.nodes[1], "pref", assignments={0: [1, 2, 3]}) == ErrorCode.NONE
+        assert create_topic(cluster, cluster.nodes[1], "moving", assignments={0: [1]}) == ErrorCode.NONE
+        bootstrap = [n.bootstrap for n in cluster.nodes.values()]
+        produce(bootstrap, "pref", [b"p"] * 20)
+        values = [f"m-{i}".encode() for i in range(200)]
+        produce(bootstrap, "moving", values)
+
+        # Broker 1 restarts: broker 2 or 3 leads "pref" until a preferred election.
+        cluster.nodes[1].terminate()
+        cluster.wait_value(lambda: partition(cluster, "pref", node=cluster.nodes[2]),
+                           lambda p: p["leader"] in (2, 3), 15.0, "leadership moved off broker 1")
+        cluster.nodes[1].start()
+        cluster.nodes[1].wait_ready()
+        cluster.wait_value(lambda: partition(cluster, "pref", node=cluster.nodes[2]),
+                           lambda p: sorted(p["isr"]) == [1, 2, 3], 30.0, "broker 1 back in sync")
+        admin = AdminClient({"bootstrap.servers": ",".join(bootstrap)})
+        result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("pref", 0)]).result(timeout=30)
+        assert result[TopicPartition("pref", 0)] is None, result
+        assert partition(cluster, "pref", node=cluster.nodes[1])["leader"] == 1
+
+        # "moving" goes from broker 1 to brokers 2 and 3: they copy it, then 1 lets it go.
+        tool = [sys.executable, "-m", "broker", "partitions", "--bootstrap-server", bootstrap[0]]
+        started = subprocess.run([*tool, "reassign", "moving:0=2,3"], cwd=ROOT, capture_output=True, text=True,
+                                 timeout=60)
+        assert started.returncode == 0 and "moving-0: reassignment started" in started.stdout, started
+        done = cluster.wait_value(lambda: partition(cluster, "moving", node=cluster.nodes[2]),
+                                  lambda p: p["replicas"] == [2, 3], 30.0, "the reassignment completed")
+        assert sorted(done["isr"]) == [2, 3] and done["leader"] in (2, 3)
+        cluster.wait_for(lambda: not (cluster.nodes[1].dir / "data" / "moving-0").exists()
+                         or not list((cluster.nodes[1].dir / "data" / "moving-0").glob("*.log")), 20.0,
+                         "broker 1 dropped its copy")
+        status = subprocess.run([*tool, "status"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert status.stdout == "No partition is being reassigned.\n", status
+        assert consume_all(bootstrap, "moving", len(values)) == values
+        assert segment_bytes(cluster.nodes[2], "moving") == segment_bytes(cluster.nodes[3], "moving")
