@@ -53,8 +53,12 @@ def wanted_isr(p: Partition, node_id: int, now_ms: int, lag_max_ms: int,
     for replica in p.replicas:
         if replica in kept or replica == node_id or not live(replica):
             continue
+        # Back in sync: its log reaches the high watermark and this epoch's start, and it is
+        # fetching (Kafka expands on a follower's fetch; a silent follower stays out).
         end = p.follower_end_offsets.get(replica, -1)
-        if end >= p.high_watermark and start is not None and end >= start:
+        caught_up = p.follower_caught_up_ms.get(replica)
+        fetching = caught_up is not None and now_ms - caught_up <= lag_max_ms
+        if fetching and end >= p.high_watermark and start is not None and end >= start:
             kept.append(replica)
     if node_id not in kept:
         kept.insert(0, node_id)
