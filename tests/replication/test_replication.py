@@ -176,3 +176,20 @@ def test_preferred_election_and_reassignment_move_leadership_and_data(tmp_path: 
         assert status.stdout == "No partition is being reassigned.\n", status
         assert consume_all(bootstrap, "moving", len(values)) == values
         assert segment_bytes(cluster.nodes[2], "moving") == segment_bytes(cluster.nodes[3], "moving")
+
+
+def test_auto_leader_rebalance_hands_leadership_back(tmp_path: Path) -> None:
+    overrides = {"replica.lag.time.max.ms": str(LAG_MS), "auto.leader.rebalance.enable": "true",
+                 "leader.imbalance.check.interval.seconds": "1"}
+    with QuorumCluster(tmp_path, session_timeout_ms=SESSION_MS, overrides=overrides) as cluster:
+        assert create_topic(cluster, cluster.nodes[1], "balanced", assignments={0: [1, 2, 3]}) == ErrorCode.NONE
+        produce([n.bootstrap for n in cluster.nodes.values()], "balanced", [b"v"] * 10)
+        cluster.nodes[1].terminate()
+        cluster.wait_value(lambda: partition(cluster, "balanced", node=cluster.nodes[2]),
+                           lambda p: p["leader"] in (2, 3), 15.0, "leadership moved off broker 1")
+        cluster.nodes[1].start()
+        cluster.nodes[1].wait_ready()
+        # No ElectLeaders: the active controller's balance check moves it back once 1 is in sync.
+        back = cluster.wait_value(lambda: partition(cluster, "balanced", node=cluster.nodes[2]),
+                                  lambda p: p["leader"] == 1, 40.0, "leadership back on the preferred replica")
+        assert sorted(back["isr"]) == [1, 2, 3]
