@@ -36,6 +36,7 @@ from broker.log.manager import LogManager
 from broker.log.producer_state import ProducerStateConfig
 from broker.metrics import BrokerMetrics, DisabledMetrics
 from broker.network import Listener, NetworkLimits
+from broker.peers import PeerBrokers
 from broker.replica_manager import Partition, ReplicaManager
 from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
 from broker.replication.isr import IsrManager
@@ -285,6 +286,7 @@ class BrokerNode:
         self.coordinators[KEY_TYPE_GROUP] = self.group_coordinator
         self.group_coordinator.on_image(self.controller.image)
         self.controller.add_image_listener(self.group_coordinator.on_image)
+        self.peers = PeerBrokers(self.node_id, lambda: self.controller.image, self.config.inter_broker_listener_name)
         self.transaction_coordinator = TransactionCoordinator(self)
         self.coordinators[KEY_TYPE_TRANSACTION] = self.transaction_coordinator
         self.transaction_coordinator.on_image(self.controller.image)

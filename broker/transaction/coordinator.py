@@ -43,7 +43,7 @@ from broker.coordinator import (
 from broker.network import ConnectionInfo
 from broker.transaction.append import OffsetsMarkerListener
 from broker.transaction.markers import (
-    LoopbackMarkerSender,
+    NetworkMarkerSender,
     PendingCompleteTxn,
     TransactionMarkerChannel,
 )
@@ -60,6 +60,12 @@ from broker.transaction.shard import TransactionShard
 from controller.image import MetadataImage
 from controller.service import TopicRequest
 from wire.errors import ErrorCode
+from wire.generated.api_024_add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnRequestAddPartitionsToTxnTopic,
+    AddPartitionsToTxnRequestAddPartitionsToTxnTransaction,
+    AddPartitionsToTxnResponse,
+)
 from wire.records import NO_PRODUCER_EPOCH
 
 if TYPE_CHECKING:
@@ -71,6 +77,9 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 #: How long an append to __transaction_state may wait for replication.
 APPEND_TIMEOUT_MS = 30_000
+#: AddPartitionsToTxn v4 (verify only): what a partition leader asks a remote coordinator.
+VERIFY_VERSION = 4
+VERIFY_TIMEOUT_S = 10.0
 
 S = TransactionState
 
@@ -167,7 +176,7 @@ class TransactionCoordinator:
             min_insync_replicas=lambda: node.min_insync_replicas(TRANSACTION_STATE_TOPIC),
         )
         self.producer_ids = ProducerIdManager(self._allocate_producer_ids)
-        self.markers = TransactionMarkerChannel(self, LoopbackMarkerSender(node), self._leader_of)
+        self.markers = TransactionMarkerChannel(self, NetworkMarkerSender(node, node.peers), self._leader_of)
         # transactional id -> (listener, connection id) that began its ongoing transaction
         self._started_on: dict[str, tuple[str, int]] = {}
         self._active = False
@@ -446,11 +455,35 @@ class TransactionCoordinator:
     async def verify_partitions(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
     ) -> dict[tuple[str, int], ErrorCode]:
-        """The partition leader's side of verification. The coordinator of every transactional
-        id is on this broker in a single-node cluster; one elsewhere would be asked with
-        AddPartitionsToTxn v4 (verify only), which needs an inter-broker connection: until
-        then, NOT_COORDINATOR, which the produce path turns into a retriable error."""
-        return self.verify_partitions_now(transactional_id, producer_id, producer_epoch, partitions)
+        """The partition leader's side of verification (KIP-890): the coordinator here answers
+        at once; one on another broker is asked with AddPartitionsToTxn v4 (verify only) over
+        the inter-broker listener. An unreachable coordinator reads as NETWORK_EXCEPTION,
+        which the produce path turns into a retriable error."""
+        local = self.verify_partitions_now(transactional_id, producer_id, producer_epoch, partitions)
+        if not transactional_id or any(code != ErrorCode.NOT_COORDINATOR for code in local.values()):
+            return local
+        leader = self._leader_of(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
+        if leader is None or leader < 0 or leader == self.node.node_id:
+            return local
+        topics: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            topics.setdefault(topic, []).append(index)
+        request = AddPartitionsToTxnRequest(transactions=[AddPartitionsToTxnRequestAddPartitionsToTxnTransaction(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+            verify_only=True,
+            topics=[AddPartitionsToTxnRequestAddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics.items()],
+        )])
+        reply = await self.node.peers.request(leader, request, AddPartitionsToTxnResponse, VERIFY_TIMEOUT_S,
+                                              VERIFY_VERSION)
+        if reply is None:
+            return dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)
+        if reply.error_code != ErrorCode.NONE:
+            return dict.fromkeys(partitions, ErrorCode.for_code(reply.error_code))
+        answered = {
+            (t.name, r.partition_index): ErrorCode.for_code(r.partition_error_code)
+            for txn in reply.results_by_transaction for t in txn.topic_results for r in t.results_by_partition
+        }
+        return {tp: answered.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in partitions}
 
     # ------------------------------------------------------------ EndTxn
 

@@ -13,8 +13,8 @@ a partition leader says the producer or coordinator epoch moved on.
 Requests go through a :class:`MarkerSender`. To the local broker (every
 partition of a single node) they are encoded, dispatched to the WriteTxnMarkers
 handler and decoded like any request from another broker; a remote leader
-needs an inter-broker connection this broker does not have yet, which reads as
-unreachable (retried).
+is sent WriteTxnMarkers over the inter-broker listener (:class:`NetworkMarkerSender`);
+one that cannot be reached is retried.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from wire.generated.api_027_write_txn_markers import (
 
 if TYPE_CHECKING:
     from broker.node import BrokerNode
+    from broker.peers import PeerBrokers
     from broker.transaction.coordinator import TransactionCoordinator
     from broker.transaction.shard import TransactionShard
 
@@ -48,6 +49,8 @@ log = structlog.get_logger(__name__)
 
 #: WriteTxnMarkers version brokers of metadata.version 3.9 send.
 WRITE_TXN_MARKERS_VERSION = 1
+#: How long a remote partition leader gets to write its markers.
+PEER_TIMEOUT_S = 15.0
 RETRY_BACKOFF_S = 0.1
 
 _RETRIABLE = frozenset({
@@ -89,6 +92,22 @@ class LoopbackMarkerSender:
         if got != correlation_id or not isinstance(response, WriteTxnMarkersResponse):
             return None
         return response
+
+
+class NetworkMarkerSender:
+    """This broker's own partitions through its dispatcher, other leaders over the
+    inter-broker listener (Kafka's TransactionMarkerChannelManager)."""
+
+    def __init__(self, node: BrokerNode, peers: PeerBrokers) -> None:
+        self._node = node
+        self._loopback = LoopbackMarkerSender(node)
+        self._peers = peers
+
+    async def send(self, broker_id: int, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse | None:
+        if broker_id == self._node.node_id:
+            return await self._loopback.send(broker_id, request)
+        return await self._peers.request(broker_id, request, WriteTxnMarkersResponse, PEER_TIMEOUT_S,
+                                         WRITE_TXN_MARKERS_VERSION)
 
 
 @dataclass(eq=False, slots=True)

@@ -193,3 +193,52 @@ def test_auto_leader_rebalance_hands_leadership_back(tmp_path: Path) -> None:
         back = cluster.wait_value(lambda: partition(cluster, "balanced", node=cluster.nodes[2]),
                                   lambda p: p["leader"] == 1, 40.0, "leadership back on the preferred replica")
         assert sorted(back["isr"]) == [1, 2, 3]
+
+
+def test_transactions_span_brokers(tmp_path: Path) -> None:
+    """The transaction coordinator and the partition leader on different brokers: the
+    leader verifies the transaction with the coordinator (AddPartitionsToTxn v4) and the
+    coordinator writes the markers over the inter-broker listener (WriteTxnMarkers)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from wire.generated.api_010_find_coordinator import (
+        FindCoordinatorRequest,
+        FindCoordinatorResponse,
+    )
+
+    with QuorumCluster(tmp_path, session_timeout_ms=SESSION_MS) as cluster:
+        bootstrap = ",".join(n.bootstrap for n in cluster.nodes.values())
+        txn_id = "span-1"
+
+        def coordinator() -> int:
+            with cluster.client(timeout_s=15.0) as client:
+                reply = client.send(FindCoordinatorRequest(key=txn_id, key_type=1), FindCoordinatorResponse, 3)
+            assert reply.error_code == 0, reply
+            return reply.node_id
+
+        coordinator_id = cluster.wait_value(coordinator, lambda c: c in cluster.nodes, 30.0, "a coordinator")
+        other = next(n for n in cluster.nodes if n != coordinator_id)
+        assert create_topic(cluster, cluster.nodes[other], "span", assignments={0: [other]}) == ErrorCode.NONE
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
+        producer.init_transactions(30)
+        for round_ in range(3):
+            producer.begin_transaction()
+            for i in range(10):
+                producer.produce("span", value=f"{round_}-{i}".encode(), partition=0)
+            if round_ == 1:
+                producer.abort_transaction(30)
+            else:
+                producer.commit_transaction(30)
+        producer.flush(10)
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "span-reader",
+                             "isolation.level": "read_committed", "enable.auto.commit": False})
+        consumer.assign([TopicPartition("span", 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 20 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        consumer.close()
+        assert sorted(got) == sorted(f"{r}-{i}".encode() for r in (0, 2) for i in range(10))
+        assert partition(cluster, "span")["leader"] == other != coordinator_id
