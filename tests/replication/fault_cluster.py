@@ -61,8 +61,6 @@ from wire.generated.api_019_create_topics import (
 from wire.records import NewRecord, build_batch
 
 SESSION_TIMEOUT_MS = 3000
-#: Opt-in for the fault tests that wait on work still missing (set to 1 to run them).
-FAULT_TESTS_ENV = "CORMORANT_FAULT_TESTS"
 #: Settings of every node: replicated internal topics with few partitions, min.insync.replicas=2.
 CLUSTER_OVERRIDES = {
     "default.replication.factor": "3",
