@@ -373,7 +373,6 @@ class BrokerNode:
 
     def _start_replica_over(self, p: Partition, offset: int) -> None:
         self.log_manager.truncate_fully_and_start_at(p.topic, p.index, offset)
-        p.high_watermark = offset
         self.replica_manager.after_truncation(p)
 
     async def _wait_connections_idle(self) -> None:

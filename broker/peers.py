@@ -23,6 +23,16 @@ log = structlog.get_logger(__name__)
 _R = TypeVar("_R", bound=Message)
 
 
+def broker_address(image: MetadataImage, broker_id: int, listener_name: str) -> tuple[str, int] | None:
+    """Where to reach ``broker_id``: its endpoint on ``listener_name`` (else its first one)."""
+    broker = image.brokers.get(broker_id)
+    if broker is None or not broker.endpoints:
+        return None
+    named = [e for e in broker.endpoints if e.name == listener_name]
+    endpoint = (named or list(broker.endpoints))[0]
+    return endpoint.host, endpoint.port
+
+
 class PeerBrokers:
     def __init__(self, node_id: int, image: Callable[[], MetadataImage], listener_name: str) -> None:
         self.node_id = node_id
@@ -32,11 +42,9 @@ class PeerBrokers:
 
     def _address(self, broker_id: int) -> tuple[str, int] | None:
         broker = self.image().brokers.get(broker_id)
-        if broker is None or broker.fenced or not broker.endpoints:
+        if broker is None or broker.fenced:
             return None
-        named = [e for e in broker.endpoints if e.name == self.listener_name]
-        endpoint = (named or list(broker.endpoints))[0]
-        return endpoint.host, endpoint.port
+        return broker_address(self.image(), broker_id, self.listener_name)
 
     async def request(self, broker_id: int, message: Message, response_type: type[_R], timeout_s: float,
                       version: int | None = None) -> _R | None:

@@ -224,10 +224,10 @@ class ReplicaManager:
             p.wake()
 
     def after_truncation(self, p: Partition) -> None:
-        """The log was cut (a follower's divergence): producer state and HW follow it."""
+        """The log was cut, or restarted at the leader's log start: producer state and the
+        high watermark (kept within the log) follow it."""
         p.producer_state.sync()
-        if p.high_watermark > p.log.log_end_offset:
-            p.high_watermark = p.log.log_end_offset
+        p.high_watermark = max(min(p.high_watermark, p.log.log_end_offset), p.log.log_start_offset)
         p.wake()
 
     def high_watermarks(self) -> dict[tuple[str, int], int]:

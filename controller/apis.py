@@ -30,6 +30,8 @@ import structlog
 import trio
 
 from controller.image import (
+    NO_CHANGE,
+    NO_LEADER,
     TOPIC_RESOURCE,
     BrokerImage,
     Endpoint,
@@ -53,8 +55,6 @@ from wire.primitives import Message
 
 log = structlog.get_logger(__name__)
 
-NO_LEADER = -1
-NO_CHANGE = -2
 #: How often the active controller looks for expired sessions (at most).
 SESSION_CHECK_INTERVAL_S = 0.5
 
@@ -107,8 +107,7 @@ def unclean_allowed(image: MetadataImage, topic: TopicImage, default: bool) -> b
 
 
 def _live(image: MetadataImage, excluding: int | None = None) -> set[int]:
-    return {b.broker_id for b in image.brokers.values()
-            if not b.fenced and not b.in_controlled_shutdown and b.broker_id != excluding}
+    return image.serving_broker_ids() - {excluding}
 
 
 def _elect(part: PartitionImage, isr: Sequence[int], live: set[int], unclean: bool) -> tuple[int, tuple[int, ...]]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from controller.image import MetadataImage, PartitionImage, TopicImage
+from controller.image import NO_CHANGE, MetadataImage, PartitionImage, TopicImage
 from wire.errors import ErrorCode
 from wire.generated.metadata.rec_005_partition_change_record import PartitionChangeRecord
 from wire.primitives import Message
@@ -32,8 +32,6 @@ PREFERRED = 0
 UNCLEAN = 1
 ELECTION_TYPES = (PREFERRED, UNCLEAN)
 
-#: PartitionChangeRecord's "unchanged" leader.
-_NO_CHANGE = -2
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,15 +40,11 @@ class ElectionOutcome:
     message: str | None = None
 
 
-def _live(image: MetadataImage) -> set[int]:
-    return {b.broker_id for b in image.brokers.values() if not b.fenced and not b.in_controlled_shutdown}
-
-
 def _change(topic: TopicImage, part: PartitionImage, leader: int, isr: tuple[int, ...]) -> PartitionChangeRecord:
     return PartitionChangeRecord(
         topic_id=topic.topic_id,
         partition_id=part.partition,
-        leader=leader if leader != part.leader else _NO_CHANGE,
+        leader=leader if leader != part.leader else NO_CHANGE,
         isr=list(isr) if isr != part.isr else None,
     )
 
@@ -84,7 +78,7 @@ def elect_leaders(
     image: MetadataImage, election_type: int, partitions: Sequence[tuple[str, int]] | None
 ) -> tuple[dict[tuple[str, int], ElectionOutcome], list[Message]]:
     """Outcome per (topic, partition) and the records; ``partitions=None`` means all of them."""
-    live = _live(image)
+    live = image.serving_broker_ids()
     outcomes: dict[tuple[str, int], ElectionOutcome] = {}
     records: list[Message] = []
     every = partitions is None
@@ -114,7 +108,7 @@ def imbalanced_partitions(image: MetadataImage, imbalance_percentage: int) -> li
     """Partitions to hand back to their preferred leader: on every broker whose share of
     partitions led by someone else, among those it is preferred for, is above
     ``leader.imbalance.per.broker.percentage``, the ones it can take back now (live, in the ISR)."""
-    live = _live(image)
+    live = image.serving_broker_ids()
     preferred_for: dict[int, list[tuple[TopicImage, PartitionImage]]] = {}
     for topic in image.topics_by_id.values():
         for part in topic.partitions.values():

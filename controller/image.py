@@ -56,6 +56,10 @@ class PartitionImage:
     adding_replicas: tuple[int, ...] = ()
 
 
+#: PartitionRecord / PartitionChangeRecord leaders: none, and (in a change) unchanged.
+NO_LEADER = -1
+NO_CHANGE = -2
+
 #: Topics Kafka keeps for itself: clients may not produce to them or delete their records.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
@@ -96,3 +100,7 @@ class MetadataImage:
 
     def live_brokers(self) -> list[BrokerImage]:
         return [b for b in self.brokers.values() if not b.fenced]
+
+    def serving_broker_ids(self) -> set[int]:
+        """Brokers that may lead or join an ISR: unfenced and not shutting down."""
+        return {b.broker_id for b in self.brokers.values() if not b.fenced and not b.in_controlled_shutdown}

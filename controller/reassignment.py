@@ -21,14 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from controller.image import MetadataImage, PartitionImage, TopicImage
+from controller.image import NO_CHANGE, NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from controller.state import apply
 from wire.errors import ErrorCode
 from wire.generated.metadata.rec_005_partition_change_record import PartitionChangeRecord
 from wire.primitives import Message
-
-_NO_CHANGE = -2
-_NO_LEADER = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,18 +56,14 @@ def is_reassigning(part: PartitionImage) -> bool:
     return bool(part.adding_replicas or part.removing_replicas)
 
 
-def _live(image: MetadataImage) -> set[int]:
-    return {b.broker_id for b in image.brokers.values() if not b.fenced and not b.in_controlled_shutdown}
-
-
 def _finish(image: MetadataImage, topic: TopicImage, part: PartitionImage,
             replicas: tuple[int, ...]) -> PartitionChangeRecord:
     """The record that settles ``part`` on ``replicas`` (completion or cancellation)."""
     isr = tuple(r for r in part.isr if r in replicas)
     leader = part.leader
     if leader not in replicas:
-        live = _live(image)
-        leader = next((r for r in replicas if r in isr and r in live), _NO_LEADER)
+        live = image.serving_broker_ids()
+        leader = next((r for r in replicas if r in isr and r in live), NO_LEADER)
     if not isr:
         isr = part.isr  # never an empty ISR: keep who has the data until a replica catches up
     return PartitionChangeRecord(
@@ -78,7 +71,7 @@ def _finish(image: MetadataImage, topic: TopicImage, part: PartitionImage,
         partition_id=part.partition,
         replicas=list(replicas),
         isr=list(isr) if isr != part.isr else None,
-        leader=leader if leader != part.leader else _NO_CHANGE,
+        leader=leader if leader != part.leader else NO_CHANGE,
         adding_replicas=[],
         removing_replicas=[],
     )

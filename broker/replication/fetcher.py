@@ -24,6 +24,7 @@ import trio
 
 from broker.controller_channel import ChannelError, PeerConnection
 from broker.log.errors import LogError
+from broker.peers import broker_address
 from broker.replica_manager import Partition, ReplicaManager
 from controller.image import MetadataImage
 from wire.errors import ErrorCode
@@ -122,16 +123,8 @@ class _LeaderFetcher:
     def poke(self) -> None:
         self._poke.set()
 
-    def _endpoint(self) -> tuple[str, int] | None:
-        broker = self.owner.image().brokers.get(self.leader)
-        if broker is None or not broker.endpoints:
-            return None
-        named = [e for e in broker.endpoints if e.name == self.owner.settings.listener_name]
-        endpoint = (named or list(broker.endpoints))[0]
-        return endpoint.host, endpoint.port
-
     async def _connect(self) -> PeerConnection | None:
-        address = self._endpoint()
+        address = broker_address(self.owner.image(), self.leader, self.owner.settings.listener_name)
         if address is None:
             return None
         if self._connection is None or address != self._address:

@@ -84,8 +84,7 @@ class IsrManager:
         self._wake.set()
 
     def _live(self, broker_id: int) -> bool:
-        broker = self.image().brokers.get(broker_id)
-        return broker is not None and not broker.fenced and not broker.in_controlled_shutdown
+        return broker_id in self.image().serving_broker_ids()
 
     def changes(self) -> list[tuple[Partition, tuple[int, ...]]]:
         now = self.clock_ms()
