@@ -17,10 +17,11 @@ from types import TracebackType
 from typing import TypeVar
 
 from wire.errors import ErrorCode
-from wire.frame import decode_response, encode_request
+from wire.frame import decode_response, encode_request_parts
 from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
 from wire.generated.registry import API_SPECS
 from wire.primitives import Message
+from wire.regions import FileRegion
 
 DEFAULT_TIMEOUT_S = 30.0
 #: Largest response accepted; Kafka's default fetch.max.bytes (50 MiB) plus headroom.
@@ -144,9 +145,11 @@ class KafkaClient:
     def _exchange(self, message: Message, version: int, response_type: type[_R]) -> _R:
         self._correlation_id += 1
         correlation_id = self._correlation_id
-        frame = encode_request(message, version, correlation_id, self.client_id)
+        # Large record batches go out as parts of their own rather than copied into the frame.
+        frame = encode_request_parts(message, version, correlation_id, self.client_id)
         try:
-            self._sock.sendall(frame)
+            for part in frame.parts:
+                self._sock.sendall(part.read() if isinstance(part, FileRegion) else part)
             size = _SIZE.unpack(self._read_exactly(4))[0]
             if size < 4 or size > MAX_RESPONSE_BYTES:
                 raise ClientError(f"response size {size} outside 4..{MAX_RESPONSE_BYTES}")

@@ -1066,6 +1066,8 @@ typedef struct {
     Py_ssize_t len, cap;
     Py_ssize_t base; /* position of this writer's start in the output bytearray */
     PyObject *regions; /* list of (position, region); NULL where regions cannot go */
+    Py_ssize_t reference_from; /* with regions: record buffers this long or longer are
+                                  referenced there, not copied; -1: always copied */
 } Writer;
 
 static int
@@ -1264,6 +1266,39 @@ enc_buffer(Writer *w, PyObject *v, int compact, int any_format)
     return rc;
 }
 
+/* Record data that may be referenced instead of copied (encode_into with
+   reference_from). Only exact bytes, bytearray and plain byte memoryviews are
+   handled here; anything else goes back to the Python code, which decides the same
+   way for every type. */
+static int
+enc_records_ref(Writer *w, PyObject *v, int compact)
+{
+    Py_ssize_t n;
+    if (PyBytes_CheckExact(v))
+        n = PyBytes_GET_SIZE(v);
+    else if (PyByteArray_CheckExact(v))
+        n = PyByteArray_GET_SIZE(v);
+    else if (Py_IS_TYPE(v, &PyMemoryView_Type)) {
+        Py_buffer *mv = PyMemoryView_GET_BUFFER(v);
+        if (mv->ndim != 1 || mv->itemsize != 1 || !PyBuffer_IsContiguous(mv, 'C')
+            || mv->format == NULL || strcmp(mv->format, "B") != 0)
+            return -1;
+        n = mv->len;
+    }
+    else
+        return -1;
+    if (n < w->reference_from)
+        return enc_buffer(w, v, compact, 1);
+    if (n > INT32_MAX - 1 || enc_len(w, compact, n, 1) < 0)
+        return -1;
+    PyObject *item = Py_BuildValue("(nO)", w->base + w->len, v);
+    if (item == NULL)
+        return -1;
+    int rc = PyList_Append(w->regions, item);
+    Py_DECREF(item);
+    return rc;
+}
+
 static int
 enc_string(Writer *w, PyObject *v, int compact)
 {
@@ -1318,6 +1353,8 @@ enc_op(Writer *w, const Op *op, PyObject *v)
             Py_DECREF(item);
             return rc;
         }
+        if (w->regions != NULL && w->reference_from >= 0)
+            return enc_records_ref(w, v, op->compact);
         return enc_buffer(w, v, op->compact, 1);
     case OP_STRUCT:
         if (v == Py_None)
@@ -1529,7 +1566,7 @@ sp_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     Prog *pr = lookup((PyObject *)Py_TYPE(a[0]), a[1]);
     if (pr == NULL)
         return call_pure(pure_encode, args, nargs, kwnames);
-    Writer w = {W_BYTES, NULL, NULL, 0, 0, 0, NULL};
+    Writer w = {W_BYTES, NULL, NULL, 0, 0, 0, NULL, -1};
     w.obj = PyBytes_FromStringAndSize(NULL, 256);
     if (w.obj == NULL)
         return NULL;
@@ -1549,11 +1586,23 @@ sp_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *k
 static PyObject *
 sp_encode_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    static const char *const names[] = {"self", "w", "version", "regions"};
-    PyObject *a[4];
-    if (parse_args(args, nargs, kwnames, names, 4, 4, a) < 0 || !PyByteArray_CheckExact(a[1])
+    static const char *const names[] = {"self", "w", "version", "regions", "reference_from"};
+    PyObject *a[5];
+    if (parse_args(args, nargs, kwnames, names, 4, 5, a) < 0 || !PyByteArray_CheckExact(a[1])
         || !PyList_CheckExact(a[3]))
         return call_pure(pure_encode_into, args, nargs, kwnames);
+    Py_ssize_t reference_from = -1;
+    if (a[4] != NULL) {
+        if (!PyLong_CheckExact(a[4]))
+            return call_pure(pure_encode_into, args, nargs, kwnames);
+        reference_from = PyLong_AsSsize_t(a[4]);
+        if (reference_from == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return call_pure(pure_encode_into, args, nargs, kwnames);
+        }
+        if (reference_from < 0)
+            reference_from = -1;
+    }
     Prog *pr = lookup((PyObject *)Py_TYPE(a[0]), a[2]);
     if (pr == NULL)
         return call_pure(pure_encode_into, args, nargs, kwnames);
@@ -1561,7 +1610,7 @@ sp_encode_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObje
     if (regions == NULL)
         return NULL;
     Py_ssize_t start = PyByteArray_GET_SIZE(a[1]);
-    Writer w = {W_RAW, NULL, NULL, 0, 0, start, regions};
+    Writer w = {W_RAW, NULL, NULL, 0, 0, start, regions, reference_from};
     int rc = enc_struct(&w, pr, a[0]);
     if (rc == 0 && PyByteArray_GET_SIZE(a[1]) != start)
         rc = -1; /* w changed while encoding */
@@ -1625,7 +1674,7 @@ static PyMethodDef methods[] = {
     {"encode", (PyCFunction)(void (*)(void))sp_encode, METH_FASTCALL | METH_KEYWORDS,
      "encode(message, version)"},
     {"encode_into", (PyCFunction)(void (*)(void))sp_encode_into, METH_FASTCALL | METH_KEYWORDS,
-     "encode_into(message, w, version, regions)"},
+     "encode_into(message, w, version, regions, reference_from=-1)"},
     {NULL, NULL, 0, NULL},
 };
 

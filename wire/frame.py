@@ -11,14 +11,24 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from wire.exceptions import DecodeError
 from wire.generated.header_request_header import RequestHeader
 from wire.generated.header_response_header import ResponseHeader
 from wire.generated.registry import API_SPECS
-from wire.primitives import DEFAULT_LIMITS, DecodeLimits, Message, Regions, as_memoryview
-from wire.regions import FileRegion
+from wire.primitives import (
+    DEFAULT_LIMITS,
+    REFERENCE_FROM,
+    DecodeLimits,
+    Message,
+    Regions,
+    as_memoryview,
+)
+from wire.regions import EncodedParts, split_parts
+
+#: A frame as parts to send in order, size prefix included.
+EncodedFrame = EncodedParts
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION_CORR = struct.Struct(">hhi")
@@ -104,42 +114,52 @@ def decode_request(
 def encode_request(
     body: Message, api_version: int, correlation_id: int, client_id: str | None = "cormorant"
 ) -> bytes:
-    """A complete request frame, size prefix included."""
+    """A complete request frame, size prefix included, in one ``bytes``."""
+    w, regions = _request_frame(body, api_version, correlation_id, client_id, -1)
+    if regions:
+        raise ValueError("request holds file regions: use encode_request_parts")
+    return bytes(w)
+
+
+def encode_request_parts(
+    body: Message,
+    api_version: int,
+    correlation_id: int,
+    client_id: str | None = "cormorant",
+    reference_from: int = REFERENCE_FROM,
+) -> EncodedFrame:
+    """A complete request frame as parts: record data of ``reference_from`` bytes or
+    more (and file regions) is referenced, not copied."""
+    w, regions = _request_frame(body, api_version, correlation_id, client_id, reference_from)
+    return split_parts(w, regions)
+
+
+def _request_frame(
+    body: Message, api_version: int, correlation_id: int, client_id: str | None, reference_from: int
+) -> tuple[bytearray, Regions]:
     api_key = body.API_KEY
     hv = request_header_version(api_key, api_version)
     w = bytearray(b"\0\0\0\0")
     header = RequestHeader(api_key, api_version, correlation_id, client_id if hv >= 1 else None)
     regions: Regions = []
     header.encode_into(w, hv, regions)
-    body.encode_into(w, api_version, regions)
-    if regions:
-        raise ValueError("requests cannot carry file regions")
-    _SIZE.pack_into(w, 0, len(w) - 4)
-    return bytes(w)
-
-
-@dataclass(slots=True)
-class EncodedFrame:
-    """A response frame as parts to send in order: bytes, and file regions for sendfile."""
-
-    parts: list[bytes | bytearray | memoryview | FileRegion] = field(default_factory=list)
-    size: int = 0  # total bytes on the wire, size prefix included
-
-    def to_bytes(self) -> bytes:
-        """The whole frame, reading file regions (for tests and non-socket peers)."""
-        out = bytearray()
-        for part in self.parts:
-            out += part.read() if isinstance(part, FileRegion) else part
-        return bytes(out)
+    body.encode_into(w, api_version, regions, reference_from)
+    _SIZE.pack_into(w, 0, len(w) + sum(len(r) for _, r in regions) - 4)
+    return w, regions
 
 
 def encode_response(
-    body: Message, api_version: int, correlation_id: int, api_key: int | None = None
+    body: Message,
+    api_version: int,
+    correlation_id: int,
+    api_key: int | None = None,
+    reference_from: int = REFERENCE_FROM,
 ) -> EncodedFrame:
     """A complete response frame, size prefix included.
 
-    Record data given as :class:`FileRegion` is not read: the frame's parts hold the
-    bytes around each region and the region itself, and ``size`` counts it.
+    Record data given as :class:`~wire.regions.FileRegion` is not read, and record
+    buffers of ``reference_from`` bytes or more are not copied: the frame's parts hold
+    the bytes around each region and the region itself, and ``size`` counts it.
     """
     key = body.API_KEY if api_key is None else api_key
     w = bytearray(b"\0\0\0\0")
@@ -147,23 +167,10 @@ def encode_response(
     if response_header_version(key, api_version) >= 1:
         w.append(0)  # no tagged fields in the header
     regions: Regions = []
-    body.encode_into(w, api_version, regions)
-    region_bytes = sum(r.length for _, r in regions)
-    size = len(w) + region_bytes
-    _SIZE.pack_into(w, 0, size - 4)
-    if not regions:
-        return EncodedFrame([w], size)
-    parts: list[bytes | bytearray | memoryview | FileRegion] = []
-    mv = memoryview(w)
-    start = 0
-    for pos, region in regions:
-        if pos > start:
-            parts.append(mv[start:pos])
-        parts.append(region)
-        start = pos
-    if start < len(w):
-        parts.append(mv[start:])
-    return EncodedFrame(parts, size)
+    body.encode_into(w, api_version, regions, reference_from)
+    frame = split_parts(w, regions)
+    _SIZE.pack_into(w, 0, frame.size - 4)
+    return frame
 
 
 def decode_response(

@@ -15,6 +15,7 @@ import pytest
 from broker.client import ClientError, KafkaClient, parse_bootstrap
 from tests.broker.broker_process import BrokerProcess
 from wire.errors import ErrorCode
+from wire.frame import encode_request_parts
 from wire.generated.api_000_produce import (
     ProduceRequest,
     ProduceRequestPartitionProduceData,
@@ -96,8 +97,8 @@ from wire.generated.api_075_describe_topic_partitions import (
     DescribeTopicPartitionsRequestTopicRequest,
     DescribeTopicPartitionsResponse,
 )
-from wire.primitives import ZERO_UUID, Message
-from wire.records import NewRecord, build_batch
+from wire.primitives import REFERENCE_FROM, ZERO_UUID, Message
+from wire.records import NewRecord, build_batch, iter_records
 
 TOPIC = 2
 BROKER = 4
@@ -238,6 +239,27 @@ def test_parse_bootstrap() -> None:
     assert parse_bootstrap("[::1]:9093") == ("::1", 9093)
     with pytest.raises(ClientError):
         parse_bootstrap("nohost")
+
+
+def test_client_sends_a_large_batch_uncopied(client: KafkaClient) -> None:
+    """A 900 KiB batch goes out as a part of its own (not copied into the frame) and is
+    stored and fetched back whole."""
+    created(client, "large-batch")
+    values = [bytes([i]) * (300 * 1024) for i in range(3)]
+    batch = build_batch([NewRecord(key=b"k%d" % i, value=v, timestamp=1_700_000_000_000) for i, v in enumerate(values)])
+    assert REFERENCE_FROM <= len(batch) < 1 << 20
+    request = ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[ProduceRequestTopicProduceData(
+        name="large-batch", partition_data=[ProduceRequestPartitionProduceData(index=0, records=batch)])])
+    frame = encode_request_parts(request, 9, 1)
+    assert any(part is batch for part in frame.parts)
+    response = client.send(request, ProduceResponse, 9)
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    fetch = FetchRequest(max_wait_ms=0, min_bytes=0, max_bytes=2 << 20, topics=[FetchRequestFetchTopic(
+        topic="large-batch", partitions=[FetchRequestFetchPartition(
+            partition=0, fetch_offset=0, partition_max_bytes=2 << 20)])])
+    fetched = client.send(fetch, FetchResponse, 12).responses[0].partitions[0]
+    assert fetched.error_code == ErrorCode.NONE and fetched.records is not None
+    assert [r.value for r in iter_records(bytes(fetched.records))] == values
 
 
 def test_client_connection_refused() -> None:

@@ -326,3 +326,48 @@ def test_pure_switch(tmp_path: Any) -> None:
     assert not accel.enabled() and Message.__dict__["encode"] is accel._PURE["encode"]
     accel.enable()
     assert accel.enabled()
+
+
+def test_referenced_records_same_on_both_paths() -> None:
+    import array
+
+    from wire.generated.api_000_produce import (
+        ProduceRequest,
+        ProduceRequestPartitionProduceData,
+        ProduceRequestTopicProduceData,
+    )
+
+    class Bytes(bytes):
+        pass
+
+    values: list[Any] = [
+        b"x" * 40, b"y" * 3, bytearray(b"z" * 50), memoryview(b"w" * 60), None, b"",
+        Bytes(b"s" * 40), memoryview(b"abcdefgh" * 8)[::2],
+        memoryview(array.array("H", range(30))), memoryview(b"c" * 40).cast("b"),
+    ]
+    for value in values:
+        msg = ProduceRequest(
+            transactional_id=None, acks=1, timeout_ms=1,
+            topic_data=[ProduceRequestTopicProduceData(
+                name="t", partition_data=[ProduceRequestPartitionProduceData(index=0, records=value)])],
+        )
+        for version in (3, 9):
+            for reference_from in (-1, 0, 16, 1000):
+                def run(v: int = version, r: int = reference_from, m: Message = msg, o: Any = value) -> Any:
+                    w = bytearray(b"head")
+                    regions: Regions = []
+                    m.encode_into(w, v, regions, r)
+                    return bytes(w), [(p, type(x).__name__, bytes(x), x is o) for p, x in regions]
+
+                both(run)
+    # Valid plain buffers are finished by the accelerator itself.
+    with fast():
+        before = counters()
+        msg = ProduceRequest(
+            transactional_id=None, acks=1, timeout_ms=1,
+            topic_data=[ProduceRequestTopicProduceData(
+                name="t", partition_data=[ProduceRequestPartitionProduceData(index=0, records=b"q" * 99)])],
+        )
+        parts = msg.encode_parts(9, 10)
+        assert counters() == (before[0] + 1, before[1])
+        assert parts.to_bytes() == msg.encode(9)
