@@ -1172,6 +1172,27 @@ def broker_synonyms(name: str) -> tuple[str, ...]:
     return (name,)
 
 
+#: Broker settings that topic settings default from and that, changed dynamically (for
+#: this broker or as the cluster default), apply to running logs: Kafka's
+#: DynamicLogConfig set, every topic synonym but log.message.format.version.
+DYNAMIC_LOG_CONFIGS: Final[frozenset[str]] = frozenset(
+    name
+    for topic_key in TOPIC_CONFIGS.values()
+    if topic_key.broker_synonym is not None
+    for name in broker_synonyms(topic_key.broker_synonym)
+) - {"log.message.format.version"}
+
+
+def dynamic_log_layers(
+    dynamic_broker: Mapping[str, str], dynamic_default: Mapping[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The dynamic per-broker and cluster-default settings that apply to logs."""
+    return (
+        {k: v for k, v in dynamic_broker.items() if k in DYNAMIC_LOG_CONFIGS},
+        {k: v for k, v in dynamic_default.items() if k in DYNAMIC_LOG_CONFIGS},
+    )
+
+
 class _Values:
     """Typed reads of parsed values, so building BrokerConfig type-checks."""
 
@@ -1424,6 +1445,56 @@ class BrokerConfig:
     def describe(self, keys: Iterable[str] | None = None) -> list[ConfigEntry]:
         """DescribeConfigs entries for ``keys`` (default: every supported setting)."""
         return [self.describe_entry(key) for key in (BROKER_CONFIGS if keys is None else keys)]
+
+    def with_dynamic(
+        self, dynamic_broker: Mapping[str, str], dynamic_default: Mapping[str, str]
+    ) -> BrokerConfig:
+        """This configuration with the dynamic log settings in force.
+
+        Key by key, per-broker beats cluster default beats static; values are then
+        derived as at start-up, so a static ``log.retention.ms`` still beats a dynamic
+        ``log.retention.hours``, as in Kafka. Raises ConfigError if the result is
+        invalid, topic defaults included. Returns ``self`` when no dynamic log setting
+        is set.
+        """
+        per_broker, default = dynamic_log_layers(dynamic_broker, dynamic_default)
+        if not per_broker and not default:
+            return self
+        config, _ = build_config({**self.raw, **default, **per_broker})
+        TopicConfig.resolve(config, {})  # topic defaults that contradict each other
+        return config
+
+
+def broker_synonym_chain(
+    config: BrokerConfig,
+    key: str,
+    dynamic_broker: Mapping[str, str],
+    dynamic_default: Mapping[str, str],
+) -> list[ConfigSynonym]:
+    """Kafka's ConfigHelper.configSynonyms for a broker setting.
+
+    Each layer in precedence order (dynamic per-broker, dynamic cluster default,
+    static, default), each listing the synonyms that are set; then everything
+    before ``key`` itself is dropped (a synonym of higher precedence that is set
+    is reported on its own entry).
+    """
+    names = broker_synonyms(key) if key in BROKER_CONFIGS else (key,)
+    chain: list[ConfigSynonym] = []
+    for layer, source in ((dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                          (dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)):
+        chain.extend(ConfigSynonym(n, layer[n], source) for n in names if n in layer)
+    chain.extend(
+        ConfigSynonym(n, config.raw[n], ConfigSource.STATIC_BROKER_CONFIG) for n in names if config.is_set(n)
+    )
+    for n in names:
+        spec = BROKER_CONFIGS.get(n)
+        if spec is not None:
+            default = format_value(spec.type, spec.default_value)
+            if default is not None:
+                chain.append(ConfigSynonym(n, default, ConfigSource.DEFAULT_CONFIG))
+    while chain and chain[0].name != key:
+        chain.pop(0)
+    return chain
 
 
 def _close_match(key: str) -> str | None:
@@ -2211,15 +2282,22 @@ class TopicConfig:
         """Where the value of a topic setting comes from."""
         return self.describe_entry(key).source
 
-    def describe_entry(self, key: str) -> ConfigEntry:
-        """A topic setting as DescribeConfigs reports it."""
+    def describe_entry(
+        self, key: str, broker_synonyms_of: Callable[[str], list[ConfigSynonym]] | None = None
+    ) -> ConfigEntry:
+        """A topic setting as DescribeConfigs reports it.
+
+        ``broker_synonyms_of`` gives the broker setting's synonym chain when dynamic
+        broker settings are in play (default: the broker configuration's own).
+        """
         config_key = TOPIC_CONFIGS[key]
         synonyms: list[ConfigSynonym] = []
         value = format_value(config_key.type, self.values[key])
         if key in self.overrides:
             synonyms.append(ConfigSynonym(key, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
         if config_key.broker_synonym is not None:
-            synonyms.extend(self.broker.synonyms(config_key.broker_synonym))
+            chain = broker_synonyms_of or self.broker.synonyms
+            synonyms.extend(chain(config_key.broker_synonym))
         return ConfigEntry(
             name=key,
             value=value,
@@ -2231,10 +2309,15 @@ class TopicConfig:
             synonyms=tuple(synonyms),
         )
 
-    def describe(self, keys: Iterable[str] | None = None) -> list[ConfigEntry]:
+    def describe(
+        self,
+        keys: Iterable[str] | None = None,
+        broker_synonyms_of: Callable[[str], list[ConfigSynonym]] | None = None,
+    ) -> list[ConfigEntry]:
         """DescribeConfigs entries for ``keys`` (default: every topic setting, by name)."""
         return [
-            self.describe_entry(key) for key in (sorted(TOPIC_CONFIGS) if keys is None else keys)
+            self.describe_entry(key, broker_synonyms_of)
+            for key in (sorted(TOPIC_CONFIGS) if keys is None else keys)
         ]
 
 
@@ -2314,9 +2397,15 @@ def render_configuration_markdown() -> str:
         "",
         "Set per topic with CreateTopics or AlterConfigs. A topic setting that is not set",
         "takes its value from the broker setting named in the second column (or, without",
-        "one, the default shown). DescribeConfigs reports each with its source: the topic",
-        "(DYNAMIC_TOPIC_CONFIG), the broker's file or overrides (STATIC_BROKER_CONFIG) or the",
-        "default (DEFAULT_CONFIG).",
+        "one, the default shown). Those broker settings can also be changed at run time",
+        "with AlterConfigs or IncrementalAlterConfigs on the broker resource, for one broker",
+        "(its id) or for all (\"\", the cluster default; `kafka-configs --entity-default`):",
+        "running logs and new topics take the new value at once, one broker's own setting",
+        "beating the cluster default, which beats the file. DescribeConfigs reports each",
+        "topic setting with its source: the topic (DYNAMIC_TOPIC_CONFIG), this broker's",
+        "dynamic setting (DYNAMIC_BROKER_CONFIG), the cluster default",
+        "(DYNAMIC_DEFAULT_BROKER_CONFIG), the broker's file or overrides",
+        "(STATIC_BROKER_CONFIG) or the default (DEFAULT_CONFIG).",
         "",
         "| Name | Broker default from | Type | Default | Valid values | Description |",
         "| --- | --- | --- | --- | --- | --- |",

@@ -22,10 +22,19 @@ import structlog
 import trio
 
 from broker.cluster_mode import ClusterMode, QuorumHandle, quorum_cluster_id
-from broker.config import BrokerConfig, ConfigError, SecurityProtocol, TopicConfig
+from broker.config import (
+    BrokerConfig,
+    ConfigEntry,
+    ConfigError,
+    SecurityProtocol,
+    TopicConfig,
+    broker_synonym_chain,
+    dynamic_log_layers,
+)
 from broker.controller_channel import RemoteController
 from broker.coordinator import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, CoordinatorLookup
 from broker.dispatch import Dispatcher, load_handlers
+from broker.fetch_sessions import FetchSessionCache
 from broker.group.coordinator import GroupCoordinator
 from broker.handlers import all_handlers
 from broker.log.clean_records import LastRecord
@@ -121,6 +130,9 @@ class BrokerNode:
         self.node_id = config.node_id
         self.clock_ms = clock_ms
         self.rng = rng or random.Random()
+        self.fetch_sessions = FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots, clock_ms, self.rng
+        )
         self.metrics = BrokerMetrics() if config.metrics_enabled else DisabledMetrics()
         self.tracing = Tracing(None)
         self.telemetry: Telemetry | None = None
@@ -129,6 +141,10 @@ class BrokerNode:
         self.dispatcher = Dispatcher(self, load_handlers(all_handlers()), DecodeLimits())
         self.listeners: list[Listener] = []
         self._topic_configs: dict[tuple[str, frozenset[tuple[str, str]]], TopicConfig] = {}
+        # The dynamic broker settings the effective configuration was built from.
+        self._dynamic_seen: tuple[Mapping[str, str], Mapping[str, str]] | None = None
+        self._dynamic_items: tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]] | None = None
+        self._effective_config = config
         self._shutdown = trio.Event()
         self._broker_epoch = -1
         #: FindCoordinator key type -> the coordinator answering it (group: 0, transaction: 1).
@@ -162,16 +178,52 @@ class BrokerNode:
         # KRaft brokers report themselves (clients cannot reach controllers directly).
         return self.node_id
 
+    def effective_config(self, image: MetadataImage) -> BrokerConfig:
+        """The static configuration with the dynamic log settings of ``image`` in force
+        (this broker's own, then the cluster default): what topics default from."""
+        dynamic_broker = image.broker_config(self.node_id)
+        dynamic_default = image.broker_config("")
+        seen = self._dynamic_seen
+        if seen is not None and seen[0] is dynamic_broker and seen[1] is dynamic_default:
+            return self._effective_config
+        self._dynamic_seen = (dynamic_broker, dynamic_default)
+        per_broker, default = dynamic_log_layers(dynamic_broker, dynamic_default)
+        items = (frozenset(per_broker.items()), frozenset(default.items()))
+        if items == self._dynamic_items:
+            return self._effective_config
+        self._dynamic_items = items
+        try:
+            effective = self.config.with_dynamic(dynamic_broker, dynamic_default)
+        except ConfigError as ex:
+            log.error("dynamic_broker_config_invalid", key=ex.key, error=str(ex))
+            effective = self.config
+        if effective is not self._effective_config:
+            log.info("dynamic_log_configs_applied", broker=per_broker, cluster_default=default)
+            self._effective_config = effective
+            self._topic_configs.clear()
+        return effective
+
+    def describe_topic_configs(self, overrides: Mapping[str, str]) -> list[ConfigEntry]:
+        """A topic's settings as DescribeConfigs and CreateTopics report them, with the
+        dynamic broker settings they default from; raises ConfigError."""
+        image = self.image
+        resolved = TopicConfig.resolve(self.effective_config(image), overrides)
+        per_broker, default = dynamic_log_layers(image.broker_config(self.node_id), image.broker_config(""))
+        return resolved.describe(
+            broker_synonyms_of=lambda key: broker_synonym_chain(self.config, key, per_broker, default)
+        )
+
     def topic_config(self, image: MetadataImage, topic: str) -> TopicConfig:
+        broker = self.effective_config(image)
         overrides = image.topic_config(topic)
         key = (topic, frozenset(overrides.items()))
         cached = self._topic_configs.get(key)
         if cached is None:
             try:
-                cached = TopicConfig.resolve(self.config, overrides)
+                cached = TopicConfig.resolve(broker, overrides)
             except ConfigError as ex:
                 log.error("topic_config_invalid", topic=topic, key=ex.key, error=str(ex))
-                cached = TopicConfig.resolve(self.config, {})
+                cached = TopicConfig.resolve(broker, {})
             if len(self._topic_configs) > 10_000:
                 self._topic_configs.clear()
             self._topic_configs[key] = cached
@@ -189,7 +241,7 @@ class BrokerNode:
 
     def validate_topic_configs(self, configs: Mapping[str, str]) -> tuple[str, str] | None:
         try:
-            TopicConfig.resolve(self.config, configs)
+            TopicConfig.resolve(self.effective_config(self.image), configs)
         except ConfigError as ex:
             return ex.key, str(ex)
         return None

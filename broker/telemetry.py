@@ -468,6 +468,8 @@ class Telemetry:
                 by("fetcher", lambda: [("consumer", m.fetched_bytes), ("follower", m.follower_fetched_bytes)]))
         updown("cormorant.fetch.delayed", "{request}", "Fetch requests long-polling for data.",
                value(lambda: m.fetch_delayed))
+        updown("cormorant.fetch.sessions", "{session}", "Incremental fetch sessions cached (KIP-227).",
+               value(lambda: len(node.fetch_sessions)))
         # storage
         gauge("cormorant.log.end_offset", "{offset}", "Log end offset of each hosted partition.",
               self._per_partition(lambda p: p.log_end_offset))

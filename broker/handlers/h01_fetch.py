@@ -6,10 +6,10 @@ Consumers read below the high watermark (the last stable offset for
 read_committed, with the aborted transactions overlapping the data, from the
 partitions' ``.txnindex``, for the client to skip); record data goes out as file regions with ``os.sendfile``. At
 least one whole batch is returned even when it is larger than the size limits
-(KIP-74). Fetch sessions (v7+, KIP-227): this broker declines to create them —
-session id 0 — which every client handles by sending full requests; an
-incremental request for a session that does not exist gets
-FETCH_SESSION_ID_NOT_FOUND. v13+ name topics by id.
+(KIP-74). Fetch sessions (v7+, KIP-227, :mod:`broker.fetch_sessions`): a full
+fetch with epoch 0 opens one; incremental fetches name only what changed and get
+only partitions with news; an unknown session is FETCH_SESSION_ID_NOT_FOUND, a
+wrong epoch INVALID_FETCH_SESSION_EPOCH. v13+ name topics by id.
 
 v0-3 responses can only carry magic 0/1 message sets, which needs down-conversion;
 Cormorant stores magic 2 only, so those versions are not offered.
@@ -20,6 +20,13 @@ from __future__ import annotations
 import trio
 
 from broker.dispatch import RequestContext
+from broker.fetch_sessions import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    CachedPartition,
+    FetchSession,
+    next_epoch,
+)
 from broker.log.errors import OffsetOutOfRangeError
 from broker.replica_manager import Partition
 from wire.errors import ErrorCode
@@ -42,52 +49,66 @@ READ_COMMITTED = 1
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     node = ctx.node
     rm = node.replica_manager
-    if request.session_id != 0 or request.session_epoch > 0:
-        return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
     by_id = ctx.api_version >= 13
     # A follower names itself (replica id, ReplicaState from v15); consumers send -1.
     follower = request.replica_state.replica_id if ctx.api_version >= 15 else request.replica_id
+    sessions = node.fetch_sessions
+    epoch = request.session_epoch if ctx.api_version >= 7 else FINAL_EPOCH
+    session: FetchSession | None = None
+    if epoch > INITIAL_EPOCH:
+        session = sessions.get(request.session_id)
+        if session is None:
+            return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
+        if session.epoch != epoch:
+            return FetchResponse(error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH, session_id=0)
+        session.update(request.topics, request.forgotten_topics_data)
+        session.epoch = next_epoch(epoch)
+        wanted = list(session.partitions.items())
+    else:
+        if request.session_id != 0:
+            sessions.remove(request.session_id)  # a new full fetch (epoch 0) or a close (-1)
+        wanted = [
+            ((t.topic_id if by_id else t.topic, fp.partition), CachedPartition(t.topic, t.topic_id, fp))
+            for t in request.topics
+            for fp in t.partitions
+        ]
     image = node.image
-    # Resolve every requested partition once; errors are final, the rest are re-read.
+    # Resolve every wanted partition once; errors are final, the rest are re-read.
     slots: list[tuple[FetchResponsePartitionData, FetchRequestFetchPartition, Partition | None]] = []
-    response = FetchResponse(session_id=0)
-    for topic in request.topics:
-        name = topic.topic
+    for _, cached in wanted:
+        fp = cached.request
+        name = cached.topic
         if by_id:
-            t = image.topics_by_id.get(topic.topic_id)
+            t = image.topics_by_id.get(cached.topic_id)
             name = t.name if t is not None else ""
-        t_resp = FetchResponseFetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id)
-        response.responses.append(t_resp)
-        for fp in topic.partitions:
-            pd = FetchResponsePartitionData(partition_index=fp.partition, high_watermark=-1,
-                                            last_stable_offset=-1, log_start_offset=-1)
-            t_resp.partitions.append(pd)
-            partition = rm.get(name, fp.partition) if name else None
-            if partition is None:
-                if by_id and (not name or image.topics_by_id.get(topic.topic_id) is None):
-                    pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID
-                else:
-                    pd.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                pd.records = b""
-                slots.append((pd, fp, None))
-                continue
-            error = _check_leadership(ctx, partition, fp)
-            if error == ErrorCode.NONE and follower >= 0:
-                error = _check_divergence(partition, fp, pd)
-            if error != ErrorCode.NONE or pd.diverging_epoch.epoch >= 0:
-                pd.error_code = error
-                pd.records = b""
-                if error == ErrorCode.NONE:
-                    pd.high_watermark = partition.high_watermark
-                    pd.last_stable_offset = partition.last_stable_offset
-                    pd.log_start_offset = partition.log_start_offset
-                slots.append((pd, fp, None))
-                continue
-            if follower >= 0:
-                rm.record_follower_fetch(partition, follower, fp.fetch_offset)
-                if follower not in partition.isr and node.isr_manager is not None:
-                    node.isr_manager.poke()  # it may be back in sync
-            slots.append((pd, fp, partition))
+        pd = FetchResponsePartitionData(partition_index=fp.partition, high_watermark=-1,
+                                        last_stable_offset=-1, log_start_offset=-1)
+        partition = rm.get(name, fp.partition) if name else None
+        if partition is None:
+            if by_id and (not name or image.topics_by_id.get(cached.topic_id) is None):
+                pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+            else:
+                pd.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            pd.records = b""
+            slots.append((pd, fp, None))
+            continue
+        error = _check_leadership(ctx, partition, fp)
+        if error == ErrorCode.NONE and follower >= 0:
+            error = _check_divergence(partition, fp, pd)
+        if error != ErrorCode.NONE or pd.diverging_epoch.epoch >= 0:
+            pd.error_code = error
+            pd.records = b""
+            if error == ErrorCode.NONE:
+                pd.high_watermark = partition.high_watermark
+                pd.last_stable_offset = partition.last_stable_offset
+                pd.log_start_offset = partition.log_start_offset
+            slots.append((pd, fp, None))
+            continue
+        if follower >= 0:
+            rm.record_follower_fetch(partition, follower, fp.fetch_offset)
+            if follower not in partition.isr and node.isr_manager is not None:
+                node.isr_manager.poke()  # it may be back in sync
+        slots.append((pd, fp, partition))
 
     deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
     read_committed = request.isolation_level == READ_COMMITTED and ctx.api_version >= 4
@@ -104,6 +125,28 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         finally:
             node.metrics.fetch_waiting(-1)
     node.metrics.record_fetch(total, follower=follower >= 0)
+
+    response = FetchResponse(session_id=0)
+    if session is not None:
+        response.session_id = session.id
+    elif epoch == INITIAL_EPOCH:
+        created = sessions.create(by_id, dict(wanted))
+        if created is not None:
+            response.session_id = created.id
+    current: FetchResponseFetchableTopicResponse | None = None
+    for (key, cached), (pd, _, _) in zip(wanted, slots, strict=True):
+        must_respond = cached.note_response(pd)
+        if session is not None:
+            # Incremental: only what changed; a partition that returned records goes last.
+            if not must_respond:
+                continue
+            if pd.records is not None and len(pd.records) > 0:
+                session.move_to_end(key)
+        # Consecutive partitions of one topic share an entry, as Kafka groups them.
+        if current is None or current.topic != cached.topic or current.topic_id != cached.topic_id:
+            current = FetchResponseFetchableTopicResponse(topic=cached.topic, topic_id=cached.topic_id)
+            response.responses.append(current)
+        current.partitions.append(pd)
     return response
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
-from broker.config import ConfigError, TopicConfig
+from broker.config import ConfigError
 from broker.dispatch import RequestContext
 from controller.image import MetadataImage
 from controller.service import CreateTopicResult, TopicRequest, validate_topic_name
@@ -205,7 +205,7 @@ def _result(node: BrokerNode, result: CreateTopicResult, configs: dict[str, str]
         configs=[],
     )
     try:
-        resolved = TopicConfig.resolve(node.config, configs)
+        entries = node.describe_topic_configs(configs)
     except ConfigError:
         # The controller accepted these configs, so this cannot happen; answer without them.
         log.error("created_topic_configs_unresolvable", topic=result.name)
@@ -218,7 +218,7 @@ def _result(node: BrokerNode, result: CreateTopicResult, configs: dict[str, str]
             config_source=entry.source,
             is_sensitive=entry.is_sensitive,
         )
-        for entry in resolved.describe()
+        for entry in entries
     ]
     return out
 

@@ -38,9 +38,7 @@ from broker.config import (
     ConfigSource,
     ConfigSynonym,
     ConfigType,
-    TopicConfig,
-    broker_synonyms,
-    format_value,
+    broker_synonym_chain,
 )
 from broker.dispatch import RequestContext
 from controller.service import validate_topic_name
@@ -128,7 +126,7 @@ def _describe(ctx: RequestContext, resource: DescribeConfigsRequestDescribeConfi
             # Kafka leaves the message at its empty default here.
             raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "")
         try:
-            return TopicConfig.resolve(node.config, image.topic_config(name)).describe()
+            return node.describe_topic_configs(image.topic_config(name))
         except ConfigError as ex:
             log.error("topic_config_invalid", topic=name, key=ex.key, error=str(ex))
             raise ResourceError(ErrorCode.UNKNOWN_SERVER_ERROR, None) from ex
@@ -190,38 +188,6 @@ def _entry(
 
 
 # ------------------------------------------------------------ broker configs
-
-
-def broker_synonym_chain(
-    config: BrokerConfig,
-    key: str,
-    dynamic_broker: Mapping[str, str],
-    dynamic_default: Mapping[str, str],
-) -> list[ConfigSynonym]:
-    """Kafka's ConfigHelper.configSynonyms for a broker setting.
-
-    Each layer in precedence order (dynamic per-broker, dynamic cluster default,
-    static, default), each listing the synonyms that are set; then everything
-    before ``key`` itself is dropped (a synonym of higher precedence that is set
-    is reported on its own entry).
-    """
-    names = broker_synonyms(key) if key in BROKER_CONFIGS else (key,)
-    chain: list[ConfigSynonym] = []
-    for layer, source in ((dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
-                          (dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)):
-        chain.extend(ConfigSynonym(n, layer[n], source) for n in names if n in layer)
-    chain.extend(
-        ConfigSynonym(n, config.raw[n], ConfigSource.STATIC_BROKER_CONFIG) for n in names if config.is_set(n)
-    )
-    for n in names:
-        spec = BROKER_CONFIGS.get(n)
-        if spec is not None:
-            default = format_value(spec.type, spec.default_value)
-            if default is not None:
-                chain.append(ConfigSynonym(n, default, ConfigSource.DEFAULT_CONFIG))
-    while chain and chain[0].name != key:
-        chain.pop(0)
-    return chain
 
 
 def _broker_entry(

@@ -19,6 +19,7 @@ from broker.handlers.h44_incremental_alter_configs import (
     AlterError,
     Op,
     check_broker_name,
+    check_dynamic_result,
     check_keys,
     check_topic_change,
     duplicate_resources,
@@ -56,6 +57,7 @@ async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConf
             if resource.resource_type == BROKER:
                 check_broker_name(ctx.node.node_id, name)
                 validate_broker_configs(configs, per_broker=bool(name))
+                check_dynamic_result(ctx.node, name, configs)
             elif resource.resource_type == TOPIC:
                 check_topic_change(ctx, name, configs)
             else:

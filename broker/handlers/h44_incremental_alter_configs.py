@@ -29,6 +29,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -49,6 +50,9 @@ from wire.generated.api_044_incremental_alter_configs import (
     IncrementalAlterConfigsResponse,
     IncrementalAlterConfigsResponseAlterConfigsResourceResponse,
 )
+
+if TYPE_CHECKING:
+    from broker.node import BrokerNode
 
 API_KEY = 44
 MIN_VERSION = 0
@@ -137,6 +141,21 @@ def validate_broker_configs(configs: Mapping[str, str], per_broker: bool) -> Non
                 "Cannot update these configs at default cluster level, broker id must be specified: "
                 + _scala_set(only_per_broker),
             )
+
+
+def check_dynamic_result(node: BrokerNode, name: str, configs: Mapping[str, str]) -> None:
+    """The broker configuration with ``configs`` as broker ``name``'s dynamic settings ("" for
+    the cluster default) must still be valid as a whole, as Kafka checks a dynamic update
+    by building the new configuration."""
+    image = node.image
+    if name:
+        per_broker, default = configs, image.broker_config("")
+    else:
+        per_broker, default = image.broker_config(node.node_id), configs
+    try:
+        node.config.with_dynamic(per_broker, default)
+    except ConfigError as ex:
+        raise AlterError(ErrorCode.INVALID_REQUEST, str(ex)) from None
 
 
 def _list_parts(value: str | None) -> list[str]:
@@ -273,6 +292,7 @@ async def _alter(ctx: RequestContext, resource_type: int, name: str, ops: list[O
             lambda op: f"Unknown config name: {op.name}",
         )
         validate_broker_configs(merged(current, changes), per_broker=bool(name))
+        check_dynamic_result(node, name, merged(current, changes))
         await write_changes(ctx, BROKER, name, changes, False, validate_only)
         return
     if resource_type == TOPIC:

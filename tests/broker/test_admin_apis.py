@@ -592,6 +592,66 @@ def test_dynamic_broker_configs(client: KafkaClient) -> None:
     assert incremental(client, BROKER, "1", [("log.cleaner.threads", DELETE, None)]) == (ErrorCode.NONE, None)
 
 
+def test_dynamic_log_configs_apply_to_topics(client: KafkaClient) -> None:
+    """Topic settings default from the dynamic broker settings (this broker's own, then the
+    cluster default) as soon as they change, and say so when described."""
+    created(client, "dyn-logs")
+    big = build_batch([NewRecord(key=None, value=b"x" * 500, timestamp=BASE_TS)])
+
+    def produce_code() -> int:
+        request = ProduceRequest(acks=1, timeout_ms=5000, topic_data=[ProduceRequestTopicProduceData(
+            name="dyn-logs", partition_data=[ProduceRequestPartitionProduceData(index=0, records=big)])])
+        return client.send(request, ProduceResponse, 9).responses[0].partition_responses[0].error_code
+
+    def max_message_bytes() -> tuple[str | None, int, list[tuple[str, int]]]:
+        request = DescribeConfigsRequest(include_synonyms=True, resources=[DescribeConfigsRequestDescribeConfigsResource(
+            resource_type=TOPIC, resource_name="dyn-logs", configuration_keys=["max.message.bytes"])])
+        entry = client.send(request, DescribeConfigsResponse, 4).results[0].configs[0]
+        return entry.value, entry.config_source, [(s.name, s.source) for s in entry.synonyms]
+
+    try:
+        assert produce_code() == ErrorCode.NONE
+        assert max_message_bytes() == ("1048588", DEFAULT_CONFIG, [("message.max.bytes", DEFAULT_CONFIG)])
+
+        assert incremental(client, BROKER, "", [("message.max.bytes", SET, "200")]) == (ErrorCode.NONE, None)
+        assert produce_code() == ErrorCode.MESSAGE_TOO_LARGE
+        assert max_message_bytes() == ("200", DYNAMIC_DEFAULT_BROKER_CONFIG, [
+            ("message.max.bytes", DYNAMIC_DEFAULT_BROKER_CONFIG), ("message.max.bytes", DEFAULT_CONFIG)])
+
+        # This broker's own setting beats the cluster default.
+        assert incremental(client, BROKER, "1", [("message.max.bytes", SET, "100000")]) == (ErrorCode.NONE, None)
+        assert produce_code() == ErrorCode.NONE
+        assert max_message_bytes()[:2] == ("100000", DYNAMIC_BROKER_CONFIG)
+
+        # The topic's own setting beats both.
+        assert incremental(client, TOPIC, "dyn-logs", [("max.message.bytes", SET, "150")]) == (ErrorCode.NONE, None)
+        assert produce_code() == ErrorCode.MESSAGE_TOO_LARGE
+        assert max_message_bytes()[:2] == ("150", DYNAMIC_TOPIC_CONFIG)
+        assert incremental(client, TOPIC, "dyn-logs", [("max.message.bytes", DELETE, None)]) == (ErrorCode.NONE, None)
+
+        # A topic created now reports the dynamic default it got.
+        assert incremental(client, BROKER, "", [("log.retention.ms", SET, "7777777")]) == (ErrorCode.NONE, None)
+        result = create(client, "dyn-logs-new").topics[0]
+        assert result.error_code == ErrorCode.NONE
+        retention = [c for c in result.configs if c.name == "retention.ms"]
+        assert [(c.value, c.config_source) for c in retention] == [("7777777", DYNAMIC_DEFAULT_BROKER_CONFIG)]
+        assert config_of(describe_topic(client, "dyn-logs-new", ["retention.ms"]), "retention.ms").value == "7777777"
+        # A dynamic setting that makes the broker configuration invalid as a whole is refused.
+        code, message = incremental(client, BROKER, "", [("log.segment.bytes", SET, "10")])
+        assert code == ErrorCode.INVALID_REQUEST and message is not None and "log.segment.bytes" in message
+        code, message = incremental(client, BROKER, "", [("log.cleaner.min.compaction.lag.ms", SET, "1000"),
+                                                         ("log.cleaner.max.compaction.lag.ms", SET, "10")])
+        assert code == ErrorCode.INVALID_REQUEST and message is not None and "compaction.lag.ms" in message, message
+        assert produce_code() == ErrorCode.NONE
+    finally:
+        incremental(client, BROKER, "", [("message.max.bytes", DELETE, None), ("log.retention.ms", DELETE, None),
+                                         ("log.cleaner.min.compaction.lag.ms", DELETE, None),
+                                         ("log.cleaner.max.compaction.lag.ms", DELETE, None)])
+        incremental(client, BROKER, "1", [("message.max.bytes", DELETE, None)])
+    assert produce_code() == ErrorCode.NONE
+    assert max_message_bytes()[:2] == ("1048588", DEFAULT_CONFIG)
+
+
 def test_legacy_alter_configs_replaces_the_whole_set(client: KafkaClient) -> None:
     created(client, "lac", configs={"retention.ms": "1000", "segment.ms": "100000"})
 

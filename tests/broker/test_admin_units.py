@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigSource, build_config
+from broker.config import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    ConfigError,
+    ConfigSource,
+    TopicConfig,
+    build_config,
+)
 from broker.handlers.h19_create_topics import manual_assignment_error
 from broker.handlers.h32_describe_configs import broker_entries, broker_synonym_chain, log4j_level
 from broker.handlers.h44_incremental_alter_configs import (
@@ -128,3 +135,20 @@ def test_manual_assignment_checks() -> None:
 def test_log4j_levels() -> None:
     assert [log4j_level(v) for v in (5, logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR,
                                      logging.CRITICAL)] == ["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"]
+
+
+def test_dynamic_log_settings_layer_over_static_ones() -> None:
+    config, _ = build_config({"log.retention.hours": "24", "log.retention.ms": "5000", "log.segment.bytes": "1048576"})
+    # Only settings topics default from apply; anything else leaves the configuration as it is.
+    assert config.with_dynamic({"log.cleaner.threads": "3"}, {"num.io.threads": "4"}) is config
+    # A static log.retention.ms still beats a dynamic log.retention.hours (Kafka derives after merging).
+    assert config.with_dynamic({}, {"log.retention.hours": "1"}).log_retention_ms == 5000
+    assert config.with_dynamic({}, {"log.retention.ms": "60000"}).log_retention_ms == 60000
+    # Per broker beats the cluster default, key by key.
+    both = config.with_dynamic({"log.segment.bytes": "2097152"}, {"log.segment.bytes": "4194304",
+                                                                  "log.retention.ms": "1000"})
+    assert (both.get("log.segment.bytes"), both.log_retention_ms) == (2097152, 1000)
+    assert TopicConfig.resolve(both, {}).segment_bytes == 2097152
+    assert TopicConfig.resolve(both, {"segment.bytes": "1048576"}).segment_bytes == 1048576
+    with pytest.raises(ConfigError):
+        config.with_dynamic({}, {"log.segment.bytes": "1"})

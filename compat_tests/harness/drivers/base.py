@@ -173,6 +173,11 @@ class Driver(ABC):
     def alter_topic_config(self, topic: str, key: str, value: str) -> None:
         raise Unsupported(f"{self.name} has no admin API")
 
+    def alter_broker_config(self, broker: str, key: str, value: str | None) -> None:
+        """IncrementalAlterConfigs on a broker resource ("" for the cluster default);
+        a None value deletes the setting."""
+        raise Unsupported(f"{self.name} cannot alter broker configs in this harness")
+
     def delete_topic(self, name: str) -> None:
         raise Unsupported(f"{self.name} has no admin API")
 

@@ -66,6 +66,9 @@ class JavaDriver(JsonProcessDriver):
             MAIN_CLASS,
         ]
 
+    def alter_broker_config(self, broker: str, key: str, value: str | None) -> None:
+        self.call("alter_config", broker=broker, key=key, value=value)
+
 
 LIB4_DIR = settings.JAVA_DIR / "lib4"
 BUILD4_DIR = settings.JAVA_DIR / "build4"

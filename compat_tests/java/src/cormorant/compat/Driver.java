@@ -297,11 +297,15 @@ public final class Driver {
     }
 
     private Object alterConfig() throws Exception {
-        ConfigResource resource = new ConfigResource(
-            ConfigResource.Type.TOPIC, str(cmd.get("topic")));
+        // A topic's setting, or with "broker" a broker's ("" is the cluster default, as
+        // kafka-configs --entity-default); a null value deletes the setting.
+        ConfigResource resource = cmd.containsKey("broker")
+            ? new ConfigResource(ConfigResource.Type.BROKER, str(cmd.get("broker")))
+            : new ConfigResource(ConfigResource.Type.TOPIC, str(cmd.get("topic")));
+        String value = str(cmd.get("value"));
         AlterConfigOp op = new AlterConfigOp(
-            new ConfigEntry(str(cmd.get("key")), str(cmd.get("value"))),
-            AlterConfigOp.OpType.SET);
+            new ConfigEntry(str(cmd.get("key")), value),
+            value == null ? AlterConfigOp.OpType.DELETE : AlterConfigOp.OpType.SET);
         try (Admin admin = admin()) {
             await(admin.incrementalAlterConfigs(Map.of(resource, List.of(op))).all());
         }
