@@ -93,7 +93,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             slots.append((pd, fp, None))
             continue
         error = _check_leadership(ctx, partition, fp)
-        if error == ErrorCode.NONE and follower >= 0:
+        if error == ErrorCode.NONE:
             error = _check_divergence(partition, fp, pd)
         if error != ErrorCode.NONE or pd.diverging_epoch.epoch >= 0:
             pd.error_code = error
@@ -163,9 +163,11 @@ def _check_leadership(ctx: RequestContext, partition: Partition, fp: FetchReques
 
 def _check_divergence(partition: Partition, fp: FetchRequestFetchPartition,
                       pd: FetchResponsePartitionData) -> ErrorCode:
-    """KIP-320 for followers: if the follower's last fetched epoch ends before its fetch
-    offset in this leader's log, answer where it diverges (it truncates there and asks
-    again) instead of data."""
+    """KIP-320, for followers and consumers alike (as Kafka's Partition.fetchRecords): if
+    the fetcher's last fetched epoch ends before its fetch offset in this leader's log,
+    answer where it diverges instead of data. A follower truncates there and fetches
+    again; a consumer detects the truncation (and resets per its offset reset policy,
+    or reports it)."""
     if fp.last_fetched_epoch < 0:
         return ErrorCode.NONE
     epoch, end_offset = partition.log.end_offset_for_epoch(fp.last_fetched_epoch)

@@ -222,3 +222,31 @@ def test_an_incremental_fetch_waits_for_any_partition_of_its_session(
     assert reported(response) == {1: [b"late"]}
     assert waited < 15, f"the fetch was not woken by the append ({waited:.1f} s)"
 
+
+
+# ------------------------------------------------------------ KIP-320 for consumers
+
+
+def test_consumers_last_fetched_epoch_is_checked(client: KafkaClient) -> None:
+    topic = "consumer-diverging"
+    create(client, topic, 1)
+    for value in (b"a", b"b", b"c"):
+        produce(client, topic, 0, value)
+
+    def consumer_fetch(offset: int, last_fetched_epoch: int) -> FetchResponsePartitionData:
+        request = FetchRequest(max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, topics=[FetchRequestFetchTopic(
+            topic=topic, partitions=[FetchRequestFetchPartition(
+                partition=0, fetch_offset=offset, last_fetched_epoch=last_fetched_epoch,
+                partition_max_bytes=1 << 20)])])
+        return client.send(request, FetchResponse, 12).responses[0].partitions[0]
+
+    # Epoch 0 is the only epoch and holds offsets 0-2: a consumer at 2 that last saw epoch 0
+    # is on the leader's log.
+    ok = consumer_fetch(2, 0)
+    assert ok.error_code == ErrorCode.NONE and ok.diverging_epoch.epoch == -1
+    assert [r.value for r in iter_records(bytes(ok.records or b""))] == [b"c"]  # type: ignore[arg-type]
+    # A consumer that last saw epoch 4, which this leader never had, cannot be placed on
+    # this log: as Kafka (the epoch is above every known one), OFFSET_OUT_OF_RANGE, and the
+    # consumer resets by its policy. Consumers used to be served as if they sent no epoch.
+    lost = consumer_fetch(3, 4)
+    assert lost.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and not lost.records
