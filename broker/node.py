@@ -143,7 +143,7 @@ class BrokerNode:
         self._topic_configs: dict[tuple[str, frozenset[tuple[str, str]]], TopicConfig] = {}
         # The dynamic broker settings the effective configuration was built from.
         self._dynamic_seen: tuple[Mapping[str, str], Mapping[str, str]] | None = None
-        self._dynamic_items: tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]] | None = None
+        self._dynamic_layers: tuple[dict[str, str], dict[str, str]] = ({}, {})
         self._effective_config = config
         self._shutdown = trio.Event()
         self._broker_epoch = -1
@@ -183,15 +183,16 @@ class BrokerNode:
         (this broker's own, then the cluster default): what topics default from."""
         dynamic_broker = image.broker_config(self.node_id)
         dynamic_default = image.broker_config("")
+        # The image replaces a resource's config mapping when it changes, never edits it.
         seen = self._dynamic_seen
         if seen is not None and seen[0] is dynamic_broker and seen[1] is dynamic_default:
             return self._effective_config
         self._dynamic_seen = (dynamic_broker, dynamic_default)
-        per_broker, default = dynamic_log_layers(dynamic_broker, dynamic_default)
-        items = (frozenset(per_broker.items()), frozenset(default.items()))
-        if items == self._dynamic_items:
-            return self._effective_config
-        self._dynamic_items = items
+        layers = dynamic_log_layers(dynamic_broker, dynamic_default)
+        if layers == self._dynamic_layers:
+            return self._effective_config  # only settings that do not apply to logs changed
+        self._dynamic_layers = layers
+        per_broker, default = layers
         try:
             effective = self.config.with_dynamic(dynamic_broker, dynamic_default)
         except ConfigError as ex:
@@ -206,9 +207,8 @@ class BrokerNode:
     def describe_topic_configs(self, overrides: Mapping[str, str]) -> list[ConfigEntry]:
         """A topic's settings as DescribeConfigs and CreateTopics report them, with the
         dynamic broker settings they default from; raises ConfigError."""
-        image = self.image
-        resolved = TopicConfig.resolve(self.effective_config(image), overrides)
-        per_broker, default = dynamic_log_layers(image.broker_config(self.node_id), image.broker_config(""))
+        resolved = TopicConfig.resolve(self.effective_config(self.image), overrides)
+        per_broker, default = self._dynamic_layers  # as effective_config just read them
         return resolved.describe(
             broker_synonyms_of=lambda key: broker_synonym_chain(self.config, key, per_broker, default)
         )

@@ -133,9 +133,11 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         created = sessions.create(by_id, dict(wanted))
         if created is not None:
             response.session_id = created.id
+    # Only a session remembers what it was told; sessionless fetches skip the bookkeeping.
+    tracked = response.session_id != 0
     current: FetchResponseFetchableTopicResponse | None = None
     for (key, cached), (pd, _, _) in zip(wanted, slots, strict=True):
-        must_respond = cached.note_response(pd)
+        must_respond = cached.note_response(pd) if tracked else True
         if session is not None:
             # Incremental: only what changed; a partition that returned records goes last.
             if not must_respond:
