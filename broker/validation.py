@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from broker.log.config import LogConfig
+from wire.compression import Compression
 from wire.errors import ErrorCode
 from wire.exceptions import CorruptRecordError, DecodeError
 from wire.records import (
     MAGIC_V2,
-    Compression,
     RecordBatchHeader,
     TimestampType,
     iter_records,

@@ -62,6 +62,7 @@ import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
+from typing import overload
 
 import crc32c
 import structlog
@@ -384,6 +385,10 @@ class DurableJournal:
         self._size = self._synced_size = position
         self._dirty = False
 
+    @overload
+    def __getitem__(self, item: int) -> Entry: ...
+    @overload
+    def __getitem__(self, item: slice) -> list[Entry]: ...
     def __getitem__(self, item: int | slice) -> Entry | list[Entry]:
         return self._entries[item]
 

@@ -171,8 +171,8 @@ def ongoing(image: MetadataImage, topics: Sequence[tuple[str, Sequence[int]]] | 
             wanted += [(topic, topic.partitions[i]) for i in sorted(topic.partitions)]
     else:
         for name, indexes in topics:
-            topic = image.topic(name)
-            if topic is not None:
-                wanted += [(topic, topic.partitions[i]) for i in indexes if i in topic.partitions]
+            named = image.topic(name)
+            if named is not None:
+                wanted += [(named, named.partitions[i]) for i in indexes if i in named.partitions]
     return [OngoingReassignment(t.name, p.partition, p.replicas, p.adding_replicas, p.removing_replicas)
             for t, p in wanted if is_reassigning(p)]

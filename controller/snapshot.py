@@ -201,16 +201,17 @@ class _Reader:
 
 def _open_snapshot(path: Path | bytes) -> tuple[_Reader, int, list[RaftEntry]]:
     data = path if isinstance(path, bytes) else path.read_bytes()
+    name = "snapshot" if isinstance(path, bytes) else str(path)
     if len(data) < _HEAD.size + _U32.size:
-        raise SnapshotCorruptError(f"{path} is truncated")
+        raise SnapshotCorruptError(f"{name} is truncated")
     (crc,) = _U32.unpack_from(data, len(data) - _U32.size)
     body = data[: len(data) - _U32.size]
     if crc32c.crc32c(body) != crc:
-        raise SnapshotCorruptError(f"{'snapshot' if isinstance(path, bytes) else path} fails its checksum")
+        raise SnapshotCorruptError(f"{name} fails its checksum")
     r = _Reader(body)
     magic, version, end_offset = _HEAD.unpack(r.take(_HEAD.size))
     if magic != SNAPSHOT_MAGIC or version != SNAPSHOT_VERSION:
-        raise SnapshotCorruptError(f"{path} is not a snapshot of version {SNAPSHOT_VERSION}")
+        raise SnapshotCorruptError(f"{name} is not a snapshot of version {SNAPSHOT_VERSION}")
     entries: list[RaftEntry] = []
     for _ in range(2):
         index, term, length = r.unpack(_ENTRY)

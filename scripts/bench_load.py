@@ -250,7 +250,7 @@ class Admin:
         self.client = AdminClient(base_config(bootstrap))
 
     def create_topic(self, topic: str, partitions: int) -> None:
-        from confluent_kafka.admin import NewTopic
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
         futures = self.client.create_topics(
             [NewTopic(topic, num_partitions=partitions, replication_factor=1)],

@@ -213,7 +213,7 @@ def _read_all(
             pd.records = b""
             continue
         pd.records = data.region
-        if read_committed:
+        if read_committed and upper is not None:
             # Up to the LSO rather than the end of this data: extra entries are ignored by clients.
             pd.aborted_transactions = [
                 FetchResponseAbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)

@@ -8,6 +8,8 @@ arrived on. Topic ids from v10; a request by id alone (v12+) is answered by id.
 
 from __future__ import annotations
 
+import uuid
+
 from broker.dispatch import RequestContext
 from controller.image import MetadataImage, TopicImage
 from controller.service import TopicRequest, validate_topic_name
@@ -76,13 +78,13 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         ]
         return response
     allow_create = node.config.auto_create_topics_enable and (ctx.api_version < 4 or request.allow_auto_topic_creation)
-    wanted: list[tuple[str | None, object]] = []
+    wanted: list[tuple[str | None, uuid.UUID]] = []
     to_create: list[str] = []
     for t in request.topics:
         if t.name is None:
             wanted.append((None, t.topic_id))
             continue
-        wanted.append((t.name, None))
+        wanted.append((t.name, ZERO_UUID))
         if image.topic(t.name) is None and allow_create and validate_topic_name(t.name) is None:
             if t.name not in to_create:
                 to_create.append(t.name)
@@ -91,10 +93,10 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         image = node.image
     for name, topic_id in wanted:
         if name is None:
-            topic = image.topics_by_id.get(topic_id)  # type: ignore[arg-type]
+            topic = image.topics_by_id.get(topic_id)
             if topic is None:
                 response.topics.append(
-                    MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id)  # type: ignore[arg-type]
+                    MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id)
                 )
                 continue
         else:

@@ -173,8 +173,8 @@ class _LeaderFetcher:
         for p in parts:
             last_epoch = p.log.latest_epoch
             sent[(p.topic, p.index)] = (p, p.leader_epoch, p.log.log_end_offset)
-            topic = topics.setdefault(p.topic, FetchRequestFetchTopic(topic=p.topic))
-            topic.partitions.append(FetchRequestFetchPartition(
+            fetch_topic = topics.setdefault(p.topic, FetchRequestFetchTopic(topic=p.topic))
+            fetch_topic.partitions.append(FetchRequestFetchPartition(
                 partition=p.index, current_leader_epoch=p.leader_epoch, fetch_offset=p.log.log_end_offset,
                 last_fetched_epoch=-1 if last_epoch is None else last_epoch,
                 log_start_offset=p.log.log_start_offset, partition_max_bytes=settings.partition_max_bytes))
@@ -208,7 +208,7 @@ class _LeaderFetcher:
                 self._truncate_at_divergence(p, pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset)
                 return
             records = pd.records
-            if records is not None and not isinstance(records, str) and len(records) > 0:
+            if isinstance(records, bytes | bytearray | memoryview) and len(records) > 0:
                 try:
                     p.log.append_as_follower(bytes(records))
                 except LogError as ex:

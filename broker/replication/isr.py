@@ -138,14 +138,14 @@ class IsrManager:
             for p, _ in changes:
                 p.pending_isr = None
             return
-        for topic in reply.topics:
-            name = by_id.get(topic.topic_id, topic.topic_name)
-            for data in topic.partitions:
-                p = self.rm.get(name, data.partition_index)
-                if p is None:
+        for answered in reply.topics:
+            name = by_id.get(answered.topic_id, answered.topic_name)
+            for data in answered.partitions:
+                partition = self.rm.get(name, data.partition_index)
+                if partition is None:
                     continue
                 if data.error_code != ErrorCode.NONE:
                     # Stale epochs mean newer metadata is on its way; either way ask again later.
                     log.info("isr_change_refused", topic=name, partition=data.partition_index,
                              error=ErrorCode.for_code(data.error_code).name)
-                    p.pending_isr = None
+                    partition.pending_isr = None

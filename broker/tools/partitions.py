@@ -86,14 +86,14 @@ def reassign(client: KafkaClient, targets: Sequence[tuple[str, int, list[int] | 
     if reply.error_code != ErrorCode.NONE:
         raise ToolError(f"{ErrorCode.for_code(reply.error_code).name}: {reply.error_message or ''}".rstrip(": "))
     ok = True
-    for t in reply.responses:
-        for p in t.partitions:
-            if p.error_code == ErrorCode.NONE:
-                print(f"{t.name}-{p.partition_index}: reassignment started", file=out)
+    for answered in reply.responses:
+        for result in answered.partitions:
+            if result.error_code == ErrorCode.NONE:
+                print(f"{answered.name}-{result.partition_index}: reassignment started", file=out)
             else:
                 ok = False
-                print(f"{t.name}-{p.partition_index}: {ErrorCode.for_code(p.error_code).name}"
-                      f"{': ' + p.error_message if p.error_message else ''}", file=out)
+                print(f"{answered.name}-{result.partition_index}: {ErrorCode.for_code(result.error_code).name}"
+                      f"{': ' + result.error_message if result.error_message else ''}", file=out)
     return ok
 
 

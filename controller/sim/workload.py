@@ -63,10 +63,10 @@ def random_change(image: MetadataImage, rng: random.Random) -> list[Message]:
                                            partition_epoch=0))
         return records
     if kind == "fence":
-        broker = image.brokers[rng.choice(brokers)]
-        if broker.fenced:
-            return [UnfenceBrokerRecord(id=broker.broker_id, epoch=broker.epoch)]
-        return [FenceBrokerRecord(id=broker.broker_id, epoch=broker.epoch)]
+        chosen = image.brokers[rng.choice(brokers)]
+        if chosen.fenced:
+            return [UnfenceBrokerRecord(id=chosen.broker_id, epoch=chosen.epoch)]
+        return [FenceBrokerRecord(id=chosen.broker_id, epoch=chosen.epoch)]
     if kind == "producer_ids":
         return [ProducerIdsRecord(broker_id=brokers[0], broker_epoch=-1,
                                   next_producer_id=image.next_producer_id + 1000)]
