@@ -115,3 +115,18 @@ def test_spark_tools_without_connector_jars_say_so_in_one_line(tool: list[str], 
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"cormorant {tool[0]}: ")
     assert JARS_ENV in lines[0] and "scripts/get_spark_jars.sh" in lines[0]
+
+
+def test_get_spark_jars_needs_only_the_repository_and_says_what_it_lacks(tmp_path: Path) -> None:
+    """From a plain clone (no folder beside it): the script names the one thing it needs."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "get_spark_jars.sh"
+    not_a_mirror = tmp_path / "not-a-mirror"
+    not_a_mirror.mkdir()
+    proc = subprocess.run(
+        ["bash", str(script), str(not_a_mirror), str(tmp_path / "jars")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 1
+    assert f"{not_a_mirror} is not a git directory" in proc.stderr
+    assert "git clone of https://github.com/Nike-Inc/spark-expectations" in proc.stderr
+    assert "CLONE_DIR" in proc.stderr
