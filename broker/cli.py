@@ -20,8 +20,13 @@ import argparse
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from broker.config import ConfigError
 
 EXIT_CONFIG = 2
+_E = TypeVar("_E", bound=BaseException)
 
 
 def package_version() -> str:
@@ -40,7 +45,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         config, warnings = load_config(Path(args.properties) if args.properties else None, args.override or [])
     except ConfigError as ex:
-        print(f"cormorant: invalid configuration: {ex}", file=sys.stderr)
+        print(f"cormorant: invalid configuration: {describe_config_error(ex)}", file=sys.stderr)
         return EXIT_CONFIG
     except OSError as ex:
         print(f"cormorant: cannot read {args.properties}: {ex.strerror}", file=sys.stderr)
@@ -56,12 +61,35 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         trio.run(serve, config)
-    except ConfigError as ex:
-        print(f"cormorant: invalid configuration: {ex}", file=sys.stderr)
+    except (ConfigError, BaseExceptionGroup) as ex:
+        # Trio's nurseries wrap a start-up failure in exception groups: a setting the node
+        # cannot use (a port in use, a log dir that is a file) is still one line.
+        error = first_of(ex, ConfigError)
+        if error is None:
+            raise
+        print(f"cormorant: cannot start: {describe_config_error(error)}", file=sys.stderr)
         return EXIT_CONFIG
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def first_of(ex: BaseException, kind: type[_E]) -> _E | None:
+    """``ex`` itself or the first exception of ``kind`` inside its (nested) groups."""
+    if isinstance(ex, kind):
+        return ex
+    if isinstance(ex, BaseExceptionGroup):
+        for inner in ex.exceptions:
+            found = first_of(inner, kind)
+            if found is not None:
+                return found
+    return None
+
+
+def describe_config_error(error: ConfigError) -> str:
+    """The message, prefixed by the setting's name unless it already names it."""
+    text = str(error)
+    return text if error.key in text else f"{error.key}: {text}"
 
 
 def _dump_log(args: argparse.Namespace) -> int:
