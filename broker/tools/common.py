@@ -7,16 +7,37 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+#: The parser class of a tool's subcommands.
+P = TypeVar("P", bound=argparse.ArgumentParser)
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Appends ``(default: X)`` to an option's help when X says something (not None, False,
+    an empty list, or a default the help text already states)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            "default" in text
+            or default is None
+            or default is False
+            or default == []
+            or default is argparse.SUPPRESS
+            or not action.option_strings
+        ):
+            return action.help
+        return f"{text} (default: %(default)s)"
 
 
 class ToolParser(argparse.ArgumentParser):
-    """An ArgumentParser whose help lists defaults; its subparsers are ToolParsers too."""
+    """An ArgumentParser whose help shows defaults; its subparsers are ToolParsers too."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
 

@@ -91,7 +91,7 @@ def test_topics_errors(
     code, out, err = topics(broker, capsys, *args)
     assert code == 1 and out == ""
     assert len(err.splitlines()) == 1
-    assert err.startswith("Error while executing topic command : ") and message in err
+    assert err.startswith("cormorant topics: ") and message in err
 
 
 def test_topics_existing_and_unreachable(broker: BrokerProcess, capsys: pytest.CaptureFixture[str]) -> None:
