@@ -61,6 +61,12 @@ def test_topics_lifecycle(broker: BrokerProcess, capsys: pytest.CaptureFixture[s
     ), lines[0]
     assert lines[1:] == [f"\tTopic: tl\tPartition: {i}\tLeader: 1\tReplicas: 1\tIsr: 1" for i in range(3)]
 
+    # The metadata tool prints the same topic id, in the same (Kafka's base64) form.
+    topic_id = lines[0].split("TopicId: ")[1].split("\t")[0]
+    assert main(["metadata", "image", "--bootstrap-server", broker.bootstrap]) == 0
+    image = capsys.readouterr().out
+    assert f"Topic: tl\tTopicId: {topic_id}\t" in image
+
     assert topics(broker, capsys, "alter-config", "tl", "--set", "segment.ms=100000", "--delete", "retention.ms") == (
         0, "Completed updating config for topic tl.\n", "")
     code, out, _ = topics(broker, capsys, "describe")
