@@ -17,11 +17,18 @@ Configuration errors print one line naming the key and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from broker.config import ConfigError
 
 EXIT_CONFIG = 2
+EXIT_BROKEN_PIPE = 1
+_E = TypeVar("_E", bound=BaseException)
 
 
 def package_version() -> str:
@@ -40,7 +47,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         config, warnings = load_config(Path(args.properties) if args.properties else None, args.override or [])
     except ConfigError as ex:
-        print(f"cormorant: invalid configuration: {ex}", file=sys.stderr)
+        print(f"cormorant: invalid configuration: {describe_config_error(ex)}", file=sys.stderr)
         return EXIT_CONFIG
     except OSError as ex:
         print(f"cormorant: cannot read {args.properties}: {ex.strerror}", file=sys.stderr)
@@ -56,12 +63,35 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         trio.run(serve, config)
-    except ConfigError as ex:
-        print(f"cormorant: invalid configuration: {ex}", file=sys.stderr)
+    except (ConfigError, BaseExceptionGroup) as ex:
+        # Trio's nurseries wrap a start-up failure in exception groups: a setting the node
+        # cannot use (a port in use, a log dir that is a file) is still one line.
+        error = first_of(ex, ConfigError)
+        if error is None:
+            raise
+        print(f"cormorant: cannot start: {describe_config_error(error)}", file=sys.stderr)
         return EXIT_CONFIG
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def first_of(ex: BaseException, kind: type[_E]) -> _E | None:
+    """``ex`` itself or the first exception of ``kind`` inside its (nested) groups."""
+    if isinstance(ex, kind):
+        return ex
+    if isinstance(ex, BaseExceptionGroup):
+        for inner in ex.exceptions:
+            found = first_of(inner, kind)
+            if found is not None:
+                return found
+    return None
+
+
+def describe_config_error(error: ConfigError) -> str:
+    """The message, prefixed by the setting's name unless it already names it."""
+    text = str(error)
+    return text if error.key in text else f"{error.key}: {text}"
 
 
 def _dump_log(args: argparse.Namespace) -> int:
@@ -112,7 +142,7 @@ def _top(args: argparse.Namespace) -> int:
     if args.interval <= 0:
         print("cormorant top: --interval must be positive", file=sys.stderr)
         return EXIT_CONFIG
-    return run_top(args.metrics_url, args.interval, args.once)
+    return run_top(args.metrics_url, args.interval, args.once, bootstrap=args.bootstrap_server)
 
 
 def _pipeline(args: argparse.Namespace) -> int:
@@ -134,37 +164,44 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cormorant", description="A broker that speaks the Kafka protocol.")
+    from broker.tools.common import ToolParser, add_bootstrap_argument, subcommand_parsers
+
+    parser = ToolParser(prog="cormorant", description="A broker that speaks the Kafka protocol.")
     parser.add_argument("--version", action="version", version=f"cormorant {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run a broker node")
-    serve.add_argument("properties", nargs="?", help="a server.properties file")
-    serve.add_argument("--override", action="append", metavar="KEY=VALUE", help="set or override a setting")
+    serve.add_argument("properties", nargs="?", help="a server.properties file (Kafka's names)")
+    serve.add_argument("--override", action="append", metavar="KEY=VALUE",
+                       help="set or override a setting (repeatable)")
     serve.set_defaults(func=_serve)
 
     dump = sub.add_parser("dump-log", help="print the record batches of a .log segment")
-    dump.add_argument("file")
+    dump.add_argument("file", help="a NNNNNNNNNNNNNNNNNNNN.log segment file")
     dump.add_argument("--deep-iteration", action="store_true", help="also print every record")
     dump.set_defaults(func=_dump_log)
 
     topics = sub.add_parser("topics", help="create, list, describe, delete and configure topics")
-    topics.add_argument("--bootstrap-server", default="127.0.0.1:9092")
     tsub = topics.add_subparsers(dest="action", required=True)
-    create = tsub.add_parser("create")
-    create.add_argument("topic")
-    create.add_argument("--partitions", type=int, default=-1)
-    create.add_argument("--replication-factor", type=int, default=-1)
-    create.add_argument("--config", action="append", metavar="KEY=VALUE", default=[])
-    tsub.add_parser("list")
-    describe = tsub.add_parser("describe")
-    describe.add_argument("topic", nargs="?")
-    delete = tsub.add_parser("delete")
-    delete.add_argument("topic")
-    alter = tsub.add_parser("alter-config")
-    alter.add_argument("topic")
-    alter.add_argument("--set", action="append", metavar="KEY=VALUE", default=[])
-    alter.add_argument("--delete", action="append", metavar="KEY", default=[])
+    create = tsub.add_parser("create", help="create a topic")
+    create.add_argument("topic", help="the topic's name")
+    create.add_argument("--partitions", type=int, default=-1, help="-1: the broker's num.partitions")
+    create.add_argument("--replication-factor", type=int, default=-1,
+                        help="-1: the broker's default.replication.factor")
+    create.add_argument("--config", action="append", metavar="KEY=VALUE", default=[],
+                        help="a topic config (repeatable)")
+    tsub.add_parser("list", help="list the topics")
+    describe = tsub.add_parser("describe", help="partitions, replicas and configs of one topic or all")
+    describe.add_argument("topic", nargs="?", help="the topic (default: every topic)")
+    delete = tsub.add_parser("delete", help="delete a topic")
+    delete.add_argument("topic", help="the topic's name")
+    alter = tsub.add_parser("alter-config", help="set or remove topic configs")
+    alter.add_argument("topic", help="the topic's name")
+    alter.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
+                       help="set a config (repeatable)")
+    alter.add_argument("--delete", action="append", metavar="KEY", default=[],
+                       help="remove a config, back to the broker's default (repeatable)")
+    add_bootstrap_argument(topics, subcommand_parsers(topics))
     topics.set_defaults(func=_topics)
 
     from broker.tools.groups import add_parser as add_groups_parser
@@ -183,6 +220,11 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument("--metrics-url", default="http://127.0.0.1:9464/metrics", help="the broker's /metrics URL")
     top.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
     top.add_argument("--once", action="store_true", help="print one frame and exit")
+    top.add_argument(
+        "--bootstrap-server", metavar="HOST:PORT", default=None,
+        help="the broker whose metrics to show: top checks that the endpoint belongs to it "
+        "(default: checked against 127.0.0.1:9092 when a broker answers there)",
+    )
     top.set_defaults(func=_top)
 
     cluster = sub.add_parser("cluster", help="start and stop a local multi-node cluster")
@@ -195,16 +237,17 @@ def build_parser() -> argparse.ArgumentParser:
     cluster_up.add_argument("--override", action="append", metavar="KEY=VALUE",
                             help="a setting for every node (for a new cluster)")
     cluster_down = csub.add_parser("down", help="stop every node of the cluster in --dir")
-    cluster_down.add_argument("--dir", required=True)
+    cluster_down.add_argument("--dir", required=True, help="the cluster's directory")
     cluster_down.add_argument("--timeout", type=float, default=30.0, help="seconds before SIGKILL")
     cluster_status = csub.add_parser("status", help="which nodes of --dir are running")
-    cluster_status.add_argument("--dir", required=True)
+    cluster_status.add_argument("--dir", required=True, help="the cluster's directory")
     cluster.set_defaults(func=_cluster)
 
     metadata = sub.add_parser("metadata", help="the metadata quorum and image, asked of any broker")
-    metadata.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    add_bootstrap_argument(metadata)
     metadata.add_argument("--json", action="store_true", help="print one JSON object")
-    metadata.add_argument("action", choices=("quorum", "image"))
+    metadata.add_argument("action", choices=("quorum", "image"),
+                          help="quorum: voters, leader and lag; image: brokers and topics")
     metadata.set_defaults(func=_metadata)
 
     from broker.tools.archive import add_archive_arguments, add_replay_arguments
@@ -213,10 +256,14 @@ def build_parser() -> argparse.ArgumentParser:
     pipeline = sub.add_parser("pipeline", help="the reference Spark Structured Streaming pipeline")
     add_pipeline_arguments(pipeline)
     pipeline.set_defaults(func=_pipeline)
-    archive = sub.add_parser("archive", help="export a topic (or a time range of it) to Parquet with PySpark")
+    from broker.tools.archive import ARCHIVE_DESCRIPTION, REPLAY_DESCRIPTION
+
+    archive = sub.add_parser("archive", help="export a topic (or a time range of it) to Parquet with PySpark",
+                             description=ARCHIVE_DESCRIPTION)
     add_archive_arguments(archive)
     archive.set_defaults(func=_archive)
-    replay = sub.add_parser("replay", help="write an archive back to a topic, in order, timestamps kept")
+    replay = sub.add_parser("replay", help="write an archive back to a topic, in order, timestamps kept",
+                            description=REPLAY_DESCRIPTION)
     add_replay_arguments(replay)
     replay.set_defaults(func=_replay)
     return parser
@@ -225,7 +272,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    result: int = args.func(args)
+    try:
+        result: int = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`cormorant cluster status | head -1`): stop quietly, and keep
+        # the interpreter's final flush from failing again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     return result
 
 

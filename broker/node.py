@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import gc
+import os
 import random
 import signal
 import time
@@ -254,7 +255,7 @@ class BrokerNode:
     def _prepare_log_dirs(self) -> None:
         cluster_ids = set()
         for d in self.config.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
+            check_log_dir(d)
             meta = d / META_PROPERTIES
             if meta.exists():
                 props = read_meta_properties(meta)
@@ -371,7 +372,14 @@ class BrokerNode:
             if self.cluster is not None:
                 await nursery.start(self.cluster.run)
             for listener in self.listeners:
-                await listener.bind()
+                try:
+                    await listener.bind()
+                except OSError as ex:
+                    raise ConfigError(
+                        "listeners",
+                        f"cannot listen on {listener.name}://{listener.host}:{listener.port}: "
+                        f"{ex.strerror or ex}",
+                    ) from ex
             self.metrics_url = await telemetry.bind()
             nursery.start_soon(telemetry.run)
             self._broker_epoch = await self.controller.register_broker(
@@ -521,6 +529,20 @@ def settle_heap() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+def check_log_dir(path: Path) -> None:
+    """Create a log dir if needed; one that cannot be used is a ConfigError naming log.dirs."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError("log.dirs", f"{path} is not a directory") from None
+    except OSError as ex:
+        raise ConfigError("log.dirs", f"cannot create {path}: {ex.strerror or ex}") from ex
+    if not path.is_dir():
+        raise ConfigError("log.dirs", f"{path} is not a directory")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError("log.dirs", f"{path} is not writable")
 
 
 async def serve(config: BrokerConfig) -> None:

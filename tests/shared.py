@@ -1,8 +1,13 @@
-"""Where the shared reference material sits: ``../shared`` beside the project root."""
+"""Where the reference material sits: ``../shared`` beside the project root, or the folder
+named by ``CORMORANT_REFERENCE_DIR``. It holds Kafka's JSON message schemas
+(``kafka-protocol/``) and frames captured from real clients (``kafka-captures/``); it is not
+part of the repository, and the tests that read it skip without it (the run's last line
+counts them)."""
 
 from __future__ import annotations
 
 import json
+import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -10,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+SHARED = Path(os.environ.get("CORMORANT_REFERENCE_DIR") or ROOT.parent / "shared")
 SCHEMAS = SHARED / "kafka-protocol"
 CAPTURES = SHARED / "kafka-captures"
 

@@ -4,7 +4,9 @@
 the topic with Spark's Kafka connector (``startingTimestamp`` / ``endingTimestamp`` when a
 time range is given: records with from <= timestamp < to) and writes Parquet partitioned by
 the record's UTC date (``DIR/date=YYYY-MM-DD/``), one row per record with the columns
-``topic, partition, offset, timestamp, timestamp_type, key, value, headers``.
+``topic, partition, offset, timestamp, timestamp_type, key, value, headers``. It reads as a
+``read_committed`` consumer does: records of aborted transactions (and of transactions still
+open) are not archived, so a replay never publishes them as committed records.
 
 ``replay DIR --to TOPIC`` reads such an archive (PySpark) and writes it back, partition by
 partition in the original offset order, with the same keys, values, headers (order and
@@ -20,13 +22,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from broker.client import ClientError
+from broker.tools.common import add_bootstrap_argument
 from broker.tools.producer import ProduceError, RecordWriter, ensure_topic
-from broker.tools.spark_session import SparkUnavailable, build_session, read_options
+from broker.tools.spark_session import (
+    SparkUnavailable,
+    add_spark_arguments,
+    build_session,
+    read_options,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -34,6 +44,7 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_UNAVAILABLE = 2
+PROGRESS_INTERVAL_S = 5.0
 
 ARCHIVE_COLUMNS = (
     "topic",
@@ -84,7 +95,9 @@ def topic_range(
         reader = reader.option("endingOffsets", "latest")
     else:
         reader = reader.option("endingTimestamp", str(to_ms))
-    return reader.load()
+    # What a read_committed consumer sees: "latest" is the last stable offset and records of
+    # aborted transactions are skipped (their offsets, and the markers', leave gaps).
+    return reader.option("kafka.isolation.level", "read_committed").load()
 
 
 def archive(
@@ -95,6 +108,7 @@ def archive(
     from_ms: int | None = None,
     to_ms: int | None = None,
     overwrite: bool = False,
+    progress: TextIO | None = None,
 ) -> dict[int, int]:
     """Write the range to ``target``; returns the number of records per partition."""
     from pyspark.sql import functions as F
@@ -115,7 +129,9 @@ def archive(
         F.to_date("timestamp").alias("date"),
     ).persist()
     try:
+        _say(progress, f"archive: reading {topic} (read_committed) from {bootstrap}")
         counts = {r["partition"]: r["count"] for r in df.groupBy("partition").count().collect()}
+        _say(progress, f"archive: {sum(counts.values())} records to write; writing Parquet to {target}")
         (
             df.write.mode("overwrite")
             .partitionBy("date")
@@ -129,12 +145,25 @@ def archive(
 # -- replay --------------------------------------------------------------------------------
 
 
-def replay(spark: SparkSession, source: Path, bootstrap: str, topic: str) -> dict[int, int]:
+def replay(
+    spark: SparkSession,
+    source: Path,
+    bootstrap: str,
+    topic: str,
+    progress: TextIO | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[int, int]:
     """Produce the archive at ``source`` into ``topic``; returns records per partition."""
     from pyspark.sql import functions as F
 
     if not source.exists():
         raise ArchiveError(f"{source} does not exist")
+    if not source.is_dir():
+        raise ArchiveError(f"{source} is not a directory (an archive is one)")
+    if not any(source.rglob("*.parquet")):
+        # An archive of a range that matched nothing holds no data files, and Spark cannot
+        # read a schema from none.
+        return {}
     df = spark.read.parquet(str(source))
     missing = [c for c in ARCHIVE_COLUMNS if c not in df.columns]
     if missing:
@@ -144,7 +173,8 @@ def replay(spark: SparkSession, source: Path, bootstrap: str, topic: str) -> dic
         raise ArchiveError(f"{source} holds several topics ({', '.join(sorted(topics))})")
     if not topics:
         return {}
-    partitions = int(df.agg(F.max("partition")).collect()[0][0]) + 1
+    summary = df.agg(F.max("partition"), F.count(F.lit(1))).collect()[0]
+    partitions, total = int(summary[0]) + 1, int(summary[1])
     have = ensure_topic(bootstrap, topic, partitions)
     if have < partitions:
         raise ArchiveError(f"{topic} has {have} partitions; the archive needs {partitions}")
@@ -162,8 +192,14 @@ def replay(spark: SparkSession, source: Path, bootstrap: str, topic: str) -> dic
         .toLocalIterator(prefetchPartitions=True)
     )
     counts: dict[int, int] = {}
+    _say(progress, f"replay: {total} records to send to {topic}")
+    next_report = clock() + PROGRESS_INTERVAL_S
     with RecordWriter(bootstrap, topic) as writer:
         for row in rows:
+            if clock() >= next_report:
+                done = sum(counts.values())
+                _say(progress, f"replay: {done} of {total} records sent, {total - done} left")
+                next_report = clock() + PROGRESS_INTERVAL_S
             headers = tuple(
                 (h["key"], None if h["value"] is None else bytes(h["value"]))
                 for h in (row["headers"] or ())
@@ -182,6 +218,11 @@ def replay(spark: SparkSession, source: Path, bootstrap: str, topic: str) -> dic
 # -- commands ------------------------------------------------------------------------------
 
 
+def _say(progress: TextIO | None, line: str) -> None:
+    if progress is not None:
+        print(line, file=progress, flush=True)
+
+
 def _summary(counts: dict[int, int]) -> str:
     parts = ", ".join(f"{p}: {n}" for p, n in sorted(counts.items())) or "none"
     return f"{sum(counts.values())} records (per partition {parts})"
@@ -193,10 +234,11 @@ def run_archive(args: argparse.Namespace, out: TextIO | None = None, err: TextIO
     try:
         from_ms = parse_time_ms(args.from_time) if args.from_time else None
         to_ms = parse_time_ms(args.to_time) if args.to_time else None
-        spark = build_session("cormorant-archive", args.jars)
+        spark = build_session("cormorant-archive", args.jars, packages=args.packages)
         try:
             counts = archive(
-                spark, args.bootstrap_server, args.topic, Path(args.to), from_ms, to_ms, args.overwrite
+                spark, args.bootstrap_server, args.topic, Path(args.to), from_ms, to_ms,
+                args.overwrite, progress=err,
             )
         finally:
             spark.stop()
@@ -211,30 +253,44 @@ def run_replay(args: argparse.Namespace, out: TextIO | None = None, err: TextIO 
     out = out or sys.stdout
     err = err or sys.stderr
     try:
-        spark = build_session("cormorant-replay", args.jars)
+        spark = build_session("cormorant-replay", args.jars, packages=args.packages)
         try:
-            counts = replay(spark, Path(args.dir), args.bootstrap_server, args.to)
+            counts = replay(spark, Path(args.dir), args.bootstrap_server, args.to, progress=err)
         finally:
             spark.stop()
     except (ArchiveError, SparkUnavailable, ClientError, ProduceError) as ex:
         print(f"cormorant replay: {ex}", file=err)
         return EXIT_UNAVAILABLE if isinstance(ex, SparkUnavailable) else EXIT_FAILURE
+    if not counts:
+        print(f"replayed nothing: {args.dir} holds no records", file=out)
+        return EXIT_OK
     print(f"replayed {args.dir}: {_summary(counts)} -> {args.to}", file=out)
     return EXIT_OK
 
 
+ARCHIVE_DESCRIPTION = (
+    "Export a topic, or a time range of it, to Parquet partitioned by UTC date (a PySpark batch "
+    "job). Reads as a read_committed consumer: records of aborted or still open transactions "
+    "are not archived. Times are ISO-8601 (UTC unless an offset is given) or epoch milliseconds."
+)
+REPLAY_DESCRIPTION = (
+    "Write an archive back to a topic: per partition in the original offset order, with the "
+    "same keys, values, headers and timestamps (CreateTime). Creates the topic if needed."
+)
+
+
 def add_archive_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("topic")
-    parser.add_argument("--to", required=True, help="output directory (Parquet, by date)")
-    parser.add_argument("--from-time", help="first record time to keep (inclusive)")
-    parser.add_argument("--to-time", help="end of the range (exclusive)")
-    parser.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    parser.add_argument("topic", help="the topic to archive")
+    parser.add_argument("--to", required=True, metavar="DIR", help="output directory (Parquet, by date)")
+    parser.add_argument("--from-time", metavar="TIME", help="first record time to keep (inclusive)")
+    parser.add_argument("--to-time", metavar="TIME", help="end of the range (exclusive)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing archive")
-    parser.add_argument("--jars", help="directory of the Kafka connector jars (default: $CORMORANT_SPARK_JARS)")
+    add_bootstrap_argument(parser)
+    add_spark_arguments(parser)
 
 
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", help="an archive written by cormorant archive")
-    parser.add_argument("--to", required=True, help="topic to write to")
-    parser.add_argument("--bootstrap-server", default="127.0.0.1:9092")
-    parser.add_argument("--jars", help="directory of the Kafka connector jars (default: $CORMORANT_SPARK_JARS)")
+    parser.add_argument("--to", required=True, metavar="TOPIC", help="topic to write to")
+    add_bootstrap_argument(parser)
+    add_spark_arguments(parser)

@@ -179,6 +179,21 @@ def wait_ready(started: dict[Path, int], timeout_s: float) -> list[Path]:
     return list(waiting)
 
 
+def node_metrics_url(node_dir: Path) -> str | None:
+    """The metrics URL from the node's ready line (each node binds a port of its own)."""
+    try:
+        text = (node_dir / "stdout.log").read_text(errors="replace")
+    except OSError:
+        return None
+    for line in reversed(text.splitlines()):
+        if line.startswith(READY_PREFIX):
+            for word in line.split():
+                if word.startswith("metrics="):
+                    return word.removeprefix("metrics=")
+            return None
+    return None
+
+
 def up(root: Path, nodes: int, controllers: int | None, overrides: dict[str, str], out: TextIO) -> int:
     root = root.resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -213,12 +228,20 @@ def up(root: Path, nodes: int, controllers: int | None, overrides: dict[str, str
         return EXIT_FAILURE
     bootstrap = ",".join(s.bootstrap for s in specs if "broker" in s.roles)
     print(f"cluster {state['cluster_id']} up: {len(specs)} nodes in {root}", file=out)
+    for spec in specs:
+        metrics = node_metrics_url(_node_dir(root, spec.node_id))
+        if metrics:
+            print(f"node {spec.node_id} metrics: cormorant top --metrics-url {metrics} "
+                  f"--bootstrap-server {spec.bootstrap}", file=out)
     print(f"bootstrap.servers={bootstrap}", file=out)
     return 0
 
 
 def down(root: Path, timeout_s: float, out: TextIO) -> int:
     root = root.resolve()
+    if not (root / STATE_FILE).exists():
+        print(f"cormorant cluster: no cluster in {root}", file=sys.stderr)
+        return EXIT_FAILURE
     pids: dict[Path, int] = {}
     for pid_file in sorted(root.glob(f"node-*/{PID_FILE}")):
         pid = read_pid(pid_file)
@@ -255,8 +278,10 @@ def status(root: Path, out: TextIO) -> int:
         pid = read_pid(_node_dir(root, spec.node_id) / PID_FILE)
         running = pid is not None and _alive(pid)
         controller = f" controller=127.0.0.1:{spec.controller_port}" if spec.controller_port else ""
+        metrics = node_metrics_url(_node_dir(root, spec.node_id)) if running else None
         print(f"node {spec.node_id} roles={spec.roles} broker={spec.bootstrap}{controller} "
-              f"{'running pid=' + str(pid) if running else 'stopped'}", file=out)
+              f"{'running pid=' + str(pid) if running else 'stopped'}"
+              f"{f' metrics={metrics}' if metrics else ''}", file=out)
     return 0
 
 

@@ -129,18 +129,24 @@ def _record_lines(header: RecordBatchHeader, data: bytes) -> Iterator[tuple[int,
 def dump_log(path: Path, deep: bool, out: TextIO, err: TextIO | None = None) -> int:
     """Print the batches of the segment at ``path``; returns the exit status."""
     err = err or sys.stderr
+    if not path.exists():
+        print(f"cormorant dump-log: {path}: not found", file=err)
+        return EXIT_FAILURE
+    if path.is_dir():
+        print(f"cormorant dump-log: {path} is a directory; give one of its {LOG_SUFFIX} segments", file=err)
+        return EXIT_FAILURE
     if not path.name.endswith(LOG_SUFFIX):
-        print(f"Cannot dump {path}: only {LOG_SUFFIX} segment files are supported", file=err)
+        print(f"cormorant dump-log: cannot dump {path}: only {LOG_SUFFIX} segment files are supported", file=err)
         return EXIT_FAILURE
     try:
         start_offset = int(path.name[: -len(LOG_SUFFIX)].split(".")[0])
     except ValueError:
-        print(f"Cannot dump {path}: a segment's name is its base offset", file=err)
+        print(f"cormorant dump-log: cannot dump {path}: a segment's name is its base offset", file=err)
         return EXIT_FAILURE
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError as ex:
-        print(f"Cannot open {path}: {ex.strerror}", file=err)
+        print(f"cormorant dump-log: cannot open {path}: {ex.strerror}", file=err)
         return EXIT_FAILURE
     gaps: list[tuple[int, int]] = []
     try:

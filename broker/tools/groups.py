@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from broker.client import ClientError, KafkaClient, parse_bootstrap
+from broker.tools.common import P, add_bootstrap_argument, subcommand_parsers
 from wire.errors import ErrorCode
 from wire.exceptions import DecodeError
 from wire.generated.api_002_list_offsets import (
@@ -197,7 +198,7 @@ def run_groups(args: argparse.Namespace, out: TextIO | None = None, err: TextIO 
         with _cluster(args.bootstrap_server) as cluster:
             return actions[args.action](cluster, args, out, err)
     except (ClientError, ToolError) as ex:
-        print(f"Error: {ex}", file=err)
+        print(f"cormorant groups: {ex}", file=err)
         return EXIT_FAILURE
 
 
@@ -268,7 +269,7 @@ def _describe(cluster: Cluster, args: argparse.Namespace, out: TextIO, err: Text
     described = _describe_group(client, group)
     state = described.group_state
     if state == "Dead":
-        print(f"Error: Consumer group '{group}' does not exist.", file=err)
+        print(f"cormorant groups: Consumer group '{group}' does not exist.", file=err)
         return EXIT_FAILURE
     show_all = not (args.offsets or args.members or args.state)
     if args.state or show_all:
@@ -323,7 +324,7 @@ def _delete(cluster: Cluster, args: argparse.Namespace, out: TextIO, err: TextIO
     if error is ErrorCode.NONE:
         print(f"Deletion of requested consumer groups ('{group}') was successful.", file=out)
         return 0
-    print("Error: Deletion of some consumer groups failed:", file=err)
+    print("cormorant groups: Deletion of some consumer groups failed:", file=err)
     print(f"* Group '{group}' could not be deleted due to: {error.name} ({error.description})", file=err)
     return EXIT_FAILURE
 
@@ -387,27 +388,28 @@ def _reset_offsets(cluster: Cluster, args: argparse.Namespace, out: TextIO, err:
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[P]) -> P:
     groups = sub.add_parser("groups", help="list, describe and delete consumer groups; reset their offsets")
-    groups.add_argument("--bootstrap-server", default="127.0.0.1:9092")
     gsub = groups.add_subparsers(dest="action", required=True)
-    lst = gsub.add_parser("list")
+    lst = gsub.add_parser("list", help="list the consumer groups")
     lst.add_argument("--state", action="store_true", help="also show each group's state")
-    describe = gsub.add_parser("describe")
-    describe.add_argument("group")
+    describe = gsub.add_parser("describe", help="a group's members, offsets and lag")
+    describe.add_argument("group", help="the group id")
     describe.add_argument("--offsets", action="store_true", help="only the per-partition offsets and lag")
     describe.add_argument("--members", action="store_true", help="only the members and their assignments")
     describe.add_argument("--state", action="store_true", help="only the group's state")
-    delete = gsub.add_parser("delete")
-    delete.add_argument("group")
-    reset = gsub.add_parser("reset-offsets")
-    reset.add_argument("--group", required=True)
-    reset.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,...]")
+    delete = gsub.add_parser("delete", help="delete an empty group")
+    delete.add_argument("group", help="the group id")
+    reset = gsub.add_parser("reset-offsets", help="set a group's committed offsets (the group must be empty)")
+    reset.add_argument("--group", required=True, help="the group id")
+    reset.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,...]",
+                       help="a topic, or some of its partitions (repeatable)")
     target = reset.add_mutually_exclusive_group(required=True)
-    target.add_argument("--to-earliest", action="store_true")
-    target.add_argument("--to-latest", action="store_true")
-    target.add_argument("--to-offset", type=int)
+    target.add_argument("--to-earliest", action="store_true", help="to each partition's log start offset")
+    target.add_argument("--to-latest", action="store_true", help="to each partition's end offset")
+    target.add_argument("--to-offset", type=int, metavar="OFFSET", help="to this offset")
     mode = reset.add_mutually_exclusive_group()
-    mode.add_argument("--execute", action="store_true")
-    mode.add_argument("--dry-run", action="store_true")
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    mode.add_argument("--dry-run", action="store_true", help="only show the plan (what runs without --execute)")
+    add_bootstrap_argument(groups, subcommand_parsers(groups))
     return groups

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from broker.client import ClientError, KafkaClient
 from broker.controller_channel import describe_quorum_request
+from broker.tools.topics import kafka_uuid
 from wire.errors import ErrorCode
 from wire.generated.api_003_metadata import MetadataRequest, MetadataResponse
 from wire.generated.api_055_describe_quorum import DescribeQuorumResponse
@@ -80,7 +81,7 @@ def describe_image(client: KafkaClient) -> dict[str, Any]:
              "error": ErrorCode.for_code(p.error_code).name if p.error_code else None}
             for p in sorted(t.partitions, key=lambda p: p.partition_index)
         ]
-        topics.append({"name": t.name, "topic_id": str(t.topic_id), "internal": t.is_internal,
+        topics.append({"name": t.name, "topic_id": kafka_uuid(t.topic_id), "internal": t.is_internal,
                        "partitions": partitions})
     return {"cluster_id": meta.cluster_id, "controller_id": meta.controller_id, "brokers": brokers,
             "topics": topics}

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TextIO
 
 from broker.client import ClientError, KafkaClient
+from broker.tools.common import P, add_bootstrap_argument, subcommand_parsers
 from broker.tools.topics import topic_metadata
 from wire.errors import ErrorCode
 from wire.generated.api_043_elect_leaders import (
@@ -86,14 +87,14 @@ def reassign(client: KafkaClient, targets: Sequence[tuple[str, int, list[int] | 
     if reply.error_code != ErrorCode.NONE:
         raise ToolError(f"{ErrorCode.for_code(reply.error_code).name}: {reply.error_message or ''}".rstrip(": "))
     ok = True
-    for answered in reply.responses:
-        for result in answered.partitions:
-            if result.error_code == ErrorCode.NONE:
-                print(f"{answered.name}-{result.partition_index}: reassignment started", file=out)
+    for result in reply.responses:
+        for r in result.partitions:
+            if r.error_code == ErrorCode.NONE:
+                print(f"{result.name}-{r.partition_index}: reassignment started", file=out)
             else:
                 ok = False
-                print(f"{answered.name}-{result.partition_index}: {ErrorCode.for_code(result.error_code).name}"
-                      f"{': ' + result.error_message if result.error_message else ''}", file=out)
+                print(f"{result.name}-{r.partition_index}: {ErrorCode.for_code(r.error_code).name}"
+                      f"{': ' + r.error_message if r.error_message else ''}", file=out)
     return ok
 
 
@@ -174,17 +175,20 @@ def run_partitions(args: argparse.Namespace, out: TextIO | None = None, err: Tex
         return EXIT_FAILURE
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[P]) -> P:
     parser = sub.add_parser("partitions", help="reassign partitions between brokers, elect leaders")
-    parser.add_argument("--bootstrap-server", default="127.0.0.1:9092")
     psub = parser.add_subparsers(dest="action", required=True)
     reassign_p = psub.add_parser("reassign", help="move partitions onto new replicas (or --cancel)")
-    reassign_p.add_argument("partitions", nargs="*", metavar="TOPIC:PARTITION=BROKER,...")
-    reassign_p.add_argument("--file", help="a kafka-reassign-partitions JSON plan")
+    reassign_p.add_argument("partitions", nargs="*", metavar="TOPIC:PARTITION=BROKER,...",
+                            help="a partition and its new replicas, preferred leader first")
+    reassign_p.add_argument("--file", metavar="PLAN.json", help="a kafka-reassign-partitions JSON plan")
     reassign_p.add_argument("--cancel", action="store_true", help="cancel the named partitions' reassignments")
     status_p = psub.add_parser("status", help="ongoing reassignments")
-    status_p.add_argument("--topic", action="append")
+    status_p.add_argument("--topic", action="append", help="only this topic (repeatable)")
     elect_p = psub.add_parser("elect-leaders", help="preferred (default) or unclean leader election")
-    elect_p.add_argument("partitions", nargs="*", metavar="TOPIC:PARTITION")
-    elect_p.add_argument("--unclean", action="store_true")
+    elect_p.add_argument("partitions", nargs="*", metavar="TOPIC:PARTITION",
+                         help="the partitions (default: every partition)")
+    elect_p.add_argument("--unclean", action="store_true",
+                         help="elect an out-of-sync replica when no in-sync one is alive (may lose data)")
+    add_bootstrap_argument(parser, subcommand_parsers(parser))
     return parser

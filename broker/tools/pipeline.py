@@ -4,18 +4,22 @@ Three parts, run one after the other against a broker:
 
 1. **Generator**: ``--events`` JSON events ``{"key", "event_time", "amount"}`` (seeded, so
    every run with the same seed sends the same events), keyed by ``key``, written to
-   ``<prefix>-events`` in a few rounds while the query runs. Event times go forward with
+   ``<prefix>-<run>-events`` in a few rounds while the query runs. Event times go forward with
    up to ``JITTER_MS`` of disorder, less than the watermark delay, so no event is late.
    A last marker event (key ``__end__``) far ahead in event time moves the watermark past
    every window; its own window never closes and is never emitted.
 2. **Streaming job** (PySpark, ``readStream.format("kafka")``): parse, watermark, count and
    sum per key in tumbling one-minute event-time windows (append mode: a window is emitted
    once, when the watermark passes it). Each micro-batch goes to the topic
-   ``<prefix>-totals`` (``write.format("kafka")``, JSON values) and to Parquet under
-   ``WORK_DIR/totals``.
+   ``<prefix>-<run>-totals`` (``write.format("kafka")``, JSON values) and to Parquet under
+   ``WORK_DIR/<run>/totals``.
 3. **Checker**: reads the totals back from the topic (``read.format("kafka")``) and from
    Parquet and compares them, window by window, with what the generator sent: the same
    windows, each once, with exactly the same counts and sums.
+
+Every run is self-contained: ``<run>`` is a new run id (UTC time and a random suffix), so a
+second run, in the same work directory or not, never sees the first run's events, totals or
+checkpoint. The topics stay for inspection (``cormorant topics delete`` removes them).
 
 Exit status 0 when both outputs match, 1 when they do not, 2 when the pipeline could not
 run (no pyspark, no connector jars, no broker).
@@ -26,18 +30,28 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import secrets
 import sys
 import tempfile
 import threading
 import time
 import zlib
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from broker.client import ClientError
+from broker.tools.common import add_bootstrap_argument
 from broker.tools.producer import ProduceError, RecordWriter, ensure_topic
-from broker.tools.spark_session import SparkUnavailable, build_session, read_options, write_options
+from broker.tools.spark_session import (
+    SparkUnavailable,
+    add_spark_arguments,
+    build_session,
+    check_spark,
+    read_options,
+    write_options,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -50,6 +64,7 @@ END_KEY = "__end__"
 EVENT_PARTITIONS = 3
 ROUNDS = 4
 TRIGGER = "1 second"
+PROGRESS_INTERVAL_S = 10.0
 
 EXIT_OK = 0
 EXIT_MISMATCH = 1
@@ -234,15 +249,29 @@ class DemoConfig:
     seed: int
     timeout_s: float
     jars_dir: str | None
+    run_id: str
+    packages: bool = False
+
+
+def new_run_id(now: datetime, token: str) -> str:
+    return f"{now.strftime('%Y%m%d-%H%M%S')}-{token}"
 
 
 def run_demo(config: DemoConfig, out: TextIO) -> int:
-    events_topic = f"{config.prefix}-events"
-    totals_topic = f"{config.prefix}-totals"
-    parquet_dir = config.work_dir / "totals"
-    checkpoint = config.work_dir / "checkpoint"
+    events_topic = f"{config.prefix}-{config.run_id}-events"
+    totals_topic = f"{config.prefix}-{config.run_id}-totals"
+    run_dir = config.work_dir / config.run_id
+    parquet_dir = run_dir / "totals"
+    checkpoint = run_dir / "checkpoint"
+    check_spark(config.jars_dir, config.packages)
     ensure_topic(config.bootstrap, events_topic, EVENT_PARTITIONS)
     ensure_topic(config.bootstrap, totals_topic, 1)
+    print(
+        f"run {config.run_id}: topics {events_topic}, {totals_topic}; checkpoint and Parquet "
+        f"under {run_dir}",
+        file=out,
+        flush=True,
+    )
 
     now_ms = int(time.time() * 1000)
     start_ms = now_ms - now_ms % WINDOW_MS - config.events * EVENT_STEP_MS
@@ -252,9 +281,11 @@ def run_demo(config: DemoConfig, out: TextIO) -> int:
         f"generator: {len(events)} events, {config.keys} keys, {len(expected)} windows "
         f"-> {events_topic}",
         file=out,
+        flush=True,
     )
 
-    spark = build_session("cormorant-pipeline-demo", config.jars_dir)
+    print("starting Spark and the streaming job", file=out, flush=True)
+    spark = build_session("cormorant-pipeline-demo", config.jars_dir, packages=config.packages)
     try:
         sink = TotalsSink(config.bootstrap, totals_topic, parquet_dir)
         query = (
@@ -268,12 +299,25 @@ def run_demo(config: DemoConfig, out: TextIO) -> int:
         try:
             per_round = -(-len(events) // ROUNDS)
             for r in range(ROUNDS):
-                write_events(config.bootstrap, events_topic, events[r * per_round:(r + 1) * per_round])
+                chunk = events[r * per_round:(r + 1) * per_round]
+                write_events(config.bootstrap, events_topic, chunk)
+                print(f"generator: round {r + 1} of {ROUNDS}: {len(chunk)} events sent", file=out, flush=True)
                 time.sleep(1.0)
             end_marker = Event(END_KEY, events[-1].event_time_ms + 10 * WINDOW_MS, 0)
             write_events(config.bootstrap, events_topic, [end_marker])
             deadline = time.monotonic() + config.timeout_s
+            next_report = time.monotonic()
             while sink.written() < len(expected):
+                if time.monotonic() >= next_report:
+                    left = deadline - time.monotonic()
+                    print(
+                        f"waiting for the streaming job: {sink.written()} of {len(expected)} window "
+                        f"totals emitted (a window is emitted once the watermark passes its end; "
+                        f"giving up in {left:.0f} s)",
+                        file=out,
+                        flush=True,
+                    )
+                    next_report = time.monotonic() + PROGRESS_INTERVAL_S
                 if query.exception() is not None or not query.isActive:
                     print(f"streaming job failed: {query.exception()}", file=out)
                     return EXIT_MISMATCH
@@ -314,6 +358,7 @@ def run_pipeline(args: argparse.Namespace, out: TextIO | None = None, err: TextI
     err = err or sys.stderr
     work_dir = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="cormorant-pipeline-"))
     work_dir.mkdir(parents=True, exist_ok=True)
+    run_id = new_run_id(datetime.now(UTC), secrets.token_hex(2))
     config = DemoConfig(
         bootstrap=args.bootstrap_server,
         work_dir=work_dir,
@@ -323,6 +368,8 @@ def run_pipeline(args: argparse.Namespace, out: TextIO | None = None, err: TextI
         seed=args.seed,
         timeout_s=args.timeout,
         jars_dir=args.jars,
+        run_id=run_id,
+        packages=args.packages,
     )
     try:
         return run_demo(config, out)
@@ -337,11 +384,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "demo",
         help="generate events, aggregate them with Spark Structured Streaming, check the totals",
     )
-    demo.add_argument("--bootstrap-server", default="127.0.0.1:9092")
-    demo.add_argument("--work-dir", help="checkpoint and Parquet output (default: a new temp dir)")
-    demo.add_argument("--prefix", default="pipeline-demo", help="topic name prefix")
-    demo.add_argument("--events", type=int, default=2000)
-    demo.add_argument("--keys", type=int, default=5)
-    demo.add_argument("--seed", type=int, default=7)
+    add_bootstrap_argument(demo)
+    demo.add_argument(
+        "--work-dir", metavar="DIR",
+        help="each run's checkpoint and Parquet output go to DIR/RUN (default: a new temp dir)",
+    )
+    demo.add_argument(
+        "--prefix", default="pipeline-demo",
+        help="topic name prefix; each run writes PREFIX-RUN-events and PREFIX-RUN-totals",
+    )
+    demo.add_argument("--events", type=int, default=2000, help="how many events to generate")
+    demo.add_argument("--keys", type=int, default=5, help="how many distinct keys")
+    demo.add_argument("--seed", type=int, default=7, help="the generator's random seed")
     demo.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the totals")
-    demo.add_argument("--jars", help="directory of the Kafka connector jars (default: $CORMORANT_SPARK_JARS)")
+    add_spark_arguments(demo)

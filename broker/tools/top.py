@@ -4,6 +4,13 @@ Rates come from two scrapes ``--interval`` seconds apart. The screen is
 redrawn in place with ANSI escapes (cursor home, clear to end of line/screen),
 so no curses is needed; ``--once`` prints a single frame without escapes.
 Only metric names from docs/metrics.md are read.
+
+A scrape says which broker it belongs to (``target_info``: ``cormorant_node_id``,
+``cormorant_cluster_id``). Before drawing, top asks the broker at ``--bootstrap-server``
+(Metadata) for its node id and cluster id and refuses an endpoint that belongs to another
+broker, e.g. when two brokers share a host and the second one could not bind the default
+metrics port. With neither option given the defaults are checked against each other when
+a broker answers at the default address; an explicit ``--metrics-url`` alone is taken as is.
 """
 
 from __future__ import annotations
@@ -18,6 +25,10 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from broker.client import ClientError, KafkaClient, parse_bootstrap
+from broker.tools.common import DEFAULT_BOOTSTRAP
+from wire.generated.api_003_metadata import MetadataRequest, MetadataResponse
 
 DEFAULT_URL = "http://127.0.0.1:9464/metrics"
 SCRAPE_TIMEOUT_S = 5.0
@@ -82,7 +93,7 @@ def _int(n: float) -> str:
 def render(prev: Scrape, cur: Scrape, url: str) -> list[str]:
     info = dict(next(iter(cur.series("target_info")), ()))
     lines = [
-        f"cormorant top  {url}  node {info.get('service_instance_id', '?')}  "
+        f"cormorant top  {url}  node {info.get('cormorant_node_id', '?')}  "
         f"cluster {info.get('cormorant_cluster_id', '?')}  {time.strftime('%Y-%m-%d %H:%M:%S')}",
         "",
     ]
@@ -181,6 +192,54 @@ def _group_lag(cur: Scrape) -> list[str]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerIdentity:
+    node_id: str
+    cluster_id: str
+
+    def __str__(self) -> str:
+        return f"node {self.node_id} of cluster {self.cluster_id}"
+
+
+def scraped_identity(scrape: Scrape) -> BrokerIdentity | None:
+    info = dict(next(iter(scrape.series("target_info")), ()))
+    node, cluster = info.get("cormorant_node_id"), info.get("cormorant_cluster_id")
+    if node is None or cluster is None:
+        return None
+    return BrokerIdentity(node, cluster)
+
+
+def broker_identity(bootstrap: str) -> BrokerIdentity:
+    """The node id and cluster id of the broker listening at ``bootstrap``."""
+    host, port = parse_bootstrap(bootstrap)
+    with KafkaClient.connect(bootstrap, timeout_s=SCRAPE_TIMEOUT_S) as client:
+        response = client.send(MetadataRequest(topics=[]), MetadataResponse)
+    same_port = [b for b in response.brokers if b.port == port]
+    match = [b for b in same_port if b.host == host] or same_port
+    if len(match) != 1:
+        raise ClientError(f"no broker in the metadata of {bootstrap} listens on port {port}")
+    return BrokerIdentity(str(match[0].node_id), response.cluster_id or "?")
+
+
+def check_endpoint(url: str, scrape: Scrape, bootstrap: str | None) -> str | None:
+    """Why ``url`` is not the endpoint of the broker at ``bootstrap``, or None when it is (or
+    when no broker answers at the default address)."""
+    try:
+        expected = broker_identity(bootstrap or DEFAULT_BOOTSTRAP)
+    except ClientError as ex:
+        return None if bootstrap is None else f"cannot ask {bootstrap} which broker it is: {ex}"
+    scraped = scraped_identity(scrape)
+    if scraped is None:
+        return f"{url} does not say which broker it belongs to (no target_info)"
+    if scraped != expected:
+        return (
+            f"{url} serves the metrics of {scraped}, but the broker at "
+            f"{bootstrap or DEFAULT_BOOTSTRAP} is {expected}: give that broker's --metrics-url "
+            "(its ready line prints it; so does `cormorant cluster status`)"
+        )
+    return None
+
+
 def _draw(out: TextIO, lines: Iterable[str], ansi: bool) -> None:
     if ansi:
         out.write(HOME + "".join(f"{line}{CLEAR_LINE}\n" for line in lines) + CLEAR_BELOW)
@@ -189,11 +248,19 @@ def _draw(out: TextIO, lines: Iterable[str], ansi: bool) -> None:
     out.flush()
 
 
-def run_top(url: str, interval_s: float, once: bool, out: TextIO = sys.stdout) -> int:
+def run_top(
+    url: str, interval_s: float, once: bool, out: TextIO = sys.stdout, bootstrap: str | None = None
+) -> int:
     try:
         prev = fetch(url)
     except (urllib.error.URLError, OSError, ValueError) as ex:
         print(f"cormorant top: cannot read {url}: {getattr(ex, 'reason', ex)}", file=sys.stderr)
+        return 1
+    # An endpoint chosen without naming its broker is taken as is; the defaults are checked
+    # against each other (the default endpoint may belong to another broker on this host).
+    problem = check_endpoint(url, prev, bootstrap) if bootstrap or url == DEFAULT_URL else None
+    if problem is not None:
+        print(f"cormorant top: {problem}", file=sys.stderr)
         return 1
     ansi = not once and out.isatty()
     if ansi:

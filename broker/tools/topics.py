@@ -92,7 +92,7 @@ def run_topics(args: argparse.Namespace, out: TextIO | None = None, err: TextIO 
             }
             actions[args.action](client, args, out)
     except (ClientError, ToolError) as ex:
-        print(f"Error while executing topic command : {ex}", file=err)
+        print(f"cormorant topics: {ex}", file=err)
         return EXIT_FAILURE
     return 0
 

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from broker.client import ClientError, KafkaClient
+from broker.tools.common import P, add_bootstrap_argument, subcommand_parsers
 from wire.errors import ErrorCode
 from wire.generated.api_003_metadata import MetadataRequest, MetadataResponse
 from wire.generated.api_010_find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
@@ -46,16 +47,17 @@ class ToolError(Exception):
     """A failure to report on one line."""
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[P]) -> P:
     txns = sub.add_parser("transactions", help="list and describe transactional ids")
-    txns.add_argument("--bootstrap-server", default="127.0.0.1:9092")
     tsub = txns.add_subparsers(dest="action", required=True)
     lst = tsub.add_parser("list", help="list transactions")
     lst.add_argument("--duration-filter", type=int, default=-1, metavar="MS",
                      help="only transactions running longer than this many ms")
     describe = tsub.add_parser("describe", help="describe the state of a transactional id")
-    describe.add_argument("transactional_id", nargs="?", metavar="TXID")
-    describe.add_argument("--transactional-id", dest="transactional_id_option")
+    describe.add_argument("transactional_id", nargs="?", metavar="TXID", help="the transactional id")
+    describe.add_argument("--transactional-id", dest="transactional_id_option", metavar="TXID",
+                          help="the transactional id (as kafka-transactions.sh takes it)")
+    add_bootstrap_argument(txns, subcommand_parsers(txns))
     return txns
 
 
@@ -80,7 +82,7 @@ def run_transactions(args: argparse.Namespace, out: TextIO | None = None, err: T
             _describe(args.bootstrap_server, transactional_id, out,
                       now_ms if now_ms is not None else time.time_ns() // 1_000_000)
     except (ClientError, ToolError) as ex:
-        print(ex, file=err)
+        print(f"cormorant transactions: {ex}", file=err)
         return EXIT_FAILURE
     return 0
 

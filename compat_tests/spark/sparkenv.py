@@ -32,8 +32,8 @@ REQUIRED_JARS = (
 )
 SKIP_NO_JARS = (
     f"{JARS_ENV} is not set to a directory holding Spark's Kafka connector jars: run "
-    "scripts/get_spark_jars.sh MIRROR_GIT_DIR DIR and export "
-    f"{JARS_ENV}=DIR (see shared/spark/README.md)"
+    "scripts/get_spark_jars.sh '' DIR (or MIRROR_GIT_DIR DIR without GitHub access) and export "
+    f"{JARS_ENV}=DIR"
 )
 SKIP_NO_PYSPARK = "pyspark 4.0.x is not installed: pip install -e '.[spark]'"
 

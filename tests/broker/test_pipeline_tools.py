@@ -4,6 +4,9 @@ The Spark jobs themselves are tested in compat_tests/spark/."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +15,7 @@ import pytest
 from broker.tools.archive import ArchiveError, parse_time_ms
 from broker.tools.pipeline import WINDOW_MS, compare, expected_totals, generate_events
 from broker.tools.producer import ProduceError, RecordWriter, ensure_topic
+from broker.tools.spark_session import JARS_ENV
 from tests.broker.broker_process import BrokerProcess
 
 # kafka-python 3.0.12 loads its schemas with importlib.resources' legacy functions.
@@ -95,3 +99,34 @@ def test_record_writer_keeps_order_timestamps_and_headers(broker: BrokerProcess)
 def test_record_writer_refuses_a_missing_topic(broker: BrokerProcess) -> None:
     with pytest.raises(ProduceError, match="does not exist"):
         RecordWriter(broker.bootstrap, "nope")
+
+
+@pytest.mark.parametrize("tool", [["archive", "t", "--to", "x"], ["replay", "x", "--to", "t"],
+                                  ["pipeline", "demo"]])
+def test_spark_tools_without_connector_jars_say_so_in_one_line(tool: list[str], tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != JARS_ENV}
+    proc = subprocess.run(
+        [sys.executable, "-m", "broker", *tool, "--bootstrap-server", "127.0.0.1:1"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"cormorant {tool[0]}: ")
+    assert JARS_ENV in lines[0] and "scripts/get_spark_jars.sh" in lines[0]
+
+
+def test_get_spark_jars_needs_only_the_repository_and_says_what_it_lacks(tmp_path: Path) -> None:
+    """From a plain clone (no folder beside it): the script names the one thing it needs."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "get_spark_jars.sh"
+    not_a_mirror = tmp_path / "not-a-mirror"
+    not_a_mirror.mkdir()
+    proc = subprocess.run(
+        ["bash", str(script), str(not_a_mirror), str(tmp_path / "jars")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 1
+    assert f"{not_a_mirror} is not a git directory" in proc.stderr
+    assert "git clone of https://github.com/Nike-Inc/spark-expectations" in proc.stderr
+    assert "CLONE_DIR" in proc.stderr

@@ -61,6 +61,12 @@ def test_topics_lifecycle(broker: BrokerProcess, capsys: pytest.CaptureFixture[s
     ), lines[0]
     assert lines[1:] == [f"\tTopic: tl\tPartition: {i}\tLeader: 1\tReplicas: 1\tIsr: 1" for i in range(3)]
 
+    # The metadata tool prints the same topic id, in the same (Kafka's base64) form.
+    topic_id = lines[0].split("TopicId: ")[1].split("\t")[0]
+    assert main(["metadata", "image", "--bootstrap-server", broker.bootstrap]) == 0
+    image = capsys.readouterr().out
+    assert f"Topic: tl\tTopicId: {topic_id}\t" in image
+
     assert topics(broker, capsys, "alter-config", "tl", "--set", "segment.ms=100000", "--delete", "retention.ms") == (
         0, "Completed updating config for topic tl.\n", "")
     code, out, _ = topics(broker, capsys, "describe")
@@ -91,7 +97,7 @@ def test_topics_errors(
     code, out, err = topics(broker, capsys, *args)
     assert code == 1 and out == ""
     assert len(err.splitlines()) == 1
-    assert err.startswith("Error while executing topic command : ") and message in err
+    assert err.startswith("cormorant topics: ") and message in err
 
 
 def test_topics_existing_and_unreachable(broker: BrokerProcess, capsys: pytest.CaptureFixture[str]) -> None:

@@ -121,6 +121,13 @@ def test_cluster_up_metadata_tools_and_down(tmp_path: Path) -> None:
 
         status = cormorant("cluster", "status", "--dir", str(root))
         assert status.stdout.count("running") == 4
+        # Each node has a metrics endpoint of its own, and top checks it against its broker.
+        urls = [line.split(" metrics=")[1] for line in status.stdout.splitlines()]
+        assert len(set(urls)) == 4
+        assert cormorant("top", "--once", "--interval", "0.1", "--metrics-url", urls[0],
+                         "--bootstrap-server", bootstrap[0]).returncode == 0
+        assert cormorant("top", "--once", "--interval", "0.1", "--metrics-url", urls[0],
+                         "--bootstrap-server", bootstrap[1]).returncode == 1
         down = cormorant("cluster", "down", "--dir", str(root))
         assert down.returncode == 0
         assert not list(root.glob(f"node-*/{PID_FILE}"))

@@ -45,3 +45,25 @@ def test_top_reports_an_unreachable_endpoint(tmp_path: Path) -> None:
     done = top("--once", "--metrics-url", f"http://127.0.0.1:{port}/metrics")
     assert done.returncode == 1
     assert "cannot read" in done.stderr
+
+
+def test_top_refuses_the_endpoint_of_another_broker(tmp_path: Path) -> None:
+    """Two brokers on one host: top checks which broker an endpoint belongs to."""
+    first = MetricsBroker(tmp_path / "first").start()
+    second = MetricsBroker(tmp_path / "second").start()
+    try:
+        assert first.metrics_url != second.metrics_url
+        wrong = top("--once", "--interval", "0.1", "--metrics-url", first.metrics_url,
+                    "--bootstrap-server", second.bootstrap)
+        assert wrong.returncode == 1, wrong.stdout
+        assert wrong.stdout == ""
+        [line] = wrong.stderr.strip().splitlines()
+        assert line.startswith(f"cormorant top: {first.metrics_url} serves the metrics of node 1 of cluster ")
+        assert f"but the broker at {second.bootstrap} is node 1 of cluster " in line
+        right = top("--once", "--interval", "0.1", "--metrics-url", second.metrics_url,
+                    "--bootstrap-server", second.bootstrap)
+        assert right.returncode == 0, right.stderr
+        assert "node 1" in right.stdout.splitlines()[0]
+    finally:
+        assert first.stop() == 0
+        assert second.stop() == 0
