@@ -3,6 +3,11 @@
 Both targets keep Kafka's ``group.initial.rebalance.delay.ms`` (3000 ms) and set ``node.id``
 (as every node ``cluster up`` starts does).
 
+- Consume-transform-produce loops (Java 3.9 and 4.3 ``sendOffsetsToTransaction``,
+  confluent-kafka ``send_offsets_to_transaction``) whose group coordinator and transaction
+  coordinator are different brokers: the group coordinator verifies the transaction with the
+  remote transaction coordinator, every record is copied once and the group's offsets are
+  committed with the transactions.
 - DescribeConfigs of every broker (all settings with synonyms, and ``broker.id``/``node.id``
   by name) answers on every node.
 """
@@ -17,15 +22,19 @@ from typing import Any
 import pytest
 
 from broker.client import KafkaClient
+from compat_tests.harness import settings
 from compat_tests.harness.cluster import LocalCluster
-from compat_tests.harness.drivers import make_driver
+from compat_tests.harness.drivers import Record, make_driver
 from compat_tests.harness.drivers.base import DriverUnavailable
+from compat_tests.harness.transactions import consume_isolated
 from wire.errors import ErrorCode
 from wire.generated.api_032_describe_configs import (
     DescribeConfigsRequest,
     DescribeConfigsRequestDescribeConfigsResource,
     DescribeConfigsResponse,
 )
+
+pytestmark = pytest.mark.skipif(settings.target() != "cormorant", reason="Cormorant's own cluster mode")
 
 PARTITIONS = 2
 INPUTS = 30
@@ -92,6 +101,85 @@ def target(request: pytest.FixtureRequest, broker_factory: Any,
         yield Target("cluster", cluster.bootstrap, [1, 2, 3], cluster.servers, cluster)
     finally:
         cluster.down()
+
+
+# -- consume-transform-produce across coordinators ------------------------------------------------
+
+
+def _inputs() -> list[Record]:
+    return [Record(key=b"k%d" % i, value=b"in-%d" % i, partition=i % PARTITIONS) for i in range(INPUTS)]
+
+
+def _confluent_ctp(bootstrap: str, source: str, target: str, group: str, txn_id: str, prefix: bytes,
+                   count: int, abort_every: int) -> int:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                         "session.timeout.ms": 6000})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 2})
+    producer.init_transactions(20)
+    consumer.subscribe([source])
+    copied = batches = 0
+    deadline = time.monotonic() + CTP_TIMEOUT_S
+    try:
+        while copied < count and time.monotonic() < deadline:
+            messages = [m for m in consumer.consume(num_messages=7, timeout=0.5) if m.error() is None]
+            if not messages:
+                continue
+            producer.begin_transaction()
+            for m in messages:
+                producer.produce(target, key=m.key(), value=prefix + (m.value() or b""), partition=m.partition() or 0)
+            positions = consumer.position([TopicPartition(source, p) for p in range(PARTITIONS)])
+            producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 20)
+            if batches % abort_every == abort_every - 1:
+                producer.abort_transaction(20)
+                for tp in consumer.committed([TopicPartition(source, p) for p in range(PARTITIONS)], 20):
+                    consumer.seek(TopicPartition(source, tp.partition, max(tp.offset, 0)))
+            else:
+                producer.commit_transaction(20)
+                copied += len(messages)
+            batches += 1
+    finally:
+        consumer.close()
+    return copied
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    check = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        committed = check.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], 20)
+    finally:
+        check.close()
+    return {tp.partition: tp.offset for tp in committed}
+
+
+@pytest.mark.parametrize("client", ["java", "java4", "confluent-kafka"])
+def test_consume_transform_produce_with_the_coordinators_on_different_brokers(target: Target, client: str) -> None:
+    driver = target.driver(client)
+    source, output = f"ctp-in-{next(_serial)}-{client}", f"ctp-out-{next(_serial)}-{client}"
+    target.create_topic(source, PARTITIONS)
+    target.create_topic(output, PARTITIONS)
+    inputs = _inputs()
+    target.driver("confluent-kafka").produce(source, inputs)
+    group, txn_id = target.ids(f"ctp-{client}")
+    prefix = b"out:"
+    if client == "confluent-kafka":
+        copied = _confluent_ctp(target.bootstrap, source, output, group, txn_id, prefix, INPUTS, 3)
+    else:
+        result = driver.call("consume_transform_produce", timeout_s=CTP_TIMEOUT_S + 30, source=source,
+                             target=output, group=group, transactional_id=txn_id, prefix=prefix.decode(),
+                             count=INPUTS, abort_every=3, timeout_ms=CTP_TIMEOUT_S * 1000)
+        copied = result["copied"]
+        assert result["aborted"] >= 1, result
+    assert copied == INPUTS
+    out = consume_isolated(target.driver("java"), output, range(PARTITIONS), count=INPUTS + 1,
+                           isolation="read_committed", timeout_s=8)
+    assert sorted(c.value or b"" for c in out) == sorted(prefix + (r.value or b"") for r in inputs)
+    assert _committed(target.bootstrap, group, source) == {
+        p: sum(1 for r in inputs if r.partition == p) for p in range(PARTITIONS)}
 
 
 # -- DescribeConfigs of brokers -------------------------------------------------------------------------
