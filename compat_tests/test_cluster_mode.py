@@ -8,6 +8,9 @@ Both targets keep Kafka's ``group.initial.rebalance.delay.ms`` (3000 ms) and set
   coordinator are different brokers: the group coordinator verifies the transaction with the
   remote transaction coordinator, every record is copied once and the group's offsets are
   committed with the transactions.
+- Admin clients asking for authorized operations (describeCluster, describeTopics through
+  Metadata or DescribeTopicPartitions, describeConsumerGroups) get every operation the
+  resource type supports, as from Kafka without an authorizer.
 - DescribeConfigs of every broker (all settings with synonyms, and ``broker.id``/``node.id``
   by name) answers on every node.
 """
@@ -209,3 +212,50 @@ def test_every_node_describes_its_broker_configs(target: Target) -> None:
         assert {c.name: c.value for c in result.configs} == {"broker.id": str(node_id), "node.id": str(node_id)}
         for entry in result.configs:
             assert (entry.synonyms[0].name, entry.synonyms[0].value) == (entry.name, str(node_id)), entry.synonyms
+
+
+# -- authorized operations ------------------------------------------------------------------------------
+
+#: Kafka 3.9's AclEntry.supportedOperations: what a broker without an authorizer reports.
+TOPIC_OPERATIONS = sorted(["READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS",
+                           "ALTER_CONFIGS"])
+CLUSTER_OPERATIONS = sorted(["CREATE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS",
+                             "IDEMPOTENT_WRITE"])
+GROUP_OPERATIONS = sorted(["READ", "DELETE", "DESCRIBE"])
+
+
+def _group_with_offsets(bootstrap: str, group: str, topic: str) -> None:
+    """An Empty group that exists: committed offsets, no members."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("client", ["java", "java4", "confluent-kafka"])
+def test_admin_clients_get_every_supported_operation(target: Target, client: str) -> None:
+    driver = target.driver(client)
+    topic, group = f"ops-{next(_serial)}-{client}", f"ops-group-{next(_serial)}-{client}"
+    target.create_topic(topic, PARTITIONS)
+    _group_with_offsets(target.bootstrap, group, topic)
+    if client == "confluent-kafka":
+        from confluent_kafka import TopicCollection
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": target.bootstrap})
+        cluster = admin.describe_cluster(include_authorized_operations=True, request_timeout=20).result(30)
+        described = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True,
+                                          request_timeout=20)[topic].result(30)
+        groups = admin.describe_consumer_groups([group], include_authorized_operations=True,
+                                                request_timeout=20)[group].result(30)
+        got = {"cluster": sorted(op.name for op in cluster.authorized_operations or []),
+               "topics": {topic: sorted(op.name for op in described.authorized_operations or [])},
+               "groups": {group: sorted(op.name for op in groups.authorized_operations or [])}}
+    else:
+        got = driver.call("authorized_operations", topics=[topic], groups=[group])
+    assert got["cluster"] == CLUSTER_OPERATIONS
+    assert got["topics"] == {topic: TOPIC_OPERATIONS}
+    assert got["groups"] == {group: GROUP_OPERATIONS}
