@@ -13,6 +13,9 @@ Both targets keep Kafka's ``group.initial.rebalance.delay.ms`` (3000 ms) and set
   resource type supports, as from Kafka without an authorizer.
 - DescribeConfigs of every broker (all settings with synonyms, and ``broker.id``/``node.id``
   by name) answers on every node.
+- Members started together (Java and confluent-kafka, eager ``range`` and
+  ``cooperative-sticky``) join within the initial rebalance delay and share one first
+  generation: each is assigned once and nothing is revoked.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from compat_tests.harness import settings
 from compat_tests.harness.cluster import LocalCluster
 from compat_tests.harness.drivers import Record, make_driver
 from compat_tests.harness.drivers.base import DriverUnavailable
+from compat_tests.harness.groups import GroupMember, GroupOptions
 from compat_tests.harness.transactions import consume_isolated
 from wire.errors import ErrorCode
 from wire.generated.api_032_describe_configs import (
@@ -259,3 +263,43 @@ def test_admin_clients_get_every_supported_operation(target: Target, client: str
     assert got["cluster"] == CLUSTER_OPERATIONS
     assert got["topics"] == {topic: TOPIC_OPERATIONS}
     assert got["groups"] == {group: GROUP_OPERATIONS}
+
+
+# -- the initial rebalance delay ------------------------------------------------------------------------
+
+GROUP_PARTITIONS = 6
+GROUP_MEMBERS = 3
+SETTLE_S = 60.0
+
+
+def _split_once(members: list[GroupMember]) -> bool:
+    parts = [m.assignment() for m in members]
+    return (set().union(*parts) == set(range(GROUP_PARTITIONS)) and sum(len(p) for p in parts) == GROUP_PARTITIONS
+            and all(parts))
+
+
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+@pytest.mark.parametrize("client", ["java", "confluent-kafka"])
+def test_members_started_together_share_one_first_generation(target: Target, client: str, assignor: str) -> None:
+    """Members that join within group.initial.rebalance.delay.ms (3000 ms) are all in the first
+    generation: each is assigned once, its share of the partitions, and nothing is revoked."""
+    driver = target.driver(client)
+    topic, group = f"delay-{next(_serial)}-{client}", f"delay-group-{next(_serial)}-{client}-{assignor}"
+    target.create_topic(topic, GROUP_PARTITIONS)
+    options = GroupOptions(session_timeout_ms=10_000, assignor=assignor, client_id=f"compat-{client}")
+    members: list[GroupMember] = []
+    try:
+        for _ in range(GROUP_MEMBERS):
+            members.append(driver.start_member(topic, group, options))
+        deadline = time.monotonic() + SETTLE_S
+        while not _split_once(members):
+            assert time.monotonic() < deadline, "\n".join(m.describe() for m in members)
+            time.sleep(0.1)
+        time.sleep(2.0)  # a second generation would show up as more rebalance events
+        for m in members:
+            events = [(e.kind, e.partitions) for e in m.rebalance_events()]
+            assert [kind for kind, _ in events] == ["assigned"], m.describe()
+            assert len(events[0][1]) == GROUP_PARTITIONS // GROUP_MEMBERS, m.describe()
+    finally:
+        for m in members:
+            m.kill()
