@@ -61,7 +61,10 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
                     commit_timestamp_ms=now,
                 )
     if offsets:
-        error = await _verify(ctx, request)
+        # Only the group's coordinator asks the transaction coordinator (as Kafka checks the group first).
+        error = node.group_coordinator.group_status(request.group_id)
+        if error is ErrorCode.NONE:
+            error = await _verify(ctx, request)
         if error is not ErrorCode.NONE:
             errors.update(dict.fromkeys(offsets, error))
         else:
