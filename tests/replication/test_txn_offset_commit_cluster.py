@@ -6,7 +6,8 @@ asking the remote transaction coordinator (AddPartitionsToTxn v4, verify only) a
 answer as Kafka does: an added partition commits (visible to require_stable fetches once
 EndTxn's marker lands), a fenced epoch is INVALID_PRODUCER_EPOCH, a group that was not added is
 INVALID_TXN_STATE; a broker that does not coordinate the group answers NOT_COORDINATOR without
-asking anyone. (Real clients: compat_tests/test_cluster_mode.py.)
+asking anyone. A member that left the group cannot commit in a transaction either (KIP-447).
+(Real clients: compat_tests/test_cluster_mode.py.)
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 
 from broker.client import KafkaClient
 from broker.coordinator.hashing import partition_for
+from tests.broker.test_group_apis import join_member, sync
 from tests.integration.quorum_cluster import Node
 from tests.replication.fault_cluster import CLUSTER_OVERRIDES, FaultCluster
 from wire.errors import ErrorCode
@@ -27,6 +29,11 @@ from wire.generated.api_009_offset_fetch import (
     OffsetFetchRequestGroup,
     OffsetFetchRequestTopics,
     OffsetFetchResponse,
+)
+from wire.generated.api_013_leave_group import (
+    LeaveGroupRequest,
+    LeaveGroupRequestMemberIdentity,
+    LeaveGroupResponse,
 )
 from wire.generated.api_022_init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from wire.generated.api_025_add_offsets_to_txn import (
@@ -162,3 +169,36 @@ def test_the_remote_coordinators_refusals_are_mapped_as_kafka_does(cluster: Faul
         assert code == NONE, ErrorCode.for_code(code)
         time.sleep(1.0)
         assert stable_offset(group_client, group_id) == -1  # aborted: nothing committed
+
+
+def test_a_member_that_left_cannot_commit_in_a_transaction(cluster: FaultCluster) -> None:
+    """KIP-447: TxnOffsetCommit v3 carries the member and generation, fenced as OffsetCommit is."""
+    group_id, group_node, txn_id, txn_node = apart(cluster, "left-member")
+    with cluster.client(txn_node, 20) as txn_client, cluster.client(group_node, 20) as group_client:
+        member = join_member(group_client, group_id, topic=TOPIC)
+        assert sync(group_client, group_id, member.generation_id, member.member_id).error_code == NONE
+        pid, epoch = begin(txn_client, txn_id, group_id)
+
+        def commit_as(member_id: str, generation: int) -> int:
+            request = TxnOffsetCommitRequest(
+                transactional_id=txn_id, group_id=group_id, producer_id=pid, producer_epoch=epoch,
+                member_id=member_id, generation_id=generation,
+                topics=[TxnOffsetCommitRequestTopic(name=TOPIC, partitions=[
+                    TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=5)])])
+            return retry(lambda: group_client.send(request, TxnOffsetCommitResponse, 3).topics[0]
+                         .partitions[0].error_code)
+
+        assert commit_as(member.member_id, member.generation_id + 1) == ErrorCode.ILLEGAL_GENERATION
+        assert commit_as(member.member_id, member.generation_id) == NONE
+        left = group_client.send(LeaveGroupRequest(group_id=group_id, members=[
+            LeaveGroupRequestMemberIdentity(member_id=member.member_id)]), LeaveGroupResponse, 5)
+        assert [m.error_code for m in left.members] == [NONE]
+        assert commit_as(member.member_id, member.generation_id) == ErrorCode.UNKNOWN_MEMBER_ID
+        code = retry(lambda: txn_client.send(EndTxnRequest(transactional_id=txn_id, producer_id=pid,
+                                                           producer_epoch=epoch, committed=True),
+                                             EndTxnResponse, 3).error_code)
+        assert code == NONE, ErrorCode.for_code(code)
+        deadline = time.monotonic() + 20
+        while stable_offset(group_client, group_id) != 5:
+            assert time.monotonic() < deadline, "the member's transactional commit never became stable"
+            time.sleep(0.2)
