@@ -82,11 +82,7 @@ def to_bit_field(operations: Iterable[AclOperation]) -> int:
     return field - (1 << 32) if field & (1 << 31) else field
 
 
-def from_bit_field(field: int) -> frozenset[AclOperation]:
-    """The operations of a bit field (clients' ``Utils.from32BitField``), unknown bits dropped."""
-    if field == OPERATIONS_NOT_REQUESTED:
-        return frozenset()
-    return frozenset(op for op in AclOperation if field & (1 << op))
+_EVERY_SUPPORTED: Final = {rt: to_bit_field(ops) for rt, ops in SUPPORTED_OPERATIONS.items()}
 
 
 def authorized_operations(ctx: RequestContext, resource_type: ResourceType, resource_name: str) -> int:
@@ -95,4 +91,4 @@ def authorized_operations(ctx: RequestContext, resource_type: ResourceType, reso
     No authorizer: every operation the resource type supports, as Kafka answers.
     """
     del ctx, resource_name  # what an authorizer decides on
-    return to_bit_field(SUPPORTED_OPERATIONS[resource_type])
+    return _EVERY_SUPPORTED[resource_type]
