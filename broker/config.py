@@ -1398,7 +1398,9 @@ class BrokerConfig:
         """Where the reported value of a supported setting comes from."""
         return self.describe_entry(key).source
 
-    def _value_string(self, key: str) -> str | None:
+    def static_value(self, key: str) -> str | None:
+        """A supported setting's value as configured, or as derived from its synonym
+        (node.id and broker.id, as Kafka's populateSynonyms) or its default."""
         config_key = BROKER_CONFIGS[key]
         if key in self.raw:
             return self.raw[key]
@@ -1415,7 +1417,7 @@ class BrokerConfig:
         for name in names:
             if self.is_set(name):
                 found.append(
-                    ConfigSynonym(name, self._value_string(name), ConfigSource.STATIC_BROKER_CONFIG)
+                    ConfigSynonym(name, self.static_value(name), ConfigSource.STATIC_BROKER_CONFIG)
                 )
         for name in names:
             default = format_value(BROKER_CONFIGS[name].type, BROKER_CONFIGS[name].default_value)
@@ -1433,7 +1435,7 @@ class BrokerConfig:
         synonyms = self.synonyms(key)
         return ConfigEntry(
             name=key,
-            value=None if config_key.is_sensitive else self._value_string(key),
+            value=None if config_key.is_sensitive else self.static_value(key),
             source=synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
             is_sensitive=config_key.is_sensitive,
             read_only=config_key.read_only,
@@ -1484,7 +1486,7 @@ def broker_synonym_chain(
                           (dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)):
         chain.extend(ConfigSynonym(n, layer[n], source) for n in names if n in layer)
     chain.extend(
-        ConfigSynonym(n, config.raw[n], ConfigSource.STATIC_BROKER_CONFIG) for n in names if config.is_set(n)
+        ConfigSynonym(n, config.static_value(n), ConfigSource.STATIC_BROKER_CONFIG) for n in names if config.is_set(n)
     )
     for n in names:
         spec = BROKER_CONFIGS.get(n)

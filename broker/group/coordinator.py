@@ -248,6 +248,11 @@ class GroupCoordinator:
     async def find_coordinator(self, key: str, listener: str) -> tuple[ErrorCode, int, str, int]:
         return await self.runtime.find_coordinator(key, listener)
 
+    def group_status(self, group_id: str | None) -> ErrorCode:
+        """NONE if this broker coordinates ``group_id`` and has loaded its partition, else the
+        error a request about it gets (Kafka's validateGroupStatus)."""
+        return self._locate(group_id)[0]
+
     # ------------------------------------------------------------ membership
 
     async def join_group(self, req: JoinRequest) -> JoinResult:

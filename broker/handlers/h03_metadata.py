@@ -4,12 +4,16 @@ Topics are null (v1+) for "all topics"; v0's empty list also means all. Unknown
 topics are created when both the request (v4+) and ``auto.create.topics.enable``
 allow it. Brokers are listed with their endpoint on the listener the request
 arrived on. Topic ids from v10; a request by id alone (v12+) is answered by id.
+v8+ can ask for each topic's authorized operations, v8-10 for the cluster's
+(KIP-430; from v11 DescribeCluster answers that): without an authorizer, every
+operation the resource type supports, as Kafka reports.
 """
 
 from __future__ import annotations
 
 import uuid
 
+from broker.acl_operations import CLUSTER_NAME, ResourceType, authorized_operations
 from broker.dispatch import RequestContext
 from controller.image import MetadataImage, TopicImage
 from controller.service import TopicRequest, validate_topic_name
@@ -26,6 +30,9 @@ from wire.primitives import ZERO_UUID
 API_KEY = 3
 MIN_VERSION = 0
 MAX_VERSION = 12
+
+#: The versions whose response carries the cluster's authorized operations.
+CLUSTER_OPERATIONS_VERSIONS = range(8, 11)
 
 
 def brokers_for(image: MetadataImage, listener: str) -> list[MetadataResponseBroker]:
@@ -64,6 +71,17 @@ def topic_metadata(image: MetadataImage, topic: TopicImage, listener: str) -> Me
 
 
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+    response = await _describe(ctx, request)
+    if request.include_topic_authorized_operations:
+        for topic in response.topics:
+            if topic.name is not None:
+                topic.topic_authorized_operations = authorized_operations(ctx, ResourceType.TOPIC, topic.name)
+    if ctx.api_version in CLUSTER_OPERATIONS_VERSIONS and request.include_cluster_authorized_operations:
+        response.cluster_authorized_operations = authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+    return response
+
+
+async def _describe(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     node = ctx.node
     image = node.image
     listener = ctx.conn.listener

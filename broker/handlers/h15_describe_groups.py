@@ -3,12 +3,13 @@
 Member metadata and assignments are filled in only while the group is Stable,
 as Kafka does. A group this coordinator does not know is described as
 ``Dead`` without an error. v3 can ask for the authorized operations: with no
-authorizer every operation a group supports (READ, DELETE, DESCRIBE); v4 adds
-the members' group instance ids.
+authorizer every operation a group supports (READ, DESCRIBE, DELETE), for
+groups described without error; v4 adds the members' group instance ids.
 """
 
 from __future__ import annotations
 
+from broker.acl_operations import OPERATIONS_NOT_REQUESTED, ResourceType, authorized_operations
 from broker.dispatch import RequestContext
 from wire.generated.api_015_describe_groups import (
     DescribeGroupsRequest,
@@ -20,10 +21,6 @@ from wire.generated.api_015_describe_groups import (
 API_KEY = 15
 MIN_VERSION = 0
 MAX_VERSION = 5
-
-# AclOperation codes of the GROUP resource: READ (3), DELETE (6), DESCRIBE (8).
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-OPERATIONS_NOT_REQUESTED = -(2**31)
 
 
 async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
@@ -42,7 +39,8 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
                 member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
                 client_host=m.client_host, member_metadata=m.metadata, member_assignment=m.assignment)
                 for m in summary.members],
-            authorized_operations=(GROUP_AUTHORIZED_OPERATIONS if include_operations and not error
+            authorized_operations=(authorized_operations(ctx, ResourceType.GROUP, group_id)
+                                   if include_operations and not error
                                    else OPERATIONS_NOT_REQUESTED),
         ))
     return response

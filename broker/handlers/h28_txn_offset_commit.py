@@ -4,9 +4,13 @@ of its transaction (send_offsets_to_transaction).
 The group's ``__consumer_offsets`` partition must be in the transaction
 (AddOffsetsToTxn first): it is verified with the transaction coordinator
 unless the producer already wrote there in this transaction (KIP-890 part 1),
-else INVALID_TXN_STATE. The offsets are written with the producer's id and
-epoch and count only once the transaction's COMMIT marker reaches that
-partition. Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION.
+else INVALID_TXN_STATE. The transaction coordinator is often another broker
+(the group and the transactional id hash to partitions of different internal
+topics): it is then asked with AddPartitionsToTxn v4 (verify only), as a
+partition leader asks before a transaction's first write. The offsets are
+written with the producer's id and epoch and count only once the
+transaction's COMMIT marker reaches that partition. Partitions of unknown
+topics get UNKNOWN_TOPIC_OR_PARTITION.
 
 Per version: v1 is v0; v2 adds the leader epoch; v3 (KIP-447) the member id,
 generation and group instance id, which fence zombie members as OffsetCommit
@@ -57,7 +61,10 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
                     commit_timestamp_ms=now,
                 )
     if offsets:
-        error = _verify(ctx, request)
+        # Only the group's coordinator asks the transaction coordinator (as Kafka checks the group first).
+        error = node.group_coordinator.group_status(request.group_id)
+        if error is ErrorCode.NONE:
+            error = await _verify(ctx, request)
         if error is not ErrorCode.NONE:
             errors.update(dict.fromkeys(offsets, error))
         else:
@@ -77,15 +84,15 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
     return response
 
 
-def _verify(ctx: RequestContext, request: TxnOffsetCommitRequest) -> ErrorCode:
+async def _verify(ctx: RequestContext, request: TxnOffsetCommitRequest) -> ErrorCode:
     """Whether the group's offsets partition is in the producer's ongoing transaction."""
     coordinator = ctx.node.transaction_coordinator
     tp = coordinator.offsets_partition(request.group_id)
     partition = ctx.node.replica_manager.get(*tp)
     if partition is not None and partition.producer_state.has_ongoing_transaction(request.producer_id):
         return ErrorCode.NONE
-    error = coordinator.verify_partitions_now(
-        request.transactional_id, request.producer_id, request.producer_epoch, [tp])[tp]
+    error = (await coordinator.verify_partitions(
+        request.transactional_id, request.producer_id, request.producer_epoch, [tp]))[tp]
     if error is ErrorCode.PRODUCER_FENCED:
         return ErrorCode.INVALID_PRODUCER_EPOCH
     if error is ErrorCode.TRANSACTION_ABORTABLE and ctx.api_version < TRANSACTION_ABORTABLE_VERSION:

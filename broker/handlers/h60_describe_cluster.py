@@ -11,6 +11,12 @@ operation, as a broker without an authorizer allows them all.
 
 from __future__ import annotations
 
+from broker.acl_operations import (
+    CLUSTER_NAME,
+    OPERATIONS_NOT_REQUESTED,
+    ResourceType,
+    authorized_operations,
+)
 from broker.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_060_describe_cluster import (
@@ -26,21 +32,6 @@ MAX_VERSION = 1
 BROKER_ENDPOINT = 1
 CONTROLLER_ENDPOINT = 2
 ENDPOINT_NAMES = {BROKER_ENDPOINT: "BROKER", CONTROLLER_ENDPOINT: "CONTROLLER"}
-
-# AclOperation codes Kafka's CLUSTER resource supports (AclEntry.supportedOperations).
-_CLUSTER_OPERATIONS = (
-    5,  # CREATE
-    7,  # ALTER
-    8,  # DESCRIBE
-    9,  # CLUSTER_ACTION
-    10,  # DESCRIBE_CONFIGS
-    11,  # ALTER_CONFIGS
-    12,  # IDEMPOTENT_WRITE
-)
-CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in _CLUSTER_OPERATIONS)
-#: The schema default: operations not requested.
-OPERATIONS_NOT_REQUESTED = -(2**31)
-
 
 async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
     wanted = request.endpoint_type if ctx.api_version >= 1 else BROKER_ENDPOINT
@@ -72,7 +63,8 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
         controller_id=controller_id if any(b.broker_id == controller_id for b in brokers) else -1,
         brokers=brokers,
         cluster_authorized_operations=(
-            CLUSTER_AUTHORIZED_OPERATIONS if request.include_cluster_authorized_operations
+            authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+            if request.include_cluster_authorized_operations
             else OPERATIONS_NOT_REQUESTED
         ),
     )

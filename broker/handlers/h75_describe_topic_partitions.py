@@ -16,6 +16,7 @@ operation, as a broker without an authorizer allows them all.
 
 from __future__ import annotations
 
+from broker.acl_operations import ResourceType, authorized_operations
 from broker.dispatch import RequestContext
 from controller.image import INTERNAL_TOPICS, MetadataImage, TopicImage
 from controller.service import validate_topic_name
@@ -35,20 +36,6 @@ MAX_VERSION = 0
 
 #: Kafka's default max.request.partition.size.limit.
 DEFAULT_PARTITION_LIMIT = 2000
-
-# AclOperation codes Kafka's TOPIC resource supports (AclEntry.supportedOperations).
-_TOPIC_OPERATIONS = (
-    3,  # READ
-    4,  # WRITE
-    5,  # CREATE
-    6,  # DELETE
-    7,  # ALTER
-    8,  # DESCRIBE
-    10,  # DESCRIBE_CONFIGS
-    11,  # ALTER_CONFIGS
-)
-TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in _TOPIC_OPERATIONS)
-
 
 def _partition_limit(ctx: RequestContext, requested: int) -> int:
     raw = ctx.node.config.raw.get("max.request.partition.size.limit", "").strip()
@@ -89,13 +76,13 @@ async def handle(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -
                 response.topics.append(DescribeTopicPartitionsResponseTopic(
                     error_code=ErrorCode.INVALID_TOPIC_EXCEPTION if invalid else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     name=name, topic_id=ZERO_UUID, is_internal=name in INTERNAL_TOPICS,
-                    topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS))
+                    topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, name)))
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         partitions, next_index = _partitions(image, topic, ctx.conn.listener, start, remaining)
         response.topics.append(DescribeTopicPartitionsResponseTopic(
             name=name, topic_id=topic.topic_id, is_internal=topic.is_internal, partitions=partitions,
-            topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS))
+            topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, name)))
         if next_index >= 0:
             response.next_cursor = DescribeTopicPartitionsResponseCursor(topic_name=name, partition_index=next_index)
             break

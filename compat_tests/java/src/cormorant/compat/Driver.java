@@ -106,6 +106,8 @@ public final class Driver {
                 return alterConfig();
             case "delete_topic":
                 return deleteTopic();
+            case "authorized_operations":
+                return authorizedOperations();
             default:
                 if (Groups.handles(op)) {
                     return Groups.run(op, cmd);
@@ -310,6 +312,63 @@ public final class Driver {
             await(admin.incrementalAlterConfigs(Map.of(resource, List.of(op))).all());
         }
         return Map.of();
+    }
+
+    /**
+     * The authorized operations the admin client reports with includeAuthorizedOperations:
+     * of the cluster (describeCluster), of each topic (describeTopics) and of each group
+     * (describeConsumerGroups); null where the client got none.
+     */
+    private Object authorizedOperations() throws Exception {
+        Map<String, Object> out = new LinkedHashMap<>();
+        try (Admin admin = admin()) {
+            out.put("cluster", operationNames(await(admin.describeCluster(
+                new org.apache.kafka.clients.admin.DescribeClusterOptions().includeAuthorizedOperations(true))
+                .authorizedOperations())));
+            Map<String, Object> topics = new LinkedHashMap<>();
+            List<String> names = new ArrayList<>();
+            for (Object o : list(cmd.get("topics"))) {
+                names.add(str(o));
+            }
+            if (!names.isEmpty()) {
+                Map<String, TopicDescription> described = await(admin.describeTopics(names,
+                    new org.apache.kafka.clients.admin.DescribeTopicsOptions().includeAuthorizedOperations(true))
+                    .allTopicNames());
+                for (Map.Entry<String, TopicDescription> e : described.entrySet()) {
+                    topics.put(e.getKey(), operationNames(e.getValue().authorizedOperations()));
+                }
+            }
+            out.put("topics", topics);
+            Map<String, Object> groups = new LinkedHashMap<>();
+            List<String> groupIds = new ArrayList<>();
+            for (Object o : list(cmd.get("groups"))) {
+                groupIds.add(str(o));
+            }
+            if (!groupIds.isEmpty()) {
+                Map<String, org.apache.kafka.clients.admin.ConsumerGroupDescription> described = await(
+                    admin.describeConsumerGroups(groupIds,
+                        new org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions()
+                            .includeAuthorizedOperations(true)).all());
+                for (Map.Entry<String, org.apache.kafka.clients.admin.ConsumerGroupDescription> e
+                        : described.entrySet()) {
+                    groups.put(e.getKey(), operationNames(e.getValue().authorizedOperations()));
+                }
+            }
+            out.put("groups", groups);
+        }
+        return out;
+    }
+
+    private static Object operationNames(Set<org.apache.kafka.common.acl.AclOperation> operations) {
+        if (operations == null) {
+            return null;
+        }
+        List<String> names = new ArrayList<>();
+        for (org.apache.kafka.common.acl.AclOperation op : operations) {
+            names.add(op.name());
+        }
+        Collections.sort(names);
+        return names;
     }
 
     private Object deleteTopic() throws Exception {

@@ -30,13 +30,16 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * <p>{@code txn_produce} runs a transactional producer (idempotent, acks=all: the client's
  * defaults) through a list of transactions, each committed or aborted, and reports where every
  * record went. {@code consume_isolated} reads with a chosen isolation level.
+ * {@code consume_transform_produce} copies {@code count} records of a topic to another, each
+ * batch in a transaction with the group's offsets ({@code sendOffsetsToTransaction}); every
+ * {@code abort_every}-th batch is aborted and the consumer rewound to the committed offsets.
  */
 final class Transactions {
     private Transactions() {
     }
 
     static boolean handles(String op) {
-        return List.of("txn_produce", "consume_isolated").contains(op);
+        return List.of("txn_produce", "consume_isolated", "consume_transform_produce").contains(op);
     }
 
     static Object run(String op, Map<String, Object> cmd) throws Exception {
@@ -45,6 +48,8 @@ final class Transactions {
                 return produce(cmd);
             case "consume_isolated":
                 return consume(cmd);
+            case "consume_transform_produce":
+                return consumeTransformProduce(cmd);
             default:
                 throw new IllegalArgumentException("unknown op " + op);
         }
@@ -153,6 +158,88 @@ final class Transactions {
             }
             return Map.of("records", records, "positions", ends);
         }
+    }
+
+    private static Object consumeTransformProduce(Map<String, Object> cmd) {
+        Map<String, Object> t = obj(cmd.get("timeouts"));
+        long apiMs = num(t.getOrDefault("api_ms", 20000L));
+        Properties cp = common(cmd);
+        cp.put(ConsumerConfig.GROUP_ID_CONFIG, str(cmd.get("group")));
+        cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        cp.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        cp.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "200");
+        cp.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "7");
+        cp.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, String.valueOf(apiMs));
+        Properties pp = common(cmd);
+        pp.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, str(cmd.get("transactional_id")));
+        pp.put(ProducerConfig.LINGER_MS_CONFIG, "2");
+        pp.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, String.valueOf(apiMs));
+        pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        String source = str(cmd.get("source"));
+        String target = str(cmd.get("target"));
+        byte[] prefix = str(cmd.get("prefix")).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        long count = num(cmd.get("count"));
+        long abortEvery = num(cmd.get("abort_every"));
+        long deadline = System.nanoTime() + num(cmd.get("timeout_ms")) * 1_000_000L;
+        long copied = 0;
+        long batches = 0;
+        long aborted = 0;
+        long sendOffsetsMaxMs = 0;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(cp);
+             KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(pp)) {
+            producer.initTransactions();
+            consumer.subscribe(List.of(source));
+            while (copied < count && System.nanoTime() < deadline) {
+                org.apache.kafka.clients.consumer.ConsumerRecords<byte[], byte[]> batch =
+                    consumer.poll(Duration.ofMillis(300));
+                if (batch.isEmpty()) {
+                    continue;
+                }
+                producer.beginTransaction();
+                for (ConsumerRecord<byte[], byte[]> r : batch) {
+                    byte[] value = new byte[prefix.length + r.value().length];
+                    System.arraycopy(prefix, 0, value, 0, prefix.length);
+                    System.arraycopy(r.value(), 0, value, prefix.length, r.value().length);
+                    producer.send(new ProducerRecord<>(target, r.partition(), r.key(), value));
+                }
+                Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> offsets =
+                    new java.util.HashMap<>();
+                for (TopicPartition tp : batch.partitions()) {
+                    offsets.put(tp, new org.apache.kafka.clients.consumer.OffsetAndMetadata(consumer.position(tp)));
+                }
+                long started = System.nanoTime();
+                producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+                sendOffsetsMaxMs = Math.max(sendOffsetsMaxMs, (System.nanoTime() - started) / 1_000_000L);
+                if (abortEvery > 0 && batches % abortEvery == abortEvery - 1) {
+                    producer.abortTransaction();
+                    aborted++;
+                    Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> committed =
+                        consumer.committed(consumer.assignment());
+                    for (TopicPartition tp : consumer.assignment()) {
+                        org.apache.kafka.clients.consumer.OffsetAndMetadata c = committed.get(tp);
+                        if (c == null) {
+                            consumer.seekToBeginning(List.of(tp));
+                        } else {
+                            consumer.seek(tp, c.offset());
+                        }
+                    }
+                } else {
+                    producer.commitTransaction();
+                    copied += batch.count();
+                }
+                batches++;
+            }
+        }
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("copied", copied);
+        out.put("batches", batches);
+        out.put("aborted", aborted);
+        out.put("send_offsets_max_ms", sendOffsetsMaxMs);
+        return out;
     }
 
     @SuppressWarnings("unchecked")
