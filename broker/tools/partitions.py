@@ -2,13 +2,16 @@
 
     cormorant partitions reassign orders:0=2,3 orders:1=3,1     # targets, TOPIC:PARTITION=BROKERS
     cormorant partitions reassign --file plan.json              # kafka-reassign-partitions' JSON
+    cormorant partitions reassign --wait orders:0=2,3           # and show progress until done
     cormorant partitions reassign --cancel orders:0
-    cormorant partitions status [--topic orders]                # ongoing reassignments
+    cormorant partitions status [--topic orders]                # ongoing reassignments, progress
     cormorant partitions elect-leaders [--unclean] [orders:0 ...]
 
 The plan file is the one Kafka's tool reads:
 ``{"version": 1, "partitions": [{"topic": "orders", "partition": 0, "replicas": [2, 3]}]}``.
-Each command prints one line per partition and exits 1 if any partition failed.
+Each command prints one line per partition and exits 1 if any partition failed. A
+reassignment's progress is which of its new replicas have caught up (joined the ISR) and
+which are still copying; the old replicas are removed once all have.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -43,6 +47,8 @@ from wire.generated.api_046_list_partition_reassignments import (
 
 EXIT_FAILURE = 1
 TIMEOUT_MS = 30_000
+POLL_INTERVAL_S = 0.5
+PROGRESS_INTERVAL_S = 5.0
 
 
 class ToolError(Exception):
@@ -98,7 +104,23 @@ def reassign(client: KafkaClient, targets: Sequence[tuple[str, int, list[int] | 
     return ok
 
 
-def status(client: KafkaClient, topics: Sequence[str] | None, out: TextIO) -> None:
+def reassignment_progress(
+    replicas: Sequence[int], adding: Sequence[int], removing: Sequence[int], isr: Sequence[int]
+) -> str:
+    """What is done and what is left of one partition's reassignment."""
+    caught_up = [r for r in adding if r in isr]
+    copying = [r for r in adding if r not in isr]
+    text = (f"replicas {_ids(replicas)}: {len(caught_up)} of {len(adding)} new replicas in sync "
+            f"{_ids(caught_up)}")
+    if copying:
+        text += f", waiting for {_ids(copying)} to catch up"
+    if removing:
+        text += f"; then removing {_ids(removing)}"
+    return text
+
+
+def ongoing(client: KafkaClient, topics: Sequence[str] | None) -> dict[tuple[str, int], str]:
+    """(topic, partition) -> progress of each ongoing reassignment (of ``topics``, or all)."""
     request = ListPartitionReassignmentsRequest(timeout_ms=TIMEOUT_MS, topics=None)
     if topics:
         # A topic named without partitions: ask for all of them (the broker skips unknown ones).
@@ -110,12 +132,54 @@ def status(client: KafkaClient, topics: Sequence[str] | None, out: TextIO) -> No
     reply = client.send(request, ListPartitionReassignmentsResponse)
     if reply.error_code != ErrorCode.NONE:
         raise ToolError(ErrorCode.for_code(reply.error_code).name)
-    lines = [
-        f"{t.name}-{p.partition_index}: replicas {_ids(p.replicas)} adding {_ids(p.adding_replicas)} "
-        f"removing {_ids(p.removing_replicas)}"
+    isr: dict[tuple[str, int], list[int]] = {}
+    for name in sorted({t.name for t in reply.topics}):
+        for t in topic_metadata(client, name):
+            isr.update({(name, p.partition_index): list(p.isr_nodes) for p in t.partitions})
+    return {
+        (t.name, p.partition_index): reassignment_progress(
+            p.replicas, p.adding_replicas, p.removing_replicas, isr.get((t.name, p.partition_index), []))
         for t in reply.topics for p in t.partitions
-    ]
+    }
+
+
+def status(client: KafkaClient, topics: Sequence[str] | None, out: TextIO) -> None:
+    progress = ongoing(client, topics)
+    lines = [f"{t}-{p}: {text}" for (t, p), text in sorted(progress.items())]
     print("\n".join(lines) if lines else "No partition is being reassigned.", file=out)
+
+
+def wait_for_reassignments(
+    client: KafkaClient,
+    partitions: Sequence[tuple[str, int]],
+    timeout_s: float,
+    out: TextIO,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool:
+    """Until none of ``partitions`` is being reassigned, a progress line every
+    PROGRESS_INTERVAL_S; False when ``timeout_s`` passed first."""
+    wanted = set(partitions)
+    topics = sorted({t for t, _ in wanted})
+    deadline = clock() + timeout_s
+    next_report = clock()
+    while True:
+        left = {tp: text for tp, text in ongoing(client, topics).items() if tp in wanted}
+        if not left:
+            print(f"reassignment complete: {len(wanted)} partition(s)", file=out, flush=True)
+            return True
+        now = clock()
+        if now >= deadline:
+            print(f"still reassigning after {timeout_s:.0f} s: {len(left)} of {len(wanted)} partition(s)",
+                  file=out, flush=True)
+            return False
+        if now >= next_report:
+            done = len(wanted) - len(left)
+            print(f"waiting: {done} of {len(wanted)} partition(s) done", file=out, flush=True)
+            for (t, p), text in sorted(left.items()):
+                print(f"  {t}-{p}: {text}", file=out, flush=True)
+            next_report = now + PROGRESS_INTERVAL_S
+        sleep(POLL_INTERVAL_S)
 
 
 def elect(client: KafkaClient, unclean: bool, partitions: Sequence[tuple[str, int]], out: TextIO) -> bool:
@@ -164,7 +228,12 @@ def run_partitions(args: argparse.Namespace, out: TextIO | None = None, err: Tex
                         targets += read_plan(Path(args.file))
                 if not targets:
                     raise ToolError("nothing to reassign: name TOPIC:PARTITION=BROKERS or --file")
-                return 0 if reassign(client, targets, out) else EXIT_FAILURE
+                if not reassign(client, targets, out):
+                    return EXIT_FAILURE
+                if args.wait and not args.cancel:
+                    moved = [(t, p) for t, p, _ in targets]
+                    return 0 if wait_for_reassignments(client, moved, args.timeout, out) else EXIT_FAILURE
+                return 0
             if args.action == "status":
                 status(client, args.topic, out)
                 return 0
@@ -183,6 +252,10 @@ def add_parser(sub: argparse._SubParsersAction[P]) -> P:
                             help="a partition and its new replicas, preferred leader first")
     reassign_p.add_argument("--file", metavar="PLAN.json", help="a kafka-reassign-partitions JSON plan")
     reassign_p.add_argument("--cancel", action="store_true", help="cancel the named partitions' reassignments")
+    reassign_p.add_argument("--wait", action="store_true",
+                            help="show progress until the reassignments complete")
+    reassign_p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                            help="with --wait: give up (exit 1) after this long")
     status_p = psub.add_parser("status", help="ongoing reassignments")
     status_p.add_argument("--topic", action="append", help="only this topic (repeatable)")
     elect_p = psub.add_parser("elect-leaders", help="preferred (default) or unclean leader election")

@@ -2,8 +2,8 @@
 
 Every action is one or two Kafka requests through :class:`broker.client.KafkaClient`,
 so the tool works against any Kafka-compatible broker. Output follows
-kafka-topics.sh; a failure prints one line on stderr ("Error while executing
-topic command : ...") and exits with status 1.
+kafka-topics.sh; a failure prints one line on stderr ("cormorant topics: ...", with
+Kafka's error message) and exits with status 1.
 """
 
 from __future__ import annotations

@@ -216,6 +216,14 @@ def partitions(broker: BrokerProcess, capsys: pytest.CaptureFixture[str], *args:
     return code, captured.out, captured.err
 
 
+def test_reassignment_progress_says_what_is_done_and_left() -> None:
+    from broker.tools.partitions import reassignment_progress
+
+    assert reassignment_progress([1, 2, 3], [2, 3], [1], isr=[1, 2]) == (
+        "replicas [1,2,3]: 1 of 2 new replicas in sync [2], waiting for [3] to catch up; then removing [1]")
+    assert reassignment_progress([2, 3], [2, 3], [], isr=[2, 3]) == "replicas [2,3]: 2 of 2 new replicas in sync [2,3]"
+
+
 def test_partitions_reassign_status_and_elect_on_one_broker(
         broker: BrokerProcess, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert topics(broker, capsys, "create", "pr", "--partitions", "2")[0] == 0

@@ -163,9 +163,10 @@ def test_preferred_election_and_reassignment_move_leadership_and_data(tmp_path: 
 
         # "moving" goes from broker 1 to brokers 2 and 3: they copy it, then 1 lets it go.
         tool = [sys.executable, "-m", "broker", "partitions", "--bootstrap-server", bootstrap[0]]
-        started = subprocess.run([*tool, "reassign", "moving:0=2,3"], cwd=ROOT, capture_output=True, text=True,
-                                 timeout=60)
+        started = subprocess.run([*tool, "reassign", "--wait", "--timeout", "30", "moving:0=2,3"], cwd=ROOT,
+                                 capture_output=True, text=True, timeout=60)
         assert started.returncode == 0 and "moving-0: reassignment started" in started.stdout, started
+        assert started.stdout.splitlines()[-1] == "reassignment complete: 1 partition(s)", started.stdout
         done = cluster.wait_value(lambda: partition(cluster, "moving", node=cluster.nodes[2]),
                                   lambda p: p["replicas"] == [2, 3], 30.0, "the reassignment completed")
         assert sorted(done["isr"]) == [2, 3] and done["leader"] in (2, 3)
