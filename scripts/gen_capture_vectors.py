@@ -47,7 +47,7 @@ def collect(captures: Path) -> list[dict[str, object]]:
                 "correlation_id": int(meta["corr"]),
                 "frame": cf.frame.hex(),
             }
-            slots = [(client, str(key), str(version))]
+            slots: list[tuple[str, ...]] = [(client, str(key), str(version))]
             if key == PRODUCE and scenario.startswith("produce_"):
                 slots.append((client, scenario))
             for slot in slots:
