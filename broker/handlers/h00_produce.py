@@ -89,7 +89,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             try:
                 validated = validate_produce(
                     records, ctx.api_version, partition.config, node.clock_ms(), node.timestamp_policy_for(partition),
-                    topic_partition=f"{topic.name}-{pdata.index}",
+                    topic_partition=f"{topic.name}-{pdata.index}", target=node.target_compression_for(partition),
                 )
             except RecordValidationError as ex:
                 p_resp.error_code = ex.code
