@@ -10,8 +10,9 @@ a checksum of the values must match, else the run is FAILED.
 
 Cases:
   produce SIZE acks=A COMP  records of 100 B / 1 KiB / 64 KiB, acks=1 and acks=all,
-                            compression none and lz4, 4 partitions, one producer: produce
-                            for a fixed time, then consume everything back (both rates)
+                            compression none, lz4 and zstd, 4 partitions, one producer:
+                            produce for a fixed time, then consume everything back (both
+                            rates)
   latency ...               1 KiB records, acks=all, at a fixed 2,000 msg/s to 1 / 16 / 128
                             partitions (librdkafka's default linger.ms=5), and to 16 with
                             linger.ms=0; a consumer reads concurrently. End-to-end latency
@@ -129,7 +130,7 @@ def all_cases() -> list[Case]:
     cases: list[Case] = []
     for size in (100, 1024, 64 * 1024):
         for acks in ("1", "all"):
-            for compression in ("none", "lz4"):
+            for compression in ("none", "lz4", "zstd"):
                 cases.append(
                     Case(
                         name=f"produce {size_label(size)} acks={acks} {compression}",

@@ -388,3 +388,18 @@ def test_decompression_bomb(codec: Compression) -> None:
     # Output stops just past the limit: memory is a few times the limit, not 1 GiB.
     assert peak < 3 * limit + len(packed), peak
     assert elapsed < 2.0
+
+
+def test_lz4_frames_within_the_limit_inflate_in_one_call_and_others_stay_bounded() -> None:
+    data = os.urandom(1000) * 700  # 700 kB: eleven 64 KiB blocks
+    frame = compress(Compression.LZ4, data)
+    assert decompress(Compression.LZ4, frame, len(data)) == data
+    # Eleven blocks could hold 704 KiB: a limit below that takes the bounded path,
+    # which still inflates exactly up to the limit.
+    assert decompress(Compression.LZ4, frame, len(data) + 1000) == data
+    with pytest.raises(DecompressionLimitError):
+        decompress(Compression.LZ4, frame, len(data) - 1)
+    # Frames with checksums and a stored content size are walked too.
+    checked = lz4.frame.compress(data, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_checksum=True,
+                                 content_checksum=True, store_size=True)
+    assert decompress(Compression.LZ4, checked, 1 << 20) == data
