@@ -76,6 +76,9 @@ _XERIAL_HEADER_SIZE = len(_XERIAL_HEADER)
 _XERIAL_BLOCK_SIZE = 32 * 1024
 
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
+#: No LZ4 block inflates to more than 255 times its size: beyond the first few bytes
+#: of a sequence, each byte of a match length adds at most 255 bytes of output.
+_LZ4_MAX_RATIO = 255
 
 _ZSTD_MAGIC = 0xFD2FB528
 _ZSTD_SKIPPABLE_MASK = 0xFFFFFFF0
@@ -277,12 +280,17 @@ def _snappy_block(block: memoryview, budget: int, already: int) -> bytes:
 
 
 def _unlz4(data: BytesLike, max_size: int) -> bytes:
-    bound = _lz4_frame_bound(memoryview(data).cast("B"))
-    if bound is not None and bound <= max_size:
-        # One frame whose blocks cannot add up to more than the limit: inflate it in
-        # one call (the bounded loop below costs several times as much).
-        out: bytes = lz4.frame.decompress(data)
-        return out
+    if len(data) * _LZ4_MAX_RATIO <= max_size:
+        # Too short to inflate past the limit: one call (the bounded loop below costs
+        # several times as much). Several frames or bytes after the frame take the loop,
+        # which reads or reports them; so does any error.
+        try:
+            out, used = lz4.frame.decompress(data, return_bytes_read=True)
+        except RuntimeError:
+            pass
+        else:
+            if used == len(data):
+                return bytes(out)
     sink = _Sink(Compression.LZ4, max_size)
     pending: BytesLike = data
     while True:
@@ -299,37 +307,6 @@ def _unlz4(data: BytesLike, max_size: int) -> bytes:
             return sink.result()
         if pending[:4] != _LZ4_MAGIC:
             raise _corrupt(Compression.LZ4, f"{len(pending)} bytes after the end of the frame")
-
-
-#: Largest block of each LZ4 block-size id (the frame descriptor's BD byte, bits 4-6).
-_LZ4_BLOCK_MAX = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
-
-
-def _lz4_frame_bound(view: memoryview) -> int | None:
-    """The most a single LZ4 frame filling ``view`` exactly can inflate to (its block
-    count times its block size), without inflating it; None if ``view`` is anything
-    else, which the bounded loop then handles (and reports)."""
-    end = len(view)
-    if end < 7 or view[:4] != _LZ4_MAGIC:
-        return None
-    flags = view[4]
-    block_max = _LZ4_BLOCK_MAX.get((view[5] >> 4) & 0x07)
-    if flags >> 6 != 1 or block_max is None:
-        return None
-    pos = 7 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)
-    block_checksum = 4 if flags & 0x10 else 0
-    blocks = 0
-    while True:
-        if end - pos < 4:
-            return None
-        (size,) = _LE_U32.unpack_from(view, pos)
-        pos += 4
-        if size == 0:
-            break
-        pos += (size & 0x7FFFFFFF) + block_checksum
-        blocks += 1
-    pos += 4 if flags & 0x04 else 0
-    return blocks * block_max if pos == end else None
 
 
 def _unzstd(data: BytesLike, max_size: int) -> bytes:
