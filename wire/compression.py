@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import struct
+import threading
 import zlib
 from typing import TypeAlias
 
@@ -322,22 +323,35 @@ def _unzstd(data: BytesLike, max_size: int) -> bytes:
         # frame with one exact allocation. Anything else (several frames, or an error
         # to report) takes the streaming path below.
         try:
-            out: bytes = zstandard.ZstdDecompressor().decompress(view, allow_extra_data=False)
+            out: bytes = _zstd_decompressor().decompress(view, allow_extra_data=False)
         except zstandard.ZstdError:
             pass
         else:
             if len(out) == declared:
                 return out
     sink = _Sink(Compression.ZSTD, max_size)
-    if declared is not None:
-        sink.step = max(declared + 1, 1)
-    reader = zstandard.ZstdDecompressor().stream_reader(view, read_across_frames=True)
+    # Without declared sizes (streaming producers such as librdkafka write none), start
+    # with room for a good ratio: every read is an allocation and every chunk a copy.
+    sink.step = max(declared + 1, 1) if declared is not None else max(_FIRST_STEP, 16 * len(view))
+    reader = _zstd_decompressor().stream_reader(view, read_across_frames=True)
     with reader:
         while True:
             chunk = reader.read(sink.want())
             if not chunk:
                 return sink.result()
             sink.add(chunk)
+
+
+_zstd_local = threading.local()
+
+
+def _zstd_decompressor() -> zstandard.ZstdDecompressor:
+    """One decompression context per thread (making one costs more than inflating a
+    small batch; a context must not be used by two threads at once)."""
+    dctx: zstandard.ZstdDecompressor | None = getattr(_zstd_local, "dctx", None)
+    if dctx is None:
+        dctx = _zstd_local.dctx = zstandard.ZstdDecompressor()
+    return dctx
 
 
 def _zstd_declared_size(view: memoryview) -> int | None:
