@@ -125,7 +125,8 @@ def validate_produce(
                 ErrorCode.INVALID_RECORD, f"Produce v{api_version} requires magic 2 batches, got magic {magic}"
             )
         try:
-            data = bytearray(upconvert_legacy(data, max_decompressed_bytes=max_decompressed_bytes))
+            # Numbered afresh: old clients write inner offsets Kafka does not trust either.
+            data = bytearray(upconvert_legacy(data, base_offset=0, max_decompressed_bytes=max_decompressed_bytes))
         except DecodeError as ex:
             raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, str(ex)) from ex
     batches: list[tuple[int, RecordBatchHeader]] = []

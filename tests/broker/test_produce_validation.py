@@ -286,3 +286,18 @@ def test_a_topic_with_its_own_compression_type_recompresses(client: RawClient) -
     assert header.compression is Compression.ZSTD
     got = [(r.offset, r.key, r.value, r.timestamp) for r in iter_records(data, 0)]
     assert got == [(i, v.key, v.value, v.timestamp) for i, v in enumerate(values)]
+
+
+def test_legacy_message_sets_with_any_inner_offsets_are_numbered_afresh() -> None:
+    from broker.log.config import LogConfig
+    from broker.validation import TimestampPolicy, validate_produce
+    from tests.wire.test_records import legacy
+
+    plain = legacy(5, b"a") + legacy(5, b"b") + legacy(2, b"c")
+    inner = legacy(0, b"x", magic=1) + legacy(2, b"y", magic=1) + legacy(7, b"z", magic=1)
+    wrapped = legacy(7, compress(Compression.GZIP, inner), magic=1, attributes=int(Compression.GZIP))
+    for message_set, expected in ((plain, [b"a", b"b", b"c"]), (wrapped, [b"x", b"y", b"z"])):
+        validated = validate_produce(message_set, 2, LogConfig(), now_ms(), TimestampPolicy())
+        assert validated.record_count == 3
+        records = [r for pos, _ in validated.batches for r in iter_records(validated.data, pos)]
+        assert [(r.offset, r.value) for r in records] == list(enumerate(expected))
