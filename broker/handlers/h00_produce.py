@@ -82,7 +82,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 failed = True
                 continue
             records = pdata.records
-            if records is None or isinstance(records, (str,)):
+            if not isinstance(records, (bytes, bytearray, memoryview)):  # absent, or a file region
                 p_resp.error_code = ErrorCode.INVALID_RECORD
                 failed = True
                 continue

@@ -46,6 +46,7 @@ from wire.records import (
     iter_records,
     read_batch_header,
 )
+from wire.regions import FileRegion
 
 TOPIC = "validated"
 COMPACTED = "validated-compacted"
@@ -135,6 +136,7 @@ def fetch(client: RawClient, topic: str = TOPIC, partition: int = 0) -> tuple[in
     assert isinstance(resp, FetchResponse)
     p = resp.responses[0].partitions[0]
     assert p.error_code == 0
+    assert not isinstance(p.records, FileRegion)
     return p.high_watermark, bytes(p.records or b"")
 
 
