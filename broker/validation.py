@@ -26,6 +26,7 @@ from wire.errors import ErrorCode
 from wire.exceptions import CorruptRecordError, DecodeError
 from wire.record_walk import INT64_MAX, INT64_MIN, walk_records
 from wire.records import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
     MAGIC_V2,
     RECORDS_OFFSET,
     RecordBatchBuilder,
@@ -43,9 +44,6 @@ _KNOWN_CODECS = frozenset(int(c) for c in Compression)
 
 #: Kafka 3.9 defaults of message.timestamp.before.max.ms / after.max.ms.
 LONG_MAX = 2**63 - 1
-
-#: How far a produced batch may inflate before it is refused as a decompression bomb.
-DEFAULT_MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
 
 
 class RecordValidationError(Exception):
