@@ -162,8 +162,9 @@ def validate_produce(
     append_time = -1
     if config.log_append_time:
         append_time = now_ms
-        for pos, _ in batches:
+        for i, (pos, _) in enumerate(batches):
             set_max_timestamp_and_type(data, pos, now_ms, TimestampType.LOG_APPEND_TIME)
+            batches[i] = (pos, read_batch_header(data, pos))
     return ValidatedRecords(data, batches, total, append_time)
 
 
