@@ -53,7 +53,7 @@ from broker.replication.isr import IsrManager
 from broker.telemetry import Telemetry, TimedQuorum
 from broker.tracing import Tracing
 from broker.transaction.coordinator import TransactionCoordinator
-from broker.validation import TimestampPolicy
+from broker.validation import TargetCompression, TimestampPolicy, target_compression
 from controller.image import Endpoint, MetadataImage
 from controller.quorum import LocalQuorum
 from controller.service import Controller, ControllerSettings
@@ -236,6 +236,9 @@ class BrokerNode:
     def timestamp_policy_for(self, partition: Partition) -> TimestampPolicy:
         tc = self.topic_config(self.image, partition.topic)
         return TimestampPolicy(tc.message_timestamp_before_max_ms, tc.message_timestamp_after_max_ms)
+
+    def target_compression_for(self, partition: Partition) -> TargetCompression:
+        return target_compression(self.topic_config(self.image, partition.topic))
 
     def min_insync_replicas(self, topic: str) -> int:
         return self.topic_config(self.image, topic).min_insync_replicas

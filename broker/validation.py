@@ -1,8 +1,17 @@
 """Validation of produced record data before it is appended (Kafka's LogValidator).
 
-Checks are on the batch header and CRC; record-level checks walk uncompressed
-batches only, so compressed data is never inflated on the produce path. Every
-failure is a :class:`RecordValidationError` carrying the Kafka error code.
+Every batch is checked as Kafka checks it, whatever its codec: the header and CRC,
+then its records, inflated first if the batch is compressed (with a bound, so a
+decompression bomb is an error, not the broker's memory). Every record is walked
+(:func:`wire.record_walk.walk_records`: lengths, varints, offset deltas, header
+counts, the batch's record count), keys are required on compacted topics and
+record timestamps must lie within ``message.timestamp.before.max.ms`` /
+``after.max.ms`` of now. A failure raises :class:`RecordValidationError` with
+Kafka's error code and nothing of the partition's data is appended.
+
+Compressed batches are stored as they came, unless the topic's
+``compression.type`` names another codec than the producer's; then they are
+rebuilt with the topic's codec, as Kafka does.
 """
 
 from __future__ import annotations
@@ -10,16 +19,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from broker.config import TopicConfig
 from broker.log.config import LogConfig
-from wire.compression import Compression
+from wire.compression import Compression, decompress
 from wire.errors import ErrorCode
 from wire.exceptions import CorruptRecordError, DecodeError
+from wire.record_walk import INT64_MAX, INT64_MIN, walk_records
 from wire.records import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
     MAGIC_V2,
+    RECORDS_OFFSET,
+    RecordBatchBuilder,
     RecordBatchHeader,
     TimestampType,
     iter_records,
     peek_magic,
+    read_batch_header,
     set_max_timestamp_and_type,
     upconvert_legacy,
     validate_batch,
@@ -59,14 +74,39 @@ class TimestampPolicy:
     after_max_ms: int = 3_600_000
 
 
+@dataclass(frozen=True, slots=True)
+class TargetCompression:
+    """The topic's ``compression.type``: None keeps the producer's codec ("producer")."""
+
+    codec: Compression | None = None
+    level: int | None = None
+
+
+def target_compression(config: TopicConfig) -> TargetCompression:
+    """Kafka's BrokerCompressionType: "producer" keeps the batch's codec, any other names the topic's."""
+    name = config.compression_type
+    if name == "producer":
+        return TargetCompression()
+    if name == "uncompressed":
+        return TargetCompression(Compression.NONE)
+    codec = Compression[name.upper()]
+    level = {
+        Compression.GZIP: config.compression_gzip_level,
+        Compression.LZ4: config.compression_lz4_level,
+        Compression.ZSTD: config.compression_zstd_level,
+    }.get(codec)
+    return TargetCompression(codec, None if level is None or level == -1 else level)
+
+
 def validate_produce(
     records: bytes | bytearray | memoryview,
     api_version: int,
     config: LogConfig,
     now_ms: int,
     timestamps: TimestampPolicy,
-    max_decompressed_bytes: int = 64 * 1024 * 1024,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
     topic_partition: str = "",
+    target: TargetCompression = TargetCompression(),
 ) -> ValidatedRecords:
     """Validates one partition's record data from a Produce request.
 
@@ -83,7 +123,8 @@ def validate_produce(
                 ErrorCode.INVALID_RECORD, f"Produce v{api_version} requires magic 2 batches, got magic {magic}"
             )
         try:
-            data = bytearray(upconvert_legacy(data, max_decompressed_bytes=max_decompressed_bytes))
+            # Numbered afresh: old clients write inner offsets Kafka does not trust either.
+            data = bytearray(upconvert_legacy(data, base_offset=0, max_decompressed_bytes=max_decompressed_bytes))
         except DecodeError as ex:
             raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, str(ex)) from ex
     batches: list[tuple[int, RecordBatchHeader]] = []
@@ -101,97 +142,161 @@ def validate_produce(
             f"Compressed outer record has more than one batch: Produce v{api_version} allows exactly one batch per partition",
         )
     total = 0
-    for pos, header in batches:
-        size = header.size_in_bytes
-        if size > config.max_message_bytes:
-            raise RecordValidationError(
-                ErrorCode.MESSAGE_TOO_LARGE,
-                f"The record batch size {size} is larger than max.message.bytes {config.max_message_bytes}",
-            )
-        if size > config.segment_bytes:
-            raise RecordValidationError(
-                ErrorCode.RECORD_LIST_TOO_LARGE,
-                f"The record batch size {size} is larger than segment.bytes {config.segment_bytes}",
-            )
-        if header.is_control:
-            raise RecordValidationError(ErrorCode.INVALID_RECORD, "Clients may not write control batches")
-        if header.producer_id >= 0 and header.base_sequence < 0:
-            raise RecordValidationError(
-                ErrorCode.INVALID_RECORD,
-                f"Invalid sequence number {header.base_sequence} in record batch with producerId {header.producer_id}",
-            )
-        if header.codec_id not in _KNOWN_CODECS:
-            raise RecordValidationError(
-                ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {header.codec_id}"
-            )
-        if header.records_count != header.last_offset_delta + 1:
-            raise RecordValidationError(
-                ErrorCode.INVALID_RECORD,
-                f"record count {header.records_count} does not match last offset delta {header.last_offset_delta}",
-            )
-        if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
-            raise RecordValidationError(
-                ErrorCode.INVALID_TIMESTAMP, "Producers may not set the LogAppendTime timestamp type"
-            )
-        if header.compression == Compression.NONE:
-            _check_records(data, pos, header)
-        if config.compact_enabled:
-            _check_keys(data, pos, topic_partition, max_decompressed_bytes)
-        if not config.log_append_time:
-            _check_timestamp(header.max_timestamp, now_ms, timestamps)
+    rebuild = False
+    for i, (pos, header) in enumerate(batches):
+        _check_batch(header, config)
+        max_timestamp = _check_records(data, pos, header, config, now_ms, timestamps, max_decompressed_bytes,
+                                       topic_partition)
+        if not config.log_append_time and max_timestamp != header.max_timestamp:
+            # Kafka sets the batch's max timestamp from its records.
+            set_max_timestamp_and_type(data, pos, max_timestamp, TimestampType.CREATE_TIME)
+            batches[i] = (pos, read_batch_header(data, pos))
+        if target.codec is not None and target.codec != header.compression:
+            rebuild = True
         total += header.records_count
+    if rebuild:
+        assert target.codec is not None
+        data, batches = _recompress(data, batches, target.codec, target.level, max_decompressed_bytes)
+        for _, header in batches:
+            _check_size(header.size_in_bytes, config)
     append_time = -1
     if config.log_append_time:
         append_time = now_ms
-        for pos, _ in batches:
+        for i, (pos, _) in enumerate(batches):
             set_max_timestamp_and_type(data, pos, now_ms, TimestampType.LOG_APPEND_TIME)
+            batches[i] = (pos, read_batch_header(data, pos))
     return ValidatedRecords(data, batches, total, append_time)
 
 
-def _check_records(data: bytearray, pos: int, header: RecordBatchHeader) -> None:
-    """Walks an uncompressed batch: lengths, varints and offset deltas must add up."""
-    count = 0
-    try:
-        for i, record in enumerate(iter_records(data, pos, verify_crc=False)):
-            if record.offset - header.base_offset != i:
-                raise RecordValidationError(ErrorCode.INVALID_RECORD, f"record {i} has offset delta {record.offset - header.base_offset}")
-            count += 1
-    except DecodeError as ex:
-        raise RecordValidationError(ErrorCode.INVALID_RECORD, str(ex)) from ex
-    if count != header.records_count:
+def _check_size(size: int, config: LogConfig) -> None:
+    if size > config.max_message_bytes:
         raise RecordValidationError(
-            ErrorCode.INVALID_RECORD, f"batch declares {header.records_count} records but holds {count}"
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"The record batch size {size} is larger than max.message.bytes {config.max_message_bytes}",
+        )
+    if size > config.segment_bytes:
+        raise RecordValidationError(
+            ErrorCode.RECORD_LIST_TOO_LARGE,
+            f"The record batch size {size} is larger than segment.bytes {config.segment_bytes}",
         )
 
 
-def _check_keys(data: bytearray, pos: int, topic_partition: str, max_decompressed_bytes: int) -> None:
-    """Compaction keeps the latest record per key, so a compacted topic refuses keyless
-    records (Kafka's LogValidator.validateKey); compressed batches are inflated for it."""
-    errors = []
-    try:
-        for index, record in enumerate(iter_records(data, pos, max_decompressed_bytes, verify_crc=False)):
-            if record.key is None:
-                errors.append(
-                    (index, f"Compacted topic cannot accept message without key in topic partition {topic_partition}.")
-                )
-    except DecodeError as ex:
-        raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, str(ex)) from ex
-    if errors:
-        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+def _check_batch(header: RecordBatchHeader, config: LogConfig) -> None:
+    """The header checks of Kafka's LogValidator.validateBatch, and the size limits."""
+    _check_size(header.size_in_bytes, config)
+    if header.is_control:
+        raise RecordValidationError(ErrorCode.INVALID_RECORD, "Clients may not write control batches")
+    if header.producer_id >= 0 and header.base_sequence < 0:
         raise RecordValidationError(
             ErrorCode.INVALID_RECORD,
-            f"One or more records have been rejected due to {len(errors)} record errors in total, "
-            f"and only showing the first three errors at most: [{shown}]",
-            errors,
+            f"Invalid sequence number {header.base_sequence} in record batch with producerId {header.producer_id}",
         )
-
-
-def _check_timestamp(timestamp: int, now_ms: int, policy: TimestampPolicy) -> None:
-    if timestamp < 0:
-        return  # NO_TIMESTAMP
-    if now_ms - timestamp > policy.before_max_ms or timestamp - now_ms > policy.after_max_ms:
+    if header.codec_id not in _KNOWN_CODECS:
         raise RecordValidationError(
-            ErrorCode.INVALID_TIMESTAMP,
-            f"Timestamp {timestamp} of message is out of range. The timestamp should be within "
-            f"[{now_ms - policy.before_max_ms}, {now_ms + policy.after_max_ms}]",
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {header.codec_id}"
         )
+    if header.records_count <= 0 or header.records_count != header.last_offset_delta + 1:
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"Inconsistent batch offset range [0, {header.last_offset_delta}] and count of records "
+            f"{header.records_count}",
+        )
+    if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
+        raise RecordValidationError(
+            ErrorCode.INVALID_TIMESTAMP, "Producers may not set the LogAppendTime timestamp type"
+        )
+
+
+def _check_records(
+    data: bytearray,
+    pos: int,
+    header: RecordBatchHeader,
+    config: LogConfig,
+    now_ms: int,
+    policy: TimestampPolicy,
+    max_decompressed_bytes: int,
+    topic_partition: str,
+) -> int:
+    """Inflates (if need be) and walks the batch's records; returns their largest timestamp."""
+    with memoryview(data)[pos + RECORDS_OFFSET : pos + header.size_in_bytes] as payload:
+        records: bytes | memoryview = payload
+        if header.compression != Compression.NONE:
+            try:
+                records = decompress(header.compression, payload, max_decompressed_bytes)
+            except CorruptRecordError as ex:
+                raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, f"{topic_partition}: {ex.reason}") from ex
+        try:
+            walk = walk_records(
+                records, header.records_count, header.base_timestamp,
+                min_timestamp=now_ms - policy.before_max_ms, max_timestamp=now_ms + policy.after_max_ms,
+                check_timestamps=not config.log_append_time, check_keys=config.compact_enabled,
+            )
+        except CorruptRecordError as ex:
+            raise RecordValidationError(ErrorCode.INVALID_RECORD, f"{topic_partition}: {ex.reason}") from ex
+    if walk.keyless or walk.bad_timestamps:
+        _raise_record_errors(walk.keyless, walk.bad_timestamps, header, now_ms, policy, topic_partition)
+    return walk.max_timestamp
+
+
+def _raise_record_errors(
+    keyless: list[int],
+    bad_timestamps: list[tuple[int, int]],
+    header: RecordBatchHeader,
+    now_ms: int,
+    policy: TimestampPolicy,
+    topic_partition: str,
+) -> None:
+    """Kafka's processRecordErrors: INVALID_TIMESTAMP if any timestamp is out of range, else INVALID_RECORD."""
+    errors = [
+        (i, f"Compacted topic cannot accept message without key in topic partition {topic_partition}.")
+        for i in keyless
+    ]
+    low = max(now_ms - policy.before_max_ms, INT64_MIN)
+    high = min(now_ms + policy.after_max_ms, INT64_MAX)
+    errors += [
+        (i, f"Timestamp {ts} of message with offset {header.base_offset + i} is out of range. "
+            f"The timestamp should be within [{low}, {high}]")
+        for i, ts in bad_timestamps
+    ]
+    errors.sort()
+    if bad_timestamps:
+        raise RecordValidationError(
+            ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp", errors
+        )
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    raise RecordValidationError(
+        ErrorCode.INVALID_RECORD,
+        f"One or more records have been rejected due to {len(errors)} record errors in total, "
+        f"and only showing the first three errors at most: [{shown}]",
+        errors,
+    )
+
+
+def _recompress(
+    data: bytearray,
+    batches: list[tuple[int, RecordBatchHeader]],
+    codec: Compression,
+    level: int | None,
+    max_decompressed_bytes: int,
+) -> tuple[bytearray, list[tuple[int, RecordBatchHeader]]]:
+    """Rebuilds the (validated) batches with the topic's codec (Kafka's buildRecordsAndAssignOffsets)."""
+    out = bytearray()
+    rebuilt: list[tuple[int, RecordBatchHeader]] = []
+    for pos, header in batches:
+        builder = RecordBatchBuilder(
+            base_offset=header.base_offset,
+            compression=codec,
+            timestamp_type=TimestampType.CREATE_TIME,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            is_transactional=header.is_transactional,
+            partition_leader_epoch=header.partition_leader_epoch,
+            compression_level=level,
+        )
+        for record in iter_records(data, pos, max_decompressed_bytes, verify_crc=False):
+            builder.append_record(record)
+        start = len(out)
+        out += builder.build()
+        rebuilt.append((start, validate_batch(out, start)))
+    return out, rebuilt

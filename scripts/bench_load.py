@@ -10,8 +10,9 @@ a checksum of the values must match, else the run is FAILED.
 
 Cases:
   produce SIZE acks=A COMP  records of 100 B / 1 KiB / 64 KiB, acks=1 and acks=all,
-                            compression none and lz4, 4 partitions, one producer: produce
-                            for a fixed time, then consume everything back (both rates)
+                            compression none, lz4 and zstd, 4 partitions, one producer:
+                            produce for a fixed time, then consume everything back (both
+                            rates)
   latency ...               1 KiB records, acks=all, at a fixed 2,000 msg/s to 1 / 16 / 128
                             partitions (librdkafka's default linger.ms=5), and to 16 with
                             linger.ms=0; a consumer reads concurrently. End-to-end latency
@@ -129,7 +130,7 @@ def all_cases() -> list[Case]:
     cases: list[Case] = []
     for size in (100, 1024, 64 * 1024):
         for acks in ("1", "all"):
-            for compression in ("none", "lz4"):
+            for compression in ("none", "lz4", "zstd"):
                 cases.append(
                     Case(
                         name=f"produce {size_label(size)} acks={acks} {compression}",
@@ -670,6 +671,16 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def rss_mb(pid: int) -> float | None:
+    """Resident set size of a process in MB (Linux only)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
+    return int(match.group(1)) * 1024 / 1e6 if match else None
+
+
 def pinned(cpus: set[int] | None) -> Callable[[], None] | None:
     """A preexec_fn that pins the child (and every thread it starts) to ``cpus``."""
     if not cpus:
@@ -725,6 +736,9 @@ class BrokerProcess:
 
     def cpu(self) -> float | None:
         return cpu_seconds(self.proc.pid) if self.alive() and self.proc else None
+
+    def rss(self) -> float | None:
+        return rss_mb(self.proc.pid) if self.alive() and self.proc else None
 
     def stop(self) -> None:
         proc = self.proc
@@ -941,6 +955,14 @@ def run_case(
     )
     if cpu_before is not None and cpu_after is not None:
         result.broker_cpu_s = cpu_after - cpu_before
+        records, nbytes = result.info.get("records"), result.info.get("bytes")
+        if case.kind != "latency" and records and nbytes:
+            # Every record is produced once and read back once in these cases.
+            result.metrics["cpu_us_record"] = result.broker_cpu_s * 1e6 / records
+            result.metrics["cpu_ms_mb"] = result.broker_cpu_s * 1e3 / (nbytes / 1e6)
+    rss = broker.rss()
+    if rss is not None:
+        result.metrics["rss_mb"] = rss
     if None not in (busy_before, busy_after, own_before, own_after) and wall > 0:
         assert busy_before is not None and busy_after is not None
         assert own_before is not None and own_after is not None
@@ -965,11 +987,13 @@ def metric_rows(case: Case) -> list[tuple[str, str, str]]:
     return [
         ("produce", "produce_msg_s", "produce_mb_s"),
         ("consume", "consume_msg_s", "consume_mb_s"),
+        ("broker CPU", "cpu_us_record", "cpu_ms_mb"),
+        ("broker RSS", "rss_mb", ""),
     ]
 
 
 def median_of(runs: Sequence[RunResult], key: str) -> float | None:
-    if not runs or any(not r.ok for r in runs):
+    if not runs or any(not r.ok for r in runs) or any(key not in r.metrics for r in runs):
         return None
     return statistics.median(r.metrics[key] for r in runs)
 
@@ -984,6 +1008,10 @@ def fmt_cell(runs: Sequence[RunResult], key: str, key2: str) -> str:
     assert value is not None
     if key.endswith("_ms"):
         return f"{value:,.1f} ms" if value >= 10 else f"{value:,.2f} ms"
+    if key == "rss_mb":
+        return f"{value:,.0f} MB"
+    if key == "cpu_us_record":
+        return f"{value:,.2f} µs/record, {median_of(runs, key2) or 0.0:,.2f} ms/MB"
     mb = median_of(runs, key2) or 0.0
     return (
         f"{value:,.0f} msg/s, {mb:,.1f} MB/s" if mb >= 10 else f"{value:,.0f} msg/s, {mb:.2f} MB/s"
@@ -1196,8 +1224,10 @@ def report(
         "",
         markdown_table(cases, results),
         "",
-        "Ratio > 1: Cormorant is higher (better for throughput, worse for latency). "
-        "MB/s counts record values only (1 MB = 10^6 bytes).",
+        "Ratio > 1: Cormorant is higher (better for throughput, worse for latency, CPU and "
+        "RSS). MB/s counts record values only (1 MB = 10^6 bytes). Broker CPU: the broker's "
+        "CPU time over the whole run (topic creation, produce, reading back) per record and "
+        "per MB of values; broker RSS: its resident memory after the run.",
     ]
     if meta.get("foreign_cpu_median") is not None:
         lines.append(

@@ -6,7 +6,8 @@ Usage: python scripts/fuzz_wire.py -runs=1000000 [-max_len=4096] [corpus_dir]
 
 Any exception other than DecodeError (and its subclasses) is a crash; a hang is
 caught by libFuzzer's -timeout. When the C accelerator is built, one mode decodes
-each input on both paths and fails on any difference in result or error. The captured client requests under
+each input on both paths and fails on any difference in result or error; the record
+mode also runs the produce path's record walk on both paths. The captured client requests under
 ../shared/kafka-captures seed the corpus when the directory is empty.
 """
 
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 with atheris.instrument_imports():
-    from wire import accel
+    from wire import accel, record_walk
     from wire.exceptions import DecodeError
     from wire.frame import FrameSplitter, decode_request
     from wire.records import iter_records, validate_batches
@@ -48,6 +49,17 @@ def differential(body: bytes) -> None:
         accel.enable()
     if fast != reference:
         raise AssertionError(f"accelerator {fast!r} != pure {reference!r}")
+
+
+def walk_differential(body: bytes) -> None:
+    """The produce path's record walk: the accelerator's and the reference agree."""
+    if len(body) < 2:
+        return
+    count, data = body[0] % 64, body[1:]
+    reference = record_walk.walk_records_py(data, count, 0, -(2**40), 2**40, True, True)
+    fast = record_walk._accelerated
+    if fast is not None and fast(data, count, 0, -(2**40), 2**40, True, True) != reference:
+        raise AssertionError(f"record walk: accelerator != pure {reference!r}")
 
 
 def seed_corpus(corpus: Path) -> None:
@@ -79,6 +91,7 @@ def test_one(data: bytes) -> None:
         if mode == 0:
             decode_request(body)
         elif mode == 1:
+            walk_differential(body)
             for _ in validate_batches(body):
                 pass
             for _ in iter_records(body, 0, max_decompressed_bytes=1 << 20):

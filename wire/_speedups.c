@@ -1632,6 +1632,188 @@ sp_encode_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObje
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------ record walk */
+
+/* walk_records(data, count, base_timestamp, min_ts, max_ts, check_timestamps,
+ * check_keys): the C twin of wire.record_walk.walk_records_py, which is the
+ * reference (same checks in the same order, same fault codes). It walks a
+ * batch's (inflated) record bytes without building anything and returns
+ * (0, max timestamp, 0, keyless indexes, [(index, timestamp)]) or
+ * (fault code, record index, value, [], []). */
+
+enum {
+    RW_RECORDS_TRUNCATED = 1, RW_VARINT_TRUNCATED, RW_VARINT_TOO_LONG, RW_VARINT_OUT_OF_RANGE,
+    RW_RECORD_LENGTH, RW_OFFSET_DELTA, RW_KEY_LENGTH, RW_VALUE_LENGTH, RW_HEADER_COUNT,
+    RW_HEADER_KEY_LENGTH, RW_HEADER_KEY_NOT_UTF8, RW_HEADER_VALUE_LENGTH, RW_RECORD_TRAILING,
+    RW_BATCH_TRAILING
+};
+
+/* A zigzag varint of at most max_bytes bytes whose raw value fits `bits` bits. */
+static inline int
+rw_varint(const uint8_t *d, Py_ssize_t *pp, Py_ssize_t end, int max_bytes, int bits, int64_t *out)
+{
+    Py_ssize_t pos = *pp, start = pos;
+    if (pos < end && d[pos] < 0x80) {
+        uint64_t raw = d[pos];
+        *pp = pos + 1;
+        *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+        return 0;
+    }
+    uint64_t raw = 0;
+    int shift = 0, lost = 0;
+    for (;;) {
+        if (pos >= end)
+            return RW_VARINT_TRUNCATED;
+        uint8_t b = d[pos++];
+        uint64_t part = (uint64_t)(b & 0x7F);
+        if (shift == 63 && part > 1)
+            lost = 1;
+        raw |= part << shift;
+        if (!(b & 0x80))
+            break;
+        shift += 7;
+        if (pos - start >= max_bytes)
+            return RW_VARINT_TOO_LONG;
+    }
+    if (lost || (bits < 64 && (raw >> bits) != 0))
+        return RW_VARINT_OUT_OF_RANGE;
+    *pp = pos;
+    *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+    return 0;
+}
+
+static PyObject *
+rw_fault(int code, Py_ssize_t index, int64_t value)
+{
+    return Py_BuildValue("(inL[][])", code, index, (long long)value);
+}
+
+static int
+rw_utf8_ok(const uint8_t *p, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (p[i] >= 0x80) {
+            PyObject *s = PyUnicode_DecodeUTF8((const char *)p, n, "strict");
+            if (s == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+            Py_DECREF(s);
+            return 1;
+        }
+    }
+    return 1;
+}
+
+static PyObject *
+sp_walk_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "walk_records takes 7 arguments");
+        return NULL;
+    }
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    long long base = PyLong_AsLongLong(args[2]);
+    long long lo = PyLong_AsLongLong(args[3]);
+    long long hi = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    int check_ts = PyObject_IsTrue(args[5]);
+    int check_keys = PyObject_IsTrue(args[6]);
+    if (check_ts < 0 || check_keys < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *d = (const uint8_t *)view.buf;
+    const Py_ssize_t end = view.len;
+    PyObject *keyless = PyList_New(0), *bad = PyList_New(0), *result = NULL;
+    if (keyless == NULL || bad == NULL)
+        goto done;
+    Py_ssize_t pos = 0, index = 0;
+    int64_t highest = -1, v = 0;
+    int code = 0;
+#define RW(max_bytes, bits, limit) \
+    do { if ((code = rw_varint(d, &pos, (limit), (max_bytes), (bits), &v)) != 0) { v = 0; goto fault; } } while (0)
+#define FAULT(c, value) do { code = (c); v = (value); goto fault; } while (0)
+    for (index = 0; index < count; index++) {
+        if (pos >= end)
+            FAULT(RW_RECORDS_TRUNCATED, 0);
+        RW(5, 32, end);
+        if (v < 1 || v > end - pos)
+            FAULT(RW_RECORD_LENGTH, v);
+        const Py_ssize_t record_end = pos + (Py_ssize_t)v;
+        pos += 1; /* attributes */
+        RW(10, 64, record_end);
+        const int64_t delta = v;
+        RW(5, 32, record_end);
+        if (v != index)
+            FAULT(RW_OFFSET_DELTA, v);
+        RW(5, 32, record_end);
+        if (v < -1 || v > record_end - pos)
+            FAULT(RW_KEY_LENGTH, v);
+        const int has_key = v >= 0;
+        if (v > 0)
+            pos += (Py_ssize_t)v;
+        RW(5, 32, record_end);
+        if (v < -1 || v > record_end - pos)
+            FAULT(RW_VALUE_LENGTH, v);
+        if (v > 0)
+            pos += (Py_ssize_t)v;
+        RW(5, 32, record_end);
+        if (v < 0 || v > (record_end - pos) / 2)
+            FAULT(RW_HEADER_COUNT, v);
+        for (int64_t h = 0, headers = v; h < headers; h++) {
+            RW(5, 32, record_end);
+            if (v < 0 || v > record_end - pos)
+                FAULT(RW_HEADER_KEY_LENGTH, v);
+            if (!rw_utf8_ok(d + pos, (Py_ssize_t)v))
+                FAULT(RW_HEADER_KEY_NOT_UTF8, 0);
+            pos += (Py_ssize_t)v;
+            RW(5, 32, record_end);
+            if (v < -1 || v > record_end - pos)
+                FAULT(RW_HEADER_VALUE_LENGTH, v);
+            if (v > 0)
+                pos += (Py_ssize_t)v;
+        }
+        if (pos != record_end)
+            FAULT(RW_RECORD_TRAILING, record_end - pos);
+        const int64_t ts = (int64_t)((uint64_t)base + (uint64_t)delta);
+        if (ts > highest)
+            highest = ts;
+        if (check_keys && !has_key) {
+            PyObject *i = PyLong_FromSsize_t(index);
+            if (i == NULL || PyList_Append(keyless, i) < 0) {
+                Py_XDECREF(i);
+                goto done;
+            }
+            Py_DECREF(i);
+        } else if (check_ts && ts != -1 && (ts < lo || ts > hi)) {
+            PyObject *pair = Py_BuildValue("(nL)", index, (long long)ts);
+            if (pair == NULL || PyList_Append(bad, pair) < 0) {
+                Py_XDECREF(pair);
+                goto done;
+            }
+            Py_DECREF(pair);
+        }
+    }
+    if (pos != end) {
+        index = count;
+        FAULT(RW_BATCH_TRAILING, end - pos);
+    }
+#undef RW
+#undef FAULT
+    result = Py_BuildValue("(iLiOO)", 0, (long long)highest, 0, keyless, bad);
+    goto done;
+fault:
+    result = rw_fault(code, index, v);
+done:
+    Py_XDECREF(keyless);
+    Py_XDECREF(bad);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyObject *
@@ -1675,6 +1857,8 @@ static PyMethodDef methods[] = {
      "encode(message, version)"},
     {"encode_into", (PyCFunction)(void (*)(void))sp_encode_into, METH_FASTCALL | METH_KEYWORDS,
      "encode_into(message, w, version, regions, reference_from=-1)"},
+    {"walk_records", (PyCFunction)(void (*)(void))sp_walk_records, METH_FASTCALL,
+     "walk_records(data, count, base_timestamp, min_ts, max_ts, check_timestamps, check_keys)"},
     {NULL, NULL, 0, NULL},
 };
 

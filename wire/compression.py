@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import struct
+import threading
 import zlib
 from typing import TypeAlias
 
@@ -76,6 +77,9 @@ _XERIAL_HEADER_SIZE = len(_XERIAL_HEADER)
 _XERIAL_BLOCK_SIZE = 32 * 1024
 
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
+#: No LZ4 block inflates to more than 255 times its size: beyond the first few bytes
+#: of a sequence, each byte of a match length adds at most 255 bytes of output.
+_LZ4_MAX_RATIO = 255
 
 _ZSTD_MAGIC = 0xFD2FB528
 _ZSTD_SKIPPABLE_MASK = 0xFFFFFFF0
@@ -277,6 +281,17 @@ def _snappy_block(block: memoryview, budget: int, already: int) -> bytes:
 
 
 def _unlz4(data: BytesLike, max_size: int) -> bytes:
+    if len(data) * _LZ4_MAX_RATIO <= max_size or _lz4_blocks_fit(memoryview(data).cast("B"), max_size):
+        # Cannot inflate past the limit: one call (the bounded loop below costs more).
+        # Several frames or bytes after the frame take the loop, which reads or reports
+        # them; so does any error.
+        try:
+            out, used = lz4.frame.decompress(data, return_bytes_read=True)
+        except RuntimeError:
+            pass
+        else:
+            if used == len(data):
+                return bytes(out)
     sink = _Sink(Compression.LZ4, max_size)
     pending: BytesLike = data
     while True:
@@ -295,6 +310,35 @@ def _unlz4(data: BytesLike, max_size: int) -> bytes:
             raise _corrupt(Compression.LZ4, f"{len(pending)} bytes after the end of the frame")
 
 
+#: Largest block of each LZ4 block-size id (the frame descriptor's BD byte, bits 4-6).
+_LZ4_BLOCK_MAX = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
+
+
+def _lz4_blocks_fit(view: memoryview, max_size: int) -> bool:
+    """Whether ``view`` starts with an LZ4 frame whose blocks, each at most the frame's
+    block size, cannot add up to more than ``max_size``: a walk over the block headers
+    (a 1 MB batch written in 64 KiB blocks has 16), stopped as soon as they could."""
+    end = len(view)
+    if end < 7 or bytes(view[:4]) != _LZ4_MAGIC:
+        return False
+    flags = view[4]
+    block_max = _LZ4_BLOCK_MAX.get((view[5] >> 4) & 0x07)
+    if flags >> 6 != 1 or block_max is None:
+        return False
+    pos = 7 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)
+    checksum = 4 if flags & 0x10 else 0
+    total = 0
+    while end - pos >= 4:
+        (size,) = _LE_U32.unpack_from(view, pos)
+        if size == 0:
+            return True
+        total += block_max
+        if total > max_size:
+            return False
+        pos += 4 + (size & 0x7FFFFFFF) + checksum
+    return False
+
+
 def _unzstd(data: BytesLike, max_size: int) -> bytes:
     view = memoryview(data).cast("B")
     # zstandard's stream reader returns a silent short read on truncated
@@ -303,16 +347,40 @@ def _unzstd(data: BytesLike, max_size: int) -> bytes:
     declared = _zstd_declared_size(view)
     if declared is not None and declared > max_size:
         raise _limit_error(Compression.ZSTD, max_size)
-    sink = _Sink(Compression.ZSTD, max_size)
     if declared is not None:
-        sink.step = max(declared + 1, 1)
-    reader = zstandard.ZstdDecompressor().stream_reader(view, read_across_frames=True)
+        # Every frame declares its size and they fit: one call inflates a single
+        # frame with one exact allocation. Anything else (several frames, or an error
+        # to report) takes the streaming path below.
+        try:
+            out: bytes = _zstd_decompressor().decompress(view, allow_extra_data=False)
+        except zstandard.ZstdError:
+            pass
+        else:
+            if len(out) == declared:
+                return out
+    sink = _Sink(Compression.ZSTD, max_size)
+    # Without declared sizes (streaming producers such as librdkafka write none), start
+    # with room for a good ratio: every read is an allocation and every chunk a copy.
+    sink.step = max(declared + 1, 1) if declared is not None else max(_FIRST_STEP, 16 * len(view))
+    reader = _zstd_decompressor().stream_reader(view, read_across_frames=True)
     with reader:
         while True:
             chunk = reader.read(sink.want())
             if not chunk:
                 return sink.result()
             sink.add(chunk)
+
+
+_zstd_local = threading.local()
+
+
+def _zstd_decompressor() -> zstandard.ZstdDecompressor:
+    """One decompression context per thread (making one costs more than inflating a
+    small batch; a context must not be used by two threads at once)."""
+    dctx: zstandard.ZstdDecompressor | None = getattr(_zstd_local, "dctx", None)
+    if dctx is None:
+        dctx = _zstd_local.dctx = zstandard.ZstdDecompressor()
+    return dctx
 
 
 def _zstd_declared_size(view: memoryview) -> int | None:

@@ -82,14 +82,14 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 failed = True
                 continue
             records = pdata.records
-            if not isinstance(records, bytes | bytearray | memoryview):
+            if not isinstance(records, (bytes, bytearray, memoryview)):  # absent, or a file region
                 p_resp.error_code = ErrorCode.INVALID_RECORD
                 failed = True
                 continue
             try:
                 validated = validate_produce(
                     records, ctx.api_version, partition.config, node.clock_ms(), node.timestamp_policy_for(partition),
-                    topic_partition=f"{topic.name}-{pdata.index}",
+                    topic_partition=f"{topic.name}-{pdata.index}", target=node.target_compression_for(partition),
                 )
             except RecordValidationError as ex:
                 p_resp.error_code = ex.code

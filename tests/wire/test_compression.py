@@ -388,3 +388,20 @@ def test_decompression_bomb(codec: Compression) -> None:
     # Output stops just past the limit: memory is a few times the limit, not 1 GiB.
     assert peak < 3 * limit + len(packed), peak
     assert elapsed < 2.0
+
+
+def test_lz4_frames_inflate_in_one_call_only_when_they_cannot_pass_the_limit() -> None:
+    data = bytes(1 << 20)  # zeros: lz4's best ratio, close to 255
+    frame = compress(Compression.LZ4, data)
+    assert len(frame) * 240 < len(data)
+    # A limit above 255 times the frame's size allows the single call; below, the
+    # bounded loop inflates exactly up to the limit, and no further.
+    for limit in (len(frame) * 255, len(data), len(data) + 1):
+        assert decompress(Compression.LZ4, frame, limit) == data
+    with pytest.raises(DecompressionLimitError):
+        decompress(Compression.LZ4, frame, len(data) - 1)
+    # Frames with checksums and a stored content size, and two frames in a row.
+    checked = lz4.frame.compress(data, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_checksum=True,
+                                 content_checksum=True, store_size=True)
+    assert decompress(Compression.LZ4, checked, 1 << 30) == data
+    assert decompress(Compression.LZ4, frame + frame, 1 << 30) == data + data
