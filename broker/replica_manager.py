@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import structlog
 import trio
 
+from broker.limits import describe_error
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.log.partition_log import PartitionLog
@@ -92,12 +93,23 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.log_config_for = log_config_for
         self.partitions: dict[tuple[str, int], Partition] = {}
+        #: Partitions this broker should host whose log could not be created yet, and why
+        #: (a full disk, the open-file limit); retried by :meth:`retry_failed_creations`.
+        self.failed_creations: dict[tuple[str, int], str] = {}
         self._checkpointed_hw = dict(checkpointed_high_watermarks)
+        self._image: MetadataImage | None = None
 
     # ------------------------------------------------------------ metadata
 
     def apply_image(self, image: MetadataImage) -> None:
-        """Creates, updates and removes local replicas to match the image."""
+        """Creates, updates and removes local replicas to match the image.
+
+        A log that cannot be created (a limit was reached) leaves its partition in
+        :attr:`failed_creations`; the others are created, and the broker serves on.
+        """
+        self._image = image
+        failed_before = len(self.failed_creations)
+        first_error: str | None = None
         wanted: set[tuple[str, int]] = set()
         for topic in image.topics_by_id.values():
             config = self.log_config_for(image, topic.name)
@@ -110,12 +122,40 @@ class ReplicaManager:
                 if existing is None or existing.topic_id != topic.topic_id:
                     if existing is not None:
                         self._remove(key)
-                    self._create(topic.name, topic.topic_id, part, config)
+                    try:
+                        self._create(topic.name, topic.topic_id, part, config)
+                    except OSError as exc:
+                        self.failed_creations[key] = describe_error(exc)
+                        first_error = first_error or self.failed_creations[key]
+                        continue
+                    self.failed_creations.pop(key, None)
                 else:
                     self._update(existing, part, config)
         for key in list(self.partitions):
             if key not in wanted:
                 self._remove(key)
+        for key in [k for k in self.failed_creations if k not in wanted]:
+            del self.failed_creations[key]
+        if first_error is not None and not failed_before:
+            log.error("partition_logs_not_created", partitions=len(self.failed_creations), error=first_error,
+                      retry="until created")
+        elif failed_before and not self.failed_creations:
+            log.info("partition_logs_created_after_retry", partitions=failed_before)
+
+    def creation_failure(self, topic: str) -> str | None:
+        """Why some log of ``topic`` could not be created here, if one could not (for the request's answer)."""
+        for (name, _), why in self.failed_creations.items():
+            if name == topic:
+                return f"the topic exists, but broker {self.node_id} could not create all its logs yet: {why}"
+        return None
+
+    def retry_failed_creations(self) -> None:
+        """Try again to create the logs that could not be created."""
+        if self.failed_creations and self._image is not None:
+            self.apply_image(self._image)
+            if self.failed_creations:
+                raise OSError(f"{len(self.failed_creations)} partition logs still not created: "
+                              f"{next(iter(self.failed_creations.values()))}")
 
     def _create(self, topic: str, topic_id: uuid.UUID, part: PartitionImage, config: LogConfig) -> None:
         plog = self.log_manager.get_or_create(topic, part.partition, config)
@@ -166,7 +206,7 @@ class ReplicaManager:
         p.pending_isr = None
         p.producer_state.sync()
         self.maybe_advance_high_watermark(p)
-        log.info("partition_leader", topic=p.topic, partition=p.index, leader_epoch=p.leader_epoch,
+        log.debug("partition_leader", topic=p.topic, partition=p.index, leader_epoch=p.leader_epoch,
                  log_end_offset=p.log.log_end_offset, high_watermark=p.high_watermark, isr=list(p.isr))
 
     def _remove(self, key: tuple[str, int]) -> None:

@@ -24,10 +24,11 @@ call from one task at a time, or hold a per-partition lock around calls
 sent to a worker thread. ``read`` and the lookups may run beside that
 writer: they use the segment tuple and log end captured when they start.
 
-Deleted segments (retention, truncation) are renamed ``.deleted`` and keep
-their file descriptors open until ``file.delete.delay.ms`` has passed and the
-next :meth:`apply_retention` runs, so a :class:`FileRegion` handed to a fetch
-stays readable while it is being sent.
+Deleted segments (retention, truncation) are renamed ``.deleted`` and
+unlinked once ``file.delete.delay.ms`` has passed and the next
+:meth:`apply_retention` runs. A :class:`FileRegion` handed to a fetch pins its
+file in the broker's :class:`~broker.log.file_cache.FileCache`, so it stays
+readable while it is being sent, even past an eviction or a deletion.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from broker.log.errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from broker.log.file_cache import DEFAULT_FILE_CACHE, FileCache
 from broker.log.files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -144,8 +146,10 @@ class PartitionLog:
         log_start_offset: int,
         recovery_point: int,
         epoch_cache: LeaderEpochCache,
+        files: FileCache = DEFAULT_FILE_CACHE,
     ) -> None:
         self._dir = directory
+        self._files = files
         self._tp = parse_partition_dir_name(directory.name)
         self._config = config
         self._clock_ms = clock_ms
@@ -176,6 +180,7 @@ class PartitionLog:
         *,
         log_start_offset: int = 0,
         had_clean_shutdown: bool = False,
+        files: FileCache = DEFAULT_FILE_CACHE,
     ) -> PartitionLog:
         """Load (or create) the partition in ``directory``.
 
@@ -187,9 +192,17 @@ class PartitionLog:
         first bad batch.
         """
         parse_partition_dir_name(directory.name)  # refuse a directory that is not a partition's
-        directory.mkdir(parents=True, exist_ok=True)
-        _remove_temp_files_and_complete_swaps(directory)
-        segments, needs_rebuild = _open_segments(directory, config, clock_ms)
+        try:
+            directory.mkdir(parents=True)
+            fresh = True
+        except FileExistsError:
+            fresh = False
+        if fresh:
+            segments: list[LogSegment] = []
+            needs_rebuild: set[LogSegment] = set()
+        else:
+            _remove_temp_files_and_complete_swaps(directory)
+            segments, needs_rebuild = _open_segments(directory, config, clock_ms, files)
         try:
             return cls._load(
                 directory,
@@ -200,6 +213,8 @@ class PartitionLog:
                 recovery_point=recovery_point,
                 log_start_offset=log_start_offset,
                 had_clean_shutdown=had_clean_shutdown,
+                files=files,
+                fresh=fresh,
             )
         except BaseException:
             for segment in segments:
@@ -218,6 +233,8 @@ class PartitionLog:
         recovery_point: int,
         log_start_offset: int,
         had_clean_shutdown: bool,
+        files: FileCache,
+        fresh: bool,
     ) -> PartitionLog:
         tp = parse_partition_dir_name(directory.name)
         epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
@@ -254,6 +271,8 @@ class PartitionLog:
                     index_interval_bytes=config.index_interval_bytes,
                     max_index_bytes=config.segment_index_bytes,
                     clock_ms=clock_ms,
+                    files=files,
+                    fresh_directory=fresh,
                 )
             ]
             fsync_dir(directory)
@@ -274,8 +293,9 @@ class PartitionLog:
             log_start_offset=start,
             recovery_point=recovery_point,
             epoch_cache=epoch_cache,
+            files=files,
         )
-        log.info(
+        log.debug(
             "log_loaded",
             topic=tp.topic,
             partition=tp.partition,
@@ -292,6 +312,11 @@ class PartitionLog:
     @property
     def dir(self) -> Path:
         return self._dir
+
+    @property
+    def file_cache(self) -> FileCache:
+        """The cache that holds this log's open files."""
+        return self._files
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -572,6 +597,7 @@ class PartitionLog:
             index_interval_bytes=self._config.index_interval_bytes,
             max_index_bytes=self._config.segment_index_bytes,
             clock_ms=self._clock_ms,
+            files=self._files,
         )
         segment.load_indexes()
         self._segments = (*kept, segment)
@@ -940,6 +966,7 @@ class PartitionLog:
             index_interval_bytes=self._config.index_interval_bytes,
             max_index_bytes=self._config.segment_index_bytes,
             clock_ms=self._clock_ms,
+            files=self._files,
         )
         segment.load_indexes()
         self._segments = (segment,)
@@ -1093,7 +1120,7 @@ def _remove(path: Path, reason: str) -> None:
 
 
 def _open_segments(
-    directory: Path, config: LogConfig, clock_ms: Callable[[], int]
+    directory: Path, config: LogConfig, clock_ms: Callable[[], int], files: FileCache
 ) -> tuple[list[LogSegment], set[LogSegment]]:
     """Every ``.log`` in offset order, and those whose indexes need a rebuild."""
     bases = sorted(
@@ -1111,6 +1138,7 @@ def _open_segments(
                 index_interval_bytes=config.index_interval_bytes,
                 max_index_bytes=config.segment_index_bytes,
                 clock_ms=clock_ms,
+                files=files,
             )
             segments.append(segment)
             try:
@@ -1150,7 +1178,7 @@ def _recover_from(
         segment = segments[index]
         truncated = segment.recover(on_batch=restore)
         needs_rebuild.discard(segment)
-        log.info(
+        log.debug(
             "segment_recovered",
             topic=tp.topic,
             partition=tp.partition,
