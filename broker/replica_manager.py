@@ -21,7 +21,7 @@ from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.log.producer_state import ProducerStateConfig, ProducerStateManager
-from controller.image import MetadataImage, PartitionImage
+from controller.image import MetadataImage, PartitionImage, TopicImage
 
 log = structlog.get_logger(__name__)
 
@@ -107,11 +107,25 @@ class ReplicaManager:
         A log that cannot be created (a limit was reached) leaves its partition in
         :attr:`failed_creations`; the others are created, and the broker serves on.
         """
-        self._image = image
+        previous, self._image = self._image, image
+        # Images share what did not change: with the same configs, a topic whose image is the
+        # same object as before needs nothing (so one new topic costs O(its partitions)).
+        incremental = previous is not None and previous.configs is image.configs
         failed_before = len(self.failed_creations)
+        retry_topics = {topic for topic, _ in self.failed_creations}
         first_error: str | None = None
         wanted: set[tuple[str, int]] = set()
-        for topic in image.topics_by_id.values():
+        changed: list[TopicImage] = []
+        for topic_id, topic in image.topics_by_id.items():
+            if (
+                incremental
+                and previous is not None
+                and previous.topics_by_id.get(topic_id) is topic
+                and topic.name not in retry_topics
+            ):
+                continue
+            changed.append(topic)
+        for topic in changed:
             config = self.log_config_for(image, topic.name)
             for part in topic.partitions.values():
                 if self.node_id not in part.replicas:
@@ -131,10 +145,26 @@ class ReplicaManager:
                     self.failed_creations.pop(key, None)
                 else:
                     self._update(existing, part, config)
-        for key in list(self.partitions):
-            if key not in wanted:
-                self._remove(key)
-        for key in [k for k in self.failed_creations if k not in wanted]:
+        if not incremental or previous is None:
+            stale = [key for key in self.partitions if key not in wanted]
+            gone = [key for key in self.failed_creations if key not in wanted]
+        else:
+            # Only partitions of topics that changed or went away can have left this broker.
+            changed_names = {topic.name for topic in changed}
+            changed_names.update(
+                topic.name for topic_id, topic in previous.topics_by_id.items()
+                if image.topics_by_id.get(topic_id) is not topic
+            )
+            stale = [
+                (name, index)
+                for name in changed_names
+                for index in _indexes_of(previous, name)
+                if (name, index) in self.partitions and (name, index) not in wanted
+            ]
+            gone = [key for key in self.failed_creations if key[0] in changed_names and key not in wanted]
+        for key in stale:
+            self._remove(key)
+        for key in gone:
             del self.failed_creations[key]
         if first_error is not None and not failed_before:
             log.error("partition_logs_not_created", partitions=len(self.failed_creations), error=first_error,
@@ -299,3 +329,9 @@ class ReplicaManager:
         finally:
             for p in watched:
                 p.waiters.discard(event)
+
+
+def _indexes_of(image: MetadataImage, topic: str) -> list[int]:
+    """The partition indexes ``topic`` had in ``image``."""
+    topic_image = image.topic(topic)
+    return [] if topic_image is None else list(topic_image.partitions)

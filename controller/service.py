@@ -161,6 +161,10 @@ class Controller:
         self.rng = rng
         self.image = MetadataImage()
         self._listeners: list[Callable[[MetadataImage], None]] = []
+        # While this controller's own batch commits, listeners hear of the image once, at its end:
+        # a CreateTopics of 10,000 partitions is one image change, not 10,000.
+        self._holding_images = False
+        self._image_pending = False
         self._write_lock = trio.Lock()
         quorum.add_listener(self._on_commit)
 
@@ -174,6 +178,12 @@ class Controller:
 
     def _on_commit(self, offset: int, record: Message) -> None:
         self.image = apply(self.image, record, offset)
+        if self._holding_images:
+            self._image_pending = True
+            return
+        self._notify()
+
+    def _notify(self) -> None:
         for listener in self._listeners:
             listener(self.image)
 
@@ -191,8 +201,16 @@ class Controller:
             raise NotControllerError(f"node {self.node_id} is not the active controller")
 
     async def _write(self, records: list[Message]) -> None:
-        if records:
+        if not records:
+            return
+        self._holding_images = True
+        try:
             await self.quorum.append(records)
+        finally:
+            self._holding_images = False
+            if self._image_pending:
+                self._image_pending = False
+                self._notify()
 
     async def submit(self, build: Callable[[MetadataImage], tuple[_T, list[Message]]]) -> _T:
         """Runs ``build`` on the current image and writes the records it returns, atomically.

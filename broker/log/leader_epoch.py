@@ -5,7 +5,11 @@ leader, through OffsetForLeaderEpoch, where their last epoch ended and
 truncate there, so two replicas never keep different records at one offset.
 Entries are kept with epochs and start offsets both strictly increasing, and
 persisted to ``leader-epoch-checkpoint`` (checkpoint framing, ``epoch
-start_offset`` lines) on every change, atomically.
+start_offset`` lines) on every change, atomically. A new epoch is written
+without fsync and made durable by the log's next flush (before its recovery
+point moves past it): recovery rebuilds the epochs of the batches after the
+recovery point anyway, and a partition becoming leader must not cost two
+fsyncs. Truncations are durable at once.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class LeaderEpochCache:
     def __init__(self, path: Path) -> None:
         """Load ``path`` (a missing file is an empty cache)."""
         self._path = path
+        self._unsynced = False
         self._epochs: list[int] = []
         self._entries: list[EpochEntry] = []
         rows = read_checkpoint(path, fields=2) or []
@@ -81,7 +86,7 @@ class LeaderEpochCache:
         ``start_offset`` are dropped first, which keeps both columns increasing.
         """
         if self._assign(EpochEntry(epoch, start_offset)):
-            self._write()
+            self._write(sync=False)
 
     def _assign(self, entry: EpochEntry) -> bool:
         if entry.epoch < 0 or entry.start_offset < 0:
@@ -174,5 +179,11 @@ class LeaderEpochCache:
             self._epochs.clear()
         self._write()
 
-    def _write(self) -> None:
-        write_checkpoint(self._path, [(e.epoch, e.start_offset) for e in self._entries])
+    def flush(self) -> None:
+        """Make an assignment written without fsync durable."""
+        if self._unsynced:
+            self._write()
+
+    def _write(self, *, sync: bool = True) -> None:
+        write_checkpoint(self._path, [(e.epoch, e.start_offset) for e in self._entries], sync=sync)
+        self._unsynced = not sync

@@ -91,6 +91,7 @@ class LogManager:
         # Partitions found at start whose loading hit a limit: opened again when asked for.
         self._unloaded: dict[TopicPartition, _Unloaded] = {}
         self._pending_deletes: list[tuple[int, PartitionLog]] = []
+        self._dirs_to_sync: set[Path] = set()
         self._lock_fds: list[int] = []
         self._clean_shutdown: dict[Path, bool] = {}
         self._closed = False
@@ -132,8 +133,9 @@ class LogManager:
             ):
                 log.warning("log_dir_entry_ignored", path=str(child))
                 continue
-            if tp in self._logs or tp in self._unloaded:
-                raise LogError(f"partition {tp} found in more than one log directory")
+            found = self._logs.get(tp) or self._unloaded.get(tp)
+            if found is not None:
+                raise LogError(f"partition {tp} found in both {found.dir.parent} and {directory}")
             unloaded = _Unloaded(child, recovery_points.get(tp, 0), log_start_offsets.get(tp, 0), clean)
             try:
                 self._logs[tp] = self._open(tp, unloaded)
@@ -219,12 +221,15 @@ class LogManager:
             self._clock_ms,
             files=self._files,
         )
-        fsync_dir(directory)
+        # One fsync of the log directory per checkpoint pass, not one per partition created.
+        self._dirs_to_sync.add(directory)
         self._logs[tp] = partition_log
         log.debug("partition_log_created", topic=topic, partition=partition, log_dir=str(directory))
         return partition_log
 
     def _next_log_dir(self) -> Path:
+        if len(self._dirs) == 1:
+            return self._dirs[0]
         counts = dict.fromkeys(self._dirs, 0)
         for partition_log in self._logs.values():
             counts[partition_log.dir.parent] += 1
@@ -314,6 +319,8 @@ class LogManager:
 
     def checkpoint_all(self) -> None:
         """Write the recovery point and log start offset checkpoints of every log directory."""
+        while self._dirs_to_sync:
+            fsync_dir(self._dirs_to_sync.pop())
         for directory in self._dirs:
             self._checkpoint_dir(directory)
 

@@ -275,7 +275,8 @@ class PartitionLog:
                     fresh_directory=fresh,
                 )
             ]
-            fsync_dir(directory)
+            if not fresh:
+                fsync_dir(directory)
 
         log_end_offset = segments[-1].next_offset
         start = min(max(log_start_offset, segments[0].base_offset), log_end_offset)
@@ -295,6 +296,8 @@ class PartitionLog:
             epoch_cache=epoch_cache,
             files=files,
         )
+        # A new partition's directory is made durable by its first flush, as Kafka's LocalLog does.
+        partition_log._dir_needs_fsync = fresh
         log.debug(
             "log_loaded",
             topic=tp.topic,
@@ -620,7 +623,11 @@ class PartitionLog:
         move the recovery point there."""
         end = self._end.offset
         offset = end if up_to_offset is None else min(up_to_offset, end)
+        self._epoch_cache.flush()
         if offset <= self._recovery_point:
+            if self._dir_needs_fsync:
+                fsync_dir(self._dir)
+                self._dir_needs_fsync = False
             return
         segments = self._segments
         for segment in segments[_floor_index(segments, self._recovery_point) :]:
