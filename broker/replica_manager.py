@@ -8,6 +8,7 @@ away when the metadata image says so (:meth:`ReplicaManager.apply_image`).
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -310,9 +311,14 @@ class ReplicaManager:
             p.producer_state.remove_expired_producers(now_ms)
 
     def take_producer_snapshots(self) -> None:
-        """Snapshot every partition's producer state at its log end (clean shutdown)."""
+        """Snapshot every partition's producer state at its log end (clean shutdown).
+
+        Written without an fsync each, then made durable by one ``sync``: thousands of
+        partitions must not cost thousands of fsyncs at shutdown.
+        """
         for p in self.partitions.values():
-            p.producer_state.take_snapshot()
+            p.producer_state.take_snapshot(sync=False)
+        os.sync()
 
     # ------------------------------------------------------------ waiting
 

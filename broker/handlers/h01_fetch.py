@@ -220,7 +220,7 @@ def _read_all(
             log.error("fetch_read_failed", topic=partition.topic, partition=partition.index,
                       error=describe_error(ex))
             continue
-        if data.region is None or data.region.length == 0:
+        if data.region is None or len(data.region) == 0:
             pd.records = b""
             continue
         pd.records = data.region
@@ -230,8 +230,8 @@ def _read_all(
                 FetchResponseAbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
                 for t in partition.producer_state.collect_aborted_transactions(fp.fetch_offset, upper)
             ]
-        total += data.region.length
-        budget -= data.region.length
+        total += len(data.region)
+        budget -= len(data.region)
     return total
 
 

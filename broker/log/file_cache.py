@@ -63,6 +63,8 @@ class FileCache:
         self._open = 0
         self.opens = 0
         self.evictions = 0
+        #: Regions read into memory because pinned files filled the budget.
+        self.copied_regions = 0
 
     @property
     def capacity(self) -> int:
@@ -178,8 +180,18 @@ class CachedFile:
         finally:
             self.release()
 
-    def region(self, position: int, length: int) -> FileRegion:
-        """A region of this file that keeps it pinned until the region is dropped (sent or discarded)."""
+    def region(self, position: int, length: int) -> FileRegion | bytes:
+        """A region of this file that keeps it pinned until the region is dropped (sent or discarded).
+
+        When pinned files already fill the budget (one fetch over thousands of partitions),
+        the bytes themselves instead: a fetch must not take descriptors the budget has not got.
+        """
+        cache = self._cache
+        with cache._lock:
+            if self._pins == 0 and cache.pinned_files >= cache._capacity:
+                cache.copied_regions += 1
+                with self.pinned() as fd:
+                    return os.pread(fd, length, position)
         fd = self.acquire()
         try:
             region = FileRegion(fd, position, length)

@@ -179,6 +179,10 @@ class LeaderEpochCache:
             self._epochs.clear()
         self._write()
 
+    def note_synced(self) -> None:
+        """The caller made everything durable (``sync``)."""
+        self._unsynced = False
+
     def flush(self) -> None:
         """Make an assignment written without fsync durable."""
         if self._unsynced:

@@ -376,7 +376,10 @@ class LogManager:
         """
         if self._closed:
             return
+        # One sync writes back every log's data; the fsyncs of each log's close then find it clean.
+        os.sync()
         for partition_log in self._logs.values():
+            partition_log.note_synced()
             partition_log.close()
         for _, partition_log in self._pending_deletes:
             partition_log.delete()

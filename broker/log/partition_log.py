@@ -107,12 +107,15 @@ class AppendInfo:
 class FetchData:
     """A fetch answer: whole batches in ``region`` (None for nothing), starting at ``first_offset``.
 
+    ``region`` is a region of the segment file, or its bytes when the descriptor
+    budget is taken up by other regions being sent.
+
     ``first_offset`` is the base offset of the first batch returned, which may
     be below the fetch offset when that falls inside a batch; for an empty
     answer it is the fetch offset.
     """
 
-    region: FileRegion | None
+    region: FileRegion | bytes | None
     first_offset: int
 
 
@@ -993,6 +996,12 @@ class PartitionLog:
 
     # -- lifecycle ---------------------------------------------------------------------
 
+    def note_synced(self) -> None:
+        """Everything written so far is durable (the caller ran ``sync``): nothing left to fsync
+        but the log's own data, which :meth:`flush` checks."""
+        self._epoch_cache.note_synced()
+        self._dir_needs_fsync = False
+
     def close(self) -> None:
         """Flush everything, close the segments and unlink segments awaiting deletion."""
         if self._closed:
@@ -1183,7 +1192,8 @@ def _recover_from(
     restore = _epoch_restorer(epoch_cache)
     for index in range(_floor_index(segments, recovery_point), len(segments)):
         segment = segments[index]
-        truncated = segment.recover(on_batch=restore)
+        # At or past the recovery point: the log's next flush makes the rebuilt indexes durable.
+        truncated = segment.recover(on_batch=restore, sync_indexes=False)
         needs_rebuild.discard(segment)
         log.debug(
             "segment_recovered",

@@ -67,7 +67,7 @@ class SegmentRead:
     base offset of the first batch at or after the requested offset.
     """
 
-    region: FileRegion | None
+    region: FileRegion | bytes | None
     first_offset: int
 
 
@@ -407,6 +407,8 @@ class LogSegment:
         self,
         max_batch_size: int = MAX_BATCH_SIZE,
         on_batch: Callable[[RecordBatchHeader], None] | None = None,
+        *,
+        sync_indexes: bool = True,
     ) -> int:
         """Re-validate every batch, rebuild both indexes, and cut the log at the first bad batch.
 
@@ -415,9 +417,17 @@ class LogSegment:
         not match, or its offsets do not increase from the previous batch or
         do not fit the segment. ``on_batch`` sees each good batch in order
         (the log uses it to restore leader epochs). Returns the bytes removed.
+        Without ``sync_indexes`` the rebuilt indexes are left for the log's next
+        flush (a segment at or past the recovery point, which that flush covers).
         """
         with self._log.pinned() as fd:
-            return self._recover(fd, max_batch_size, on_batch)
+            truncated = self._recover(fd, max_batch_size, on_batch)
+        if sync_indexes:
+            # The rebuilt indexes may belong to a segment below the recovery point,
+            # which is never rebuilt again: make them durable now.
+            self._offset_index.flush()
+            self._time_index.flush()
+        return truncated
 
     def _recover(
         self,
@@ -495,10 +505,6 @@ class LogSegment:
         self._next_offset = previous_last_offset + 1 if valid else self.base_offset
         self._first_batch_timestamp = None
         self._bytes_since_last_index_entry = valid - last_index_entry
-        # The rebuilt indexes may belong to a segment below the recovery point,
-        # which is never rebuilt again: make them durable now.
-        self._offset_index.flush()
-        self._time_index.flush()
         return truncated
 
     def flush(self) -> None:

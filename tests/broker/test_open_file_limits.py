@@ -161,3 +161,35 @@ def test_full_disk(tmp_path: Path) -> None:
             assert sum(len(v) for v in read_all(broker.bootstrap, ["big"], 100, expected=100).values()) == 100
         finally:
             broker.kill9()
+
+
+def test_3000_partitions_under_an_open_file_limit_of_1024(tmp_path: Path) -> None:
+    """Three files a partition would need 9,000 descriptors: the broker creates 3,000 partitions
+    within 1,024, takes a record on each, serves them all, and reads every record back after a
+    graceful restart and after kill -9."""
+    topics = [f"scale-{i}" for i in range(30)]
+    broker = BrokerProcess(tmp_path / "data", wrapper=["prlimit", "--nofile=1024:1024"]).start()
+    try:
+        assert broker.proc is not None
+        for i in range(0, len(topics), 10):
+            assert create_topics(broker.bootstrap, topics[i:i + 10], 100) == dict.fromkeys(topics[i:i + 10])
+        assert produce_one_each(broker.bootstrap, topics, 100, "first") == {}
+        assert _open_fds(broker.proc.pid) < 1024
+        got = read_all(broker.bootstrap, topics, 100, expected=3000)
+        assert len(got) == 3000 and all(len(v) == 1 for v in got.values())
+        assert broker.stop() == 0
+        broker.start(timeout=120)
+        assert produce_one_each(broker.bootstrap, topics, 100, "second") == {}
+        got = read_all(broker.bootstrap, topics, 100, expected=6000)
+        assert len(got) == 3000
+        assert all([m.split()[0] for m in v] == [b"first", b"second"] for v in got.values())
+        broker.kill9()
+        broker.start(timeout=120)
+        got = read_all(broker.bootstrap, topics, 100, expected=6000)
+        assert len(got) == 3000
+        assert all([m.split()[0] for m in v] == [b"first", b"second"] for v in got.values())
+        assert _open_fds(broker.proc.pid) < 1024
+        logs = broker.logs()
+        assert "open_file_limit" in logs and "Too many open files" not in logs
+    finally:
+        broker.kill9()
