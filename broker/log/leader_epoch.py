@@ -145,16 +145,19 @@ class LeaderEpochCache:
         slot = bisect.bisect_right(starts, offset)
         return self._entries[slot - 1].epoch if slot else None
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Drop the entries starting at or after ``end_offset`` (the log was truncated there)."""
+    def truncate_from_end(self, end_offset: int, *, sync: bool = True) -> None:
+        """Drop the entries starting at or after ``end_offset`` (the log was truncated there).
+
+        Loading passes ``sync=False``: a lost write is redone by the next load, and the
+        log's next flush makes it durable."""
         if end_offset < 0 or not self._entries or self._entries[-1].start_offset < end_offset:
             return
         while self._entries and self._entries[-1].start_offset >= end_offset:
             self._entries.pop()
             self._epochs.pop()
-        self._write()
+        self._write(sync=sync)
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, *, sync: bool = True) -> None:
         """Forget history before ``start_offset`` (the log start moved there).
 
         Entries starting at or before it are dropped, and the last of them is
@@ -170,7 +173,7 @@ class LeaderEpochCache:
         if last_removed is not None:
             self._entries.insert(0, EpochEntry(last_removed.epoch, start_offset))
             self._epochs.insert(0, last_removed.epoch)
-        self._write()
+        self._write(sync=sync)
 
     def clear(self) -> None:
         """Forget everything (the log was emptied)."""

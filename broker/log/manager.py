@@ -20,6 +20,7 @@ import fcntl
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +109,7 @@ class LogManager:
             raise
 
     def _load_dir(self, directory: Path) -> None:
+        started = time.monotonic()
         marker = directory / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         self._clean_shutdown[directory] = clean
@@ -149,7 +151,11 @@ class LogManager:
         if clean:
             marker.unlink()
         fsync_dir(directory)
-        log.info("log_dir_loaded", path=str(directory), clean_shutdown=clean)
+        loaded = sum(1 for partition_log in self._logs.values() if partition_log.dir.parent == directory)
+        # One summary line; each partition's own lines are at debug level.
+        log.info("log_dir_loaded", path=str(directory), clean_shutdown=clean, partitions=loaded,
+                 recovered_from_recovery_point=0 if clean else loaded, not_loaded=failures,
+                 seconds=round(time.monotonic() - started, 3))
 
     def _open(self, tp: TopicPartition, unloaded: _Unloaded) -> PartitionLog:
         return PartitionLog.open(

@@ -286,8 +286,8 @@ class PartitionLog:
         recovery_point = (
             log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
         )
-        epoch_cache.truncate_from_end(log_end_offset)
-        epoch_cache.truncate_from_start(start)
+        epoch_cache.truncate_from_end(log_end_offset, sync=False)
+        epoch_cache.truncate_from_start(start, sync=False)
         segments[-1].load_indexes()  # now, rather than in the middle of the first append
         partition_log = cls(
             directory,

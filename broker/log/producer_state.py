@@ -457,7 +457,7 @@ class ProducerStateManager:
         self._segments_seen = plog.segments
         self._txn_indexes.retain(s.base_offset for s in plog.segments)
         self._remove_stray_snapshots()
-        log.info("producer_state_loaded", partition=self._tp, snapshot_offset=self._last_snapshot_offset,
+        log.debug("producer_state_loaded", partition=self._tp, snapshot_offset=self._last_snapshot_offset,
                  batches_replayed=replayed, producers=len(self._producers),
                  ongoing_transactions=len(self._ongoing))
 
