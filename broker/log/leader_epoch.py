@@ -5,11 +5,12 @@ leader, through OffsetForLeaderEpoch, where their last epoch ended and
 truncate there, so two replicas never keep different records at one offset.
 Entries are kept with epochs and start offsets both strictly increasing, and
 persisted to ``leader-epoch-checkpoint`` (checkpoint framing, ``epoch
-start_offset`` lines) on every change, atomically. A new epoch is written
-without fsync and made durable by the log's next flush (before its recovery
-point moves past it): recovery rebuilds the epochs of the batches after the
-recovery point anyway, and a partition becoming leader must not cost two
-fsyncs. Truncations are durable at once.
+start_offset`` lines), atomically. A new epoch, and the trimming done while a
+log loads, are written by the log's next flush (before its recovery point
+moves past them): recovery rebuilds the epochs of the batches after the
+recovery point anyway, and a broker with many thousands of partitions must not
+write a file per partition when they load or become leaders. Truncations
+(replication, retention) are written and made durable at once.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ class LeaderEpochCache:
     def __init__(self, path: Path) -> None:
         """Load ``path`` (a missing file is an empty cache)."""
         self._path = path
-        self._unsynced = False
+        # Entries changed since the file was last written durably.
+        self._unflushed = False
         self._epochs: list[int] = []
         self._entries: list[EpochEntry] = []
         rows = read_checkpoint(path, fields=2) or []
@@ -86,7 +88,7 @@ class LeaderEpochCache:
         ``start_offset`` are dropped first, which keeps both columns increasing.
         """
         if self._assign(EpochEntry(epoch, start_offset)):
-            self._write(sync=False)
+            self._unflushed = True
 
     def _assign(self, entry: EpochEntry) -> bool:
         if entry.epoch < 0 or entry.start_offset < 0:
@@ -155,7 +157,10 @@ class LeaderEpochCache:
         while self._entries and self._entries[-1].start_offset >= end_offset:
             self._entries.pop()
             self._epochs.pop()
-        self._write(sync=sync)
+        if sync:
+            self._write()
+        else:
+            self._unflushed = True
 
     def truncate_from_start(self, start_offset: int, *, sync: bool = True) -> None:
         """Forget history before ``start_offset`` (the log start moved there).
@@ -173,7 +178,10 @@ class LeaderEpochCache:
         if last_removed is not None:
             self._entries.insert(0, EpochEntry(last_removed.epoch, start_offset))
             self._epochs.insert(0, last_removed.epoch)
-        self._write(sync=sync)
+        if sync:
+            self._write()
+        else:
+            self._unflushed = True
 
     def clear(self) -> None:
         """Forget everything (the log was emptied)."""
@@ -182,15 +190,11 @@ class LeaderEpochCache:
             self._epochs.clear()
         self._write()
 
-    def note_synced(self) -> None:
-        """The caller made everything durable (``sync``)."""
-        self._unsynced = False
-
-    def flush(self) -> None:
-        """Make an assignment written without fsync durable."""
-        if self._unsynced:
-            self._write()
+    def flush(self, *, sync: bool = True) -> None:
+        """Write changes not written yet; without ``sync`` the caller makes them durable (``sync``)."""
+        if self._unflushed:
+            self._write(sync=sync)
 
     def _write(self, *, sync: bool = True) -> None:
         write_checkpoint(self._path, [(e.epoch, e.start_offset) for e in self._entries], sync=sync)
-        self._unsynced = not sync
+        self._unflushed = False

@@ -996,17 +996,20 @@ class PartitionLog:
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    def note_synced(self) -> None:
-        """Everything written so far is durable (the caller ran ``sync``): nothing left to fsync
-        but the log's own data, which :meth:`flush` checks."""
-        self._epoch_cache.note_synced()
-        self._dir_needs_fsync = False
+    def close(self, *, sync: bool = True) -> None:
+        """Flush everything, close the segments and unlink segments awaiting deletion.
 
-    def close(self) -> None:
-        """Flush everything, close the segments and unlink segments awaiting deletion."""
+        Without ``sync`` nothing is fsynced: the caller makes every log durable with one
+        ``sync`` afterwards (a broker's shutdown), and the recovery point moves to the end.
+        """
         if self._closed:
             return
-        self.flush()
+        if sync:
+            self.flush()
+        else:
+            self._epoch_cache.flush(sync=False)
+            self._recovery_point = self._end.offset
+            self._dir_needs_fsync = False
         for segment in self._segments:
             segment.close()
         for _, segment in self._pending_deletes:
