@@ -30,11 +30,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import bench_load
 from bench_load import BrokerProcess, Cormorant, Tansu, tansu_binary
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 TOPICS_PER_REQUEST = 20
+#: Loading tens of thousands of partitions takes longer than the load benchmark's start.
+bench_load.READY_TIMEOUT_S = 600
 
 
 class LimitedCormorant(Cormorant):
@@ -118,9 +121,9 @@ def run(broker: BrokerProcess, topics: int, partitions: int, restarts: bool) -> 
     names = [f"scale-{i}" for i in range(topics)]
     total = topics * partitions
     broker.start()
+    row = Row(broker.name)
     try:
         assert broker.proc is not None
-        row: dict[str, float] = {}
         created = create(broker.bootstrap, names, partitions)
         row["create partitions/s"] = total / created
         row["metadata s"] = metadata_s(broker.bootstrap, total)
@@ -135,6 +138,18 @@ def run(broker: BrokerProcess, topics: int, partitions: int, restarts: bool) -> 
         return row
     finally:
         broker.stop()
+
+
+class Row(dict[str, float]):
+    """One broker's results, each printed as it is measured (a later failure keeps them)."""
+
+    def __init__(self, broker: str) -> None:
+        super().__init__()
+        self.broker = broker
+
+    def __setitem__(self, key: str, value: float) -> None:
+        print(f"  {self.broker}: {key} = {value:.3f}", flush=True)
+        super().__setitem__(key, value)
 
 
 def main(argv: list[str]) -> int:
