@@ -755,6 +755,11 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
              "Fraction of produce, fetch, group and transaction requests traced with OpenTelemetry spans; "
              "0 turns tracing off. Spans are exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.",
              Range(min=0.0, max=1.0), cormorant_only=True),
+        _key("log.open.files.max", INT, "-1",
+             "Most log segment and index files held open at once; the least recently used idle ones are "
+             "closed to open others. -1 takes half of the open-file limit left after 128 reserved descriptors "
+             "(the other half is for connections; docs/operations.md).",
+             RangeOrValue(Range(min=16), -1), cormorant_only=True),
     ]),
 ]  # fmt: skip
 
@@ -1323,6 +1328,7 @@ class BrokerConfig:
     log_cleaner_backoff_ms: int
     log_cleaner_dedupe_buffer_size: int
     log_cleaner_io_buffer_size: int
+    log_open_files_max: int
     log_cleaner_io_buffer_load_factor: float
     log_cleaner_io_max_bytes_per_second: float
     log_cleaner_delete_retention_ms: int
@@ -1986,6 +1992,7 @@ def build_config(raw: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
         log_cleaner_backoff_ms=values.int_of("log.cleaner.backoff.ms"),
         log_cleaner_dedupe_buffer_size=values.int_of("log.cleaner.dedupe.buffer.size"),
         log_cleaner_io_buffer_size=values.int_of("log.cleaner.io.buffer.size"),
+        log_open_files_max=values.int_of("log.open.files.max"),
         log_cleaner_io_buffer_load_factor=values.float_of("log.cleaner.io.buffer.load.factor"),
         log_cleaner_io_max_bytes_per_second=values.float_of("log.cleaner.io.max.bytes.per.second"),
         log_cleaner_delete_retention_ms=values.int_of("log.cleaner.delete.retention.ms"),

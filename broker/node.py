@@ -38,9 +38,11 @@ from broker.dispatch import Dispatcher, load_handlers
 from broker.fetch_sessions import FetchSessionCache
 from broker.group.coordinator import GroupCoordinator
 from broker.handlers import all_handlers
+from broker.limits import raise_open_file_limit, run_periodically, supervise
 from broker.log.clean_records import LastRecord
 from broker.log.cleaner import CleanerConfig, CleanerStats, LogCleaner
 from broker.log.config import LogConfig
+from broker.log.file_cache import FileCache, default_capacity
 from broker.log.files import TopicPartition
 from broker.log.manager import LogManager
 from broker.log.producer_state import ProducerStateConfig
@@ -66,6 +68,8 @@ METADATA_DIR = "__cluster_metadata-0"
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 #: How long in-flight requests may run after SIGTERM before connections are cut.
 SHUTDOWN_GRACE_S = 10.0
+#: How often partitions whose log could not be created (a full disk, the open-file limit) are retried.
+PARTITION_CREATION_RETRY_S = 5.0
 
 
 def wall_clock_ms() -> int:
@@ -300,9 +304,11 @@ class BrokerNode:
 
     async def run(self, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
         started = time.monotonic()
+        files = self._open_file_budget()
         self._prepare_log_dirs()
         self.log_manager = LogManager(
-            list(self.config.log_dirs), log_config_from(TopicConfig.resolve(self.config, {})), self.clock_ms
+            list(self.config.log_dirs), log_config_from(TopicConfig.resolve(self.config, {})), self.clock_ms,
+            files=files,
         )
         self.metrics.log_recovered(time.monotonic() - started)
         if self.config.controller_quorum_voters:
@@ -413,6 +419,15 @@ class BrokerNode:
             nursery.cancel_scope.cancel()
         self._close()
 
+    def _open_file_budget(self) -> FileCache:
+        """Raise the open-file limit as far as allowed and split it between log files and the rest."""
+        limit = raise_open_file_limit()
+        configured = self.config.log_open_files_max
+        capacity = configured if configured != -1 else default_capacity(limit.soft)
+        log.info("open_file_limit", limit=limit.soft, raised_from=limit.soft_before, hard_limit=limit.hard,
+                 log_files=capacity, other_descriptors=max(limit.soft - capacity, 0))
+        return FileCache(capacity)
+
     def _start_replication(self, cluster: ClusterMode) -> None:
         config = self.config
         lifecycle = cluster.lifecycle
@@ -479,12 +494,22 @@ class BrokerNode:
         self._shutdown.set()
 
     async def _background(self, cancel: trio.CancelScope) -> None:
+        # Each loop survives its own failures (a full disk, the open-file limit): logged once, retried.
+        config = self.config
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._signals)
-            nursery.start_soon(self._retention_loop)
-            nursery.start_soon(self._checkpoint_loop)
-            nursery.start_soon(self._producer_expiration_loop)
-            nursery.start_soon(self.log_cleaner.run)
+            nursery.start_soon(run_periodically, "retention", config.log_retention_check_interval_ms / 1000,
+                               self._apply_retention)
+            nursery.start_soon(run_periodically, "checkpoints",
+                               min(config.replica_high_watermark_checkpoint_interval_ms,
+                                   config.log_flush_offset_checkpoint_interval_ms) / 1000,
+                               self._checkpoint)
+            nursery.start_soon(run_periodically, "producer_expiration",
+                               config.producer_id_expiration_check_interval_ms / 1000,
+                               lambda: self.replica_manager.remove_expired_producers(self.clock_ms()))
+            nursery.start_soon(run_periodically, "partition_creation_retry", PARTITION_CREATION_RETRY_S,
+                               self.replica_manager.retry_failed_creations)
+            nursery.start_soon(supervise, "log_cleaner", self.log_cleaner.run)
 
     async def _signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -492,33 +517,20 @@ class BrokerNode:
                 self.request_shutdown()
                 return
 
-    async def _retention_loop(self) -> None:
-        interval = self.config.log_retention_check_interval_ms / 1000
-        while True:
-            await trio.sleep(interval)
-            deleted = self.log_manager.apply_retention(self.clock_ms(), self._high_watermark_of)
-            self.metrics.retention_deleted(deleted)
-            if deleted:
-                log.info("retention_applied", segments_deleted=deleted)
+    def _apply_retention(self) -> None:
+        deleted = self.log_manager.apply_retention(self.clock_ms(), self._high_watermark_of)
+        self.metrics.retention_deleted(deleted)
+        if deleted:
+            log.info("retention_applied", segments_deleted=deleted)
 
-    async def _checkpoint_loop(self) -> None:
-        interval = min(self.config.replica_high_watermark_checkpoint_interval_ms,
-                       self.config.log_flush_offset_checkpoint_interval_ms) / 1000
-        while True:
-            await trio.sleep(interval)
-            self._write_high_watermarks()
-            self.log_manager.checkpoint_all()
-            flushed_before = sum(plog.recovery_point for plog in self.log_manager.logs.values())
-            flush_started = time.perf_counter()
-            self.log_manager.flush_dirty_logs(self.clock_ms())
-            if sum(plog.recovery_point for plog in self.log_manager.logs.values()) != flushed_before:
-                self.metrics.log_flushed(time.perf_counter() - flush_started)
-
-
-    async def _producer_expiration_loop(self) -> None:
-        while True:
-            await trio.sleep(self.config.producer_id_expiration_check_interval_ms / 1000)
-            self.replica_manager.remove_expired_producers(self.clock_ms())
+    def _checkpoint(self) -> None:
+        self._write_high_watermarks()
+        self.log_manager.checkpoint_all()
+        flushed_before = sum(plog.recovery_point for plog in self.log_manager.logs.values())
+        flush_started = time.perf_counter()
+        self.log_manager.flush_dirty_logs(self.clock_ms())
+        if sum(plog.recovery_point for plog in self.log_manager.logs.values()) != flushed_before:
+            self.metrics.log_flushed(time.perf_counter() - flush_started)
 
 
 def settle_heap() -> None:

@@ -8,6 +8,7 @@ away when the metadata image says so (:meth:`ReplicaManager.apply_image`).
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -16,11 +17,12 @@ from dataclasses import dataclass, field
 import structlog
 import trio
 
+from broker.limits import describe_error
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.log.producer_state import ProducerStateConfig, ProducerStateManager
-from controller.image import MetadataImage, PartitionImage
+from controller.image import MetadataImage, PartitionImage, TopicImage
 
 log = structlog.get_logger(__name__)
 
@@ -92,14 +94,39 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.log_config_for = log_config_for
         self.partitions: dict[tuple[str, int], Partition] = {}
+        #: Partitions this broker should host whose log could not be created yet, and why
+        #: (a full disk, the open-file limit); retried by :meth:`retry_failed_creations`.
+        self.failed_creations: dict[tuple[str, int], str] = {}
         self._checkpointed_hw = dict(checkpointed_high_watermarks)
+        self._image: MetadataImage | None = None
 
     # ------------------------------------------------------------ metadata
 
     def apply_image(self, image: MetadataImage) -> None:
-        """Creates, updates and removes local replicas to match the image."""
+        """Creates, updates and removes local replicas to match the image.
+
+        A log that cannot be created (a limit was reached) leaves its partition in
+        :attr:`failed_creations`; the others are created, and the broker serves on.
+        """
+        previous, self._image = self._image, image
+        # Images share what did not change: with the same configs, a topic whose image is the
+        # same object as before needs nothing (so one new topic costs O(its partitions)).
+        incremental = previous is not None and previous.configs is image.configs
+        failed_before = len(self.failed_creations)
+        retry_topics = {topic for topic, _ in self.failed_creations}
+        first_error: str | None = None
         wanted: set[tuple[str, int]] = set()
-        for topic in image.topics_by_id.values():
+        changed: list[TopicImage] = []
+        for topic_id, topic in image.topics_by_id.items():
+            if (
+                incremental
+                and previous is not None
+                and previous.topics_by_id.get(topic_id) is topic
+                and topic.name not in retry_topics
+            ):
+                continue
+            changed.append(topic)
+        for topic in changed:
             config = self.log_config_for(image, topic.name)
             for part in topic.partitions.values():
                 if self.node_id not in part.replicas:
@@ -110,12 +137,56 @@ class ReplicaManager:
                 if existing is None or existing.topic_id != topic.topic_id:
                     if existing is not None:
                         self._remove(key)
-                    self._create(topic.name, topic.topic_id, part, config)
+                    try:
+                        self._create(topic.name, topic.topic_id, part, config)
+                    except OSError as exc:
+                        self.failed_creations[key] = describe_error(exc)
+                        first_error = first_error or self.failed_creations[key]
+                        continue
+                    self.failed_creations.pop(key, None)
                 else:
                     self._update(existing, part, config)
-        for key in list(self.partitions):
-            if key not in wanted:
-                self._remove(key)
+        if not incremental or previous is None:
+            stale = [key for key in self.partitions if key not in wanted]
+            gone = [key for key in self.failed_creations if key not in wanted]
+        else:
+            # Only partitions of topics that changed or went away can have left this broker.
+            changed_names = {topic.name for topic in changed}
+            changed_names.update(
+                topic.name for topic_id, topic in previous.topics_by_id.items()
+                if image.topics_by_id.get(topic_id) is not topic
+            )
+            stale = [
+                (name, index)
+                for name in changed_names
+                for index in _indexes_of(previous, name)
+                if (name, index) in self.partitions and (name, index) not in wanted
+            ]
+            gone = [key for key in self.failed_creations if key[0] in changed_names and key not in wanted]
+        for key in stale:
+            self._remove(key)
+        for key in gone:
+            del self.failed_creations[key]
+        if first_error is not None and not failed_before:
+            log.error("partition_logs_not_created", partitions=len(self.failed_creations), error=first_error,
+                      retry="until created")
+        elif failed_before and not self.failed_creations:
+            log.info("partition_logs_created_after_retry", partitions=failed_before)
+
+    def creation_failure(self, topic: str) -> str | None:
+        """Why some log of ``topic`` could not be created here, if one could not (for the request's answer)."""
+        for (name, _), why in self.failed_creations.items():
+            if name == topic:
+                return f"the topic exists, but broker {self.node_id} could not create all its logs yet: {why}"
+        return None
+
+    def retry_failed_creations(self) -> None:
+        """Try again to create the logs that could not be created."""
+        if self.failed_creations and self._image is not None:
+            self.apply_image(self._image)
+            if self.failed_creations:
+                raise OSError(f"{len(self.failed_creations)} partition logs still not created: "
+                              f"{next(iter(self.failed_creations.values()))}")
 
     def _create(self, topic: str, topic_id: uuid.UUID, part: PartitionImage, config: LogConfig) -> None:
         plog = self.log_manager.get_or_create(topic, part.partition, config)
@@ -166,7 +237,7 @@ class ReplicaManager:
         p.pending_isr = None
         p.producer_state.sync()
         self.maybe_advance_high_watermark(p)
-        log.info("partition_leader", topic=p.topic, partition=p.index, leader_epoch=p.leader_epoch,
+        log.debug("partition_leader", topic=p.topic, partition=p.index, leader_epoch=p.leader_epoch,
                  log_end_offset=p.log.log_end_offset, high_watermark=p.high_watermark, isr=list(p.isr))
 
     def _remove(self, key: tuple[str, int]) -> None:
@@ -240,9 +311,14 @@ class ReplicaManager:
             p.producer_state.remove_expired_producers(now_ms)
 
     def take_producer_snapshots(self) -> None:
-        """Snapshot every partition's producer state at its log end (clean shutdown)."""
+        """Snapshot every partition's producer state at its log end (clean shutdown).
+
+        Written without an fsync each, then made durable by one ``sync``: thousands of
+        partitions must not cost thousands of fsyncs at shutdown.
+        """
         for p in self.partitions.values():
-            p.producer_state.take_snapshot()
+            p.producer_state.take_snapshot(sync=False)
+        os.sync()
 
     # ------------------------------------------------------------ waiting
 
@@ -259,3 +335,9 @@ class ReplicaManager:
         finally:
             for p in watched:
                 p.waiters.discard(event)
+
+
+def _indexes_of(image: MetadataImage, topic: str) -> list[int]:
+    """The partition indexes ``topic`` had in ``image``."""
+    topic_image = image.topic(topic)
+    return [] if topic_image is None else list(topic_image.partitions)

@@ -479,6 +479,15 @@ class Telemetry:
                self._per_partition(lambda p: p.log.size))
         updown("cormorant.log.segments", "{segment}", "Segments of each hosted partition.",
                self._per_partition(lambda p: len(p.log.segments)))
+        files = node.log_manager.file_cache
+        updown("cormorant.log.open_files", "{file}",
+               "Log segment and index files held open now (pinned by appends, reads and sends, or idle).",
+               value(lambda: files.open_files))
+        gauge("cormorant.log.open_files.budget", "{file}", "Most log files held open at once (log.open.files.max).",
+              value(lambda: files.capacity))
+        counter("cormorant.log.open_files.evictions", "{file}",
+                "Idle log files closed to stay within the budget (reopened when used again).",
+                value(lambda: files.evictions))
         gauge("cormorant.log.recovery.duration", "s", "Time the last start spent loading and recovering logs.",
               value(lambda: m.log_recovery_s))
         counter("cormorant.log.retention.deleted_segments", "{segment}", "Segments deleted by retention.",

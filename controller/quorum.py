@@ -10,6 +10,7 @@ or five voters).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from collections.abc import Callable, Iterator, Sequence
@@ -138,8 +139,19 @@ class LocalQuorum:
             head = struct.pack(">IQ", self._epoch, base + i)
             crc = crc32c.crc32c(head + payload)
             out += struct.pack(">II", len(payload), crc) + head + payload
-        os.write(self._fd, out)
-        os.fsync(self._fd)
+        end = os.lseek(self._fd, 0, os.SEEK_CUR)
+        try:
+            view = memoryview(out)
+            while view:
+                view = view[os.write(self._fd, view) :]
+            os.fsync(self._fd)
+        except OSError:
+            # A full disk: cut the torn entries off, or the next append would land after them
+            # and be lost at the next start.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, end)
+            os.lseek(self._fd, end, os.SEEK_SET)
+            raise
         for i, record in enumerate(records):
             self._records.append(record)
             for listener in self._listeners:

@@ -27,7 +27,7 @@ from controller.elections import UNCLEAN, ElectionOutcome, elect_leaders
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
 from controller.quorum import MetadataQuorum, NotControllerError
 from controller.reassignment import ReassignmentOutcome, alter_reassignments
-from controller.state import apply
+from controller.state import apply, apply_all
 from wire.errors import ErrorCode
 from wire.generated.metadata.rec_000_register_broker_record import (
     RegisterBrokerRecord,
@@ -161,19 +161,27 @@ class Controller:
         self.rng = rng
         self.image = MetadataImage()
         self._listeners: list[Callable[[MetadataImage], None]] = []
+        # While this controller's own batch commits, listeners hear of the image once, at its end:
+        # a CreateTopics of 10,000 partitions is one image change, not 10,000.
+        self._holding_images = False
+        self._held_records: list[tuple[int, Message]] = []
         self._write_lock = trio.Lock()
         quorum.add_listener(self._on_commit)
 
     # ------------------------------------------------------------ image
 
     def replay(self, records: Sequence[tuple[int, Message]]) -> None:
-        image = self.image
-        for offset, record in records:
-            image = apply(image, record, offset)
-        self.image = image
+        self.image = apply_all(self.image, records)
 
     def _on_commit(self, offset: int, record: Message) -> None:
+        if self._holding_images:
+            # Applied together when this controller's own batch has committed.
+            self._held_records.append((offset, record))
+            return
         self.image = apply(self.image, record, offset)
+        self._notify()
+
+    def _notify(self) -> None:
         for listener in self._listeners:
             listener(self.image)
 
@@ -191,8 +199,19 @@ class Controller:
             raise NotControllerError(f"node {self.node_id} is not the active controller")
 
     async def _write(self, records: list[Message]) -> None:
-        if records:
+        if not records:
+            return
+        self._holding_images = True
+        try:
             await self.quorum.append(records)
+        finally:
+            self._holding_images = False
+            # A snapshot installed meanwhile (reset_image) already holds the earlier ones.
+            held = [(offset, record) for offset, record in self._held_records if offset > self.image.offset]
+            self._held_records = []
+            if held:
+                self.image = apply_all(self.image, held)
+                self._notify()
 
     async def submit(self, build: Callable[[MetadataImage], tuple[_T, list[Message]]]) -> _T:
         """Runs ``build`` on the current image and writes the records it returns, atomically.

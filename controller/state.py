@@ -6,7 +6,8 @@ the same image. Mirrors the replay logic of Kafka's MetadataDelta / image classe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -57,11 +58,47 @@ def _topic(image: MetadataImage, rec: TopicRecord) -> MetadataImage:
     return replace(image, topics_by_id=topics, topic_ids=ids)
 
 
+def apply_all(image: MetadataImage, records: Sequence[tuple[int, Message]]) -> MetadataImage:
+    """:func:`apply` of each record in order, with each run of PartitionRecords applied at once.
+
+    One by one, every PartitionRecord copies the topic map: replaying or committing
+    100,000 partitions would copy it 100,000 times.
+    """
+    i = 0
+    while i < len(records):
+        offset, record = records[i]
+        if type(record) is not PartitionRecord:
+            image = apply(image, record, offset)
+            i += 1
+            continue
+        changed: dict[uuid.UUID, dict[int, PartitionImage]] = {}
+        while i < len(records) and type(records[i][1]) is PartitionRecord:
+            offset, rec = records[i]
+            assert isinstance(rec, PartitionRecord)
+            parts = changed.get(rec.topic_id)
+            if parts is None:
+                topic = image.topics_by_id.get(rec.topic_id)
+                if topic is None:
+                    raise InvalidRecordError(f"partition for unknown topic id {rec.topic_id}")
+                parts = changed[rec.topic_id] = dict(topic.partitions)
+            parts[rec.partition_id] = _partition_image(rec)
+            i += 1
+        topics = dict(image.topics_by_id)
+        for topic_id, parts in changed.items():
+            topics[topic_id] = replace(topics[topic_id], partitions=parts)
+        image = replace(image, topics_by_id=topics, offset=offset)
+    return image
+
+
 def _partition(image: MetadataImage, rec: PartitionRecord) -> MetadataImage:
     topic = image.topics_by_id.get(rec.topic_id)
     if topic is None:
         raise InvalidRecordError(f"partition for unknown topic id {rec.topic_id}")
-    part = PartitionImage(
+    return _with_partition(image, topic, _partition_image(rec))
+
+
+def _partition_image(rec: PartitionRecord) -> PartitionImage:
+    return PartitionImage(
         topic_id=rec.topic_id,
         partition=rec.partition_id,
         replicas=tuple(rec.replicas),
@@ -72,7 +109,6 @@ def _partition(image: MetadataImage, rec: PartitionRecord) -> MetadataImage:
         removing_replicas=tuple(rec.removing_replicas),
         adding_replicas=tuple(rec.adding_replicas),
     )
-    return _with_partition(image, topic, part)
 
 
 def _with_partition(image: MetadataImage, topic: TopicImage, part: PartitionImage) -> MetadataImage:

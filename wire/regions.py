@@ -12,9 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class FileRegion:
-    """``length`` bytes of the open file descriptor ``fd`` starting at ``position``."""
+    """``length`` bytes of the open file descriptor ``fd`` starting at ``position``.
+
+    Weak references let the owner of ``fd`` keep it open until the region is dropped.
+    """
 
     fd: int
     position: int

@@ -404,9 +404,9 @@ class CoordinatorRuntime(Generic[S]):
         records = 0
         while offset < end:
             data = plog.log.read(offset, LOAD_BUFFER_BYTES, end, min_one_batch=True)
-            if data.region is None or data.region.length == 0:
+            if data.region is None or len(data.region) == 0:
                 break
-            buf = data.region.read()
+            buf = data.region if isinstance(data.region, bytes) else data.region.read()
             for pos, header in iter_batch_headers(buf):
                 if header.is_control:
                     for record in iter_records(buf, pos):

@@ -17,6 +17,7 @@ import structlog
 import trio
 
 from broker.dispatch import RequestContext
+from broker.limits import describe_error
 from broker.network import CloseConnection
 from broker.replica_manager import Partition
 from broker.transaction.append import ProduceAppendError, append_produce, has_transactional_records
@@ -115,7 +116,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             except OSError as ex:
                 # The write may have partly landed: never answer -1 (clients turn it into duplicates).
                 p_resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-                log.error("append_failed", topic=topic.name, partition=pdata.index, error=str(ex))
+                p_resp.error_message = describe_error(ex)
+                log.error("append_failed", topic=topic.name, partition=pdata.index, error=p_resp.error_message)
                 failed = True
                 continue
             node.metrics.record_produce(validated.record_count, len(validated.data))

@@ -17,6 +17,7 @@ Cormorant stores magic 2 only, so those versions are not offered.
 
 from __future__ import annotations
 
+import structlog
 import trio
 
 from broker.dispatch import RequestContext
@@ -27,6 +28,7 @@ from broker.fetch_sessions import (
     FetchSession,
     next_epoch,
 )
+from broker.limits import describe_error
 from broker.log.errors import OffsetOutOfRangeError
 from broker.replica_manager import Partition
 from wire.errors import ErrorCode
@@ -38,6 +40,8 @@ from wire.generated.api_001_fetch import (
     FetchResponseFetchableTopicResponse,
     FetchResponsePartitionData,
 )
+
+log = structlog.get_logger(__name__)
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -209,7 +213,14 @@ def _read_all(
             pd.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
             pd.records = b""
             continue
-        if data.region is None or data.region.length == 0:
+        except OSError as ex:
+            # The file could not be opened or read (a limit, a failing disk): this partition only.
+            pd.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+            pd.records = b""
+            log.error("fetch_read_failed", topic=partition.topic, partition=partition.index,
+                      error=describe_error(ex))
+            continue
+        if data.region is None or len(data.region) == 0:
             pd.records = b""
             continue
         pd.records = data.region
@@ -219,8 +230,8 @@ def _read_all(
                 FetchResponseAbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
                 for t in partition.producer_state.collect_aborted_transactions(fp.fetch_offset, upper)
             ]
-        total += data.region.length
-        budget -= data.region.length
+        total += len(data.region)
+        budget -= len(data.region)
     return total
 
 

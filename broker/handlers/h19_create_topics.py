@@ -196,6 +196,10 @@ def _failure(name: str, code: ErrorCode, message: str | None) -> CreateTopicsRes
 def _result(node: BrokerNode, result: CreateTopicResult, configs: dict[str, str]) -> CreateTopicsResponseCreatableTopicResult:
     if result.error != ErrorCode.NONE:
         return _failure(result.name, result.error, result.message)
+    failure = node.replica_manager.creation_failure(result.name)
+    if failure is not None:
+        # A limit (descriptors, a full disk) stopped a log being created here; retried until it is.
+        return _failure(result.name, ErrorCode.KAFKA_STORAGE_ERROR, failure)
     out = CreateTopicsResponseCreatableTopicResult(
         name=result.name,
         topic_id=result.topic_id,

@@ -117,6 +117,9 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
                 results=[_result(t.name, ErrorCode.REQUEST_TIMED_OUT, None) for t in request.topics]
             )
         for name, (code, message) in outcome.items():
+            failure = node.replica_manager.creation_failure(name) if code == ErrorCode.NONE else None
+            if failure is not None:
+                code, message = ErrorCode.KAFKA_STORAGE_ERROR, failure
             results[name] = _result(name, code, message)
             if code == ErrorCode.NONE and not request.validate_only:
                 log.info("partitions_created", topic=name, count=next(c[1] for c in changes if c[0] == name))

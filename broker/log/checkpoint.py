@@ -26,11 +26,11 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 
 
-def write_checkpoint(path: Path, entries: Sequence[Sequence[object]]) -> None:
-    """Atomically replace ``path`` with a version-0 checkpoint of ``entries``."""
+def write_checkpoint(path: Path, entries: Sequence[Sequence[object]], *, sync: bool = True) -> None:
+    """Atomically replace ``path`` with a version-0 checkpoint of ``entries`` (durably with ``sync``)."""
     lines = [str(CHECKPOINT_VERSION), str(len(entries))]
     lines.extend(" ".join(str(field) for field in entry) for entry in entries)
-    write_atomically(path, ("\n".join(lines) + "\n").encode("utf-8"))
+    write_atomically(path, ("\n".join(lines) + "\n").encode("utf-8"), sync=sync)
 
 
 def read_checkpoint(path: Path, fields: int) -> list[list[str]] | None:

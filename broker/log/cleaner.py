@@ -597,7 +597,7 @@ class LogCleaner:
                 dirty_position = 0
                 if segment is first_dirty_segment:
                     dirty_position = segment.offset_index.lookup(chosen.first_dirty_offset).position
-                fd = os.dup(segment.fd)
+                fd = segment.dup_log_fd()
                 snapshots.append(
                     _SegmentSnapshot(segment, segment.base_offset, segment.size, fd, dirty_position)
                 )
@@ -767,6 +767,7 @@ class LogCleaner:
             max_index_bytes=config.segment_index_bytes,
             clock_ms=self._clock_ms,
             suffix=CLEANED_SUFFIX,
+            files=partition_log.file_cache,
         )
         try:
             # Re-reads and checks every batch written and builds both indexes, as a

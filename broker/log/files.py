@@ -92,12 +92,14 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file.
 
     Written to ``<path>.tmp``, fsynced, renamed over ``path``, then the
     directory is fsynced so the rename itself survives (Kafka's
-    atomicMoveWithFallback after a synced write).
+    atomicMoveWithFallback after a synced write). Without ``sync`` the
+    replacement is atomic for a crashed process but not durable across a
+    power loss; the caller syncs later.
     """
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -106,8 +108,10 @@ def write_atomically(path: Path, data: bytes) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)

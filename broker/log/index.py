@@ -12,7 +12,10 @@ broker with thousands of old segments should not read every index at
 start), and each new entry is written through to the file at once, so the
 file never lags the memory copy and nothing needs trimming on close. Files
 are not preallocated. Lookups are binary searches for the greatest entry at
-or below the target.
+or below the target. Like Kafka's memory-mapped indexes, a loaded index needs
+no descriptor: the file is opened through the broker's
+:class:`~broker.log.file_cache.FileCache` only to load, append, truncate or
+fsync it.
 
 A cheap sanity check (file shape, first and last entries) runs when a
 segment is opened; the full check (every column strictly increasing) runs
@@ -32,6 +35,7 @@ from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 from broker.log.errors import CorruptIndexError
+from broker.log.file_cache import DEFAULT_FILE_CACHE, FileCache
 
 INT32_MAX = 2**31 - 1
 #: The timestamp of a record that has none (RecordBatch.NO_TIMESTAMP).
@@ -91,19 +95,31 @@ class _IndexFile:
     _KEY_CODE: ClassVar[str]
     _VALUE_CODE: ClassVar[str]
 
-    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
-        self._path = path
+    def __init__(
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_bytes: int,
+        files: FileCache = DEFAULT_FILE_CACHE,
+    ) -> None:
         self.base_offset = base_offset
         self.max_entries = max_index_bytes // self._ENTRY.size
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._file_size = os.fstat(self._fd).st_size
+        self._file = files.file(path, os.O_RDWR | os.O_CREAT)
+        try:
+            self._file_size = os.stat(path).st_size
+        except FileNotFoundError:
+            with self._file.pinned():
+                pass  # created empty, as Kafka creates a missing index
+            self._file_size = 0
+        # Whether entries were written since the last fsync.
+        self._dirty = False
         # Loaded lazily; until then the file size gives the count.
         self._keys: array[int] | None = None
         self._values: array[int] | None = None
 
     @property
     def path(self) -> Path:
-        return self._path
+        return self._file.path
 
     @property
     def entry_size(self) -> int:
@@ -127,16 +143,17 @@ class _IndexFile:
         if self._keys is not None and self._values is not None:
             return self._keys[slot], self._values[slot]
         size = self._ENTRY.size
-        data = os.pread(self._fd, size, slot * size)
+        with self._file.pinned() as fd:
+            data = os.pread(fd, size, slot * size)
         if len(data) != size:
-            raise CorruptIndexError(f"{self._path.name}: short read of entry {slot}")
+            raise CorruptIndexError(f"{self.path.name}: short read of entry {slot}")
         key, value = self._ENTRY.unpack(data)
         return int(key), int(value)
 
     def _check_shape(self) -> None:
         if self._file_size % self._ENTRY.size:
             raise CorruptIndexError(
-                f"{self._path.name}: size {self._file_size} is not a multiple of {self._ENTRY.size}"
+                f"{self.path.name}: size {self._file_size} is not a multiple of {self._ENTRY.size}"
             )
 
     def load(self) -> None:
@@ -144,9 +161,12 @@ class _IndexFile:
         if self._keys is not None:
             return
         self._check_shape()
-        data = os.pread(self._fd, self._file_size, 0) if self._file_size else b""
+        data = b""
+        if self._file_size:
+            with self._file.pinned() as fd:
+                data = os.pread(fd, self._file_size, 0)
         if len(data) != self._file_size:
-            raise CorruptIndexError(f"{self._path.name}: short read")
+            raise CorruptIndexError(f"{self.path.name}: short read")
         keys, values = _columns(data, self._KEY_CODE, self._VALUE_CODE)
         self._check_columns(keys, values)
         self._keys, self._values = keys, values
@@ -163,11 +183,14 @@ class _IndexFile:
         keys, values = self._columns_loaded()
         entry = self._ENTRY.pack(key, value)
         position = len(keys) * len(entry)
-        if os.pwrite(self._fd, entry, position) != len(entry):
-            raise OSError(f"short write to {self._path.name}")
+        with self._file.pinned() as fd:
+            written = os.pwrite(fd, entry, position)
+        if written != len(entry):
+            raise OSError(f"short write to {self.path.name}")
         keys.append(key)
         values.append(value)
         self._file_size = position + len(entry)
+        self._dirty = True
 
     def _truncate_entries(self, count: int) -> None:
         keys, values = self._columns_loaded()
@@ -176,30 +199,35 @@ class _IndexFile:
         del keys[count:]
         del values[count:]
         self._file_size = count * self._ENTRY.size
-        os.ftruncate(self._fd, self._file_size)
+        with self._file.pinned() as fd:
+            os.ftruncate(fd, self._file_size)
+        self._dirty = True
 
     def reset(self) -> None:
         """Drop every entry, without reading the (possibly corrupt) file first."""
         self._keys = array(self._KEY_CODE)
         self._values = array(self._VALUE_CODE)
         self._file_size = 0
-        os.ftruncate(self._fd, 0)
+        with self._file.pinned() as fd:
+            os.ftruncate(fd, 0)
+        self._dirty = True
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        if not self._dirty:
+            return
+        with self._file.pinned() as fd:
+            os.fsync(fd)
+        self._dirty = False
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._file.close()
 
     def rename(self, path: Path) -> None:
-        os.rename(self._path, path)
-        self._path = path
+        self._file.rename(path)
 
     def delete(self) -> None:
         self.close()
-        self._path.unlink(missing_ok=True)
+        self._file.path.unlink(missing_ok=True)
 
 
 class OffsetIndex(_IndexFile):
@@ -219,17 +247,17 @@ class OffsetIndex(_IndexFile):
         last_offset, last_position = self._raw_entry(count - 1)
         if first_offset < 0 or last_offset < first_offset:
             raise CorruptIndexError(
-                f"{self._path.name}: relative offsets {first_offset}..{last_offset} out of order"
+                f"{self.path.name}: relative offsets {first_offset}..{last_offset} out of order"
             )
         if first_position < 0 or last_position < first_position or last_position >= log_size:
             raise CorruptIndexError(
-                f"{self._path.name}: positions {first_position}..{last_position}"
+                f"{self.path.name}: positions {first_position}..{last_position}"
                 f" outside a log of {log_size} bytes"
             )
 
     def _check_columns(self, keys: array[int], values: array[int]) -> None:
         if (keys and keys[0] < 0) or not _increasing(keys) or not _increasing(values):
-            raise CorruptIndexError(f"{self._path.name}: entries do not increase")
+            raise CorruptIndexError(f"{self.path.name}: entries do not increase")
 
     def can_append_offset(self, offset: int) -> bool:
         """Whether ``offset`` fits this segment as a non-negative int32 relative offset."""
@@ -263,14 +291,14 @@ class OffsetIndex(_IndexFile):
     def append(self, offset: int, position: int) -> None:
         """Add an entry; offsets and positions must increase, and the index must have room."""
         if self.is_full:
-            raise ValueError(f"{self._path.name}: index is full ({self.entries} entries)")
+            raise ValueError(f"{self.path.name}: index is full ({self.entries} entries)")
         if not self.can_append_offset(offset):
-            raise ValueError(f"{self._path.name}: offset {offset} does not fit the segment")
+            raise ValueError(f"{self.path.name}: offset {offset} does not fit the segment")
         keys, values = self._columns_loaded()
         relative = offset - self.base_offset
         if keys and (relative <= keys[-1] or position <= values[-1]):
             raise ValueError(
-                f"{self._path.name}: entry ({offset}, {position}) does not follow"
+                f"{self.path.name}: entry ({offset}, {position}) does not follow"
                 f" ({self.base_offset + keys[-1]}, {values[-1]})"
             )
         self._append_raw(relative, position)
@@ -297,7 +325,7 @@ class TimeIndex(_IndexFile):
         first_timestamp, first_offset = self._raw_entry(0)
         last_timestamp, last_offset = self._raw_entry(count - 1)
         if last_timestamp < first_timestamp or first_offset < 0 or last_offset < first_offset:
-            raise CorruptIndexError(f"{self._path.name}: first and last entries out of order")
+            raise CorruptIndexError(f"{self.path.name}: first and last entries out of order")
 
     def _check_columns(self, keys: array[int], values: array[int]) -> None:
         if (
@@ -305,7 +333,7 @@ class TimeIndex(_IndexFile):
             or not _increasing(keys)
             or not _increasing(values, strictly=False)
         ):
-            raise CorruptIndexError(f"{self._path.name}: entries do not increase")
+            raise CorruptIndexError(f"{self.path.name}: entries do not increase")
 
     @property
     def last_entry(self) -> TimestampOffset:
@@ -331,20 +359,20 @@ class TimeIndex(_IndexFile):
         largest timestamp even when the index is full (Kafka does the same).
         """
         if not skip_full_check and self.is_full:
-            raise ValueError(f"{self._path.name}: index is full ({self.entries} entries)")
+            raise ValueError(f"{self.path.name}: index is full ({self.entries} entries)")
         last = self.last_entry
         if self.entries and offset < last.offset:
             raise ValueError(
-                f"{self._path.name}: offset {offset} is below the last entry's {last.offset}"
+                f"{self.path.name}: offset {offset} is below the last entry's {last.offset}"
             )
         if self.entries and timestamp < last.timestamp:
             raise ValueError(
-                f"{self._path.name}: timestamp {timestamp} is below the last entry's {last.timestamp}"
+                f"{self.path.name}: timestamp {timestamp} is below the last entry's {last.timestamp}"
             )
         if timestamp > last.timestamp:
             relative = offset - self.base_offset
             if not 0 <= relative <= INT32_MAX:
-                raise ValueError(f"{self._path.name}: offset {offset} does not fit the segment")
+                raise ValueError(f"{self.path.name}: offset {offset} does not fit the segment")
             self._append_raw(timestamp, relative)
 
     def truncate_to(self, offset: int) -> None:

@@ -5,7 +5,12 @@ leader, through OffsetForLeaderEpoch, where their last epoch ended and
 truncate there, so two replicas never keep different records at one offset.
 Entries are kept with epochs and start offsets both strictly increasing, and
 persisted to ``leader-epoch-checkpoint`` (checkpoint framing, ``epoch
-start_offset`` lines) on every change, atomically.
+start_offset`` lines), atomically. A new epoch, and the trimming done while a
+log loads, are written by the log's next flush (before its recovery point
+moves past them): recovery rebuilds the epochs of the batches after the
+recovery point anyway, and a broker with many thousands of partitions must not
+write a file per partition when they load or become leaders. Truncations
+(replication, retention) are written and made durable at once.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ class LeaderEpochCache:
     def __init__(self, path: Path) -> None:
         """Load ``path`` (a missing file is an empty cache)."""
         self._path = path
+        # Entries changed since the file was last written durably.
+        self._unflushed = False
         self._epochs: list[int] = []
         self._entries: list[EpochEntry] = []
         rows = read_checkpoint(path, fields=2) or []
@@ -81,7 +88,7 @@ class LeaderEpochCache:
         ``start_offset`` are dropped first, which keeps both columns increasing.
         """
         if self._assign(EpochEntry(epoch, start_offset)):
-            self._write()
+            self._unflushed = True
 
     def _assign(self, entry: EpochEntry) -> bool:
         if entry.epoch < 0 or entry.start_offset < 0:
@@ -140,16 +147,22 @@ class LeaderEpochCache:
         slot = bisect.bisect_right(starts, offset)
         return self._entries[slot - 1].epoch if slot else None
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Drop the entries starting at or after ``end_offset`` (the log was truncated there)."""
+    def truncate_from_end(self, end_offset: int, *, sync: bool = True) -> None:
+        """Drop the entries starting at or after ``end_offset`` (the log was truncated there).
+
+        Loading passes ``sync=False``: a lost write is redone by the next load, and the
+        log's next flush makes it durable."""
         if end_offset < 0 or not self._entries or self._entries[-1].start_offset < end_offset:
             return
         while self._entries and self._entries[-1].start_offset >= end_offset:
             self._entries.pop()
             self._epochs.pop()
-        self._write()
+        if sync:
+            self._write()
+        else:
+            self._unflushed = True
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, *, sync: bool = True) -> None:
         """Forget history before ``start_offset`` (the log start moved there).
 
         Entries starting at or before it are dropped, and the last of them is
@@ -165,7 +178,10 @@ class LeaderEpochCache:
         if last_removed is not None:
             self._entries.insert(0, EpochEntry(last_removed.epoch, start_offset))
             self._epochs.insert(0, last_removed.epoch)
-        self._write()
+        if sync:
+            self._write()
+        else:
+            self._unflushed = True
 
     def clear(self) -> None:
         """Forget everything (the log was emptied)."""
@@ -174,5 +190,11 @@ class LeaderEpochCache:
             self._epochs.clear()
         self._write()
 
-    def _write(self) -> None:
-        write_checkpoint(self._path, [(e.epoch, e.start_offset) for e in self._entries])
+    def flush(self, *, sync: bool = True) -> None:
+        """Write changes not written yet; without ``sync`` the caller makes them durable (``sync``)."""
+        if self._unflushed:
+            self._write(sync=sync)
+
+    def _write(self, *, sync: bool = True) -> None:
+        write_checkpoint(self._path, [(e.epoch, e.start_offset) for e in self._entries], sync=sync)
+        self._unflushed = False

@@ -20,12 +20,15 @@ import fcntl
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
 import structlog
 
+from broker.limits import describe_error
 from broker.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -34,6 +37,7 @@ from broker.log.checkpoint import (
 )
 from broker.log.config import LogConfig
 from broker.log.errors import LogDirLockedError, LogError
+from broker.log.file_cache import DEFAULT_FILE_CACHE, FileCache
 from broker.log.files import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
@@ -66,12 +70,14 @@ class LogManager:
         clock_ms: Callable[[], int],
         *,
         topic_config: Callable[[str], LogConfig] | None = None,
+        files: FileCache | None = None,
     ) -> None:
         """Lock and load ``log_dirs``.
 
         ``config`` is the broker's default LogConfig; ``topic_config`` gives a
         topic's effective config (its overrides on top of the default) when
-        the caller knows them at start.
+        the caller knows them at start. ``files`` holds the logs' open files
+        (a cache of its own by default).
         """
         if not log_dirs:
             raise ValueError("at least one log directory is required")
@@ -81,8 +87,12 @@ class LogManager:
         self._config = config
         self._clock_ms = clock_ms
         self._topic_config = topic_config
+        self._files = files if files is not None else FileCache(DEFAULT_FILE_CACHE.capacity)
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        # Partitions found at start whose loading hit a limit: opened again when asked for.
+        self._unloaded: dict[TopicPartition, _Unloaded] = {}
         self._pending_deletes: list[tuple[int, PartitionLog]] = []
+        self._dirs_to_sync: set[Path] = set()
         self._lock_fds: list[int] = []
         self._clean_shutdown: dict[Path, bool] = {}
         self._closed = False
@@ -99,9 +109,11 @@ class LogManager:
             raise
 
     def _load_dir(self, directory: Path) -> None:
+        started = time.monotonic()
         marker = directory / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         self._clean_shutdown[directory] = clean
+        failures = 0
         recovery_points = OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).read()
         log_start_offsets = OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).read()
         for child in sorted(directory.iterdir()):
@@ -123,22 +135,38 @@ class LogManager:
             ):
                 log.warning("log_dir_entry_ignored", path=str(child))
                 continue
-            if tp in self._logs:
-                raise LogError(
-                    f"partition {tp} found in both {self._logs[tp].dir.parent} and {directory}"
-                )
-            self._logs[tp] = PartitionLog.open(
-                child,
-                self._config_for(tp.topic),
-                self._clock_ms,
-                recovery_points.get(tp, 0),
-                log_start_offset=log_start_offsets.get(tp, 0),
-                had_clean_shutdown=clean,
-            )
+            found = self._logs.get(tp) or self._unloaded.get(tp)
+            if found is not None:
+                raise LogError(f"partition {tp} found in both {found.dir.parent} and {directory}")
+            unloaded = _Unloaded(child, recovery_points.get(tp, 0), log_start_offsets.get(tp, 0), clean)
+            try:
+                self._logs[tp] = self._open(tp, unloaded)
+            except OSError as exc:
+                # A limit (descriptors, memory, a full disk) must not keep the broker from starting.
+                self._unloaded[tp] = unloaded
+                failures += 1
+                if failures == 1:
+                    log.error("partition_log_not_loaded", topic=tp.topic, partition=tp.partition,
+                              error=describe_error(exc), retry="when the partition is next used")
         if clean:
             marker.unlink()
         fsync_dir(directory)
-        log.info("log_dir_loaded", path=str(directory), clean_shutdown=clean)
+        loaded = sum(1 for partition_log in self._logs.values() if partition_log.dir.parent == directory)
+        # One summary line; each partition's own lines are at debug level.
+        log.info("log_dir_loaded", path=str(directory), clean_shutdown=clean, partitions=loaded,
+                 recovered_from_recovery_point=0 if clean else loaded, not_loaded=failures,
+                 seconds=round(time.monotonic() - started, 3))
+
+    def _open(self, tp: TopicPartition, unloaded: _Unloaded) -> PartitionLog:
+        return PartitionLog.open(
+            unloaded.dir,
+            self._config_for(tp.topic),
+            self._clock_ms,
+            unloaded.recovery_point,
+            log_start_offset=unloaded.log_start_offset,
+            had_clean_shutdown=unloaded.clean_shutdown,
+            files=self._files,
+        )
 
     def _config_for(self, topic: str) -> LogConfig:
         return self._topic_config(topic) if self._topic_config is not None else self._config
@@ -148,6 +176,11 @@ class LogManager:
     @property
     def log_dirs(self) -> tuple[Path, ...]:
         return tuple(self._dirs)
+
+    @property
+    def file_cache(self) -> FileCache:
+        """The open files of every log here, held to the cache's capacity."""
+        return self._files
 
     @property
     def logs(self) -> Mapping[TopicPartition, PartitionLog]:
@@ -176,6 +209,15 @@ class LogManager:
         existing = self._logs.get(tp)
         if existing is not None:
             return existing
+        unloaded = self._unloaded.get(tp)
+        if unloaded is not None:
+            partition_log = self._open(tp, unloaded)
+            if config is not None:
+                partition_log.update_config(config)
+            del self._unloaded[tp]
+            self._logs[tp] = partition_log
+            log.info("partition_log_loaded_after_retry", topic=topic, partition=partition)
+            return partition_log
         if partition < 0 or not topic or topic in (".", "..") or "/" in topic or "\0" in topic:
             raise ValueError(f"invalid partition {tp}")
         directory = self._next_log_dir()
@@ -183,16 +225,22 @@ class LogManager:
             directory / partition_dir_name(tp),
             config if config is not None else self._config_for(topic),
             self._clock_ms,
+            files=self._files,
         )
-        fsync_dir(directory)
+        # One fsync of the log directory per checkpoint pass, not one per partition created.
+        self._dirs_to_sync.add(directory)
         self._logs[tp] = partition_log
-        log.info("partition_log_created", topic=topic, partition=partition, log_dir=str(directory))
+        log.debug("partition_log_created", topic=topic, partition=partition, log_dir=str(directory))
         return partition_log
 
     def _next_log_dir(self) -> Path:
+        if len(self._dirs) == 1:
+            return self._dirs[0]
         counts = dict.fromkeys(self._dirs, 0)
         for partition_log in self._logs.values():
             counts[partition_log.dir.parent] += 1
+        for unloaded in self._unloaded.values():
+            counts[unloaded.dir.parent] += 1
         # min() keeps the first of equals, so ties go to the earlier directory.
         return min(self._dirs, key=lambda d: counts[d])
 
@@ -277,27 +325,31 @@ class LogManager:
 
     def checkpoint_all(self) -> None:
         """Write the recovery point and log start offset checkpoints of every log directory."""
+        while self._dirs_to_sync:
+            fsync_dir(self._dirs_to_sync.pop())
         for directory in self._dirs:
             self._checkpoint_dir(directory)
 
     def _checkpoint_dir(self, directory: Path) -> None:
         self._checkpoint_recovery_points(directory)
         # As Kafka: only logs whose start moved past their first segment need the entry.
-        OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).write(
-            {
-                tp: partition_log.log_start_offset
-                for tp, partition_log in self._logs_in(directory).items()
-                if partition_log.log_start_offset > partition_log.segments[0].base_offset
-            }
-        )
+        offsets = {
+            tp: partition_log.log_start_offset
+            for tp, partition_log in self._logs_in(directory).items()
+            if partition_log.log_start_offset > partition_log.segments[0].base_offset
+        }
+        # Logs not loaded keep what the last checkpoint said of them.
+        for tp, unloaded in self._unloaded.items():
+            if unloaded.dir.parent == directory and unloaded.log_start_offset:
+                offsets[tp] = unloaded.log_start_offset
+        OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).write(offsets)
 
     def _checkpoint_recovery_points(self, directory: Path) -> None:
-        OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).write(
-            {
-                tp: partition_log.recovery_point
-                for tp, partition_log in self._logs_in(directory).items()
-            }
-        )
+        points = {tp: partition_log.recovery_point for tp, partition_log in self._logs_in(directory).items()}
+        for tp, unloaded in self._unloaded.items():
+            if unloaded.dir.parent == directory:
+                points[tp] = unloaded.recovery_point
+        OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).write(points)
 
     def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
         """Write ``replication-offset-checkpoint`` in each log directory.
@@ -330,11 +382,14 @@ class LogManager:
         """
         if self._closed:
             return
+        # One sync makes every log durable, rather than an fsync per file of every partition;
+        # the checkpoints and the clean shutdown marker are written after it.
         for partition_log in self._logs.values():
-            partition_log.close()
+            partition_log.close(sync=False)
         for _, partition_log in self._pending_deletes:
             partition_log.delete()
         self._pending_deletes = []
+        os.sync()
         self.checkpoint_all()
         marker = json.dumps(
             {"version": _CLEAN_SHUTDOWN_VERSION, "brokerEpoch": broker_epoch}
@@ -353,6 +408,16 @@ class LogManager:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("log manager is closed")
+
+
+@dataclass(frozen=True, slots=True)
+class _Unloaded:
+    """A partition directory found at start, with its checkpointed offsets."""
+
+    dir: Path
+    recovery_point: int
+    log_start_offset: int
+    clean_shutdown: bool
 
 
 def _lock(directory: Path) -> int:

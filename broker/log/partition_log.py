@@ -24,10 +24,11 @@ call from one task at a time, or hold a per-partition lock around calls
 sent to a worker thread. ``read`` and the lookups may run beside that
 writer: they use the segment tuple and log end captured when they start.
 
-Deleted segments (retention, truncation) are renamed ``.deleted`` and keep
-their file descriptors open until ``file.delete.delay.ms`` has passed and the
-next :meth:`apply_retention` runs, so a :class:`FileRegion` handed to a fetch
-stays readable while it is being sent.
+Deleted segments (retention, truncation) are renamed ``.deleted`` and
+unlinked once ``file.delete.delay.ms`` has passed and the next
+:meth:`apply_retention` runs. A :class:`FileRegion` handed to a fetch pins its
+file in the broker's :class:`~broker.log.file_cache.FileCache`, so it stays
+readable while it is being sent, even past an eviction or a deletion.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from broker.log.errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from broker.log.file_cache import DEFAULT_FILE_CACHE, FileCache
 from broker.log.files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -105,12 +107,15 @@ class AppendInfo:
 class FetchData:
     """A fetch answer: whole batches in ``region`` (None for nothing), starting at ``first_offset``.
 
+    ``region`` is a region of the segment file, or its bytes when the descriptor
+    budget is taken up by other regions being sent.
+
     ``first_offset`` is the base offset of the first batch returned, which may
     be below the fetch offset when that falls inside a batch; for an empty
     answer it is the fetch offset.
     """
 
-    region: FileRegion | None
+    region: FileRegion | bytes | None
     first_offset: int
 
 
@@ -144,8 +149,10 @@ class PartitionLog:
         log_start_offset: int,
         recovery_point: int,
         epoch_cache: LeaderEpochCache,
+        files: FileCache = DEFAULT_FILE_CACHE,
     ) -> None:
         self._dir = directory
+        self._files = files
         self._tp = parse_partition_dir_name(directory.name)
         self._config = config
         self._clock_ms = clock_ms
@@ -176,6 +183,7 @@ class PartitionLog:
         *,
         log_start_offset: int = 0,
         had_clean_shutdown: bool = False,
+        files: FileCache = DEFAULT_FILE_CACHE,
     ) -> PartitionLog:
         """Load (or create) the partition in ``directory``.
 
@@ -187,9 +195,17 @@ class PartitionLog:
         first bad batch.
         """
         parse_partition_dir_name(directory.name)  # refuse a directory that is not a partition's
-        directory.mkdir(parents=True, exist_ok=True)
-        _remove_temp_files_and_complete_swaps(directory)
-        segments, needs_rebuild = _open_segments(directory, config, clock_ms)
+        try:
+            directory.mkdir(parents=True)
+            fresh = True
+        except FileExistsError:
+            fresh = False
+        if fresh:
+            segments: list[LogSegment] = []
+            needs_rebuild: set[LogSegment] = set()
+        else:
+            _remove_temp_files_and_complete_swaps(directory)
+            segments, needs_rebuild = _open_segments(directory, config, clock_ms, files)
         try:
             return cls._load(
                 directory,
@@ -200,6 +216,8 @@ class PartitionLog:
                 recovery_point=recovery_point,
                 log_start_offset=log_start_offset,
                 had_clean_shutdown=had_clean_shutdown,
+                files=files,
+                fresh=fresh,
             )
         except BaseException:
             for segment in segments:
@@ -218,6 +236,8 @@ class PartitionLog:
         recovery_point: int,
         log_start_offset: int,
         had_clean_shutdown: bool,
+        files: FileCache,
+        fresh: bool,
     ) -> PartitionLog:
         tp = parse_partition_dir_name(directory.name)
         epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
@@ -254,17 +274,20 @@ class PartitionLog:
                     index_interval_bytes=config.index_interval_bytes,
                     max_index_bytes=config.segment_index_bytes,
                     clock_ms=clock_ms,
+                    files=files,
+                    fresh_directory=fresh,
                 )
             ]
-            fsync_dir(directory)
+            if not fresh:
+                fsync_dir(directory)
 
         log_end_offset = segments[-1].next_offset
         start = min(max(log_start_offset, segments[0].base_offset), log_end_offset)
         recovery_point = (
             log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
         )
-        epoch_cache.truncate_from_end(log_end_offset)
-        epoch_cache.truncate_from_start(start)
+        epoch_cache.truncate_from_end(log_end_offset, sync=False)
+        epoch_cache.truncate_from_start(start, sync=False)
         segments[-1].load_indexes()  # now, rather than in the middle of the first append
         partition_log = cls(
             directory,
@@ -274,8 +297,11 @@ class PartitionLog:
             log_start_offset=start,
             recovery_point=recovery_point,
             epoch_cache=epoch_cache,
+            files=files,
         )
-        log.info(
+        # A new partition's directory is made durable by its first flush, as Kafka's LocalLog does.
+        partition_log._dir_needs_fsync = fresh
+        log.debug(
             "log_loaded",
             topic=tp.topic,
             partition=tp.partition,
@@ -292,6 +318,11 @@ class PartitionLog:
     @property
     def dir(self) -> Path:
         return self._dir
+
+    @property
+    def file_cache(self) -> FileCache:
+        """The cache that holds this log's open files."""
+        return self._files
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -572,6 +603,7 @@ class PartitionLog:
             index_interval_bytes=self._config.index_interval_bytes,
             max_index_bytes=self._config.segment_index_bytes,
             clock_ms=self._clock_ms,
+            files=self._files,
         )
         segment.load_indexes()
         self._segments = (*kept, segment)
@@ -594,7 +626,11 @@ class PartitionLog:
         move the recovery point there."""
         end = self._end.offset
         offset = end if up_to_offset is None else min(up_to_offset, end)
+        self._epoch_cache.flush()
         if offset <= self._recovery_point:
+            if self._dir_needs_fsync:
+                fsync_dir(self._dir)
+                self._dir_needs_fsync = False
             return
         segments = self._segments
         for segment in segments[_floor_index(segments, self._recovery_point) :]:
@@ -940,6 +976,7 @@ class PartitionLog:
             index_interval_bytes=self._config.index_interval_bytes,
             max_index_bytes=self._config.segment_index_bytes,
             clock_ms=self._clock_ms,
+            files=self._files,
         )
         segment.load_indexes()
         self._segments = (segment,)
@@ -959,11 +996,20 @@ class PartitionLog:
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Flush everything, close the segments and unlink segments awaiting deletion."""
+    def close(self, *, sync: bool = True) -> None:
+        """Flush everything, close the segments and unlink segments awaiting deletion.
+
+        Without ``sync`` nothing is fsynced: the caller makes every log durable with one
+        ``sync`` afterwards (a broker's shutdown), and the recovery point moves to the end.
+        """
         if self._closed:
             return
-        self.flush()
+        if sync:
+            self.flush()
+        else:
+            self._epoch_cache.flush(sync=False)
+            self._recovery_point = self._end.offset
+            self._dir_needs_fsync = False
         for segment in self._segments:
             segment.close()
         for _, segment in self._pending_deletes:
@@ -1093,7 +1139,7 @@ def _remove(path: Path, reason: str) -> None:
 
 
 def _open_segments(
-    directory: Path, config: LogConfig, clock_ms: Callable[[], int]
+    directory: Path, config: LogConfig, clock_ms: Callable[[], int], files: FileCache
 ) -> tuple[list[LogSegment], set[LogSegment]]:
     """Every ``.log`` in offset order, and those whose indexes need a rebuild."""
     bases = sorted(
@@ -1111,6 +1157,7 @@ def _open_segments(
                 index_interval_bytes=config.index_interval_bytes,
                 max_index_bytes=config.segment_index_bytes,
                 clock_ms=clock_ms,
+                files=files,
             )
             segments.append(segment)
             try:
@@ -1148,9 +1195,10 @@ def _recover_from(
     restore = _epoch_restorer(epoch_cache)
     for index in range(_floor_index(segments, recovery_point), len(segments)):
         segment = segments[index]
-        truncated = segment.recover(on_batch=restore)
+        # At or past the recovery point: the log's next flush makes the rebuilt indexes durable.
+        truncated = segment.recover(on_batch=restore, sync_indexes=False)
         needs_rebuild.discard(segment)
-        log.info(
+        log.debug(
             "segment_recovered",
             topic=tp.topic,
             partition=tp.partition,

@@ -457,7 +457,7 @@ class ProducerStateManager:
         self._segments_seen = plog.segments
         self._txn_indexes.retain(s.base_offset for s in plog.segments)
         self._remove_stray_snapshots()
-        log.info("producer_state_loaded", partition=self._tp, snapshot_offset=self._last_snapshot_offset,
+        log.debug("producer_state_loaded", partition=self._tp, snapshot_offset=self._last_snapshot_offset,
                  batches_replayed=replayed, producers=len(self._producers),
                  ongoing_transactions=len(self._ongoing))
 
@@ -794,19 +794,22 @@ class ProducerStateManager:
                 found.append((int(head), path))
         return sorted(found)
 
-    def _write_snapshot(self, offset: int) -> None:
+    def _write_snapshot(self, offset: int, *, sync: bool = True) -> None:
         path = self._log.dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
         # The index entries below the snapshot must be as durable as the snapshot itself.
         self._txn_indexes.flush()
-        write_snapshot(path, self._producers.values())
+        write_snapshot(path, self._producers.values(), sync=sync)
         self._last_snapshot_offset = offset
-        log.info("producer_snapshot_written", partition=self._tp, offset=offset, producers=len(self._producers))
+        log.debug("producer_snapshot_written", partition=self._tp, offset=offset, producers=len(self._producers))
 
-    def take_snapshot(self) -> None:
-        """Snapshot the state at the log end, unless one exists there (clean shutdown)."""
+    def take_snapshot(self, *, sync: bool = True) -> None:
+        """Snapshot the state at the log end, unless one exists there (clean shutdown).
+
+        Without ``sync`` the caller makes it durable (one ``sync`` for every partition at shutdown).
+        """
         self.sync()
         if self._map_end_offset > self._last_snapshot_offset and self._map_end_offset > self._log.log_start_offset:
-            self._write_snapshot(self._map_end_offset)
+            self._write_snapshot(self._map_end_offset, sync=sync)
 
     def _remove_stray_snapshots(self) -> None:
         """Keep the snapshots at segment starts and the newest one (Kafka's removeStraySnapshots),
@@ -842,7 +845,7 @@ def _read_marker(batch: bytes) -> tuple[ControlRecordType, int, int] | None:
 # -- snapshot files ------------------------------------------------------------------------------
 
 
-def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry]) -> None:
+def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry], *, sync: bool = True) -> None:
     """Write ``entries`` atomically in Kafka's snapshot layout (one entry per retained batch)."""
     body = bytearray()
     count = 0
@@ -861,7 +864,7 @@ def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry]) -> None:
             count += 1
     payload = _SNAPSHOT_COUNT.pack(count) + body
     data = _SNAPSHOT_HEADER.pack(PRODUCER_SNAPSHOT_VERSION, crc32c.crc32c(payload)) + payload
-    write_atomically(path, data)
+    write_atomically(path, data, sync=sync)
 
 
 def read_snapshot(path: Path) -> list[ProducerStateEntry]:

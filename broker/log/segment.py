@@ -1,9 +1,12 @@
 """One log segment: a ``.log`` file of record batches and its two indexes.
 
 Mirrors Kafka's LogSegment. The ``.log`` holds v2 record batches exactly as
-they travel on the wire. Its file descriptor stays open for the segment's
-life: appends go through ``O_APPEND`` writes, reads through ``os.pread``, and
-fetches get a :class:`FileRegion` of it to hand to ``os.sendfile``.
+they travel on the wire. Its descriptor comes from the broker's
+:class:`~broker.log.file_cache.FileCache`: opened when the segment is used,
+pinned while an append or a read runs, and closed again when the cache needs
+room. Appends go through ``O_APPEND`` writes, reads through ``os.pread``, and
+fetches get a :class:`FileRegion` of it to hand to ``os.sendfile`` (the region
+keeps the file pinned until it is dropped).
 
 Index cadence is Kafka's: after more than ``index.interval.bytes`` have been
 appended since the last entry, the next append adds an offset index entry
@@ -26,6 +29,7 @@ from pathlib import Path
 import structlog
 
 from broker.log.errors import CorruptIndexError
+from broker.log.file_cache import DEFAULT_FILE_CACHE, CachedFile, FileCache
 from broker.log.files import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -63,7 +67,7 @@ class SegmentRead:
     base offset of the first batch at or after the requested offset.
     """
 
-    region: FileRegion | None
+    region: FileRegion | bytes | None
     first_offset: int
 
 
@@ -86,26 +90,25 @@ class LogSegment:
         self,
         directory: Path,
         base_offset: int,
-        log_fd: int,
+        log_file: CachedFile,
         offset_index: OffsetIndex,
         time_index: TimeIndex,
         *,
+        size: int,
         index_interval_bytes: int,
         clock_ms: Callable[[], int],
         indexes_missing: bool,
-        suffix: str = "",
     ) -> None:
         self._dir = directory
         self.base_offset = base_offset
-        self._fd = log_fd
-        self._log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
+        self._log = log_file
         self._offset_index = offset_index
         self._time_index = time_index
         self._index_interval_bytes = index_interval_bytes
         self._clock_ms = clock_ms
         self._indexes_missing = indexes_missing
         self._indexes_ready = False
-        self._size = os.fstat(log_fd).st_size
+        self._size = size
         self._created_ms = clock_ms()
         self._bytes_since_last_index_entry = 0
         # Each None below means "not read yet": derived from the files on first use.
@@ -124,12 +127,16 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         clock_ms: Callable[[], int],
+        files: FileCache = DEFAULT_FILE_CACHE,
+        fresh_directory: bool = False,
     ) -> LogSegment:
-        """A new, empty segment; stale files with the same base offset are removed first."""
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            (directory / segment_file_name(base_offset, suffix)).unlink(missing_ok=True)
+        """A new, empty segment; stale files with the same base offset are removed first
+        (unless ``fresh_directory`` says the directory was just made)."""
+        if not fresh_directory:
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                (directory / segment_file_name(base_offset, suffix)).unlink(missing_ok=True)
         return cls._open_files(
-            directory, base_offset, index_interval_bytes, max_index_bytes, clock_ms, create=True
+            directory, base_offset, index_interval_bytes, max_index_bytes, clock_ms, files, create=True
         )
 
     @classmethod
@@ -142,6 +149,7 @@ class LogSegment:
         max_index_bytes: int,
         clock_ms: Callable[[], int],
         suffix: str = "",
+        files: FileCache = DEFAULT_FILE_CACHE,
     ) -> LogSegment:
         """An existing segment. Missing index files are created empty and
         :meth:`sanity_check` then reports them, so the caller can :meth:`recover`.
@@ -153,6 +161,7 @@ class LogSegment:
             index_interval_bytes,
             max_index_bytes,
             clock_ms,
+            files,
             create=False,
             suffix=suffix,
         )
@@ -165,43 +174,57 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         clock_ms: Callable[[], int],
+        files: FileCache,
         *,
         create: bool,
         suffix: str = "",
     ) -> LogSegment:
         index_path = directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix)
         time_index_path = directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix)
-        missing = not create and not (index_path.exists() and time_index_path.exists())
+        log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
         flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
-        fd = os.open(directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix), flags, 0o644)
+        log_file = files.file(log_path, flags)
+        if create:
+            missing = False
+            size = 0
+            with log_file.pinned():
+                pass  # create the file now, so a full disk or a descriptor limit shows here
+        else:
+            size = os.stat(log_path).st_size
+            missing = not (index_path.exists() and time_index_path.exists())
         try:
-            offset_index = OffsetIndex(index_path, base_offset, max_index_bytes)
-            time_index = TimeIndex(time_index_path, base_offset, max_index_bytes)
+            offset_index = OffsetIndex(index_path, base_offset, max_index_bytes, files)
+            time_index = TimeIndex(time_index_path, base_offset, max_index_bytes, files)
         except BaseException:
-            os.close(fd)
+            log_file.close()
             raise
         return cls(
             directory,
             base_offset,
-            fd,
+            log_file,
             offset_index,
             time_index,
+            size=size,
             index_interval_bytes=index_interval_bytes,
             clock_ms=clock_ms,
             indexes_missing=missing,
-            suffix=suffix,
         )
 
     # -- state ----------------------------------------------------------------
 
     @property
-    def fd(self) -> int:
-        """The ``.log`` file descriptor, valid until the segment is closed or deleted."""
-        return self._fd
+    def log_file(self) -> CachedFile:
+        """The ``.log`` file; pin it (``with segment.log_file.pinned() as fd``) to use its descriptor."""
+        return self._log
+
+    def dup_log_fd(self) -> int:
+        """A descriptor of the ``.log`` of the caller's own, to close when done (the cleaner's snapshot)."""
+        with self._log.pinned() as fd:
+            return os.dup(fd)
 
     @property
     def log_path(self) -> Path:
-        return self._log_path
+        return self._log.path
 
     @property
     def size(self) -> int:
@@ -215,7 +238,7 @@ class LogSegment:
 
     @property
     def last_modified_ms(self) -> int:
-        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+        return os.stat(self._log.path).st_mtime_ns // 1_000_000
 
     @property
     def offset_index(self) -> OffsetIndex:
@@ -287,7 +310,7 @@ class LogSegment:
     def sanity_check(self) -> None:
         """Cheap checks of the index files against the log; CorruptIndexError on failure."""
         if self._indexes_missing:
-            raise CorruptIndexError(f"{self._log_path.name}: index files missing")
+            raise CorruptIndexError(f"{self._log.path.name}: index files missing")
         self._offset_index.sanity_check(self._size)
         self._time_index.sanity_check()
 
@@ -302,7 +325,7 @@ class LogSegment:
             self._offset_index.load()
             self._time_index.load()
         except CorruptIndexError as exc:
-            log.warning("index_corrupt", segment=str(self._log_path), error=str(exc))
+            log.warning("index_corrupt", segment=str(self._log.path), error=str(exc))
             self.recover()
         self._indexes_ready = True
 
@@ -325,11 +348,12 @@ class LogSegment:
             return
         if not self.can_convert_to_relative_offset(largest_offset):
             raise ValueError(
-                f"{self._log_path.name}: offset {largest_offset} does not fit a segment based at {self.base_offset}"
+                f"{self._log.path.name}: offset {largest_offset} does not fit a segment based at {self.base_offset}"
             )
         self._ensure_indexes()
         position = self._size
-        _write_all(self._fd, batches, position)
+        with self._log.pinned() as fd:
+            _write_all(fd, batches, position)
         self._size = position + length
         if position == 0:
             self._first_batch_timestamp = largest_timestamp
@@ -359,7 +383,8 @@ class LogSegment:
             return 0
         position = found[0]
         removed = self._size - position
-        os.ftruncate(self._fd, position)
+        with self._log.pinned() as fd:
+            os.ftruncate(fd, position)
         self._size = position
         self._bytes_since_last_index_entry = 0
         self._next_offset = None
@@ -382,6 +407,8 @@ class LogSegment:
         self,
         max_batch_size: int = MAX_BATCH_SIZE,
         on_batch: Callable[[RecordBatchHeader], None] | None = None,
+        *,
+        sync_indexes: bool = True,
     ) -> int:
         """Re-validate every batch, rebuild both indexes, and cut the log at the first bad batch.
 
@@ -390,12 +417,29 @@ class LogSegment:
         not match, or its offsets do not increase from the previous batch or
         do not fit the segment. ``on_batch`` sees each good batch in order
         (the log uses it to restore leader epochs). Returns the bytes removed.
+        Without ``sync_indexes`` the rebuilt indexes are left for the log's next
+        flush (a segment at or past the recovery point, which that flush covers).
         """
+        with self._log.pinned() as fd:
+            truncated = self._recover(fd, max_batch_size, on_batch)
+        if sync_indexes:
+            # The rebuilt indexes may belong to a segment below the recovery point,
+            # which is never rebuilt again: make them durable now.
+            self._offset_index.flush()
+            self._time_index.flush()
+        return truncated
+
+    def _recover(
+        self,
+        fd: int,
+        max_batch_size: int,
+        on_batch: Callable[[RecordBatchHeader], None] | None,
+    ) -> int:
         self._offset_index.reset()
         self._time_index.reset()
         self._indexes_ready = True
         self._indexes_missing = False
-        file_size = os.fstat(self._fd).st_size
+        file_size = os.fstat(fd).st_size
         valid = 0
         last_index_entry = 0
         max_timestamp = TimestampOffset(NO_TIMESTAMP, self.base_offset)
@@ -406,7 +450,7 @@ class LogSegment:
         while valid < file_size:
             remaining = file_size - valid
             if valid + BATCH_HEADER_SIZE > buf_start + len(buf):
-                buf = os.pread(self._fd, min(RECOVERY_CHUNK_BYTES, remaining), valid)
+                buf = os.pread(fd, min(RECOVERY_CHUNK_BYTES, remaining), valid)
                 buf_start = valid
             at = valid - buf_start
             try:
@@ -421,7 +465,7 @@ class LogSegment:
                     problem = "batch too large"
                     break
                 if at + size > len(buf):
-                    buf = os.pread(self._fd, max(size, min(RECOVERY_CHUNK_BYTES, remaining)), valid)
+                    buf = os.pread(fd, max(size, min(RECOVERY_CHUNK_BYTES, remaining)), valid)
                     buf_start = valid
                     at = 0
                 header = validate_batch(buf, at)
@@ -449,27 +493,24 @@ class LogSegment:
         if truncated:
             log.warning(
                 "segment_truncated_in_recovery",
-                segment=str(self._log_path),
+                segment=str(self._log.path),
                 position=valid,
                 bytes_removed=truncated,
                 reason=problem,
             )
-            os.ftruncate(self._fd, valid)
+            os.ftruncate(fd, valid)
         self._size = valid
         self._time_index.maybe_append(*max_timestamp, skip_full_check=True)
         self._max_timestamp = max_timestamp
         self._next_offset = previous_last_offset + 1 if valid else self.base_offset
         self._first_batch_timestamp = None
         self._bytes_since_last_index_entry = valid - last_index_entry
-        # The rebuilt indexes may belong to a segment below the recovery point,
-        # which is never rebuilt again: make them durable now.
-        self._offset_index.flush()
-        self._time_index.flush()
         return truncated
 
     def flush(self) -> None:
         """fsync the log and both indexes."""
-        os.fsync(self._fd)
+        with self._log.pinned() as fd:
+            os.fsync(fd)
         self._offset_index.flush()
         self._time_index.flush()
 
@@ -484,7 +525,7 @@ class LogSegment:
         the size when the scan started).
         """
         end = self._size if end_position is None else min(end_position, self._size)
-        return _scan_headers(self._fd, start_position, end)
+        return _scan_pinned(self._log, start_position, end)
 
     def translate_offset(
         self, offset: int, start_position: int = 0
@@ -527,7 +568,7 @@ class LogSegment:
         if first_end > limit or first_end > position + budget:
             return SegmentRead(None, header.base_offset)
         end = self._last_boundary(position, min(limit, position + budget), limit)
-        return SegmentRead(FileRegion(self._fd, position, end - position), header.base_offset)
+        return SegmentRead(self._log.region(position, end - position), header.base_offset)
 
     def _last_boundary(self, start: int, bound: int, limit: int) -> int:
         """The end of the last whole batch from ``start`` that ends at or before ``bound``."""
@@ -541,7 +582,8 @@ class LogSegment:
 
     def read_batch(self, position: int, header: RecordBatchHeader) -> bytes:
         """The whole batch at ``position``."""
-        data = os.pread(self._fd, header.size_in_bytes, position)
+        with self._log.pinned() as fd:
+            data = os.pread(fd, header.size_in_bytes, position)
         if len(data) != header.size_in_bytes:
             raise CorruptRecordError("short read of a batch", offset=position)
         return data
@@ -588,7 +630,7 @@ class LogSegment:
 
     def close(self) -> None:
         """Record the largest timestamp in the time index and close the files."""
-        if self._fd < 0:
+        if self._log.closed:
             return
         if self._max_timestamp is not None and self._indexes_ready:
             self._time_index.maybe_append(*self._max_timestamp, skip_full_check=True)
@@ -598,28 +640,22 @@ class LogSegment:
         """Close the files without writing anything (a failed disk, or a segment already deleted)."""
         self._offset_index.close()
         self._time_index.close()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._log.close()
 
     def rename_to_deleted(self) -> None:
         """Rename all three files with the ``.deleted`` suffix; the descriptors stay open."""
-        log_path = self._log_path.with_name(self._log_path.name + DELETED_SUFFIX)
-        os.rename(self._log_path, log_path)
-        self._log_path = log_path
+        self._log.rename(self._log.path.with_name(self._log.path.name + DELETED_SUFFIX))
         for index in (self._offset_index, self._time_index):
             index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the ``.log`` then both indexes from ``old_suffix`` to ``new_suffix``
         (Kafka's changeFileSuffixes); the descriptors stay open."""
-        for path in (self._log_path, self._offset_index.path, self._time_index.path):
+        for path in (self._log.path, self._offset_index.path, self._time_index.path):
             if not path.name.endswith(old_suffix):
                 raise ValueError(f"{path.name} does not end with {old_suffix!r}")
-        stem = len(self._log_path.name) - len(old_suffix)
-        log_path = self._log_path.with_name(self._log_path.name[:stem] + new_suffix)
-        os.rename(self._log_path, log_path)
-        self._log_path = log_path
+        stem = len(self._log.path.name) - len(old_suffix)
+        self._log.rename(self._log.path.with_name(self._log.path.name[:stem] + new_suffix))
         for index in (self._offset_index, self._time_index):
             name = index.path.name
             index.rename(index.path.with_name(name[: len(name) - len(old_suffix)] + new_suffix))
@@ -627,7 +663,7 @@ class LogSegment:
     def delete(self) -> None:
         """Close the files and unlink them, whatever their current names."""
         self.close_handles()
-        self._log_path.unlink(missing_ok=True)
+        self._log.path.unlink(missing_ok=True)
         self._offset_index.delete()
         self._time_index.delete()
 
@@ -645,6 +681,12 @@ class LogSegment:
             return next_offset
         finally:
             os.close(fd)
+
+
+def _scan_pinned(file: CachedFile, start: int, end: int) -> Iterator[tuple[int, RecordBatchHeader]]:
+    """:func:`_scan_headers` with the file pinned until the scan ends or is dropped."""
+    with file.pinned() as fd:
+        yield from _scan_headers(fd, start, end)
 
 
 def _scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, RecordBatchHeader]]:

@@ -122,6 +122,12 @@ def render(prev: Scrape, cur: Scrape, url: str) -> list[str]:
         f"term {_int(cur.get('cormorant_controller_raft_term'))}   "
         f"delayed produce {_int(cur.get('cormorant_produce_delayed'))} fetch {_int(cur.get('cormorant_fetch_delayed'))}"
     )
+    lines.append(
+        f"log files open {_int(cur.get('cormorant_log_open_files'))}"
+        f" / budget {_int(cur.get('cormorant_log_open_files_budget'))}   "
+        f"evictions {_rate(prev, cur, 'cormorant_log_open_files_evictions_total'):,.0f}/s"
+        f" ({_int(cur.get('cormorant_log_open_files_evictions_total'))} total)"
+    )
     lines += ["", f"{'API':<28}{'req/s':>10}{'mean ms':>10}{'total':>12}"]
     rows = []
     for key, total in cur.series("cormorant_request_duration_seconds_count").items():

@@ -39,7 +39,7 @@ from controller.snapshot import (
     read_snapshot_file,
     write_snapshot_file,
 )
-from controller.state import InvalidRecordError, apply
+from controller.state import InvalidRecordError, apply_all
 from wire.exceptions import DecodeError
 
 log = structlog.get_logger(__name__)
@@ -286,12 +286,10 @@ class RaftCore:
             return REJECTED
         if not batch.unconditional and batch.expected_end_offset != self.end_offset:
             return STALE
-        image = self.image
         offset = self.end_offset
         try:
-            for record in batch.records:
-                image = apply(image, record, offset)
-                offset += 1
+            image = apply_all(self.image, [(offset + i, record) for i, record in enumerate(batch.records)])
+            offset += len(batch.records)
         except InvalidRecordError as ex:
             # Every voter refuses the same batch the same way; nothing of it is applied.
             log.error("metadata_batch_refused", raft_index=index, error=str(ex))

@@ -16,8 +16,16 @@ READY = re.compile(r"^cormorant ready listeners=\S*PLAINTEXT://([\d.]+):(\d+)")
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, port: int = 0) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        overrides: dict[str, str] | None = None,
+        port: int = 0,
+        wrapper: list[str] | None = None,
+    ) -> None:
+        """``wrapper`` runs the broker under a command such as ``prlimit --nofile=1024``."""
         self.data_dir = data_dir
+        self.wrapper = list(wrapper or [])
         self.overrides = dict(overrides or {})
         self.port = port
         self.proc: subprocess.Popen[str] | None = None
@@ -29,6 +37,7 @@ class BrokerProcess:
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         args = [
+            *self.wrapper,
             sys.executable, "-m", "broker", "serve",
             "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
             "--override", f"log.dirs={self.data_dir}",

@@ -32,6 +32,7 @@ def test_top_once_prints_one_frame(tmp_path: Path) -> None:
         assert "Metadata" in frame and "ApiVersions" in frame
         assert "none of 1 led partitions" in frame
         assert "controller active term 1" in frame
+        assert "log files open" in frame and "/ budget" in frame
     finally:
         assert broker.stop() == 0
 

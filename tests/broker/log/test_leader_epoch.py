@@ -23,6 +23,9 @@ def entries(cache: LeaderEpochCache) -> list[tuple[int, int]]:
 
 def test_assign_persists_in_kafka_format(tmp_path: Path) -> None:
     cache = cache_with(tmp_path, (0, 0), (2, 10), (5, 30))
+    # A new epoch is written by the log's next flush, not by each assignment.
+    assert not (tmp_path / "leader-epoch-checkpoint").exists()
+    cache.flush()
     assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n3\n0 0\n2 10\n5 30\n"
     assert entries(LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")) == [
         (0, 0),

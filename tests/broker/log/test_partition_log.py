@@ -210,7 +210,7 @@ def test_a_read_never_spans_segments(open_log: OpenLog) -> None:
     second = log.segments[1]
     fetched = log.read(second.base_offset - 1, 100_000)
     assert fetched.region is not None
-    assert fetched.region.fd == log.segments[0].fd
+    assert os.path.samefile(f"/proc/self/fd/{fetched.region.fd}", log.segments[0].log_path)
     assert fetched.region.position + fetched.region.length == log.segments[0].size
 
 
@@ -328,10 +328,17 @@ def test_deleted_segment_stays_readable_until_the_delay(open_log: OpenLog, clock
     log.apply_retention(clock.now_ms, log.log_end_offset)
     assert log.log_start_offset > 0
     assert region.read() == expected  # an in-flight sendfile still sees its bytes
+    deleted = [p for p in log.dir.iterdir() if p.name.endswith(".log.deleted")]
+    assert deleted
     clock.advance(60_000)
     log.apply_retention(clock.now_ms, log.log_end_offset)
-    with pytest.raises(OSError):
-        region.read()
+    assert not deleted[0].exists()
+    # The region pins its file: a send still under way reads its bytes past the unlink.
+    assert region.read() == expected
+    fd = region.fd
+    del region
+    with pytest.raises(OSError):  # the last pin gone, the descriptor is closed
+        os.fstat(fd)
 
 
 def test_delete_records_before(open_log: OpenLog) -> None:

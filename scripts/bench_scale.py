@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Partition-scale benchmark (``scripts/bench scale``): many partitions on one broker.
+
+Rows, for Cormorant and (where it applies) Tansu with memory storage, both started as
+``scripts/bench`` starts them (bench_load.py), on 127.0.0.1:
+
+- creation: TOPICS topics of PARTITIONS partitions through confluent-kafka's AdminClient,
+  20 topics per CreateTopics request; partitions per second;
+- Metadata of every partition (AdminClient list_topics), seconds;
+- a record produced to every partition and every one read back, seconds;
+- RSS and open descriptors of the broker with the partitions idle;
+- Cormorant only: restart to serving after a clean shutdown and after kill -9, seconds.
+
+Cormorant runs under ``prlimit --nofile=LIMIT`` (default 4,096) to show the descriptor budget.
+The machine's load average is printed with the results.
+
+Usage: scripts/bench scale [--topics N] [--partitions N] [--nofile N] [--no-tansu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import bench_load
+from bench_load import BrokerProcess, Cormorant, Tansu, tansu_binary
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+TOPICS_PER_REQUEST = 20
+#: Loading tens of thousands of partitions takes longer than the load benchmark's start.
+bench_load.READY_TIMEOUT_S = 600
+
+
+class LimitedCormorant(Cormorant):
+    def __init__(self, work_dir: Path, nofile: int) -> None:
+        super().__init__(work_dir)
+        self.nofile = nofile
+
+    def command(self) -> list[str]:
+        return ["prlimit", f"--nofile={self.nofile}:{self.nofile}", *super().command()]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def create(bootstrap: str, names: list[str], partitions: int) -> float:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    started = time.monotonic()
+    for i in range(0, len(names), TOPICS_PER_REQUEST):
+        futures = admin.create_topics(
+            [NewTopic(n, partitions, 1) for n in names[i : i + TOPICS_PER_REQUEST]], request_timeout=120
+        )
+        for future in futures.values():
+            future.result(timeout=120)
+    return time.monotonic() - started
+
+
+def metadata_s(bootstrap: str, expected: int) -> float:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.list_topics(timeout=30)  # connect first
+    started = time.monotonic()
+    md = admin.list_topics(timeout=60)
+    elapsed = time.monotonic() - started
+    count = sum(len(t.partitions) for name, t in md.topics.items() if name.startswith("scale-"))
+    assert count == expected, f"metadata shows {count} partitions, expected {expected}"
+    return elapsed
+
+
+def produce_and_read(bootstrap: str, names: list[str], partitions: int) -> tuple[float, float]:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 2_000_000})
+    started = time.monotonic()
+    for name in names:
+        for p in range(partitions):
+            producer.produce(name, value=b"v", partition=p)
+            producer.poll(0)
+    assert producer.flush(300) == 0
+    produce = time.monotonic() - started
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "scale-bench", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(n, p, 0) for n in names for p in range(partitions)])
+    started = time.monotonic()
+    got = 0
+    expected = len(names) * partitions
+    deadline = started + 300
+    while got < expected and time.monotonic() < deadline:
+        got += sum(1 for m in consumer.consume(10_000, timeout=1) if m.error() is None)
+    consumer.close()
+    assert got == expected, f"read {got} of {expected}"
+    return produce, time.monotonic() - started
+
+
+def restart_s(broker: BrokerProcess, kill: bool) -> float:
+    assert broker.proc is not None
+    if kill:
+        broker.proc.kill()
+        broker.proc.wait(30)
+    else:
+        broker.stop()
+    started = time.monotonic()
+    broker.start()
+    return time.monotonic() - started
+
+
+def run(broker: BrokerProcess, topics: int, partitions: int, restarts: bool) -> dict[str, float]:
+    names = [f"scale-{i}" for i in range(topics)]
+    total = topics * partitions
+    broker.start()
+    row = Row(broker.name)
+    try:
+        assert broker.proc is not None
+        created = create(broker.bootstrap, names, partitions)
+        row["create partitions/s"] = total / created
+        row["metadata s"] = metadata_s(broker.bootstrap, total)
+        row["produce one each s"], row["read all s"] = produce_and_read(broker.bootstrap, names, partitions)
+        time.sleep(2)
+        row["RSS MB"] = rss_mb(broker.proc.pid)
+        row["open fds"] = fds(broker.proc.pid)
+        if restarts:
+            row["restart clean s"] = restart_s(broker, kill=False)
+            row["restart kill -9 s"] = restart_s(broker, kill=True)
+            row["metadata after restart s"] = metadata_s(broker.bootstrap, total)
+        return row
+    finally:
+        broker.stop()
+
+
+class Row(dict[str, float]):
+    """One broker's results, each printed as it is measured (a later failure keeps them)."""
+
+    def __init__(self, broker: str) -> None:
+        super().__init__()
+        self.broker = broker
+
+    def __setitem__(self, key: str, value: float) -> None:
+        print(f"  {self.broker}: {key} = {value:.3f}", flush=True)
+        super().__setitem__(key, value)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/bench scale", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--topics", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=100)
+    parser.add_argument("--nofile", type=int, default=4096)
+    parser.add_argument("--no-tansu", action="store_true")
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="cormorant-bench-scale-"))
+    try:
+        print(f"load average before: {os.getloadavg()}, cpus {os.cpu_count()}", flush=True)
+        print(f"{args.topics} topics x {args.partitions} partitions, Cormorant under nofile={args.nofile}")
+        results = {"cormorant": run(LimitedCormorant(work / "cormorant", args.nofile), args.topics,
+                                    args.partitions, restarts=True)}
+        exe = tansu_binary()
+        if exe is not None and not args.no_tansu:
+            results["tansu"] = run(Tansu(work / "tansu", exe), args.topics, args.partitions, restarts=False)
+        print(f"load average after: {os.getloadavg()}")
+        rows = sorted({k for r in results.values() for k in r}, key=list(results["cormorant"]).index)
+        print(f"{'row':<28}" + "".join(f"{b:>14}" for b in results))
+        for key in rows:
+            print(f"{key:<28}" + "".join(f"{r.get(key, float('nan')):>14.3f}" for r in results.values()))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
