@@ -122,7 +122,7 @@ class Console:
                 time_ms=_parse_time(params.get("time", "")),
                 key_filter=params.get("key", ""),
                 page_size=int(params.get("size", "50") or 50),
-                view=View(params.get("view", View.TEXT.value)))
+                view=View(params.get("view", View.AUTO.value)))
         except ValueError as ex:
             return self.render(request, "messages_part.html", status=400, page=None, error=f"bad query: {ex}")
         try:

@@ -44,6 +44,8 @@ class Start(StrEnum):
 
 
 class View(StrEnum):
+    #: JSON, pretty-printed, when the bytes parse as JSON; text otherwise.
+    AUTO = "auto"
     TEXT = "text"
     JSON = "json"
     HEX = "hex"
@@ -93,12 +95,12 @@ def show(data: bytes | None, view: View) -> Shown | None:
     if view is View.HEX:
         return Shown(binascii.hexlify(part, " ", 1).decode(), len(data), cut)
     text = part.decode("utf-8", "replace")
-    if view is View.JSON and not cut:
+    if view in (View.JSON, View.AUTO) and not cut and data[:1] in b"{[\"-0123456789tfn":
         try:
             return Shown(json.dumps(json.loads(data), indent=2, ensure_ascii=False), len(data), False)
         except ValueError:
-            return Shown(text, len(data), cut, note="not JSON")
-    return Shown(text, len(data), cut)
+            pass
+    return Shown(text, len(data), cut, note="not JSON" if view is View.JSON else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +112,7 @@ class Query:
     time_ms: int = 0
     key_filter: str = ""
     page_size: int = 50
-    view: View = View.TEXT
+    view: View = View.AUTO
 
 
 def _leader(client: ClusterClient, topic: str, partition: int) -> int:
@@ -169,7 +171,7 @@ def read_page(client: ClusterClient, query: Query) -> Page:
                     messages.append(Message(
                         record.offset, record.timestamp, show(record.key, query.view),
                         show(record.value, query.view),
-                        tuple((k, show(v, View.TEXT if query.view is View.JSON else query.view))
+                        tuple((k, show(v, View.HEX if query.view is View.HEX else View.TEXT))
                               for k, v in record.headers)))
                     if len(messages) >= size:
                         break
