@@ -245,3 +245,38 @@ def test_mutations_ask_first_and_are_logged(broker: tuple[BrokerProcess, str], c
     for action in ("create_topic", "alter_config", "add_partitions", "reset_offsets", "delete_topic"):
         assert f"action={action}" in actions, action
     assert sum("outcome=ok" in line for line in logged) == 5
+
+
+def test_message_browser_pages_from_an_offset_a_time_and_the_end(broker: tuple[BrokerProcess, str],
+                                                                 console: ConsoleProcess) -> None:
+    import re
+
+    import httpx
+
+    proc, _ = broker
+    _create(proc.bootstrap, "paged")
+    producer = Producer({"bootstrap.servers": proc.bootstrap})
+    base_ms = 1_700_000_000_000
+    for i in range(12):
+        producer.produce("paged", key=f"k{i % 3}".encode(), value=f"v{i}".encode(), timestamp=base_ms + i * 1000)
+    producer.flush(30)
+    http = httpx.Client(base_url=console.url, timeout=30)
+
+    def offsets(query: str) -> list[int]:
+        page = http.get(f"/topics/paged/messages?{query}")
+        assert page.status_code == 200, page.text
+        return [int(o) for o in re.findall(r"<tr><td>(\d+)</td>", page.text)]
+
+    assert offsets("start=beginning&size=5") == [0, 1, 2, 3, 4]
+    assert offsets("start=offset&offset=5&size=5") == [5, 6, 7, 8, 9]
+    assert offsets("start=newest&size=5") == [7, 8, 9, 10, 11]
+    assert offsets(f"start=time&time={base_ms + 9500}&size=5") == [10, 11]
+    assert offsets("start=time&time=2023-11-14T22:13:30&size=2") == [10, 11]  # base_ms + 10 s, UTC
+    assert offsets("start=beginning&key=k1&size=3") == [1, 4, 7]
+    # The key filter's next page starts after the last record it read, not the last it showed.
+    page = http.get("/topics/paged/messages?start=beginning&key=k1&size=3").text
+    assert "offset=8" in page
+    assert offsets("start=offset&offset=8&key=k1&size=3") == [10]
+    assert offsets("start=offset&offset=12") == []
+    assert http.get("/topics/paged/messages?start=sideways").status_code == 400
+    assert "does not exist" in http.get("/topics/paged/messages?partition=7").text
