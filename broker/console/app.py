@@ -149,6 +149,11 @@ class Console:
                            status=200 if group is not None or part else 404, group=group, group_id=group_id,
                            lag_history=lag)
 
+    async def transactions(self, request: Request) -> Response:
+        part = request.url.path.startswith("/part/")
+        now_ms = int(time.time() * 1000)
+        return self.render(request, "transactions_part.html" if part else "transactions.html", now_ms=now_ms)
+
     async def events(self, request: Request) -> Response:
         async def stream() -> AsyncIterator[dict[str, str]]:
             seen = self.snap.generation
@@ -236,6 +241,7 @@ def create_app(state: ConsoleState, *, poll: bool = True, on_ready: Callable[[],
         Route("/topics/{name}/messages", console.messages),
         Route("/groups", console.groups), Route("/part/groups", console.groups),
         Route("/groups/{group_id}", console.group), Route("/part/groups/{group_id}", console.group),
+        Route("/transactions", console.transactions), Route("/part/transactions", console.transactions),
         Route("/events", console.events),
         Route("/login", console.login_form, methods=["GET"]), Route("/login", console.login, methods=["POST"]),
         Route("/logout", console.logout, methods=["POST"]),

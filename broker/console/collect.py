@@ -26,6 +26,7 @@ from broker.console.snapshot import (
     QuorumView,
     Snapshot,
     TopicView,
+    TransactionView,
     VoterView,
 )
 from wire.errors import ErrorCode
@@ -61,6 +62,14 @@ from wire.generated.api_055_describe_quorum import (
     DescribeQuorumResponseReplicaState,
 )
 from wire.generated.api_060_describe_cluster import DescribeClusterRequest, DescribeClusterResponse
+from wire.generated.api_065_describe_transactions import (
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+)
+from wire.generated.api_066_list_transactions import (
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
 from wire.generated.data.consumer_protocol_assignment import ConsumerProtocolAssignment
 
 LATEST = -1
@@ -149,13 +158,15 @@ class Collector:
         self._previous_ends = {n: v for n, v in self._previous_ends.items() if n in topics}
 
         groups = self._groups(ends, errors)
+        transactions, transactions_supported = self._transactions(live, errors)
         quorum = self._quorum(errors)
         metrics = self.scraper.scrape(now) if self.scraper is not None else None
         self._record_history(now, topics, groups, metrics)
         self._generation += 1
         return Snapshot(taken_ms=now, cluster_id=cluster_id, controller_id=controller_id, brokers=brokers,
                         topics=topics, groups=groups, quorum=quorum, metrics=metrics, errors=tuple(errors),
-                        generation=self._generation)
+                        generation=self._generation, transactions=transactions,
+                        transactions_supported=transactions_supported)
 
     def _rate(self, topic: str, end: int, now: int) -> float | None:
         previous = self._previous_ends.get(topic)
@@ -249,6 +260,34 @@ class Collector:
         return QuorumView(part.leader_id, part.leader_epoch, part.high_watermark,
                           tuple(view(v, "Follower") for v in part.current_voters),
                           tuple(view(o, "Observer") for o in part.observers))
+
+    def _transactions(self, live: set[int], errors: list[str]) -> tuple[tuple[TransactionView, ...], bool]:
+        """ListTransactions at every broker (each lists those it coordinates), then DescribeTransactions there."""
+        out: list[TransactionView] = []
+        for node in sorted(live):
+            try:
+                self.client.broker_version(node, ListTransactionsRequest.API_KEY)
+            except ClientError as ex:
+                if "does not support" in str(ex):
+                    return (), False
+                errors.append(f"ListTransactions on broker {node}: {ex}")
+                continue
+            try:
+                listed = self.client.broker(node, ListTransactionsRequest(), ListTransactionsResponse)
+                ids = sorted(t.transactional_id for t in listed.transaction_states)
+                if not ids:
+                    continue
+                described = self.client.broker(node, DescribeTransactionsRequest(transactional_ids=ids),
+                                               DescribeTransactionsResponse)
+            except ClientError as ex:
+                errors.append(f"transactions on broker {node}: {ex}")
+                continue
+            out.extend(TransactionView(
+                t.transactional_id, node, t.producer_id, t.producer_epoch, t.transaction_state,
+                t.transaction_timeout_ms, t.transaction_start_time_ms,
+                tuple(sorted((d.topic, p) for d in t.topics for p in d.partitions)))
+                for t in described.transaction_states if t.error_code == ErrorCode.NONE)
+        return tuple(sorted(out, key=lambda t: t.transactional_id)), True
 
     def _groups(self, ends: Offsets, errors: list[str]) -> dict[str, GroupView]:
         try:

@@ -168,6 +168,26 @@ class MetricsView:
 
 
 @dataclass(frozen=True, slots=True)
+class TransactionView:
+    transactional_id: str
+    coordinator: int
+    producer_id: int
+    producer_epoch: int
+    state: str
+    timeout_ms: int
+    start_ms: int
+    partitions: tuple[tuple[str, int], ...]
+
+    def running_ms(self, now_ms: int) -> int | None:
+        return now_ms - self.start_ms if self.start_ms >= 0 and self.state == "Ongoing" else None
+
+    def overdue(self, now_ms: int) -> bool:
+        """Ongoing for longer than its timeout: the coordinator should have aborted it."""
+        running = self.running_ms(now_ms)
+        return running is not None and running > self.timeout_ms
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     taken_ms: int
     cluster_id: str
@@ -179,6 +199,9 @@ class Snapshot:
     metrics: MetricsView | None
     errors: tuple[str, ...] = ()
     generation: int = 0
+    transactions: tuple[TransactionView, ...] = ()
+    #: False when the cluster does not answer ListTransactions (Kafka before 3.0).
+    transactions_supported: bool = True
 
     def partitions(self) -> list[PartitionView]:
         return [p for t in self.topics.values() for p in t.partitions]

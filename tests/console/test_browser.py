@@ -280,3 +280,27 @@ def test_message_browser_pages_from_an_offset_a_time_and_the_end(broker: tuple[B
     assert offsets("start=offset&offset=12") == []
     assert http.get("/topics/paged/messages?start=sideways").status_code == 400
     assert "does not exist" in http.get("/topics/paged/messages?partition=7").text
+
+
+def test_transactions_page_shows_an_open_transaction(broker: tuple[BrokerProcess, str], console: ConsoleProcess,
+                                                     browser: Any, tmp_path: Path) -> None:
+    proc, _ = broker
+    _create(proc.bootstrap, "payments")
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "transactional.id": "payments-writer",
+                         "transaction.timeout.ms": 60000})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("payments", value=b"pending")
+    producer.flush(30)
+    _open(browser, console.url + "/transactions")
+
+    def row() -> str | None:
+        found = [r for r in _text(browser, "transactions").splitlines() if r.startswith("payments-writer")]
+        return found[0] if found else None
+
+    open_row = wait_until(lambda: (r := row()) is not None and "Ongoing" in r and r, LIVE_S, "an ongoing transaction")
+    assert "payments-0" in str(open_row) and "60000 ms" in str(open_row)
+    save_screenshot(browser, screenshots_dir(tmp_path), "transactions")
+    producer.commit_transaction(30)
+    wait_until(lambda: (r := row()) is not None and "CompleteCommit" in r, LIVE_S, "the committed transaction")
+    assert console_errors(browser) == []
