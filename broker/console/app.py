@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -30,6 +31,7 @@ from starlette.staticfiles import StaticFiles
 from broker.client import ClientError
 from broker.console import forms
 from broker.console.actions import ActionError, describe_topic_configs
+from broker.console.auth import is_loopback
 from broker.console.charts import human, line_chart
 from broker.console.messages import MAX_PAGE_SIZE, Query, Start, View, read_page
 from broker.console.snapshot import Snapshot
@@ -201,6 +203,40 @@ def _parse_time(value: str) -> int:
     return int(parsed.timestamp() * 1000)
 
 
+class RequestGuard(BaseHTTPMiddleware):
+    """Cross-site and DNS-rebinding defences, for a console that may sit on a desktop's loopback.
+
+    On loopback, the ``Host`` header must name loopback (a rebound DNS name is refused).
+    A POST whose ``Origin`` is another site is refused, and a change (any POST but login and
+    logout) must carry htmx's ``HX-Request`` header, which a cross-site form cannot send.
+    """
+
+    PLAIN_FORMS = ("/login", "/logout")
+
+    def __init__(self, app: Any, loopback_only: bool) -> None:
+        super().__init__(app)
+        self.loopback_only = loopback_only
+
+    async def dispatch(self, request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        host = request.headers.get("host", "")
+        if self.loopback_only and not is_loopback(_hostname(host)):
+            return Response("unexpected Host header", status_code=421)
+        if request.method == "POST":
+            origin = request.headers.get("origin")
+            if origin is not None and origin != "null" and urlsplit(origin).netloc != host:
+                return Response("cross-site request refused", status_code=403)
+            if request.url.path not in self.PLAIN_FORMS and request.headers.get("hx-request") != "true":
+                return Response("changes are made from the console's pages only", status_code=403)
+        return await call_next(request)
+
+
+def _hostname(host_header: str) -> str:
+    """The host of a ``Host`` header, without its port (``[::1]:9021`` gives ``::1``)."""
+    if host_header.startswith("["):
+        return host_header[1:].partition("]")[0]
+    return host_header.rpartition(":")[0] if host_header.count(":") == 1 else host_header
+
+
 class LoginRequired(BaseHTTPMiddleware):
     """Everything but the login page and static files needs a signed-in user."""
 
@@ -218,7 +254,8 @@ class LoginRequired(BaseHTTPMiddleware):
         return Response("login required", status_code=401)
 
 
-def create_app(state: ConsoleState, *, poll: bool = True, on_ready: Callable[[], None] | None = None) -> Starlette:
+def create_app(state: ConsoleState, *, poll: bool = True, on_ready: Callable[[], None] | None = None,
+               loopback_only: bool = True) -> Starlette:
     console = Console(state)
 
     @asynccontextmanager
@@ -248,9 +285,9 @@ def create_app(state: ConsoleState, *, poll: bool = True, on_ready: Callable[[],
         *forms.routes(console),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
-    middleware = []
+    middleware = [Middleware(RequestGuard, loopback_only=loopback_only)]
     if state.authenticator is not None:
-        middleware = [
+        middleware += [
             Middleware(SessionMiddleware, secret_key=secrets.token_urlsafe(32), same_site="strict",
                        session_cookie="cormorant_console"),
             Middleware(LoginRequired),

@@ -100,10 +100,10 @@ def run_console(args: argparse.Namespace) -> int:
     except OSError as ex:
         print(f"cormorant console: cannot listen on {args.bind}:{args.port}: {ex.strerror}", file=sys.stderr)
         return EXIT_CONFIG
-    return serve(state, sock)
+    return serve(state, sock, loopback_only=is_loopback(args.bind))
 
 
-def serve(state: ConsoleState, sock: socket.socket) -> int:
+def serve(state: ConsoleState, sock: socket.socket, *, loopback_only: bool) -> int:
     import uvicorn
 
     from broker.console.app import create_app
@@ -115,7 +115,7 @@ def serve(state: ConsoleState, sock: socket.socket) -> int:
         # The socket already listens; this runs after the first poll, so the first page has data.
         print(f"cormorant console ready url=http://{shown}:{port}/", flush=True)
 
-    config = uvicorn.Config(create_app(state, on_ready=ready), log_level="warning", access_log=False,
+    config = uvicorn.Config(create_app(state, on_ready=ready, loopback_only=loopback_only), log_level="warning", access_log=False,
                             lifespan="on")
     try:
         uvicorn.Server(config).run(sockets=[sock])

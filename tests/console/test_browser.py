@@ -304,3 +304,22 @@ def test_transactions_page_shows_an_open_transaction(broker: tuple[BrokerProcess
     producer.commit_transaction(30)
     wait_until(lambda: (r := row()) is not None and "CompleteCommit" in r, LIVE_S, "the committed transaction")
     assert console_errors(browser) == []
+
+
+def test_cross_site_and_rebound_requests_are_refused(broker: tuple[BrokerProcess, str],
+                                                     console: ConsoleProcess) -> None:
+    import httpx
+
+    proc, _ = broker
+    http = httpx.Client(base_url=console.url, timeout=30)
+    change = {"name": "cross-site", "partitions": "1", "confirm": "yes"}
+    # A form another site posts (no htmx header), or any POST from another origin, changes nothing.
+    assert http.post("/topics", data=change).status_code == 403
+    assert http.post("/topics", data=change, headers={"HX-Request": "true",
+                                                      "Origin": "http://evil.example"}).status_code == 403
+    # A DNS name rebound to 127.0.0.1 is not loopback: refused even for reading.
+    assert http.get("/cluster", headers={"Host": "evil.example:9021"}).status_code == 421
+    assert http.get("/cluster", headers={"Host": "localhost"}).status_code == 200
+    assert "cross-site" not in set(_admin(proc.bootstrap).list_topics(timeout=10).topics)
+    same_site = http.post("/topics", data=change, headers={"HX-Request": "true", "Origin": console.url})
+    assert same_site.status_code == 200 and "Created topic &#39;cross-site&#39;" in same_site.text

@@ -71,7 +71,7 @@ def test_users_must_log_in_and_mutations_name_them(tmp_path: Path, broker: Broke
         anonymous = httpx.Client(base_url=console.url, timeout=10)
         page = anonymous.get("/cluster")
         assert page.status_code == 303 and page.headers["location"].startswith("/login")
-        refused = anonymous.post("/topics", data={"name": "sneaky", "confirm": "yes"})
+        refused = anonymous.post("/topics", data={"name": "sneaky", "confirm": "yes"}, headers={"HX-Request": "true"})
         assert refused.status_code == 401
         assert anonymous.get("/part/cluster", headers={"HX-Request": "true"}).status_code == 401
         assert anonymous.get("/events").status_code == 303

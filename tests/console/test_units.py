@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.console.app import _hostname
 from broker.console.auth import Authenticator, hash_password, is_loopback, verify_password
 from broker.console.charts import line_chart
 from broker.console.kafka import ConsoleConfigError, load_client_properties
@@ -133,6 +134,11 @@ def test_passwords_are_salted_and_checked() -> None:
     auth = Authenticator({"alice": one})
     assert auth.check("alice", "a long password")
     assert not auth.check("bob", "a long password")
+
+
+def test_host_header_names() -> None:
+    assert [_hostname(h) for h in ("127.0.0.1:9021", "localhost", "[::1]:9021", "[::1]", "evil.example:80")] == [
+        "127.0.0.1", "localhost", "::1", "::1", "evil.example"]
 
 
 def test_loopback() -> None:
