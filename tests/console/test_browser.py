@@ -156,6 +156,20 @@ def test_pages_show_what_the_cluster_holds(broker: tuple[BrokerProcess, str], co
     assert "ledger 0 4 10 6" in _text(browser, "lag")
     save_screenshot(browser, shots, "group")
 
+    # A live consumer: the group is Stable, with its member, client id and assignment.
+    reader = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "readers", "client.id": "reader-1",
+                       "auto.offset.reset": "earliest"})
+    try:
+        reader.subscribe(["orders"])
+        wait_until(lambda: reader.poll(0.2) is not None or bool(reader.assignment()), 30, "an assignment")
+        _open(browser, console.url + "/groups/readers")
+        wait_until(lambda: _text(browser, "group-state") == "Stable", LIVE_S, "a stable group")
+        members = wait_until(lambda: (m := _text(browser, "members")) and "orders-2" in m and m, LIVE_S,
+                             "the member's assignment")
+        assert "reader-1" in str(members) and "orders-0, orders-1, orders-2" in str(members)
+    finally:
+        reader.close()
+
     _open(browser, console.url + "/topics")
     save_screenshot(browser, shots, "topics")
     _open(browser, console.url + "/cluster")
