@@ -30,21 +30,29 @@ class ConsoleState:
     changed: anyio.Event = field(default_factory=anyio.Event)
     polls: int = 0
     last_poll_s: float = 0.0
+    #: The last poll's failure, logged once until it changes or polling recovers.
+    failure: str | None = None
 
     async def poll_once(self) -> None:
         started = time.monotonic()
+        failure: str | None = None
         try:
             snapshot = await anyio.to_thread.run_sync(self.collector.collect)
         except ClientError as ex:
             # Keep what was last seen; the banner says why it is not fresh.
-            snapshot = replace(self.snapshot, errors=(f"cluster unreachable: {ex}",),
-                               generation=self.snapshot.generation + 1)
-            log.warning("console_poll_failed", error=str(ex))
+            failure = f"cluster unreachable: {ex}"
+            if failure != self.failure:
+                log.warning("console_poll_failed", error=str(ex))
         except Exception as ex:
             # A reply the console cannot use must not stop the polling: log it and keep going.
-            snapshot = replace(self.snapshot, errors=(f"poll failed: {type(ex).__name__}: {ex}",),
-                               generation=self.snapshot.generation + 1)
-            log.exception("console_poll_failed")
+            failure = f"poll failed: {type(ex).__name__}: {ex}"
+            if failure != self.failure:
+                log.exception("console_poll_failed")
+        if failure is not None:
+            snapshot = replace(self.snapshot, errors=(failure,), generation=self.snapshot.generation + 1)
+        elif self.failure is not None:
+            log.info("console_poll_recovered")
+        self.failure = failure
         self.last_poll_s = time.monotonic() - started
         self.snapshot = snapshot
         self.polls += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -104,3 +105,16 @@ def test_users_must_log_in_and_mutations_name_them(tmp_path: Path, broker: Broke
         assert "action=create_topic" in logs and "user=alice" in logs
         assert "action=login" in logs and "outcome=refused" in logs
         assert "sneaky" not in logs
+
+
+def test_an_unreachable_cluster_is_shown_and_logged_once(tmp_path: Path) -> None:
+    with running_console(tmp_path, "127.0.0.1:1") as console:
+        http = httpx.Client(base_url=console.url, timeout=10)
+        wait_until(lambda: "cluster unreachable" in http.get("/part/cluster").text, 10, "the banner")
+        assert http.get("/cluster").status_code == 200
+        time.sleep(1.5)  # three more failed polls at --refresh 0.5
+        assert console.logs().count("console_poll_failed") == 1
+    bad_config = tmp_path / "client.properties"
+    bad_config.write_text("sasl.mechanism=PLAIN\n")
+    refused = _console("--bootstrap-server", "127.0.0.1:1", "--command-config", str(bad_config))
+    assert refused.returncode == 2 and "unsupported client properties: sasl.mechanism" in refused.stderr
