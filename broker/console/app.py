@@ -38,6 +38,8 @@ from broker.console.snapshot import Snapshot
 from broker.console.state import ConsoleState
 
 STATIC_DIR = Path(__file__).parent / "static"
+#: Rows of the topics list per page: enough to scan, few enough for a browser to lay out at once.
+ROWS_PER_PAGE = 200
 #: The SSE stream says it is alive this often, so proxies and browsers keep it open.
 PING_S = 15
 
@@ -96,11 +98,18 @@ class Console:
     async def topics(self, request: Request) -> Response:
         query = request.query_params.get("q", "").strip()
         internal = request.query_params.get("internal") == "on"
-        shown = [t for t in self.snap.topics.values()
-                 if (not query or query.lower() in t.name.lower()) and (internal or not t.internal)]
+        matching = [t for t in self.snap.topics.values()
+                    if (not query or query.lower() in t.name.lower()) and (internal or not t.internal)]
+        pages = max(1, -(-len(matching) // ROWS_PER_PAGE))
+        try:
+            page = min(max(int(request.query_params.get("page", "0") or 0), 0), pages - 1)
+        except ValueError:
+            page = 0
+        shown = matching[page * ROWS_PER_PAGE:(page + 1) * ROWS_PER_PAGE]
         part = request.url.path.startswith("/part/")
         return self.render(request, "topics_part.html" if part else "topics.html", q=query, internal=internal,
-                           shown=shown)
+                           shown=shown, matching=len(matching), page=page, pages=pages,
+                           first_row=page * ROWS_PER_PAGE)
 
     async def topic(self, request: Request) -> Response:
         name = request.path_params["name"]
