@@ -47,8 +47,11 @@ def test_killed_broker_shows_its_partitions_under_replicated(tmp_path: Path) -> 
     with QuorumCluster(tmp_path / "cluster", session_timeout_ms=3000, overrides=OVERRIDES) as cluster:
         bootstrap = ",".join(n.bootstrap for n in cluster.nodes.values())
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        futures = admin.create_topics([NewTopic("replicated", 3, 3)], operation_timeout=30)
+        futures = admin.create_topics([NewTopic("replicated", 3, 3), NewTopic("solo", 2, replica_assignment=[[3], [1]],
+                                                                       config={"min.insync.replicas": "1"})],
+                                      operation_timeout=30)
         futures["replicated"].result(30)
+        futures["solo"].result(30)
         with running_console(tmp_path, bootstrap) as console, chromium() as browser:
             browser.get(console.url + "/cluster")
             assert console_errors(browser) == []
@@ -74,6 +77,10 @@ def test_killed_broker_shows_its_partitions_under_replicated(tmp_path: Path) -> 
             wait_until(lambda: sum(f"replicated-{p}" in _text(browser, "trouble") for p in range(3)) == 3,
                        SHOWN_WITHIN_S, "all three partitions listed")
             wait_until(lambda: _text(browser, "broker-count") == "2", 30, "the dead broker leaves the list")
+            # The single-replica partition that lived on node 3 has no leader: offline.
+            wait_until(lambda: _text(browser, "offline-count") == "1", SHOWN_WITHIN_S, "an offline partition")
+            offline = [r for r in _text(browser, "trouble").splitlines() if r.startswith("solo-")]
+            assert len(offline) == 1 and offline[0].startswith("solo-0 none") and "offline" in offline[0]
             save_screenshot(browser, shots, "cluster-under-replicated")
             assert console_errors(browser) == []
             print(f"under-replicated shown {seen_after:.1f}s after the kill")
