@@ -117,8 +117,12 @@ class Mutations:
             total = _int(form, "count")
         except FormError as ex:
             return await self._fail(request, "add_partitions", str(ex))
-        topic = self.console.snap.topics.get(name)
-        now = len(topic.partitions) if topic else "?"
+        try:
+            # Ask the cluster, not the snapshot: the topic may be newer than the last poll.
+            metadata = await anyio.to_thread.run_sync(self.state.client.metadata, [name])
+            now: int | str = next((len(t.partitions) for t in metadata.topics if t.name == name), "?")
+        except ClientError:
+            now = "?"
         return await self._run(
             request, "add_partitions", name,
             f"Grow topic '{name}' from {now} to {total} partitions? Keyed records will map to other partitions.",
