@@ -99,6 +99,18 @@ def chromium() -> Iterator[Any]:
         driver.quit()
 
 
+def live_text(driver: Any, element_id: str) -> str:
+    """An element's text; read again when htmx swapped the element between finding and reading it."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    for _ in range(20):
+        try:
+            return str(driver.find_element("id", element_id).text)
+        except StaleElementReferenceException:
+            time.sleep(0.05)
+    return str(driver.find_element("id", element_id).text)
+
+
 def console_errors(driver: Any) -> list[str]:
     """The page's console messages at SEVERE level since the last call (script errors, failed loads)."""
     return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]

@@ -19,6 +19,7 @@ from tests.console.harness import (
     chromium,
     chromium_or_skip,
     console_errors,
+    live_text,
     running_console,
     save_screenshot,
     screenshots_dir,
@@ -74,9 +75,7 @@ def _create(bootstrap: str, name: str, partitions: int = 1, replication: int = 1
 
 
 def _text(driver: Any, element_id: str) -> str:
-    from selenium.webdriver.common.by import By
-
-    return str(driver.find_element(By.ID, element_id).text)
+    return live_text(driver, element_id)
 
 
 def _click(driver: Any, element_id: str) -> None:

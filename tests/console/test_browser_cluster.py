@@ -13,6 +13,7 @@ from tests.console.harness import (
     chromium,
     chromium_or_skip,
     console_errors,
+    live_text,
     running_console,
     save_screenshot,
     screenshots_dir,
@@ -38,7 +39,7 @@ OVERRIDES = {
 
 
 def _text(driver: Any, element_id: str) -> str:
-    return str(driver.find_element("id", element_id).text)
+    return live_text(driver, element_id)
 
 
 def test_killed_broker_shows_its_partitions_under_replicated(tmp_path: Path) -> None:
