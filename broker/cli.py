@@ -6,6 +6,7 @@
 ``cormorant partitions reassign|status|elect-leaders`` moves partitions and elects leaders;
 ``cormorant transactions ...`` lists and describes transactional ids;
 ``cormorant dump-log FILE`` prints a segment's batches like Kafka's dump-log tool;
+``cormorant console`` serves a web console for the cluster;
 ``cormorant top`` shows a broker's metrics endpoint live in the terminal;
 ``cormorant cluster up|down|status --dir D`` runs a local multi-node cluster;
 ``cormorant metadata quorum|image --bootstrap-server H:P`` shows the metadata quorum and image;
@@ -145,6 +146,12 @@ def _top(args: argparse.Namespace) -> int:
     return run_top(args.metrics_url, args.interval, args.once, bootstrap=args.bootstrap_server)
 
 
+def _console(args: argparse.Namespace) -> int:
+    from broker.console.cli import run_console
+
+    return run_console(args)
+
+
 def _pipeline(args: argparse.Namespace) -> int:
     from broker.tools.pipeline import run_pipeline
 
@@ -215,6 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
     from broker.tools.transactions import add_parser as add_transactions_parser
 
     add_transactions_parser(sub).set_defaults(func=_transactions)
+
+    from broker.console.cli import add_parser as add_console_parser
+
+    add_console_parser(sub).set_defaults(func=_console)
 
     top = sub.add_parser("top", help="live view of a broker's metrics endpoint")
     top.add_argument("--metrics-url", default="http://127.0.0.1:9464/metrics", help="the broker's /metrics URL")

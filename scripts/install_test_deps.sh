@@ -61,6 +61,10 @@ fi
 if ! command -v javac >/dev/null 2>&1; then
   apt_install default-jdk-headless
 fi
+# The web console's browser tests drive Debian's headless Chromium through its chromedriver.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  apt_install chromium chromium-driver fonts-liberation
+fi
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   apt_install nodejs npm
 fi
