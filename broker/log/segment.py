@@ -38,21 +38,19 @@ from broker.log.files import (
     segment_file_name,
 )
 from broker.log.index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
+from broker.log.segment_io import scan_headers, scan_pinned, write_all
 from wire.exceptions import CorruptRecordError
 from wire.records import (
     BATCH_HEADER_SIZE,
     RecordBatchHeader,
     batch_size_at,
     iter_records,
-    read_batch_header,
     validate_batch,
 )
 from wire.regions import FileRegion
 
 log = structlog.get_logger(__name__)
 
-#: Bytes read at a time when scanning batch headers forward from an index entry.
-SCAN_CHUNK_BYTES = 16 * 1024
 #: Bytes read at a time when recovery re-validates a whole segment.
 RECOVERY_CHUNK_BYTES = 1024 * 1024
 #: No batch can be larger than an int32 length allows.
@@ -353,7 +351,7 @@ class LogSegment:
         self._ensure_indexes()
         position = self._size
         with self._log.pinned() as fd:
-            _write_all(fd, batches, position)
+            write_all(fd, batches, position)
         self._size = position + length
         if position == 0:
             self._first_batch_timestamp = largest_timestamp
@@ -525,7 +523,7 @@ class LogSegment:
         the size when the scan started).
         """
         end = self._size if end_position is None else min(end_position, self._size)
-        return _scan_pinned(self._log, start_position, end)
+        return scan_pinned(self._log, start_position, end)
 
     def translate_offset(
         self, offset: int, start_position: int = 0
@@ -676,54 +674,12 @@ class LogSegment:
         fd = os.open(path, os.O_RDONLY)
         try:
             next_offset = base_offset
-            for _, header in _scan_headers(fd, 0, os.fstat(fd).st_size):
+            for _, header in scan_headers(fd, 0, os.fstat(fd).st_size):
                 next_offset = header.next_offset
             return next_offset
         finally:
             os.close(fd)
 
 
-def _scan_pinned(file: CachedFile, start: int, end: int) -> Iterator[tuple[int, RecordBatchHeader]]:
-    """:func:`_scan_headers` with the file pinned until the scan ends or is dropped."""
-    with file.pinned() as fd:
-        yield from _scan_headers(fd, start, end)
-
-
-def _scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, RecordBatchHeader]]:
-    """Batch headers of the file from ``start`` (a batch boundary), stopping before a batch past ``end``."""
-    position = start
-    buf = b""
-    buf_start = position
-    while end - position >= BATCH_HEADER_SIZE:
-        at = position - buf_start
-        if at + BATCH_HEADER_SIZE > len(buf):
-            buf = os.pread(fd, min(SCAN_CHUNK_BYTES, end - position), position)
-            buf_start = position
-            at = 0
-            if len(buf) < BATCH_HEADER_SIZE:
-                return
-        header = read_batch_header(buf, at)
-        if header.size_in_bytes > end - position:
-            return
-        yield position, header
-        position += header.size_in_bytes
-
-
 def _epoch_of(header: RecordBatchHeader) -> int | None:
     return header.partition_leader_epoch if header.partition_leader_epoch >= 0 else None
-
-
-def _write_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
-    """Write all of ``data`` at the end of an ``O_APPEND`` file that ends at ``position``.
-
-    On failure (a full disk) the partial write is cut off again, so the file
-    never keeps a torn batch that the log's size does not account for.
-    """
-    view = memoryview(data)
-    try:
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-    except OSError:
-        os.ftruncate(fd, position)
-        raise
