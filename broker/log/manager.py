@@ -371,6 +371,8 @@ class LogManager:
         return merged
 
     def _logs_in(self, directory: Path) -> dict[TopicPartition, PartitionLog]:
+        if len(self._dirs) == 1:
+            return dict(self._logs)  # no Path comparison per partition on every checkpoint
         return {tp: pl for tp, pl in self._logs.items() if pl.dir.parent == directory}
 
     # -- shutdown ------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ readable while it is being sent, even past an eviction or a deletion.
 from __future__ import annotations
 
 import bisect
+import os
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -204,8 +205,8 @@ class PartitionLog:
             segments: list[LogSegment] = []
             needs_rebuild: set[LogSegment] = set()
         else:
-            _remove_temp_files_and_complete_swaps(directory)
-            segments, needs_rebuild = _open_segments(directory, config, clock_ms, files)
+            names = _remove_temp_files_and_complete_swaps(directory)
+            segments, needs_rebuild = _open_segments(directory, names, config, clock_ms, files)
         try:
             return cls._load(
                 directory,
@@ -1066,7 +1067,13 @@ def _base_offset(segment: LogSegment) -> int:
     return segment.base_offset
 
 
-def _remove_temp_files_and_complete_swaps(directory: Path) -> None:
+def _file_names(directory: Path) -> list[str]:
+    """The regular files of ``directory``, sorted (the entry types come with the listing: no stat each)."""
+    with os.scandir(directory) as entries:
+        return sorted(entry.name for entry in entries if entry.is_file())
+
+
+def _remove_temp_files_and_complete_swaps(directory: Path) -> list[str]:
     """Kafka's handling of files left by an interrupted delete, clean or segment swap.
 
     ``.deleted`` and ``.cleaned`` files are removed. A ``.swap`` segment is a
@@ -1074,13 +1081,13 @@ def _remove_temp_files_and_complete_swaps(directory: Path) -> None:
     renamed into place, unless it belongs to an unfinished split (at or
     above the first ``.cleaned`` offset), in which case it is removed too.
     Index files without a ``.log`` are removed (the segment's are rebuilt).
+    Returns the names of the files left.
     """
     min_cleaned_offset = None
     swap_files = []
-    for path in sorted(directory.iterdir()):
-        if not path.is_file():
-            continue
-        name = path.name
+    names = _file_names(directory)
+    for name in names:
+        path = directory / name
         if name.endswith(DELETED_SUFFIX):
             _remove(path, "deleted")
         elif name.endswith(CLEANED_SUFFIX):
@@ -1116,11 +1123,17 @@ def _remove_temp_files_and_complete_swaps(directory: Path) -> None:
                 _remove(path, "replaced_by_swap")
     for path in valid_swaps:
         path.rename(path.with_name(path.name[: -len(SWAP_SUFFIX)]))
-    logs = {p.name[: -len(LOG_SUFFIX)] for p in directory.iterdir() if p.name.endswith(LOG_SUFFIX)}
-    for path in directory.iterdir():
-        for suffix in INDEX_SUFFIXES:
-            if path.name.endswith(suffix) and path.name[: -len(suffix)] not in logs:
-                _remove(path, "orphaned_index")
+    if swap_files or any(n.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)) for n in names):
+        names = _file_names(directory)  # something was removed or renamed
+    logs = {name[: -len(LOG_SUFFIX)] for name in names if name.endswith(LOG_SUFFIX)}
+    left = []
+    for name in names:
+        orphan = any(name.endswith(suffix) and name[: -len(suffix)] not in logs for suffix in INDEX_SUFFIXES)
+        if orphan:
+            _remove(directory / name, "orphaned_index")
+        else:
+            left.append(name)
+    return left
 
 
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, *INDEX_SUFFIXES)
@@ -1139,13 +1152,13 @@ def _remove(path: Path, reason: str) -> None:
 
 
 def _open_segments(
-    directory: Path, config: LogConfig, clock_ms: Callable[[], int], files: FileCache
+    directory: Path, names: Sequence[str], config: LogConfig, clock_ms: Callable[[], int], files: FileCache
 ) -> tuple[list[LogSegment], set[LogSegment]]:
-    """Every ``.log`` in offset order, and those whose indexes need a rebuild."""
+    """Every ``.log`` among ``names`` in offset order, and those whose indexes need a rebuild."""
     bases = sorted(
         offset
-        for path in directory.iterdir()
-        if path.name.endswith(LOG_SUFFIX) and (offset := _offset_or_none(path.name)) is not None
+        for name in names
+        if name.endswith(LOG_SUFFIX) and (offset := _offset_or_none(name)) is not None
     )
     segments: list[LogSegment] = []
     needs_rebuild: set[LogSegment] = set()

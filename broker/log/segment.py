@@ -38,7 +38,7 @@ from broker.log.files import (
     segment_file_name,
 )
 from broker.log.index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
-from broker.log.segment_io import scan_headers, scan_pinned, write_all_at_end
+from broker.log.segment_io import scan_headers, scan_pinned, write_all
 from wire.exceptions import CorruptRecordError
 from wire.records import (
     BATCH_HEADER_SIZE,
@@ -351,7 +351,7 @@ class LogSegment:
         self._ensure_indexes()
         position = self._size
         with self._log.pinned() as fd:
-            write_all_at_end(fd, batches, position)
+            write_all(fd, batches, position)
         self._size = position + length
         if position == 0:
             self._first_batch_timestamp = largest_timestamp

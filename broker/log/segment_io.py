@@ -1,4 +1,4 @@
-"""Raw reads and writes of a segment's ``.log`` file: scanning batch headers, appending whole."""
+"""Reading and writing a segment's ``.log`` through its descriptor: batch header scans and whole writes."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, RecordBat
         position += header.size_in_bytes
 
 
-def write_all_at_end(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+def write_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
     """Write all of ``data`` at the end of an ``O_APPEND`` file that ends at ``position``.
 
     On failure (a full disk) the partial write is cut off again, so the file
