@@ -56,7 +56,6 @@ from broker.group.group import (
     GroupSummary,
     JoinCallback,
     JoinResult,
-    MemberSummary,
 )
 from broker.group.records import OffsetAndMetadata, RecordFormatError
 from broker.group.shard import (
@@ -184,7 +183,7 @@ class ConsumerGroupShard(GroupShard):
         records: list[CoordinatorRecord] = []
         if group is None:
             if req.member_epoch != JOIN_GROUP_MEMBER_EPOCH:
-                callback(_failure(ErrorCode.UNKNOWN_MEMBER_ID))
+                callback(_failure(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found."))
                 return
             group = ConsumerGroup(req.group_id)
         member = group.members.get(req.member_id)
@@ -350,9 +349,13 @@ class ConsumerGroupShard(GroupShard):
     # ================================================================ leaving and fencing
 
     def _leave(self, group: ConsumerGroup | None, req: ConsumerHeartbeat, callback: HeartbeatCallback) -> None:
-        member = None if group is None else group.members.get(req.member_id)
-        if group is None or member is None:
-            callback(_failure(ErrorCode.UNKNOWN_MEMBER_ID))
+        if group is None:
+            callback(_failure(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found."))
+            return
+        member = group.members.get(req.member_id)
+        if member is None:
+            callback(_failure(ErrorCode.UNKNOWN_MEMBER_ID,
+                              f"Member {req.member_id} is not a member of group {req.group_id}."))
             return
         if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and member.instance_id is not None:
             # Kept with its assignment until its session expires, for the next instance.
@@ -459,6 +462,19 @@ class ConsumerGroupShard(GroupShard):
             return ErrorCode.ILLEGAL_GENERATION if transactional else ErrorCode.STALE_MEMBER_EPOCH
         return None
 
+    def validate_consumer_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        """Kafka's ConsumerGroup.validateOffsetFetch: without a member id and epoch (an admin
+        client, an older client) anyone may fetch; a member must have the epoch it names."""
+        group = self.consumer_groups.get(group_id)
+        if group is None or (member_id is None and member_epoch < 0):
+            return None
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return None
+
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
                        offsets: dict[TopicPartition, OffsetAndMetadata], callback: CommitCallback) -> None:
         group = self.consumer_groups.get(group_id)
@@ -493,14 +509,11 @@ class ConsumerGroupShard(GroupShard):
         return self.consumer_groups.get(group_id)
 
     def describe_group(self, group_id: str) -> GroupSummary:
-        group = self.consumer_groups.get(group_id)
-        if group is None:
-            return super().describe_group(group_id)
-        # DescribeGroups of a consumer group: its state and members, protocol type "consumer"
-        # and no classic metadata (what Kafka 4 answers for a group without classic members).
-        return GroupSummary(group.state.value, CONSUMER_PROTOCOL_TYPE, "", tuple(
-            MemberSummary(m.member_id, m.instance_id, m.client_id, m.client_host, b"", b"")
-            for m in group.members.values()))
+        if group_id in self.consumer_groups:
+            # Kafka 4: a consumer-protocol group "is not a classic group"; DescribeGroups up
+            # to v5 answers Dead without an error (v6 would add GROUP_ID_NOT_FOUND).
+            return GroupSummary(GroupState.DEAD.value, "", "", ())
+        return super().describe_group(group_id)
 
     def list_groups(self, states: set[str], types: set[str]) -> list[GroupOverview]:
         lowered = {t.lower() for t in types}

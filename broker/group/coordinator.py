@@ -366,11 +366,17 @@ class GroupCoordinator:
             if shard is not None:
                 shard.complete_transaction(producer_id, committed)
 
-    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
-                      require_stable: bool) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool,
+                      member: tuple[str | None, int] | None = None,
+                      ) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
+        """``member``: (member id, member epoch) of OffsetFetch v9+, checked for consumer-protocol groups."""
         error, shard = self._locate(group_id, allow_empty=True)
         if shard is None:
             return error, {}
+        if member is not None:
+            member_error = shard.validate_consumer_fetch(group_id, *member)
+            if member_error is not None:
+                return member_error, {}
         return ErrorCode.NONE, shard.fetch_offsets(group_id, partitions, require_stable)
 
     def delete_offsets(self, group_id: str,

@@ -14,6 +14,11 @@ from broker.client import KafkaClient
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.test_group_apis import commit, create_topic, fetch, find
 from wire.errors import ErrorCode
+from wire.generated.api_009_offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchResponse,
+)
 from wire.generated.api_015_describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from wire.generated.api_016_list_groups import ListGroupsRequest, ListGroupsResponse
 from wire.generated.api_068_consumer_group_heartbeat import (
@@ -126,9 +131,22 @@ def test_join_commit_describe_and_list(broker: BrokerProcess, capsys: pytest.Cap
             (x.group_id, x.protocol_type, x.group_state, x.group_type) for x in listed.groups]
         classic_only = c.send(ListGroupsRequest(types_filter=["classic"]), ListGroupsResponse, 5)
         assert group not in [x.group_id for x in classic_only.groups]
+        # As Kafka 4: not a classic group, so DescribeGroups (up to v5) says Dead, without an error.
         [dg] = c.send(DescribeGroupsRequest(groups=[group]), DescribeGroupsResponse, 5).groups
-        assert (dg.error_code, dg.group_state, dg.protocol_type, [x.member_id for x in dg.members]) == (
-            ErrorCode.NONE, "Stable", "consumer", ["member-1"])
+        assert (dg.error_code, dg.group_state, dg.members) == (ErrorCode.NONE, "Dead", [])
+        # OffsetFetch v9 names the member: its epoch must be current.
+        stale = c.send(OffsetFetchRequest(groups=[OffsetFetchRequestGroup(
+            group_id=group, member_id="member-1", member_epoch=0, topics=None)]), OffsetFetchResponse, 9)
+        assert stale.groups[0].error_code == ErrorCode.STALE_MEMBER_EPOCH
+        unknown = c.send(OffsetFetchRequest(groups=[OffsetFetchRequestGroup(
+            group_id=group, member_id="nobody", member_epoch=1, topics=None)]), OffsetFetchResponse, 9)
+        assert unknown.groups[0].error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        current = c.send(OffsetFetchRequest(groups=[OffsetFetchRequestGroup(
+            group_id=group, member_id="member-1", member_epoch=1, topics=None)]), OffsetFetchResponse, 9)
+        assert current.groups[0].error_code == ErrorCode.NONE
+        assert [(t.name, p.partition_index, p.committed_offset) for t in current.groups[0].topics
+                for p in t.partitions] == [(topic, 0, 5)]
+        assert heartbeat(c, "cg-never", "m", 3).error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
         code, out, _ = (main(["groups", "--bootstrap-server", broker.bootstrap, "list", "--state", "--type"]),
                         *capsys.readouterr())
