@@ -9,6 +9,8 @@ rebalance moves as few partitions as it can.
 - ``uniform`` (Kafka's UniformAssignor): every subscribed partition of every
   topic, spread so that member counts differ by at most one among members that
   could take it.
+  Rack-aware (KIP-881): a partition that has to be placed goes preferably to a member
+  whose ``rack_id`` holds one of its replicas, so consumers fetch within their rack.
 - ``range`` (Kafka's RangeAssignor): per topic, the members subscribed to it get
   contiguous-sized shares (the first ``partitions % members`` one more), so
   members subscribed to co-partitioned topics get the same partition numbers.
@@ -42,8 +44,11 @@ class MemberSpec:
 class PartitionAssignor(Protocol):
     name: str
 
-    def assign(self, members: Mapping[str, MemberSpec], partitions: Mapping[uuid.UUID, int]) -> dict[str, Assignment]:
-        """``partitions``: topic id -> partition count of every subscribed topic."""
+    def assign(self, members: Mapping[str, MemberSpec], partitions: Mapping[uuid.UUID, int],
+               partition_racks: Mapping[tuple[uuid.UUID, int], frozenset[str]] | None = None,
+               ) -> dict[str, Assignment]:
+        """``partitions``: topic id -> partition count of every subscribed topic;
+        ``partition_racks``: the racks of each partition's replicas (where known)."""
         ...
 
 
@@ -54,7 +59,10 @@ def _empty(members: Mapping[str, MemberSpec]) -> dict[str, Assignment]:
 class UniformAssignor:
     name = "uniform"
 
-    def assign(self, members: Mapping[str, MemberSpec], partitions: Mapping[uuid.UUID, int]) -> dict[str, Assignment]:
+    def assign(self, members: Mapping[str, MemberSpec], partitions: Mapping[uuid.UUID, int],
+               partition_racks: Mapping[tuple[uuid.UUID, int], frozenset[str]] | None = None,
+               ) -> dict[str, Assignment]:
+        racks = partition_racks or {}
         out = _empty(members)
         counts = {member_id: 0 for member_id in members}
         eligible: dict[tuple[uuid.UUID, int], list[str]] = {}
@@ -76,10 +84,15 @@ class UniformAssignor:
                     if tp in eligible and tp not in owner and member_id in eligible[tp] and counts[member_id] < quota:
                         owner[tp] = member_id
                         counts[member_id] += 1
-        # 2. The rest to the least loaded member that subscribes (ties by member id).
+        # 2. The rest to the least loaded member that subscribes (ties by member id); rack-aware:
+        #    first to the least loaded one in a rack holding a replica, while under the quota.
+        def same_rack(tp: tuple[uuid.UUID, int]) -> list[str]:
+            return [m for m in eligible[tp] if members[m].rack_id is not None and members[m].rack_id in racks.get(tp, ())
+                    and counts[m] < quota]
+
         for tp in sorted(eligible):
             if tp not in owner:
-                member_id = min(eligible[tp], key=lambda m: (counts[m], m))
+                member_id = min(same_rack(tp) or eligible[tp], key=lambda m: (counts[m], m))
                 owner[tp] = member_id
                 counts[member_id] += 1
         # 3. Balance heterogeneous subscriptions: move from the most to the least loaded.
@@ -102,7 +115,9 @@ class UniformAssignor:
 class RangeAssignor:
     name = "range"
 
-    def assign(self, members: Mapping[str, MemberSpec], partitions: Mapping[uuid.UUID, int]) -> dict[str, Assignment]:
+    def assign(self, members: Mapping[str, MemberSpec], partitions: Mapping[uuid.UUID, int],
+               partition_racks: Mapping[tuple[uuid.UUID, int], frozenset[str]] | None = None,
+               ) -> dict[str, Assignment]:
         out = _empty(members)
         for topic_id in sorted(partitions):
             subscribers = sorted(m for m, spec in members.items() if topic_id in spec.subscribed_topic_ids)

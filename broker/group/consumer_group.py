@@ -156,6 +156,8 @@ class TopicMetadata:
     topic_id: uuid.UUID
     name: str
     num_partitions: int
+    #: per partition, the racks of its replicas (sorted; empty where brokers have no rack)
+    partition_racks: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(eq=False, slots=True)

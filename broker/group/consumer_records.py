@@ -46,6 +46,7 @@ from wire.generated.coordinator.consumer_group_partition_metadata_key import (
 )
 from wire.generated.coordinator.consumer_group_partition_metadata_value import (
     ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupPartitionMetadataValuePartitionMetadata,
     ConsumerGroupPartitionMetadataValueTopicMetadata,
 )
 from wire.generated.coordinator.consumer_group_target_assignment_member_key import (
@@ -106,8 +107,10 @@ def group_epoch_record(group_id: str, epoch: int | None) -> CoordinatorRecord:
 
 def subscription_metadata_record(group_id: str, topics: Mapping[str, TopicMetadata] | None) -> CoordinatorRecord:
     value = None if topics is None else ConsumerGroupPartitionMetadataValue(topics=[
-        ConsumerGroupPartitionMetadataValueTopicMetadata(topic_id=t.topic_id, topic_name=t.name,
-                                                         num_partitions=t.num_partitions)
+        ConsumerGroupPartitionMetadataValueTopicMetadata(
+            topic_id=t.topic_id, topic_name=t.name, num_partitions=t.num_partitions,
+            partition_metadata=[ConsumerGroupPartitionMetadataValuePartitionMetadata(partition=p, racks=list(racks))
+                                for p, racks in enumerate(t.partition_racks) if racks])
         for _, t in sorted(topics.items())])
     return _record(PARTITION_METADATA, ConsumerGroupPartitionMetadataKey(group_id=group_id), value)
 
@@ -197,7 +200,14 @@ class ConsumerGroupLoader:
         elif key_version == GROUP_METADATA:
             self._groups.pop(group_id, None)
         elif isinstance(value, ConsumerGroupPartitionMetadataValue):
-            g.topics = {t.topic_name: TopicMetadata(t.topic_id, t.topic_name, t.num_partitions) for t in value.topics}
+            g.topics = {}
+            for t in value.topics:
+                racks: list[tuple[str, ...]] = [() for _ in range(max(t.num_partitions, 0))]
+                for pm in t.partition_metadata:
+                    if 0 <= pm.partition < len(racks):
+                        racks[pm.partition] = tuple(pm.racks)
+                g.topics[t.topic_name] = TopicMetadata(t.topic_id, t.topic_name, t.num_partitions,
+                                                       tuple(racks) if any(racks) else ())
         elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
             g.assignment_epoch = value.assignment_epoch
         elif isinstance(value, ConsumerGroupMemberMetadataValue):

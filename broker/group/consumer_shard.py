@@ -313,7 +313,8 @@ class ConsumerGroupShard(GroupShard):
             for m in group.members.values()
         }
         assignor = self._assignor_for(group)
-        computed = ASSIGNORS[assignor].assign(specs, {t.topic_id: t.num_partitions for t in meta.values()})
+        racks = {(t.topic_id, p): frozenset(r) for t in meta.values() for p, r in enumerate(t.partition_racks) if r}
+        computed = ASSIGNORS[assignor].assign(specs, {t.topic_id: t.num_partitions for t in meta.values()}, racks)
         for member_id, assignment in sorted(computed.items()):
             frozen = freeze(assignment)
             if group.target.get(member_id) != frozen or member_id not in group.target:

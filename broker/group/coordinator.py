@@ -310,7 +310,12 @@ class GroupCoordinator:
         for name in names:
             topic = image.topic(name)
             if topic is not None and topic.partitions:
-                out[name] = TopicMetadata(topic.topic_id, name, len(topic.partitions))
+                racks = tuple(
+                    tuple(sorted({rack for r in part.replicas
+                                  if (broker := image.brokers.get(r)) is not None and (rack := broker.rack)}))
+                    for _, part in sorted(topic.partitions.items()))
+                out[name] = TopicMetadata(topic.topic_id, name, len(topic.partitions),
+                                          racks if any(racks) else ())
         return out
 
     def describe_consumer_group(self, group_id: str) -> tuple[ErrorCode, ConsumerGroup | None]:

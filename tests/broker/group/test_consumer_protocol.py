@@ -352,3 +352,28 @@ def test_random_membership_changes_never_give_a_partition_to_two_members(seed: i
     if alive:
         assert d.group().state.value == "Stable"
         assert sorted(held_by_clients(d)) == sorted([(T1, p) for p in range(4)] + [(T2, p) for p in range(3)])
+
+
+def test_uniform_assignor_places_partitions_in_the_members_racks() -> None:
+    racks = {(T1, p): frozenset({"r0" if p % 2 == 0 else "r1"}) for p in range(6)}
+    members = {"a": MemberSpec("a", frozenset({T1}), rack_id="r1"), "b": MemberSpec("b", frozenset({T1}), rack_id="r0")}
+    result = UniformAssignor().assign(members, {T1: 6}, racks)
+    assert result == {"a": {T1: {1, 3, 5}}, "b": {T1: {0, 2, 4}}}
+    # Without racks it is balanced all the same.
+    plain = UniformAssignor().assign(members, {T1: 6})
+    assert sorted(len(a[T1]) for a in plain.values()) == [3, 3]
+
+
+def test_replica_racks_are_part_of_the_replayed_subscription_metadata() -> None:
+    racked = TopicMetadata(T1, "t1", 4, (("r0",), ("r1",), ("r0",), ("r1",)))
+    d = CDriver()
+    box = Box()
+    d.shard.consumer_heartbeat(ConsumerHeartbeat("g", "m1", 0, None, "r1", 30_000, ["t1"], None, None, []),
+                               lambda names: {"t1": racked}, box)
+    d.ctx.flush()
+    assert isinstance(box.value, ConsumerHeartbeatResult) and box.value.error is ErrorCode.NONE
+    replayed = CDriver(FakeContext())
+    for record in d.ctx.replayed():
+        replayed.shard.replay(record)
+    replayed.shard.on_loaded()
+    assert replayed.group().subscription_metadata == {"t1": racked}
