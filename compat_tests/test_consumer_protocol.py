@@ -162,6 +162,22 @@ def test_a_member_resumes_from_committed_offsets(broker: Broker, client: str, me
     assert committed(broker, group, topic) == {p: first[p] + second[p] for p in range(n)}
 
 
+def test_a_regex_subscription_picks_up_a_new_topic(broker: Broker, members: list[GroupMember]) -> None:
+    """librdkafka sends a ``^``-pattern as the group's SubscribedTopicRegex; the broker
+    resolves it (RE2), so a topic created later joins the subscription. (The Java client
+    does this only through its SubscriptionPattern API, which the driver does not use.)"""
+    driver = get_driver("confluent-kafka", broker)
+    prefix = unique_topic("cgx")
+    first, second = f"{prefix}-a", f"{prefix}-b"
+    broker.create_topic(first, 2)
+    produce(broker, first, {0: 3, 1: 3})
+    a = start(driver, f"^{prefix}-.*", unique_group("cgx"), members, **CONSUMER)
+    wait_for(lambda: len(a.consumed()) == 6, SETTLE_S, "the first topic read", members)
+    broker.create_topic(second, 1)
+    produce(broker, second, {0: 4})
+    wait_for(lambda: len(a.consumed()) == 10, SETTLE_S, "the new topic read", members)
+
+
 @pytest.mark.parametrize("client", CLIENTS)
 def test_admin_lists_the_group_as_a_consumer_group(broker: Broker, client: str,
                                                    members: list[GroupMember]) -> None:

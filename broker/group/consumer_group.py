@@ -197,7 +197,15 @@ class ConsumerGroup:
         return self.partition_epochs.get((topic_id, partition), -1)
 
     def subscribed_topic_names(self) -> set[str]:
+        """Topics subscribed by name (regex subscriptions are in :meth:`subscribed_regexes`)."""
         return {t for m in self.members.values() for t in m.subscribed_topic_names}
+
+    def subscribed_regexes(self) -> set[str]:
+        return {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
+
+    def subscribed_topics(self) -> set[str]:
+        """Every topic some member subscribes to, by name or by regex, as last resolved."""
+        return self.subscribed_topic_names() | set(self.subscription_metadata)
 
     def put_member(self, member: ConsumerGroupMember) -> None:
         """Adds or replaces a member, keeping the partition-epoch index in step."""

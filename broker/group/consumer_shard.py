@@ -66,6 +66,7 @@ from broker.group.shard import (
     JoinRequest,
     TopicPartition,
 )
+from broker.group.topic_regex import matches
 from wire.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
@@ -74,8 +75,9 @@ _SEP = "\x00"
 CONSUMER_GROUP_TYPE = "consumer"
 CONSUMER_PROTOCOL_TYPE = "consumer"
 OwnedPartitions = list[tuple[uuid.UUID, list[int]]]
-#: subscribed topic names -> what the metadata image says of those that exist
-TopicLookup = Callable[[set[str]], dict[str, TopicMetadata]]
+#: (subscribed topic names, subscribed regexes) -> what the metadata image says of the
+#: topics that exist among those names or match one of the regexes
+TopicLookup = Callable[[set[str], set[str]], dict[str, TopicMetadata]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,7 +289,7 @@ class ConsumerGroupShard(GroupShard):
 
     def _refresh_subscription_metadata(self, group: ConsumerGroup, topics: TopicLookup,
                                        records: list[CoordinatorRecord]) -> bool:
-        current = topics(group.subscribed_topic_names())
+        current = topics(group.subscribed_topic_names(), group.subscribed_regexes())
         if current == group.subscription_metadata:
             return False
         group.subscription_metadata = current
@@ -307,7 +309,8 @@ class ConsumerGroupShard(GroupShard):
         specs = {
             m.member_id: MemberSpec(
                 m.member_id,
-                frozenset(meta[t].topic_id for t in m.subscribed_topic_names if t in meta),
+                frozenset(t.topic_id for name, t in meta.items()
+                          if name in m.subscribed_topic_names or matches(m.subscribed_topic_regex, name)),
                 group.target.get(m.member_id, {}),
                 m.rack_id)
             for m in group.members.values()
@@ -378,8 +381,9 @@ class ConsumerGroupShard(GroupShard):
         records.append(group_epoch_record(group.group_id, group.group_epoch))
         # The subscription may have lost topics; the target is recomputed at the new epoch.
         if group.subscription_metadata:
-            names = group.subscribed_topic_names()
-            kept = {n: t for n, t in group.subscription_metadata.items() if n in names}
+            names, regexes = group.subscribed_topic_names(), group.subscribed_regexes()
+            kept = {n: t for n, t in group.subscription_metadata.items()
+                    if n in names or any(matches(r, n) for r in regexes)}
             if kept != group.subscription_metadata:
                 group.subscription_metadata = kept
                 records.append(subscription_metadata_record(group.group_id, kept))
@@ -551,7 +555,7 @@ class ConsumerGroupShard(GroupShard):
         group = self.consumer_groups.get(group_id)
         if group is None or not group.members:
             return super().delete_offsets(group_id, partitions)
-        subscribed = group.subscribed_topic_names()
+        subscribed = group.subscribed_topics()
         results = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if tp[0] in subscribed}
         rest = [tp for tp in partitions if tp[0] not in subscribed]
         if rest:
@@ -569,7 +573,7 @@ class ConsumerGroupShard(GroupShard):
         def expired(g: ClassicGroup) -> dict[TopicPartition, OffsetAndMetadata]:
             group = self.consumer_groups.get(g.group_id)
             if group is not None and group.members:
-                subscribed = group.subscribed_topic_names()
+                subscribed = group.subscribed_topics()
                 candidates = {tp: c for tp, c in g.offsets.items() if tp[0] not in subscribed}
                 tps = [tp for tp, c in candidates.items()
                        if now - c.value.commit_timestamp_ms >= self.config.offsets_retention_ms]

@@ -45,6 +45,7 @@ from broker.group.shard import (
     SyncRequest,
     TopicPartition,
 )
+from broker.group.topic_regex import resolve
 from controller.image import MetadataImage
 from controller.service import TopicRequest
 from wire.errors import ErrorCode
@@ -304,9 +305,11 @@ class GroupCoordinator:
             return ConsumerHeartbeatResult(error)
         return await _await_callback(lambda cb: shard.consumer_heartbeat(req, self._subscribed_topics, cb))
 
-    def _subscribed_topics(self, names: set[str]) -> dict[str, TopicMetadata]:
+    def _subscribed_topics(self, names: set[str], regexes: set[str]) -> dict[str, TopicMetadata]:
         image = self.node.image
         out = {}
+        if regexes:
+            names = names | {t for r in regexes for t in resolve(r, image.topic_ids)}
         for name in names:
             topic = image.topic(name)
             if topic is not None and topic.partitions:

@@ -6,7 +6,8 @@ epoch and, when it changed, its assignment; the coordinator computes the
 assignment (see broker/group/consumer_shard.py). Malformed requests get
 INVALID_REQUEST with Kafka's message; an assignor the broker does not have,
 UNSUPPORTED_ASSIGNOR. v1 (KIP-1082) requires the member to bring its own member
-id and may carry a topic regex.
+id and may carry a topic regex (RE2 syntax, matched against whole topic names; a
+pattern RE2 rejects gets INVALID_REGULAR_EXPRESSION).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from broker.dispatch import RequestContext
 from broker.group.consumer_group import JOIN_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH
 from broker.group.consumer_shard import ConsumerHeartbeat
+from broker.group.topic_regex import validate
 from wire.errors import ErrorCode
 from wire.generated.api_068_consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
@@ -67,9 +69,11 @@ async def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) ->
                           f"Supported assignors: {', '.join(assignors)}.")
     regex = request.subscribed_topic_regex if version >= 1 else None
     if regex:
-        return ConsumerGroupHeartbeatResponse(
-            error_code=ErrorCode.INVALID_REQUEST,
-            error_message="Topic regex subscriptions are not supported by this broker yet.")
+        why = validate(regex)
+        if why is not None:
+            return ConsumerGroupHeartbeatResponse(
+                error_code=ErrorCode.INVALID_REGULAR_EXPRESSION,
+                error_message=f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {why}.")
     result = await coordinator.consumer_group_heartbeat(ConsumerHeartbeat(
         group_id=request.group_id,
         member_id=request.member_id,

@@ -79,6 +79,14 @@ def test_malformed_heartbeats_get_invalid_request_with_kafka_messages(broker: Br
         ]
         for response, message in cases:
             assert (response.error_code, response.error_message) == (ErrorCode.INVALID_REQUEST, message)
+        bad_regex = heartbeat(c, "cg-bad", "m", 0, topics=None, owned=[], rebalance_timeout_ms=1)
+        assert bad_regex.error_code == ErrorCode.INVALID_REQUEST  # neither names nor a regex
+        request = ConsumerGroupHeartbeatRequest(group_id="cg-bad", member_id="m", member_epoch=0,
+                                                rebalance_timeout_ms=1, subscribed_topic_regex="(a",
+                                                topic_partitions=[])
+        bad_regex = c.send(request, ConsumerGroupHeartbeatResponse, 1)
+        assert bad_regex.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
+        assert (bad_regex.error_message or "").startswith("SubscribedTopicRegex `(a` is not a valid regular expression")
         unsupported = join(c, "cg-bad", "m", ["t"], assignor="sticky")
         assert unsupported.error_code == ErrorCode.UNSUPPORTED_ASSIGNOR
         assert unsupported.error_message == "ServerAssignor sticky is not supported. Supported assignors: uniform, range."

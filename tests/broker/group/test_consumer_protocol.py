@@ -32,7 +32,7 @@ T2 = uuid.UUID(int=2)
 TOPICS = {"t1": TopicMetadata(T1, "t1", 4), "t2": TopicMetadata(T2, "t2", 3)}
 
 
-def lookup(names: set[str]) -> dict[str, TopicMetadata]:
+def lookup(names: set[str], regexes: set[str] | None = None) -> dict[str, TopicMetadata]:
     return {n: TOPICS[n] for n in names if n in TOPICS}
 
 
@@ -369,7 +369,7 @@ def test_replica_racks_are_part_of_the_replayed_subscription_metadata() -> None:
     d = CDriver()
     box = Box()
     d.shard.consumer_heartbeat(ConsumerHeartbeat("g", "m1", 0, None, "r1", 30_000, ["t1"], None, None, []),
-                               lambda names: {"t1": racked}, box)
+                               lambda names, regexes: {"t1": racked}, box)
     d.ctx.flush()
     assert isinstance(box.value, ConsumerHeartbeatResult) and box.value.error is ErrorCode.NONE
     replayed = CDriver(FakeContext())
@@ -377,3 +377,32 @@ def test_replica_racks_are_part_of_the_replayed_subscription_metadata() -> None:
         replayed.shard.replay(record)
     replayed.shard.on_loaded()
     assert replayed.group().subscription_metadata == {"t1": racked}
+
+
+def test_a_regex_subscription_takes_topics_as_they_appear() -> None:
+    topics = {"orders-eu": TopicMetadata(T1, "orders-eu", 2), "__consumer_offsets": TopicMetadata(T2, "x", 5)}
+
+    def regex_lookup(names: set[str], regexes: set[str]) -> dict[str, TopicMetadata]:
+        from broker.group.topic_regex import resolve
+
+        wanted = names | {t for r in regexes for t in resolve(r, topics)}
+        return {n: topics[n] for n in wanted if n in topics}
+
+    d = CDriver()
+
+    def hb(epoch: int) -> ConsumerHeartbeatResult:
+        box = Box()
+        d.shard.consumer_heartbeat(ConsumerHeartbeat(
+            "g", "m1", epoch, None, None, 30_000 if epoch == 0 else -1, None if epoch else [],
+            "orders-.*" if epoch == 0 else None, None, [] if epoch == 0 else None), regex_lookup, box)
+        d.ctx.flush()
+        assert isinstance(box.value, ConsumerHeartbeatResult)
+        return box.value
+
+    first = hb(0)
+    assert first.assignment == {T1: frozenset({0, 1})}  # never the internal topic
+    T3 = uuid.UUID(int=3)
+    topics["orders-us"] = TopicMetadata(T3, "orders-us", 1)
+    second = hb(first.member_epoch)
+    assert second.member_epoch == first.member_epoch + 1
+    assert second.assignment == {T1: frozenset({0, 1}), T3: frozenset({0})}
