@@ -32,6 +32,7 @@ from broker.group.consumer_group import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroup,
     ConsumerGroupMember,
+    ConsumerGroupState,
     FrozenAssignment,
     MemberState,
     TopicMetadata,
@@ -142,6 +143,8 @@ class ConsumerGroupShard(GroupShard):
         self.consumer_config = consumer_config or ConsumerGroupConfig()
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self._consumer_loader = ConsumerGroupLoader()
+        #: group id -> when its epoch moved and the group stopped being Stable (for metrics)
+        self._rebalancing_since: dict[str, int] = {}
 
     # ================================================================ loading
 
@@ -238,6 +241,7 @@ class ConsumerGroupShard(GroupShard):
         bump = self._refresh_subscription_metadata(group, topics, records) or bump
         if bump:
             group.group_epoch += 1
+            self._rebalancing_since.setdefault(group.group_id, self.ctx.now_ms())
             records.append(group_epoch_record(group.group_id, group.group_epoch))
             log.info("consumer_group_epoch_bumped", group_id=group.group_id, epoch=group.group_epoch,
                      member_id=updated.member_id)
@@ -248,6 +252,7 @@ class ConsumerGroupShard(GroupShard):
         full = (req.rebalance_timeout_ms != -1 and req.owned is not None
                 and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
         send_assignment = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH or full or reconciled.assigned != member.assigned
+        self._maybe_rebalance_completed(group)
         result = ConsumerHeartbeatResult(
             ErrorCode.NONE, None, reconciled.member_id, reconciled.member_epoch,
             self.consumer_config.heartbeat_interval_ms, reconciled.assigned if send_assignment else None)
@@ -378,6 +383,7 @@ class ConsumerGroupShard(GroupShard):
         self._cancel_timers(group, member_id)
         records = member_removal_records(group.group_id, member_id)
         group.group_epoch += 1
+        self._rebalancing_since.setdefault(group.group_id, self.ctx.now_ms())
         records.append(group_epoch_record(group.group_id, group.group_epoch))
         # The subscription may have lost topics; the target is recomputed at the new epoch.
         if group.subscription_metadata:
@@ -388,6 +394,7 @@ class ConsumerGroupShard(GroupShard):
                 group.subscription_metadata = kept
                 records.append(subscription_metadata_record(group.group_id, kept))
         self._compute_target(group, records)
+        self._maybe_rebalance_completed(group)
         log.info("consumer_group_member_removed", group_id=group.group_id, member_id=member_id, reason=reason,
                  epoch=group.group_epoch)
         return records
@@ -417,6 +424,14 @@ class ConsumerGroupShard(GroupShard):
     @staticmethod
     def _rebalance_key(group: ConsumerGroup, member_id: str) -> str:
         return f"cg-rebalance{_SEP}{group.group_id}{_SEP}{member_id}"
+
+    def _maybe_rebalance_completed(self, group: ConsumerGroup) -> None:
+        """A rebalance ends when every member reconciled to the target (the group is Stable)."""
+        if group.state in (ConsumerGroupState.STABLE, ConsumerGroupState.EMPTY):
+            started = self._rebalancing_since.pop(group.group_id, None)
+            if started is not None and group.members:
+                self.observer.rebalance_completed(group.group_id, group.group_epoch, len(group.members),
+                                                  self.ctx.now_ms() - started)
 
     def _write(self, records: list[CoordinatorRecord], done: Callable[[ErrorCode], None]) -> None:
         if not records:

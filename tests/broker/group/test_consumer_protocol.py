@@ -406,3 +406,29 @@ def test_a_regex_subscription_takes_topics_as_they_appear() -> None:
     second = hb(first.member_epoch)
     assert second.member_epoch == first.member_epoch + 1
     assert second.assignment == {T1: frozenset({0, 1}), T3: frozenset({0})}
+
+
+def test_a_rebalance_is_counted_when_every_member_reconciled() -> None:
+    completed: list[tuple[str, int, int, int]] = []
+
+    class Observer:
+        def rebalance_completed(self, group_id: str, generation: int, members: int, duration_ms: int) -> None:
+            completed.append((group_id, generation, members, duration_ms))
+
+        def offsets_committed(self, group_id: str, count: int) -> None:
+            pass
+
+        def offsets_removed(self, group_id: str, count: int, reason: str) -> None:
+            pass
+
+    d = CDriver()
+    d.shard.observer = Observer()
+    d.client_step("m1")
+    assert completed == [("g", 1, 1, 0)]
+    d.client_step("m2")
+    d.ctx.advance(700)
+    d.client_step("m1")  # revokes
+    assert len(completed) == 1
+    d.client_step("m1")
+    d.client_step("m2")
+    assert completed[-1] == ("g", 2, 2, 700)
