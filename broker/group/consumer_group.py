@@ -172,6 +172,8 @@ class ConsumerGroup:
     subscription_metadata: dict[str, TopicMetadata] = field(default_factory=dict)
     #: (topic id, partition) -> epoch of the member holding it or revoking it
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
+    #: the assignor of the last target assignment ("" before the first one on this coordinator)
+    assignor: str = ""
     dead: bool = False
 
     @property

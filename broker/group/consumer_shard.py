@@ -320,7 +320,7 @@ class ConsumerGroupShard(GroupShard):
                 m.rack_id)
             for m in group.members.values()
         }
-        assignor = self._assignor_for(group)
+        assignor = group.assignor = self._assignor_for(group)
         racks = {(t.topic_id, p): frozenset(r) for t in meta.values() for p, r in enumerate(t.partition_racks) if r}
         computed = ASSIGNORS[assignor].assign(specs, {t.topic_id: t.num_partitions for t in meta.values()}, racks)
         for member_id, assignment in sorted(computed.items()):
@@ -526,7 +526,10 @@ class ConsumerGroupShard(GroupShard):
     # ================================================================ admin
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
-        return self.consumer_groups.get(group_id)
+        group = self.consumer_groups.get(group_id)
+        if group is not None and not group.assignor:
+            group.assignor = self._assignor_for(group)  # loaded: as the next assignment would choose
+        return group
 
     def describe_group(self, group_id: str) -> GroupSummary:
         if group_id in self.consumer_groups:

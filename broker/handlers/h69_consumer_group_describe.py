@@ -57,9 +57,7 @@ async def handle(ctx: RequestContext, request: ConsumerGroupDescribeRequest) -> 
             group_state=group.state.value,
             group_epoch=group.group_epoch,
             assignment_epoch=group.assignment_epoch,
-            assignor_name=coordinator.consumer_config.assignors[0] if not group.members else
-            sorted({m.server_assignor or coordinator.consumer_config.assignors[0]
-                    for m in group.members.values()})[0],
+            assignor_name=group.assignor,
             members=[ConsumerGroupDescribeResponseMember(
                 member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
                 client_id=m.client_id, client_host=m.client_host,

@@ -172,3 +172,20 @@ def test_join_commit_describe_and_list(broker: BrokerProcess, capsys: pytest.Cap
         assert commit(c, group, {(topic, 1): 3}) == {(topic, 1): ErrorCode.NONE}  # an admin commit, group empty
         [g] = c.send(ConsumerGroupDescribeRequest(group_ids=[group]), ConsumerGroupDescribeResponse).groups
         assert (g.group_state, g.members) == ("Empty", [])
+        # An empty consumer group can be deleted, with its offsets.
+        assert main(["groups", "--bootstrap-server", broker.bootstrap, "delete", group]) == 0
+        [g] = c.send(ConsumerGroupDescribeRequest(group_ids=[group]), ConsumerGroupDescribeResponse).groups
+        assert g.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert fetch(c, group, {topic: [0, 1]})[1][(topic, 0)][0] == -1
+
+
+def test_a_group_with_members_is_not_deleted(broker: BrokerProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    group, topic = "cg-keep", "cg-keep-topic"
+    with KafkaClient.connect(broker.bootstrap, timeout_s=20) as c:
+        create_topic(c, topic, 1)
+        assert find(c, group).error_code == ErrorCode.NONE
+        assert join(c, group, "m", [topic]).error_code == ErrorCode.NONE
+        assert main(["groups", "--bootstrap-server", broker.bootstrap, "delete", group]) == 1
+        assert "NON_EMPTY_GROUP" in capsys.readouterr().err
+        [g] = c.send(ConsumerGroupDescribeRequest(group_ids=[group]), ConsumerGroupDescribeResponse).groups
+        assert (g.error_code, [m.member_id for m in g.members]) == (ErrorCode.NONE, ["m"])
