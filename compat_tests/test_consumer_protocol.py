@@ -14,6 +14,7 @@ broker restart keeps the group, and the admin APIs list the group with its type.
 from __future__ import annotations
 
 import itertools
+import time
 from collections import Counter
 from collections.abc import Iterator
 
@@ -176,6 +177,40 @@ def test_a_regex_subscription_picks_up_a_new_topic(broker: Broker, members: list
     broker.create_topic(second, 1)
     produce(broker, second, {0: 4})
     wait_for(lambda: len(a.consumed()) == 10, SETTLE_S, "the new topic read", members)
+
+
+def test_transactions_commit_a_consumer_protocol_members_offsets(broker: Broker) -> None:
+    """Consume-transform-produce with confluent-kafka: TxnOffsetCommit carries the member id
+    and member epoch of a consumer-protocol member, which the coordinator checks."""
+    from confluent_kafka import Consumer, Producer
+
+    source, sink, group = unique_topic("cgt-src"), unique_topic("cgt-dst"), unique_group("cgt")
+    broker.create_topic(source, 2)
+    broker.create_topic(sink, 1)
+    produce(broker, source, {0: 6, 1: 4})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"{group}-tx"})
+    copied = 0
+    try:
+        consumer.subscribe([source])
+        producer.init_transactions(20)
+        deadline = time.monotonic() + SETTLE_S
+        while copied < 10 and time.monotonic() < deadline:
+            batch = [m for m in consumer.consume(50, 0.5) if m.error() is None]
+            if not batch:
+                continue
+            producer.begin_transaction()
+            for m in batch:
+                producer.produce(sink, m.value())
+            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                 consumer.consumer_group_metadata(), 10)
+            producer.commit_transaction(10)
+            copied += len(batch)
+    finally:
+        consumer.close()
+    assert copied == 10
+    assert committed(broker, group, source) == {0: 6, 1: 4}
 
 
 @pytest.mark.parametrize("client", CLIENTS)

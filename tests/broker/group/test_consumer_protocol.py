@@ -432,3 +432,24 @@ def test_a_rebalance_is_counted_when_every_member_reconciled() -> None:
     d.client_step("m1")
     d.client_step("m2")
     assert completed[-1] == ("g", 2, 2, 700)
+
+
+def test_transactional_offset_commits_are_fenced_by_member_epoch() -> None:
+    d = CDriver()
+    d.client_step("m1")
+
+    def txn_commit(member_id: str, epoch: int) -> ErrorCode:
+        box = Box()
+        d.shard.commit_transactional_offsets("g", 7, 0, member_id, None, epoch,
+                                             {("t1", 0): OffsetAndMetadata(3, None, "", 0)}, box)
+        d.ctx.flush()
+        result = box.value
+        assert isinstance(result, dict)
+        return result[("t1", 0)]  # type: ignore[no-any-return]
+
+    assert txn_commit("m1", 0) is ErrorCode.ILLEGAL_GENERATION
+    assert txn_commit("zz", 1) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert txn_commit("m1", 1) is ErrorCode.NONE
+    assert txn_commit("", -1) is ErrorCode.NONE  # TxnOffsetCommit before v3 names no member
+    d.shard.complete_transaction(7, committed=True)
+    assert d.shard.fetch_offsets("g", [("t1", 0)], True)[("t1", 0)].offset == 3
