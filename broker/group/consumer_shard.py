@@ -172,6 +172,7 @@ class ConsumerGroupShard(GroupShard):
         for group in self.consumer_groups.values():
             group.dead = True
         self.consumer_groups.clear()
+        self._rebalancing_since.clear()
         super().on_unloaded()
 
     # ================================================================ heartbeat
@@ -459,6 +460,7 @@ class ConsumerGroupShard(GroupShard):
     def _drop_consumer_group(self, group: ConsumerGroup) -> None:
         group.dead = True
         del self.consumer_groups[group.group_id]
+        self._rebalancing_since.pop(group.group_id, None)
         self.ctx.append([target_epoch_record(group.group_id, None),
                          subscription_metadata_record(group.group_id, None),
                          group_epoch_record(group.group_id, None)])
