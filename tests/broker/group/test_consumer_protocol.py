@@ -313,13 +313,28 @@ def test_new_topic_partitions_bump_the_epoch() -> None:
         TOPICS["t2"] = TopicMetadata(T2, "t2", 3)
 
 
+def assert_replays_to_the_same_group(d: CDriver) -> None:
+    """Everything the coordinator holds in memory is in its records: a new coordinator
+    replaying them has the same group."""
+    replayed = CDriver(FakeContext())
+    for record in d.ctx.replayed():
+        replayed.shard.replay(record)
+    replayed.shard.on_loaded()
+    before, after = d.group(), replayed.group()
+    assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+    assert after.members == before.members
+    assert after.target == before.target
+    assert after.partition_epochs == before.partition_epochs
+    assert after.subscription_metadata == before.subscription_metadata
+
+
 @pytest.mark.parametrize("seed", [848, 1, 2, 3, 4, 5])
 def test_random_membership_changes_never_give_a_partition_to_two_members(seed: int) -> None:
     rng = random.Random(seed)
     d = CDriver(session_timeout_ms=20_000)
     alive: set[str] = set()
     next_id = 0
-    for _ in range(400):
+    for step in range(400):
         action = rng.random()
         if action < 0.12 and len(alive) < 6:
             next_id += 1
@@ -346,6 +361,8 @@ def test_random_membership_changes_never_give_a_partition_to_two_members(seed: i
         d.ctx.advance(rng.randrange(0, 3_000))
         held = held_by_clients(d)
         assert len(held) == len(set(held)), "a partition is held by two members"
+        if step % 40 == 39 and "g" in d.shard.consumer_groups:
+            assert_replays_to_the_same_group(d)
     for _ in range(5):  # everyone heartbeats a few more times: the group converges
         for member_id in sorted(alive):
             d.client_step(member_id)
