@@ -745,6 +745,11 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
         _key("group.consumer.assignors", LIST, "uniform,range",
              "Server-side assignors (uniform, range, or Kafka's class names of them); the first is used "
              "when members ask for none.", EachOneOf(CONSUMER_GROUP_ASSIGNORS)),
+        _key("group.consumer.migration.policy", STRING, "bidirectional",
+             "Online migration between the classic and the consumer protocol: upgrade (or bidirectional) "
+             "turns a classic group into a consumer group when a consumer-protocol member joins; the "
+             "downgrade back is not implemented.",
+             OneOf(("disabled", "downgrade", "upgrade", "bidirectional"))),
     ]),
     *_group("Transactions and producer ids", [
         _key("transaction.state.log.num.partitions", INT, "50", "Partitions of __transaction_state.", AT_LEAST_1),
@@ -916,7 +921,7 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "delegation.token.max.lifetime.ms", "delegation.token.secret.key",
     "delete.records.purgatory.purge.interval.requests", "early.start.listeners",
     "eligible.leader.replicas.enable", "fetch.purgatory.purge.interval.requests",
-    "group.consumer.migration.policy", "group.coordinator.append.linger.ms",
+    "group.coordinator.append.linger.ms",
     "group.coordinator.new.enable", "group.coordinator.rebalance.protocols",
     "group.coordinator.threads", "group.share.delivery.count.limit", "group.share.enable",
     "group.share.heartbeat.interval.ms", "group.share.max.groups",
@@ -1382,6 +1387,7 @@ class BrokerConfig:
     group_consumer_max_size: int
     #: by name (uniform, range), in the configured order
     group_consumer_assignors: tuple[str, ...]
+    group_consumer_migration_policy: str
 
     transaction_state_log_num_partitions: int
     transaction_state_log_replication_factor: int
@@ -2066,6 +2072,7 @@ def build_config(raw: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
         group_consumer_max_size=values.int_of("group.consumer.max.size"),
         group_consumer_assignors=tuple(dict.fromkeys(
             CONSUMER_GROUP_ASSIGNOR_CLASSES.get(a, a) for a in values.list_of("group.consumer.assignors"))),
+        group_consumer_migration_policy=values.str_of("group.consumer.migration.policy"),
         transaction_state_log_num_partitions=values.int_of("transaction.state.log.num.partitions"),
         transaction_state_log_replication_factor=values.int_of(
             "transaction.state.log.replication.factor"

@@ -213,6 +213,38 @@ def test_transactions_commit_a_consumer_protocol_members_offsets(broker: Broker)
     assert committed(broker, group, source) == {0: 6, 1: 4}
 
 
+@pytest.mark.parametrize(("classic_client", "client"), [("confluent-kafka", "confluent-kafka"), ("java", "java4")])
+def test_a_classic_group_upgrades_online(broker: Broker, classic_client: str, client: str,
+                                         members: list[GroupMember]) -> None:
+    """A rolling upgrade: members of a classic group restart one by one with
+    group.protocol=consumer; the group turns into a consumer group when the first does,
+    the remaining classic member goes on beside it, and no record is lost."""
+    classic, upgraded = get_driver(classic_client, broker), get_driver(client, broker)
+    topic, group, n = unique_topic(f"cgu-{client}"), unique_group(f"cgu-{client}"), 4
+    broker.create_topic(topic, n)
+    first = {p: 5 for p in range(n)}
+    produce(broker, topic, first)
+    a = start(classic, topic, group, members)
+    b = start(classic, topic, group, members)
+    wait_for(lambda: split_evenly([a, b], n), SETTLE_S, "two classic members split the partitions", members)
+    wait_for(lambda: consumed_all([a, b], records(first)), SETTLE_S, "every record read", members)
+
+    a.stop()
+    a2 = start(upgraded, topic, group, members, **CONSUMER)
+    wait_for(lambda: split_evenly([a2, b], n), SETTLE_S, "a consumer-protocol and a classic member split", members)
+    assert upgraded.list_groups().get(group) in (None, "Stable", "Reconciling", "Assigning")
+    b.stop()
+    b2 = start(upgraded, topic, group, members, **CONSUMER)
+    wait_for(lambda: split_evenly([a2, b2], n), SETTLE_S, "two consumer-protocol members split", members)
+    second = {p: 3 for p in range(n)}
+    produce(broker, topic, second)
+    wait_for(lambda: consumed_all([a2, b2], records(second, first)), SETTLE_S, "records after the upgrade read",
+             members)
+    a2.stop()
+    b2.stop()
+    assert committed(broker, group, topic) == {p: first[p] + second[p] for p in range(n)}
+
+
 @pytest.mark.parametrize("client", CLIENTS)
 def test_admin_lists_the_group_as_a_consumer_group(broker: Broker, client: str,
                                                    members: list[GroupMember]) -> None:

@@ -58,6 +58,15 @@ def assignment_size(assignment: FrozenAssignment) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """A member that speaks the classic protocol inside a consumer group (online migration)."""
+
+    session_timeout_ms: int
+    #: (protocol name, subscription metadata) as its JoinGroup listed them
+    protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMember:
     member_id: str
     instance_id: str | None = None
@@ -73,6 +82,7 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: FrozenAssignment = field(default_factory=dict)
     pending_revocation: FrozenAssignment = field(default_factory=dict)
+    classic: ClassicMemberMetadata | None = None
 
     @property
     def is_static(self) -> bool:
@@ -81,9 +91,9 @@ class ConsumerGroupMember:
     def same_metadata(self, other: ConsumerGroupMember) -> bool:
         """Whether what :meth:`metadata_record` stores is unchanged."""
         return (self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
-                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor) == (
+                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor, self.classic) == (
             other.instance_id, other.rack_id, other.client_id, other.client_host, other.subscribed_topic_names,
-            other.subscribed_topic_regex, other.rebalance_timeout_ms, other.server_assignor)
+            other.subscribed_topic_regex, other.rebalance_timeout_ms, other.server_assignor, other.classic)
 
     def same_assignment(self, other: ConsumerGroupMember) -> bool:
         return (self.member_epoch, self.previous_member_epoch, self.state, self.assigned,

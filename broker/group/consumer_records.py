@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from broker.coordinator.runtime import CoordinatorRecord
 from broker.group.consumer_group import (
+    ClassicMemberMetadata,
     ConsumerGroup,
     ConsumerGroupMember,
     FrozenAssignment,
@@ -38,6 +39,8 @@ from wire.generated.coordinator.consumer_group_member_metadata_key import (
 )
 from wire.generated.coordinator.consumer_group_member_metadata_value import (
     ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMemberMetadataValueClassicMemberMetadata,
+    ConsumerGroupMemberMetadataValueClassicProtocol,
 )
 from wire.generated.coordinator.consumer_group_metadata_key import ConsumerGroupMetadataKey
 from wire.generated.coordinator.consumer_group_metadata_value import ConsumerGroupMetadataValue
@@ -120,7 +123,9 @@ def member_metadata_record(group_id: str, member_id: str, m: ConsumerGroupMember
         instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
         subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
         rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
-        classic_member_metadata=None)
+        classic_member_metadata=None if m.classic is None else ConsumerGroupMemberMetadataValueClassicMemberMetadata(
+            session_timeout_ms=m.classic.session_timeout_ms, supported_protocols=[
+                ConsumerGroupMemberMetadataValueClassicProtocol(name=n, metadata=d) for n, d in m.classic.protocols]))
     return _record(MEMBER_METADATA, ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member_id), value)
 
 
@@ -235,7 +240,10 @@ class ConsumerGroupLoader:
                     member_id=member_id, instance_id=md.instance_id, rack_id=md.rack_id, client_id=md.client_id,
                     client_host=md.client_host, subscribed_topic_names=tuple(md.subscribed_topic_names),
                     subscribed_topic_regex=md.subscribed_topic_regex, rebalance_timeout_ms=md.rebalance_timeout_ms,
-                    server_assignor=md.server_assignor)
+                    server_assignor=md.server_assignor,
+                    classic=None if md.classic_member_metadata is None else ClassicMemberMetadata(
+                        md.classic_member_metadata.session_timeout_ms,
+                        tuple((p.name, bytes(p.metadata)) for p in md.classic_member_metadata.supported_protocols)))
                 cur = g.current.get(member_id)
                 if cur is not None:
                     try:

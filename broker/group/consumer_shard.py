@@ -145,6 +145,8 @@ class ConsumerGroupShard(GroupShard):
         self._consumer_loader = ConsumerGroupLoader()
         #: group id -> when its epoch moved and the group stopped being Stable (for metrics)
         self._rebalancing_since: dict[str, int] = {}
+        #: what the metadata image says of subscribed topics, for requests that do not bring it
+        self._topic_lookup: TopicLookup | None = None
 
     # ================================================================ loading
 
@@ -411,7 +413,10 @@ class ConsumerGroupShard(GroupShard):
             self._fence(group, member_id, "the member did not revoke its partitions within its rebalance timeout")
 
     def _schedule_session(self, group: ConsumerGroup, member_id: str) -> None:
-        self.ctx.schedule(self._session_key(group, member_id), self.consumer_config.session_timeout_ms,
+        member = group.members.get(member_id)
+        classic = None if member is None else member.classic
+        timeout_ms = self.consumer_config.session_timeout_ms if classic is None else classic.session_timeout_ms
+        self.ctx.schedule(self._session_key(group, member_id), timeout_ms,
                           lambda: self._fence(group, member_id, "session timeout"))
 
     def _cancel_timers(self, group: ConsumerGroup, member_id: str) -> None:
@@ -481,7 +486,9 @@ class ConsumerGroupShard(GroupShard):
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
-            return ErrorCode.ILLEGAL_GENERATION if transactional else ErrorCode.STALE_MEMBER_EPOCH
+            # A classic member's generation is its member epoch: it is told so as classic groups do.
+            classic = transactional or member.classic is not None
+            return ErrorCode.ILLEGAL_GENERATION if classic else ErrorCode.STALE_MEMBER_EPOCH
         return None
 
     def validate_consumer_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode | None:

@@ -34,6 +34,7 @@ from broker.group.consumer_shard import (
     ConsumerHeartbeatResult,
 )
 from broker.group.group import GroupOverview, GroupSummary, JoinResult, SyncResult
+from broker.group.migration import MigratingGroupShard
 from broker.group.records import OffsetAndMetadata
 from broker.group.shard import (
     FetchedOffset,
@@ -194,7 +195,10 @@ class GroupCoordinator:
     key_type = KEY_TYPE_GROUP
 
     def _new_shard(self, ctx: ShardContext) -> ConsumerGroupShard:
-        return ConsumerGroupShard(ctx, self.config, self.counters, self.consumer_config)
+        shard = MigratingGroupShard(ctx, self.config, self.counters, self.consumer_config)
+        shard.migration_policy = self.node.config.group_consumer_migration_policy
+        shard._topic_lookup = self._subscribed_topics
+        return shard
 
     def _watch_metrics(self, metrics: Any) -> None:
         # The metrics layer reads group state at collection time and counts events;
