@@ -14,7 +14,8 @@ leader with nothing to assign; its SyncGroup gets its assignment. Offsets stay
 where they are.
 
 Not done: the downgrade (a consumer group left with only classic members turning
-classic again); those members go on inside the consumer group.
+classic again; those members go on inside the consumer group), and fencing a static
+classic member's old incarnation (a new one takes over the instance's member id).
 """
 
 from __future__ import annotations
