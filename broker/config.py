@@ -746,9 +746,9 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
              "Server-side assignors (uniform, range, or Kafka's class names of them); the first is used "
              "when members ask for none.", EachOneOf(CONSUMER_GROUP_ASSIGNORS)),
         _key("group.consumer.migration.policy", STRING, "bidirectional",
-             "Online migration between the classic and the consumer protocol: upgrade (or bidirectional) "
-             "turns a classic group into a consumer group when a consumer-protocol member joins; the "
-             "downgrade back is not implemented.",
+             "Online migration between the classic and the consumer protocol: upgrade turns a classic "
+             "group into a consumer group when a consumer-protocol member joins; downgrade turns it back "
+             "when the last one leaves; bidirectional does both.",
              OneOf(("disabled", "downgrade", "upgrade", "bidirectional"))),
     ]),
     *_group("Transactions and producer ids", [

@@ -245,6 +245,28 @@ def test_a_classic_group_upgrades_online(broker: Broker, classic_client: str, cl
     assert committed(broker, group, topic) == {p: first[p] + second[p] for p in range(n)}
 
 
+@pytest.mark.parametrize(("classic_client", "client"), [("confluent-kafka", "confluent-kafka"), ("java", "java4")])
+def test_a_group_downgrades_when_its_last_consumer_member_leaves(broker: Broker, classic_client: str, client: str,
+                                                               members: list[GroupMember]) -> None:
+    """The reverse of the upgrade: a classic member and a consumer-protocol member share a
+    (converted) group; the consumer one leaves and the group turns classic again, the
+    classic member taking every partition."""
+    classic, upgraded = get_driver(classic_client, broker), get_driver(client, broker)
+    topic, group, n = unique_topic(f"cgd-{client}"), unique_group(f"cgd-{client}"), 4
+    broker.create_topic(topic, n)
+    a = start(classic, topic, group, members)
+    wait_for(lambda: a.assignment() == frozenset(range(n)), SETTLE_S, "the classic member owns everything", members)
+    b = start(upgraded, topic, group, members, **CONSUMER)
+    wait_for(lambda: split_evenly([a, b], n), SETTLE_S, "a classic and a consumer-protocol member split", members)
+    b.stop()
+    wait_for(lambda: a.assignment() == frozenset(range(n)), SETTLE_S,
+             "the classic member took everything back", members)
+    produce(broker, topic, {p: 2 for p in range(n)})
+    wait_for(lambda: consumed_all([a], records({p: 2 for p in range(n)})), SETTLE_S, "records read", members)
+    assert classic.list_groups().get(group) in (None, "Stable")
+    a.stop()
+
+
 @pytest.mark.parametrize("client", CLIENTS)
 def test_admin_lists_the_group_as_a_consumer_group(broker: Broker, client: str,
                                                    members: list[GroupMember]) -> None:

@@ -1,4 +1,4 @@
-"""Online upgrade of a classic group to the consumer rebalance protocol (KIP-848).
+"""Online migration between the classic and the consumer rebalance protocol (KIP-848).
 
 A rolling upgrade restarts the members of a classic group one by one with
 ``group.protocol=consumer``. When the first of them heartbeats, the coordinator
@@ -13,9 +13,11 @@ partitions; an eager member owns nothing when it rejoins) and makes it its own
 leader with nothing to assign; its SyncGroup gets its assignment. Offsets stay
 where they are.
 
-Not done: the downgrade (a consumer group left with only classic members turning
-classic again; those members go on inside the consumer group), and fencing a static
-classic member's old incarnation (a new one takes over the instance's member id).
+The downgrade (``downgrade`` or ``bidirectional``): when the last consumer-protocol
+member leaves or is fenced and only classic members are left, the group turns classic
+again with their assignments and generation, and rebalances. Not done: fencing a
+static classic member's old incarnation inside a consumer group (a new one takes over
+the instance's member id).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from broker.group.consumer_group import (
 from broker.group.consumer_records import (
     group_epoch_record,
     member_records,
+    member_removal_records,
     subscription_metadata_record,
     target_epoch_record,
     target_member_record,
@@ -56,6 +59,7 @@ from broker.group.group import (
     GroupState,
     JoinCallback,
     JoinResult,
+    Member,
     SyncCallback,
     SyncResult,
 )
@@ -73,6 +77,7 @@ log = structlog.get_logger(__name__)
 
 _VERSION = struct.Struct(">h")
 UPGRADE_POLICIES = frozenset({"upgrade", "bidirectional"})
+DOWNGRADE_POLICIES = frozenset({"downgrade", "bidirectional"})
 
 
 def decode_subscription(metadata: bytes) -> tuple[int, ConsumerProtocolSubscription] | None:
@@ -179,6 +184,62 @@ class MigratingGroupShard(ConsumerGroupShard):
         log.info("classic_group_upgraded", group_id=group_id, generation=classic.generation_id,
                  members=len(group.members))
 
+    # ================================================================ the downgrade
+
+    def _remove_member(self, group: ConsumerGroup, member_id: str, reason: str) -> list[CoordinatorRecord]:
+        records = super()._remove_member(group, member_id, reason)
+        if (self.migration_policy in DOWNGRADE_POLICIES and group.members
+                and all(m.classic is not None for m in group.members.values())):
+            records.extend(self._downgrade(group))
+        return records
+
+    def _downgrade(self, group: ConsumerGroup) -> list[CoordinatorRecord]:
+        """Only classic members are left: the group turns classic again (Kafka's
+        convertToClassicGroup) and rebalances, its members keeping what they own meanwhile."""
+        members = list(group.members.values())
+        common = set.intersection(*({n for n, _ in m.classic.protocols} for m in members if m.classic))
+        first = members[0]
+        assert first.classic is not None
+        protocol = next((n for n, _ in first.classic.protocols if n in common), None)
+        if protocol is None:
+            return []  # no protocol every member supports: it stays a consumer group
+        now = self.ctx.now_ms()
+        classic = ClassicGroup(group.group_id, GroupState.STABLE, now, protocol_type=CONSUMER_PROTOCOL_TYPE,
+                               protocol_name=protocol, generation_id=group.group_epoch, leader_id=first.member_id)
+        records: list[CoordinatorRecord] = []
+        assignments: dict[str, bytes] = {}
+        for m in members:
+            assert m.classic is not None
+            metadata = dict(m.classic.protocols)[protocol]
+            decoded = decode_subscription(metadata)
+            version = min(decoded[0] if decoded else 0, ConsumerProtocolAssignment.MAX_VERSION)
+            assignments[m.member_id] = self._encode_assignment(group, m.assigned, max(version, 0))
+            classic.add(Member(
+                member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
+                client_host=m.client_host, rebalance_timeout_ms=max(m.rebalance_timeout_ms, 0),
+                session_timeout_ms=m.classic.session_timeout_ms, protocol_type=CONSUMER_PROTOCOL_TYPE,
+                supported_protocols=list(m.classic.protocols), assignment=assignments[m.member_id]))
+            self._cancel_timers(group, m.member_id)
+            records.extend(member_removal_records(group.group_id, m.member_id))
+        classic.subscribed_topics = classic.compute_subscribed_topics()
+        records += [target_epoch_record(group.group_id, None), subscription_metadata_record(group.group_id, None),
+                    group_epoch_record(group.group_id, None)]
+        holder = self.groups.get(group.group_id)
+        if holder is not None:
+            classic.offsets.update(holder.offsets)
+            classic.pending_txn_offsets.update(holder.pending_txn_offsets)
+        group.dead = True
+        del self.consumer_groups[group.group_id]
+        self._rebalancing_since.pop(group.group_id, None)
+        self.groups[group.group_id] = classic
+        self._store_group(classic, assignments, lambda error: None)
+        for member in classic.members.values():
+            self._schedule_heartbeat(classic, member)
+        self._prepare_rebalance(classic, "the last consumer-protocol member left: downgraded to a classic group")
+        log.info("consumer_group_downgraded", group_id=group.group_id, generation=classic.generation_id,
+                 members=classic.size)
+        return records
+
     # ================================================================ classic members in a consumer group
 
     def _classic_member(self, group_id: str, member_id: str,
@@ -212,7 +273,11 @@ class MigratingGroupShard(ConsumerGroupShard):
             return super().leave_group(group_id, members)
         results = []
         records: list[CoordinatorRecord] = []
-        for leaving in members:
+        for i, leaving in enumerate(members):
+            if group.dead:  # downgraded by an earlier leave: the classic group takes the rest
+                _, rest = super().leave_group(group_id, members[i:])
+                results.extend(rest)
+                break
             member_id = leaving.member_id
             if member_id == UNKNOWN_MEMBER_ID and leaving.group_instance_id is not None:
                 member_id = group.static_member_id(leaving.group_instance_id) or ""

@@ -122,3 +122,35 @@ def test_the_upgrade_can_be_disabled() -> None:
     refused = consumer_join(s, "c")
     assert refused.error is ErrorCode.GROUP_ID_NOT_FOUND
     assert refused.message is not None and "online upgrade is disabled" in refused.message
+
+
+def test_the_last_consumer_member_leaving_downgrades_the_group() -> None:
+    ctx = FakeContext()
+    s = shard(ctx)
+    _, a, b = classic_group(s)
+    consumer_join(s, "c")
+    epoch = s.consumer_groups["g"].group_epoch
+    box = Box()
+    s.consumer_heartbeat(ConsumerHeartbeat("g", "c", -1, None, None, -1, None, None, None, None), lookup, box)
+    ctx.flush()
+    assert "g" not in s.consumer_groups
+    classic = s.groups["g"]
+    assert (classic.state.value, classic.generation_id, sorted(classic.members)) == (
+        "PreparingRebalance", epoch + 1, sorted([a, b]))
+    assert decode_assignment(classic.members[a].assignment) == {"t": [0, 1]}
+    assert s.heartbeat("g", a, None, epoch + 1) is ErrorCode.REBALANCE_IN_PROGRESS
+    assert [g.group_type for g in s.list_groups(set(), set())] == ["classic"]
+    # Both rejoin on the classic protocol and the rebalance completes.
+    boxes = [Box(), Box()]
+    for member_id, target in zip((a, b), boxes, strict=True):
+        s.join_group(JoinRequest("g", member_id, None, False, True, "c", "/h", 30_000, 10_000, "consumer",
+                                 [("range", subscription("t"))]), target)
+    ctx.advance(0)
+    assert all(x.join.error is ErrorCode.NONE for x in boxes)
+    assert boxes[0].join.generation_id == epoch + 2
+    # A new coordinator finds a classic group (the consumer group's records are tombstones).
+    replayed = shard(FakeContext())
+    for record in ctx.replayed():
+        replayed.replay(record)
+    replayed.on_loaded()
+    assert "g" not in replayed.consumer_groups and replayed.groups["g"].size == 2
