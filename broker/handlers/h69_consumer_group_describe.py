@@ -3,7 +3,7 @@
 A group that does not exist, or is a classic group, gets GROUP_ID_NOT_FOUND
 (the admin client then falls back to DescribeGroups). Each member comes with
 its current and its target assignment; v1 (KIP-1099) adds the member type:
-1, a consumer-protocol member. Authorized operations as DescribeGroups gives
+1, a consumer-protocol member, 0 a classic member of a group being migrated. Authorized operations as DescribeGroups gives
 them.
 """
 
@@ -31,6 +31,7 @@ API_KEY = 69
 MIN_VERSION = 0
 MAX_VERSION = 1
 
+CLASSIC_MEMBER_TYPE = 0
 CONSUMER_MEMBER_TYPE = 1
 
 
@@ -63,7 +64,7 @@ async def handle(ctx: RequestContext, request: ConsumerGroupDescribeRequest) -> 
                 client_id=m.client_id, client_host=m.client_host,
                 subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=assignment(m.assigned), target_assignment=assignment(group.target.get(m.member_id, {})),
-                member_type=CONSUMER_MEMBER_TYPE)
+                member_type=CLASSIC_MEMBER_TYPE if m.classic is not None else CONSUMER_MEMBER_TYPE)
                 for m in sorted(group.members.values(), key=lambda m: m.member_id)],
             authorized_operations=(GROUP_AUTHORIZED_OPERATIONS if request.include_authorized_operations
                                    else OPERATIONS_NOT_REQUESTED),
