@@ -495,6 +495,12 @@ AT_LEAST_1: Final = Range(min=1)
 COMPRESSION_TYPES: Final = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 TIMESTAMP_TYPES: Final = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES: Final = ("compact", "delete")
+#: Server-side assignors of consumer-protocol groups, by name and by Kafka's class name.
+CONSUMER_GROUP_ASSIGNOR_CLASSES: Final = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+CONSUMER_GROUP_ASSIGNORS: Final = ("uniform", "range", *CONSUMER_GROUP_ASSIGNOR_CLASSES)
 
 _LISTENERS_DOC: Final = (
     "NAME://host:port,... addresses to listen on; an empty host binds every interface "
@@ -721,6 +727,30 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
         _key("group.max.session.timeout.ms", INT, "1800000", "Longest session timeout a member may ask for."),
         _key("group.max.size", INT, str(INT_MAX), "Most members in one group.", AT_LEAST_1),
     ]),
+    *_group("Consumer groups (consumer rebalance protocol, KIP-848)", [
+        _key("group.consumer.session.timeout.ms", INT, "45000",
+             "How long a consumer-protocol member may go without a heartbeat before it is fenced.", AT_LEAST_1),
+        _key("group.consumer.min.session.timeout.ms", INT, "45000",
+             "Lower bound of group.consumer.session.timeout.ms.", AT_LEAST_1),
+        _key("group.consumer.max.session.timeout.ms", INT, "60000",
+             "Upper bound of group.consumer.session.timeout.ms.", AT_LEAST_1),
+        _key("group.consumer.heartbeat.interval.ms", INT, "5000",
+             "The heartbeat interval the coordinator gives consumer-protocol members.", AT_LEAST_1),
+        _key("group.consumer.min.heartbeat.interval.ms", INT, "5000",
+             "Lower bound of group.consumer.heartbeat.interval.ms.", AT_LEAST_1),
+        _key("group.consumer.max.heartbeat.interval.ms", INT, "15000",
+             "Upper bound of group.consumer.heartbeat.interval.ms.", AT_LEAST_1),
+        _key("group.consumer.max.size", INT, str(INT_MAX), "Most members in one consumer-protocol group.",
+             AT_LEAST_1),
+        _key("group.consumer.assignors", LIST, "uniform,range",
+             "Server-side assignors (uniform, range, or Kafka's class names of them); the first is used "
+             "when members ask for none.", EachOneOf(CONSUMER_GROUP_ASSIGNORS)),
+        _key("group.consumer.migration.policy", STRING, "bidirectional",
+             "Online migration between the classic and the consumer protocol: upgrade turns a classic "
+             "group into a consumer group when a consumer-protocol member joins; downgrade turns it back "
+             "when the last one leaves; bidirectional does both.",
+             OneOf(("disabled", "downgrade", "upgrade", "bidirectional"))),
+    ]),
     *_group("Transactions and producer ids", [
         _key("transaction.state.log.num.partitions", INT, "50", "Partitions of __transaction_state.", AT_LEAST_1),
         _key("transaction.state.log.replication.factor", SHORT, "3", "Replication factor of __transaction_state.",
@@ -896,11 +926,7 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "delegation.token.max.lifetime.ms", "delegation.token.secret.key",
     "delete.records.purgatory.purge.interval.requests", "early.start.listeners",
     "eligible.leader.replicas.enable", "fetch.purgatory.purge.interval.requests",
-    "group.consumer.assignors", "group.consumer.heartbeat.interval.ms",
-    "group.consumer.max.heartbeat.interval.ms", "group.consumer.max.session.timeout.ms",
-    "group.consumer.max.size", "group.consumer.migration.policy",
-    "group.consumer.min.heartbeat.interval.ms", "group.consumer.min.session.timeout.ms",
-    "group.consumer.session.timeout.ms", "group.coordinator.append.linger.ms",
+    "group.coordinator.append.linger.ms",
     "group.coordinator.new.enable", "group.coordinator.rebalance.protocols",
     "group.coordinator.threads", "group.share.delivery.count.limit", "group.share.enable",
     "group.share.heartbeat.interval.ms", "group.share.max.groups",
@@ -1358,6 +1384,17 @@ class BrokerConfig:
     group_max_session_timeout_ms: int
     group_max_size: int
 
+    group_consumer_session_timeout_ms: int
+    group_consumer_min_session_timeout_ms: int
+    group_consumer_max_session_timeout_ms: int
+    group_consumer_heartbeat_interval_ms: int
+    group_consumer_min_heartbeat_interval_ms: int
+    group_consumer_max_heartbeat_interval_ms: int
+    group_consumer_max_size: int
+    #: by name (uniform, range), in the configured order
+    group_consumer_assignors: tuple[str, ...]
+    group_consumer_migration_policy: str
+
     transaction_state_log_num_partitions: int
     transaction_state_log_replication_factor: int
     transaction_state_log_min_isr: int
@@ -1799,6 +1836,20 @@ def _check_roles(
 
 def _check_limits(raw: Mapping[str, str], values: _Values) -> None:
     # Kafka's checks that tie one setting to another.
+    session_ms = values.int_of("group.consumer.session.timeout.ms")
+    heartbeat_ms = values.int_of("group.consumer.heartbeat.interval.ms")
+    for key, value, low, high in (
+        ("group.consumer.session.timeout.ms", session_ms, "group.consumer.min.session.timeout.ms",
+         "group.consumer.max.session.timeout.ms"),
+        ("group.consumer.heartbeat.interval.ms", heartbeat_ms, "group.consumer.min.heartbeat.interval.ms",
+         "group.consumer.max.heartbeat.interval.ms"),
+    ):
+        _require(values.int_of(low) <= value, key, f"{key} must be greater than or equal to {low}")
+        _require(value <= values.int_of(high), key, f"{key} must be less than or equal to {high}")
+    _require(heartbeat_ms < session_ms, "group.consumer.heartbeat.interval.ms",
+             "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+    _require(bool(values.list_of("group.consumer.assignors")), "group.consumer.assignors",
+             "group.consumer.assignors must contain at least one assignor")
     cleaner_threads = values.int_of("log.cleaner.threads")
     _require(
         cleaner_threads == 0
@@ -2021,6 +2072,16 @@ def build_config(raw: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
         group_min_session_timeout_ms=values.int_of("group.min.session.timeout.ms"),
         group_max_session_timeout_ms=values.int_of("group.max.session.timeout.ms"),
         group_max_size=values.int_of("group.max.size"),
+        group_consumer_session_timeout_ms=values.int_of("group.consumer.session.timeout.ms"),
+        group_consumer_min_session_timeout_ms=values.int_of("group.consumer.min.session.timeout.ms"),
+        group_consumer_max_session_timeout_ms=values.int_of("group.consumer.max.session.timeout.ms"),
+        group_consumer_heartbeat_interval_ms=values.int_of("group.consumer.heartbeat.interval.ms"),
+        group_consumer_min_heartbeat_interval_ms=values.int_of("group.consumer.min.heartbeat.interval.ms"),
+        group_consumer_max_heartbeat_interval_ms=values.int_of("group.consumer.max.heartbeat.interval.ms"),
+        group_consumer_max_size=values.int_of("group.consumer.max.size"),
+        group_consumer_assignors=tuple(dict.fromkeys(
+            CONSUMER_GROUP_ASSIGNOR_CLASSES.get(a, a) for a in values.list_of("group.consumer.assignors"))),
+        group_consumer_migration_policy=values.str_of("group.consumer.migration.policy"),
         transaction_state_log_num_partitions=values.int_of("transaction.state.log.num.partitions"),
         transaction_state_log_replication_factor=values.int_of(
             "transaction.state.log.replication.factor"

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Generate ``wire/generated/`` from Apache Kafka's JSON message schemas.
 
-Usage: ``python scripts/gen_wire.py [--schemas DIR] [--out DIR]``
+Usage: ``python scripts/gen_wire.py [--schemas DIR] [--newer-schemas DIR] [--out DIR]``
 
 The schemas are read from ``../shared/kafka-protocol`` (beside the project root) by
-default; they are never copied into the project, and neither is their prose. For
+default; they are never copied into the project, and neither is their prose. The APIs
+in ``NEWER_APIS`` come from Kafka 4.3's schemas (``../shared/kafka-protocol-4.3``). For
 every struct and every version the generator emits a straight-line decode and
 encode function, then keeps one copy of each distinct function body, so versions
 with the same layout share code. Consecutive fixed-width fields are read and
@@ -28,6 +29,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SCHEMAS = ROOT.parent / "shared" / "kafka-protocol"
+NEWER_SCHEMAS_NAME = "kafka-protocol-4.3"  # beside the 3.9 schemas
+#: APIs generated from the newer (Kafka 4.3) schemas, whose versions are a superset of
+#: 3.9's for these keys: ConsumerGroupHeartbeat and ConsumerGroupDescribe v0-1 (KIP-848).
+NEWER_APIS = frozenset({68, 69})
 DEFAULT_OUT = ROOT / "wire" / "generated"
 
 BANNER = (
@@ -846,7 +851,8 @@ def describe(spec: SchemaSpec) -> str:
     return text
 
 
-def generate(schemas: Path, out: Path) -> None:
+def generate(schemas: Path, out: Path, newer: Path | None = None,
+             newer_apis: frozenset[int] = NEWER_APIS) -> None:
     messages = schemas / "messages"
     if out.exists():
         shutil.rmtree(out)
@@ -864,6 +870,11 @@ def generate(schemas: Path, out: Path) -> None:
             by_key.setdefault(s.api_key, {})[s.kind] = s
         else:
             others.append(s)
+    if newer is not None:
+        for name in sorted(spec.name for key in newer_apis for spec in by_key[key].values()):
+            s = parse_schema(newer / "messages" / f"{name}.json")
+            if s.kind in ("request", "response") and s.api_key in newer_apis:
+                by_key[s.api_key][s.kind] = s
 
     registry_imports: list[str] = []
     registry_rows: list[str] = []
@@ -954,11 +965,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--schemas", type=Path, default=DEFAULT_SCHEMAS)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--newer-schemas", type=Path, default=None,
+                    help=f"Kafka 4.3 schemas for the APIs in NEWER_APIS (default: {NEWER_SCHEMAS_NAME} "
+                         "beside --schemas)")
     args = ap.parse_args(argv)
+    if args.newer_schemas is None:
+        args.newer_schemas = args.schemas.parent / NEWER_SCHEMAS_NAME
     if not (args.schemas / "messages").is_dir():
         print(f"no schemas at {args.schemas}", file=sys.stderr)
         return 2
-    generate(args.schemas, args.out)
+    if not (args.newer_schemas / "messages").is_dir():
+        print(f"no schemas at {args.newer_schemas}", file=sys.stderr)
+        return 2
+    generate(args.schemas, args.out, args.newer_schemas)
     return 0
 
 

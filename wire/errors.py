@@ -1,6 +1,7 @@
 """Kafka error codes: the project's only table of them.
 
-Every code Apache Kafka 3.9 can put on the wire (its ``Errors`` enum), with the
+Every code Apache Kafka 3.9 can put on the wire (its ``Errors`` enum), and the
+Kafka 4 codes the broker answers with (INVALID_REGULAR_EXPRESSION), with the
 same names and numbers, and the same retriable flag as the protocol guide's
 error table (a code is retriable when Kafka's exception for it extends
 ``RetriableException``). Clients decide whether to retry from the code alone,
@@ -178,6 +179,8 @@ class ErrorCode(enum.IntEnum):
     INVALID_VOTER_KEY = (125, False, "The voter key does not match the receiving replica's key.")
     DUPLICATE_VOTER = (126, False, "The voter is already in the voter set.")
     VOTER_NOT_FOUND = (127, False, "The voter is not in the voter set.")
+    # Kafka 4.0
+    INVALID_REGULAR_EXPRESSION = (128, False, "The regular expression is not valid.")
     # fmt: on
 
 

@@ -26,19 +26,27 @@ import structlog
 import trio
 
 from broker.coordinator import KEY_TYPE_GROUP, CoordinatorRuntime, InternalTopic, ShardContext
+from broker.group.consumer_group import ConsumerGroup, TopicMetadata
+from broker.group.consumer_shard import (
+    ConsumerGroupConfig,
+    ConsumerGroupShard,
+    ConsumerHeartbeat,
+    ConsumerHeartbeatResult,
+)
 from broker.group.group import GroupOverview, GroupSummary, JoinResult, SyncResult
+from broker.group.migration import MigratingGroupShard
 from broker.group.records import OffsetAndMetadata
 from broker.group.shard import (
     FetchedOffset,
     GroupConfig,
     GroupObserver,
-    GroupShard,
     JoinRequest,
     LeavingMember,
     NullObserver,
     SyncRequest,
     TopicPartition,
 )
+from broker.group.topic_regex import resolve
 from controller.image import MetadataImage
 from controller.service import TopicRequest
 from wire.errors import ErrorCode
@@ -125,6 +133,16 @@ def group_config_from(node: BrokerNode) -> GroupConfig:
     )
 
 
+def consumer_group_config_from(node: BrokerNode) -> ConsumerGroupConfig:
+    c = node.config
+    return ConsumerGroupConfig(
+        session_timeout_ms=c.group_consumer_session_timeout_ms,
+        heartbeat_interval_ms=c.group_consumer_heartbeat_interval_ms,
+        max_size=c.group_consumer_max_size,
+        assignors=c.group_consumer_assignors,
+    )
+
+
 async def _await_callback(start: Callable[[Callable[[T], None]], None]) -> T:
     """Runs ``start(callback)`` and waits for the callback's value."""
     box: list[T] = []
@@ -144,6 +162,7 @@ class GroupCoordinator:
     def __init__(self, node: BrokerNode) -> None:
         self.node = node
         self.config = group_config_from(node)
+        self.consumer_config = consumer_group_config_from(node)
         self.counters = GroupCounters()
         c = node.config
         topic = InternalTopic(
@@ -156,7 +175,7 @@ class GroupCoordinator:
                 "compression.type": "producer",
             },
         )
-        self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
+        self.runtime: CoordinatorRuntime[ConsumerGroupShard] = CoordinatorRuntime(
             name="group",
             node_id=node.node_id,
             topic=topic,
@@ -175,8 +194,11 @@ class GroupCoordinator:
 
     key_type = KEY_TYPE_GROUP
 
-    def _new_shard(self, ctx: ShardContext) -> GroupShard:
-        return GroupShard(ctx, self.config, self.counters)
+    def _new_shard(self, ctx: ShardContext) -> ConsumerGroupShard:
+        shard = MigratingGroupShard(ctx, self.config, self.counters, self.consumer_config)
+        shard.migration_policy = self.node.config.group_consumer_migration_policy
+        shard._topic_lookup = self._subscribed_topics
+        return shard
 
     def _watch_metrics(self, metrics: Any) -> None:
         # The metrics layer reads group state at collection time and counts events;
@@ -238,7 +260,7 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return self.runtime.partition_for(group_id)
 
-    def _locate(self, group_id: str | None, *, allow_empty: bool = False) -> tuple[ErrorCode, GroupShard | None]:
+    def _locate(self, group_id: str | None, *, allow_empty: bool = False) -> tuple[ErrorCode, ConsumerGroupShard | None]:
         if group_id is None or (not group_id and not allow_empty):
             return ErrorCode.INVALID_GROUP_ID, None
         if not self._active:
@@ -285,6 +307,37 @@ class GroupCoordinator:
             return error, []
         return shard.leave_group(group_id, members)
 
+    async def consumer_group_heartbeat(self, req: ConsumerHeartbeat) -> ConsumerHeartbeatResult:
+        """ConsumerGroupHeartbeat (KIP-848)."""
+        error, shard = self._locate(req.group_id)
+        if shard is None:
+            return ConsumerHeartbeatResult(error)
+        return await _await_callback(lambda cb: shard.consumer_heartbeat(req, self._subscribed_topics, cb))
+
+    def _subscribed_topics(self, names: set[str], regexes: set[str]) -> dict[str, TopicMetadata]:
+        image = self.node.image
+        out = {}
+        if regexes:
+            names = names | {t for r in regexes for t in resolve(r, image.topic_ids)}
+        for name in names:
+            topic = image.topic(name)
+            if topic is not None and topic.partitions:
+                racks = tuple(
+                    tuple(sorted({rack for r in part.replicas
+                                  if (broker := image.brokers.get(r)) is not None and (rack := broker.rack)}))
+                    for _, part in sorted(topic.partitions.items()))
+                out[name] = TopicMetadata(topic.topic_id, name, len(topic.partitions),
+                                          racks if any(racks) else ())
+        return out
+
+    def describe_consumer_group(self, group_id: str) -> tuple[ErrorCode, ConsumerGroup | None]:
+        """ConsumerGroupDescribe: the group, or GROUP_ID_NOT_FOUND (also for a classic group)."""
+        error, shard = self._locate(group_id)
+        if shard is None:
+            return error, None
+        group = shard.consumer_group(group_id)
+        return (ErrorCode.GROUP_ID_NOT_FOUND, None) if group is None else (ErrorCode.NONE, group)
+
     # ------------------------------------------------------------ offsets
 
     async def commit_offsets(
@@ -330,11 +383,17 @@ class GroupCoordinator:
             if shard is not None:
                 shard.complete_transaction(producer_id, committed)
 
-    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
-                      require_stable: bool) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool,
+                      member: tuple[str | None, int] | None = None,
+                      ) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
+        """``member``: (member id, member epoch) of OffsetFetch v9+, checked for consumer-protocol groups."""
         error, shard = self._locate(group_id, allow_empty=True)
         if shard is None:
             return error, {}
+        if member is not None:
+            member_error = shard.validate_consumer_fetch(group_id, *member)
+            if member_error is not None:
+                return member_error, {}
         return ErrorCode.NONE, shard.fetch_offsets(group_id, partitions, require_stable)
 
     def delete_offsets(self, group_id: str,
@@ -364,7 +423,7 @@ class GroupCoordinator:
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         results: dict[str, ErrorCode] = {}
-        by_shard: dict[int, tuple[GroupShard, list[str]]] = {}
+        by_shard: dict[int, tuple[ConsumerGroupShard, list[str]]] = {}
         for group_id in group_ids:
             error, shard = self._locate(group_id, allow_empty=True)
             if shard is None:
@@ -381,7 +440,13 @@ class GroupCoordinator:
         """Every group this broker coordinates, for gauges (members, lag)."""
         out = []
         for shard in self.runtime.active_shards():
+            for cg in shard.consumer_groups.values():
+                holder = shard.groups.get(cg.group_id)
+                offsets = {} if holder is None else {tp: c.value.offset for tp, c in holder.offsets.items()}
+                out.append(GroupSnapshot(cg.group_id, cg.state.value, len(cg.members), cg.group_epoch, offsets))
             for group in shard.groups.values():
+                if group.group_id in shard.consumer_groups:
+                    continue
                 out.append(GroupSnapshot(group.group_id, group.state.value, group.size, group.generation_id,
                                          {tp: c.value.offset for tp, c in group.offsets.items()}))
         return out

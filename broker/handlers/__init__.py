@@ -49,6 +49,8 @@ def all_handlers() -> list[ModuleType]:
         h61_describe_producers,
         h65_describe_transactions,
         h66_list_transactions,
+        h68_consumer_group_heartbeat,
+        h69_consumer_group_describe,
         h75_describe_topic_partitions,
     )
 
@@ -92,5 +94,7 @@ def all_handlers() -> list[ModuleType]:
         h61_describe_producers,
         h65_describe_transactions,
         h66_list_transactions,
+        h68_consumer_group_heartbeat,
+        h69_consumer_group_describe,
         h75_describe_topic_partitions,
     ]

@@ -6,7 +6,8 @@ asks for given partitions of one group; v2 adds a top-level error and allows
 null topics ("every partition with an offset"); v5 returns the leader epoch;
 v7 ``require_stable`` (pending commits answer UNSTABLE_OFFSET_COMMIT, which
 clients retry); v8 (KIP-709) asks for several groups at once, each answered
-with its own error. Before v2 a group-level error has nowhere to go and the
+with its own error; v9 (KIP-848) names the member, whose epoch a consumer-protocol
+group checks (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID). Before v2 a group-level error has nowhere to go and the
 answer holds no partitions, as Kafka's.
 """
 
@@ -34,10 +35,11 @@ NO_LEADER_EPOCH = -1
 
 
 def _group_offsets(
-    ctx: RequestContext, group_id: str, wanted: list[tuple[str, list[int]]] | None, require_stable: bool
+    ctx: RequestContext, group_id: str, wanted: list[tuple[str, list[int]]] | None, require_stable: bool,
+    member: tuple[str | None, int] | None = None,
 ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, FetchedOffset]]]]]:
     partitions = None if wanted is None else [(t, p) for t, ps in wanted for p in ps]
-    error, found = ctx.node.group_coordinator.fetch_offsets(group_id, partitions, require_stable)
+    error, found = ctx.node.group_coordinator.fetch_offsets(group_id, partitions, require_stable, member)
     if error is not ErrorCode.NONE:
         return error, []
     topics: dict[str, list[tuple[int, FetchedOffset]]] = {}
@@ -54,7 +56,8 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
         response = OffsetFetchResponse()
         for g in request.groups:
             wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
-            error, topics = _group_offsets(ctx, g.group_id, wanted, require_stable)
+            member = (g.member_id, g.member_epoch) if version >= 9 else None
+            error, topics = _group_offsets(ctx, g.group_id, wanted, require_stable, member)
             response.groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=error, topics=[
                 OffsetFetchResponseTopics(name=name, partitions=[
                     OffsetFetchResponsePartitions(

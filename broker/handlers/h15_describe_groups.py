@@ -2,9 +2,10 @@
 
 Member metadata and assignments are filled in only while the group is Stable,
 as Kafka does. A group this coordinator does not know is described as
-``Dead`` without an error. v3 can ask for the authorized operations: with no
-authorizer every operation a group supports (READ, DESCRIBE, DELETE), for
-groups described without error; v4 adds the members' group instance ids.
+``Dead`` without an error, and so is a consumer-protocol group (Kafka 4: it is not a
+classic group; ConsumerGroupDescribe describes it). v3 can ask for the authorized operations: with no
+authorizer every operation a group supports (READ, DELETE, DESCRIBE); v4 adds
+the members' group instance ids.
 """
 
 from __future__ import annotations

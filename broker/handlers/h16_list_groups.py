@@ -1,8 +1,7 @@
 """ListGroups (16), v0-5: the groups this broker coordinates.
 
 v4 (KIP-518) filters by state (case-insensitive) and reports each group's
-state; v5 (KIP-848) filters by type and reports it: every group here is a
-``classic`` one. While some ``__consumer_offsets`` partition is still loading
+state; v5 (KIP-848) filters by type and reports it: ``classic`` or ``consumer``. While some ``__consumer_offsets`` partition is still loading
 the groups found so far come with COORDINATOR_LOAD_IN_PROGRESS, as Kafka's.
 """
 

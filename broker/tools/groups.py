@@ -2,12 +2,13 @@
 like kafka-consumer-groups.sh.
 
 Every action speaks the Kafka protocol through :class:`broker.client.KafkaClient`:
-FindCoordinator for the group, then DescribeGroups / OffsetFetch / DeleteGroups /
-OffsetCommit at the coordinator, Metadata and ListOffsets at partition leaders. So
+FindCoordinator for the group, then ConsumerGroupDescribe (consumer-protocol groups) or
+DescribeGroups / OffsetFetch / DeleteGroups / OffsetCommit at the coordinator, Metadata and ListOffsets at partition leaders. So
 it works against any Kafka-compatible cluster. Output follows
 kafka-consumer-groups.sh; failures print one line on stderr and exit with status 1.
 
-- ``list [--state]``: the groups of every broker;
+- ``list [--state] [--type [TYPE...]]``: the groups of every broker, with their state and
+  type (classic or consumer), optionally only those of some types;
 - ``describe GROUP [--offsets|--members|--state]``: per partition the committed
   offset, the log end offset (the high watermark), the lag and the member that owns
   it; then the members with their client ids, hosts and assignments;
@@ -57,6 +58,10 @@ from wire.generated.api_015_describe_groups import (
 )
 from wire.generated.api_016_list_groups import ListGroupsRequest, ListGroupsResponse
 from wire.generated.api_042_delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from wire.generated.api_069_consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+)
 from wire.generated.data.consumer_protocol_assignment import ConsumerProtocolAssignment
 
 EXIT_FAILURE = 1
@@ -207,17 +212,25 @@ def run_groups(args: argparse.Namespace, out: TextIO | None = None, err: TextIO 
 
 def _list(cluster: Cluster, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     groups: dict[str, str] = {}
+    types: dict[str, str] = {}
+    type_filter = [t for t in (args.type or []) if t]
     for _, host, port in cluster.brokers():
-        response = cluster.client(host, port).send(ListGroupsRequest(), ListGroupsResponse)
+        response = cluster.client(host, port).send(ListGroupsRequest(types_filter=type_filter), ListGroupsResponse)
         if response.error_code not in (ErrorCode.NONE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
             raise ToolError(f"listing groups failed: {ErrorCode.for_code(response.error_code).name}")
         for listed in response.groups:
             groups[listed.group_id] = listed.group_state or "Unknown"
-    if args.state:
+            types[listed.group_id] = listed.group_type or "Unknown"
+    show_type = args.type is not None
+    if args.state or show_type:
         width = max([len("GROUP")] + [len(name) for name in groups])
-        print(f"{'GROUP':<{width}} STATE", file=out)
+        columns = (["STATE"] if args.state else []) + (["TYPE"] if show_type else [])
+        print(f"{'GROUP':<{width}} {' '.join(columns)}", file=out)
+        state_width = max([len("STATE")] + [len(v) for v in groups.values()])
         for name in sorted(groups):
-            print(f"{name:<{width}} {groups[name]}", file=out)
+            cells = ([f"{groups[name]:<{state_width}}"] if args.state and show_type else
+                     [groups[name]] if args.state else []) + ([types[name]] if show_type else [])
+            print(f"{name:<{width}} {' '.join(cells)}", file=out)
     else:
         for name in sorted(groups):
             print(name, file=out)
@@ -263,35 +276,77 @@ def _table(out: TextIO, header: list[str], rows: list[list[str]], fixed: dict[in
               file=out)
 
 
+@dataclass(frozen=True, slots=True)
+class DescribedMember:
+    member_id: str
+    instance_id: str | None
+    host: str
+    client_id: str
+    partitions: list[tuple[str, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedGroup:
+    state: str
+    strategy: str
+    members: list[DescribedMember]
+
+
+def _describe_consumer_group(client: KafkaClient, group: str) -> DescribedGroup | None:
+    """A consumer-protocol group through ConsumerGroupDescribe; None for a classic group
+    (GROUP_ID_NOT_FOUND) or a broker without the API."""
+    if ConsumerGroupDescribeRequest.API_KEY not in client.api_versions:
+        return None
+    response = client.send(ConsumerGroupDescribeRequest(group_ids=[group]), ConsumerGroupDescribeResponse)
+    described = response.groups[0]
+    if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+        return None
+    if described.error_code != ErrorCode.NONE:
+        raise ToolError(f"describing group '{group}' failed: {ErrorCode.for_code(described.error_code).name}")
+    return DescribedGroup(described.group_state, described.assignor_name, [
+        DescribedMember(m.member_id, m.instance_id, m.client_host, m.client_id,
+                        [(tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions])
+        for m in described.members])
+
+
+def _describe_classic_group(client: KafkaClient, group: str) -> DescribedGroup:
+    described = _describe_group(client, group)
+    consumer = described.protocol_type == "consumer"
+    return DescribedGroup(described.group_state, described.protocol_data or "", [
+        DescribedMember(m.member_id, m.group_instance_id, m.client_host, m.client_id,
+                        parse_assignment(m.member_assignment) if consumer else [])
+        for m in described.members])
+
+
 def _describe(cluster: Cluster, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     group = args.group
     client, node_id, address = cluster.coordinator(group)
-    described = _describe_group(client, group)
-    state = described.group_state
+    described = _describe_consumer_group(client, group) or _describe_classic_group(client, group)
+    state = described.state
     if state == "Dead":
         print(f"cormorant groups: Consumer group '{group}' does not exist.", file=err)
         return EXIT_FAILURE
     show_all = not (args.offsets or args.members or args.state)
     if args.state or show_all:
-        strategy = described.protocol_data or ""
+        strategy = described.strategy
         _table(out, ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
                [[group, f"{address} ({node_id})", _dash(strategy), state, str(len(described.members))]])
     if state in ("Empty",) and (args.offsets or args.members or show_all):
         print(f"\nConsumer group '{group}' has no active members.", file=out)
-    elif state in ("PreparingRebalance", "CompletingRebalance") and (args.offsets or args.members or show_all):
+    elif (state in ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
+          and (args.offsets or args.members or show_all)):
         print(f"\nWarning: Consumer group '{group}' is rebalancing.", file=out)
     owners: dict[tuple[str, int], tuple[str, str, str]] = {}
     member_rows = []
-    consumer = described.protocol_type == "consumer"
     for m in sorted(described.members, key=lambda m: m.member_id):
-        parts = parse_assignment(m.member_assignment) if consumer else []
+        parts = m.partitions
         for tp in parts:
-            owners[tp] = (m.member_id, m.client_host, m.client_id)
+            owners[tp] = (m.member_id, m.host, m.client_id)
         by_topic: dict[str, list[int]] = {}
         for t, p in sorted(parts):
             by_topic.setdefault(t, []).append(p)
         assignment = ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in sorted(by_topic.items())) or "-"
-        member_rows.append([group, m.member_id, _dash(m.group_instance_id), m.client_host, m.client_id,
+        member_rows.append([group, m.member_id, _dash(m.instance_id), m.host, m.client_id,
                             str(len(parts)), assignment])
     if args.offsets or show_all:
         committed = _committed(client, group)
@@ -393,6 +448,8 @@ def add_parser(sub: argparse._SubParsersAction[P]) -> P:
     gsub = groups.add_subparsers(dest="action", required=True)
     lst = gsub.add_parser("list", help="list the consumer groups")
     lst.add_argument("--state", action="store_true", help="also show each group's state")
+    lst.add_argument("--type", nargs="*", metavar="TYPE",
+                     help="also show each group's type (classic, consumer); with types, only groups of those")
     describe = gsub.add_parser("describe", help="a group's members, offsets and lag")
     describe.add_argument("group", help="the group id")
     describe.add_argument("--offsets", action="store_true", help="only the per-partition offsets and lag")

@@ -52,6 +52,10 @@ class GroupOptions:
     assignor: str | None = None  # partition.assignment.strategy: range, roundrobin, cooperative-sticky
     instance_id: str | None = None  # group.instance.id (static membership)
     client_id: str = "compat-member"
+    #: group.protocol: None (the client's default, classic) or "consumer" (KIP-848); with
+    #: "consumer" the broker owns the session and heartbeat settings, and ``assignor`` names
+    #: a server-side assignor (group.remote.assignor: uniform, range).
+    group_protocol: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -407,7 +411,12 @@ def _run_confluent(r: _Runner) -> None:
         "max.poll.interval.ms": o.rebalance_timeout_ms, "enable.auto.commit": False,
         "auto.offset.reset": "earliest", "fetch.wait.max.ms": 200, "enable.partition.eof": False,
     }
-    if o.assignor:
+    if o.group_protocol == "consumer":
+        config["group.protocol"] = "consumer"
+        del config["session.timeout.ms"], config["heartbeat.interval.ms"]
+        if o.assignor:
+            config["group.remote.assignor"] = o.assignor
+    elif o.assignor:
         config["partition.assignment.strategy"] = o.assignor
     if o.instance_id:
         config["group.instance.id"] = o.instance_id

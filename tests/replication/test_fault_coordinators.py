@@ -36,8 +36,9 @@ TXN_SIZE = 5
 class Member:
     """A confluent-kafka group member that commits synchronously about every second."""
 
-    def __init__(self, bootstrap: list[str]) -> None:
+    def __init__(self, bootstrap: list[str], group_protocol: str = "classic") -> None:
         self.bootstrap = bootstrap
+        self.group_protocol = group_protocol
         self.consumed: list[tuple[float, str]] = []
         self.commit_errors: list[str] = []
         self.commits = 0
@@ -49,11 +50,15 @@ class Member:
     def run(self) -> None:
         from confluent_kafka import Consumer, KafkaException
 
-        consumer = Consumer({"bootstrap.servers": ",".join(self.bootstrap), "group.id": GROUP,
-                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                             "session.timeout.ms": 10_000, "heartbeat.interval.ms": 1000,
-                             "topic.metadata.refresh.interval.ms": 1000, "reconnect.backoff.max.ms": 1000,
-                             "log_level": 2})
+        config: dict[str, Any] = {
+            "bootstrap.servers": ",".join(self.bootstrap), "group.id": GROUP, "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 1000,
+            "reconnect.backoff.max.ms": 1000, "log_level": 2}
+        if self.group_protocol == "consumer":  # KIP-848: the coordinator owns session and heartbeat
+            config["group.protocol"] = "consumer"
+        else:
+            config.update({"session.timeout.ms": 10_000, "heartbeat.interval.ms": 1000})
+        consumer = Consumer(config)
         consumer.subscribe([INPUT])
         last_commit = time.monotonic()
         try:
@@ -194,12 +199,15 @@ def committed_offsets(bootstrap: list[str], partitions: int) -> dict[int, int]:
         consumer.close()
 
 
-def test_group_member_survives_group_coordinator_failover(tmp_path: Path) -> None:
+@pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
+def test_group_member_survives_group_coordinator_failover(tmp_path: Path, group_protocol: str) -> None:
+    """Both group protocols; with the consumer protocol (KIP-848) the new coordinator loads
+    the member, its epoch and its assignment from __consumer_offsets and the member goes on."""
     with FaultCluster(tmp_path) as cluster:
         cluster.create_topic(INPUT, 3)
         bootstrap = cluster.bootstrap()
         writers = start_writers(cluster, INPUT, 3, 1, rate=30.0)
-        member = Member(bootstrap)
+        member = Member(bootstrap, group_protocol)
         member.thread.start()
         try:
             try:

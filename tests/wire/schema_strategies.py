@@ -89,6 +89,13 @@ def schema_index() -> dict[str, tuple[Any, Path]]:
     for path in sorted(SCHEMAS.rglob("*.json")):
         spec = gen().parse_schema(path)
         out[spec.name] = (spec, path)
+    # The APIs generated from Kafka 4.3's schemas (see scripts/gen_wire.py NEWER_APIS).
+    newer = SCHEMAS.parent / gen().NEWER_SCHEMAS_NAME
+    for key in gen().NEWER_APIS:
+        for path in sorted((newer / "messages").glob("*.json")):
+            spec = gen().parse_schema(path) if f'"apiKey": {key},' in path.read_text() else None
+            if spec is not None and spec.api_key == key:
+                out[spec.name] = (spec, path)
     return out
 
 

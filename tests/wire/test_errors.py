@@ -69,6 +69,8 @@ KAFKA_SPOT_CHECKS: list[tuple[str, int, bool]] = [
 
 # Kafka 3.9's highest code; a later Kafka appends codes after it.
 HIGHEST_KAFKA_3_9_CODE = 127
+#: The highest code here: Kafka 4.0's INVALID_REGULAR_EXPRESSION (KIP-848 regex subscriptions).
+HIGHEST_CODE = 128
 
 
 @pytest.mark.parametrize(("name", "code", "retriable"), KAFKA_SPOT_CHECKS)
@@ -88,7 +90,7 @@ def test_codes_are_unique() -> None:
 def test_codes_are_contiguous_from_minus_one_to_the_highest() -> None:
     # Kafka numbers its codes without gaps from -1 upwards; a gap here means a missing code.
     codes = sorted(int(member) for member in ErrorCode)
-    assert codes == list(range(-1, HIGHEST_KAFKA_3_9_CODE + 1))
+    assert codes == list(range(-1, HIGHEST_CODE + 1))
 
 
 def test_names_are_kafka_style() -> None:
@@ -114,7 +116,7 @@ def test_for_code_finds_known_codes(code: int) -> None:
     assert ErrorCode.for_code(code) == code
 
 
-@pytest.mark.parametrize("code", [-2, HIGHEST_KAFKA_3_9_CODE + 1, 10_000, -32768])
+@pytest.mark.parametrize("code", [-2, HIGHEST_CODE + 1, 10_000, -32768])
 def test_for_code_maps_unknown_codes_to_unknown_server_error(code: int) -> None:
     assert ErrorCode.for_code(code) is ErrorCode.UNKNOWN_SERVER_ERROR
 

@@ -108,8 +108,14 @@ final class Groups {
         p.put("bootstrap.servers", cmd.get("bootstrap"));
         p.put(ConsumerConfig.GROUP_ID_CONFIG, cmd.get("group"));
         p.put(ConsumerConfig.CLIENT_ID_CONFIG, options.get("client_id"));
-        p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, String.valueOf(options.get("session_timeout_ms")));
-        p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, String.valueOf(options.get("heartbeat_interval_ms")));
+        // The consumer protocol (KIP-848): the broker owns session, heartbeat and assignment.
+        boolean consumerProtocol = "consumer".equals(options.get("group_protocol"));
+        if (consumerProtocol) {
+            p.put("group.protocol", "consumer");
+        } else {
+            p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, String.valueOf(options.get("session_timeout_ms")));
+            p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, String.valueOf(options.get("heartbeat_interval_ms")));
+        }
         p.put(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG, String.valueOf(options.get("rebalance_timeout_ms")));
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
@@ -119,7 +125,9 @@ final class Groups {
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         Object assignor = options.get("assignor");
-        if (assignor != null) {
+        if (assignor != null && consumerProtocol) {
+            p.put("group.remote.assignor", assignor);
+        } else if (assignor != null) {
             Map<String, String> classes = Map.of(
                 "range", RangeAssignor.class.getName(),
                 "roundrobin", RoundRobinAssignor.class.getName(),
