@@ -201,6 +201,10 @@ def build_parser() -> argparse.ArgumentParser:
     cluster_status.add_argument("--dir", required=True)
     cluster.set_defaults(func=_cluster)
 
+    from broker.tools.tls_init import add_parser as add_tls_parser
+
+    add_tls_parser(sub)
+
     metadata = sub.add_parser("metadata", help="the metadata quorum and image, asked of any broker")
     metadata.add_argument("--bootstrap-server", default="127.0.0.1:9092")
     metadata.add_argument("--json", action="store_true", help="print one JSON object")

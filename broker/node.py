@@ -26,7 +26,6 @@ from broker.config import (
     BrokerConfig,
     ConfigEntry,
     ConfigError,
-    SecurityProtocol,
     TopicConfig,
     broker_synonym_chain,
     dynamic_log_layers,
@@ -49,6 +48,8 @@ from broker.peers import PeerBrokers
 from broker.replica_manager import Partition, ReplicaManager
 from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
 from broker.replication.isr import IsrManager
+from broker.security.scram import ScramCredential
+from broker.security.setup import listener_security
 from broker.telemetry import Telemetry, TimedQuorum
 from broker.tracing import Tracing
 from broker.transaction.coordinator import TransactionCoordinator
@@ -168,6 +169,13 @@ class BrokerNode:
     @property
     def image(self) -> MetadataImage:
         return self.controller.image
+
+    def scram_credential(self, user: str, mechanism: int) -> ScramCredential | None:
+        """A user's SCRAM credential as the metadata log has it now."""
+        found = self.controller.image.scram_credentials.get((user, mechanism))
+        if found is None:
+            return None
+        return ScramCredential(found.salt, found.stored_key, found.server_key, found.iterations)
 
     @property
     def broker_epoch(self) -> int:
@@ -358,12 +366,11 @@ class BrokerNode:
         if self.cluster is not None:
             broker_listeners = self.cluster.broker_listeners()
         for lst in broker_listeners:
-            if lst.security_protocol not in (SecurityProtocol.PLAINTEXT,):
-                raise ConfigError("listeners", f"security protocol {lst.security_protocol.name} is not supported yet")
+            security = listener_security(self.config, lst, self.scram_credential, self.metrics.authentication)
             self.listeners.append(
                 Listener(lst.name, lst.security_protocol.name, lst.host or "0.0.0.0", lst.port,
                          self.dispatcher, limits, self.metrics.connection_callback(lst.name),
-                         self.metrics.decode_failure)
+                         self.metrics.decode_failure, security)
             )
         async with trio.open_nursery() as nursery:
             await nursery.start(self.group_coordinator.run)

@@ -272,6 +272,16 @@ class CormorantBroker(Broker):
             raise BrokerStartError(f"broker bound port {bound}, expected {self.port}")
         self.port = bound
 
+    def listener_port(self, name: str) -> int:
+        """The port a named listener bound (from the ready line of the current run)."""
+        stdout = self.work_dir / f"{self.target}-{self._runs}.stdout.log"
+        for line in _read_text(stdout).splitlines():
+            if line.startswith(_READY_PREFIX):
+                match = re.search(rf"(?:^|[ ,=]){re.escape(name)}://[^:,\s]*:(\d+)", line)
+                if match:
+                    return int(match.group(1))
+        raise BrokerStartError(f"no listener {name} in the ready line")
+
     def _wait_ready(self, stdout: Path, stderr: Path, cmd: Sequence[str]) -> int:
         assert self.proc is not None
         deadline = time.monotonic() + READY_TIMEOUT_S

@@ -1,0 +1,217 @@
+"""TLS, mutual TLS and SASL listeners with real clients (confluent-kafka, kafka-python, kcat).
+
+One broker serves every kind of listener at once: PLAINTEXT (for the harness), SSL, MTLS
+(SSL with ``ssl.client.auth=required``), SASL_PLAINTEXT and SASL_SSL (a PKCS12 keystore,
+set per listener). Certificates come from ``cormorant tls init``; a second run makes the
+"other CA" whose client certificates must be refused. Every client produces, consumes with
+a consumer group and commits on each; wrong credentials, unknown users and foreign
+certificates are refused as Kafka refuses them, and the broker serves everyone else on.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.serialization import pkcs12
+
+from compat_tests.harness import settings
+from compat_tests.harness.broker import Broker, make_broker
+from compat_tests.harness.secured import (
+    CLIENTS,
+    ClientSecurity,
+    refused,
+    roundtrip,
+    suppressed_client_logs,
+    unique,
+)
+
+pytestmark = pytest.mark.skipif(settings.target() != "cormorant", reason="secured listeners of cormorant")
+
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+P12_PASSWORD = "p12-secret"
+
+
+def _tls_init(directory: Path) -> Path:
+    result = subprocess.run([sys.executable, "-m", "broker", "tls", "init", "--dir", str(directory),
+                             "--hosts", "localhost,127.0.0.1"], capture_output=True, text=True, timeout=60,
+                            cwd=settings.PROJECT_ROOT, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "NOT for production" in result.stdout
+    return directory
+
+
+def _pkcs12(directory: Path) -> Path:
+    key = serialization.load_pem_private_key((directory / "broker-key.pem").read_bytes(), None)
+    certs = x509.load_pem_x509_certificates((directory / "broker.pem").read_bytes())
+    data = pkcs12.serialize_key_and_certificates(
+        b"broker", key, certs[0], certs[1:],  # type: ignore[arg-type]
+        serialization.BestAvailableEncryption(P12_PASSWORD.encode()))
+    path = directory / "broker.p12"
+    path.write_bytes(data)
+    return path
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _tls_init(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def other_ca(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _tls_init(tmp_path_factory.mktemp("other-ca"))
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory, certs: Path) -> Iterator[Broker]:
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,MTLS://127.0.0.1:0,"
+                     "SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                          "SASL_SSL:SASL_SSL",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(certs / "broker-bundle.pem"),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(certs / "ca.pem"),
+        "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.sasl_ssl.ssl.keystore.type": "PKCS12",
+        "listener.name.sasl_ssl.ssl.keystore.location": str(_pkcs12(certs)),
+        "listener.name.sasl_ssl.ssl.keystore.password": P12_PASSWORD,
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+        "connection.failed.authentication.delay.ms": "50",
+    }
+    broker = make_broker(tmp_path_factory.mktemp("secured"), overrides)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.close()
+
+
+def _address(broker: Broker, listener: str) -> str:
+    return f"127.0.0.1:{broker.listener_port(listener)}"  # type: ignore[attr-defined]
+
+
+def _security(kind: str, certs: Path) -> tuple[str, ClientSecurity]:
+    ca = certs / "ca.pem"
+    return {
+        "ssl": ("SSL", ClientSecurity("SSL", ca=ca)),
+        "mtls": ("MTLS", ClientSecurity("SSL", ca=ca, cert=certs / "client.pem", key=certs / "client-key.pem")),
+        "sasl_plaintext_plain": ("SASL_PLAINTEXT", ClientSecurity("SASL_PLAINTEXT", mechanism="PLAIN",
+                                                                  user="alice", password="alice-secret")),
+        "sasl_ssl_plain": ("SASL_SSL", ClientSecurity("SASL_SSL", ca=ca, mechanism="PLAIN", user="alice",
+                                                      password="alice-secret")),
+    }[kind]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("kind", ["ssl", "mtls", "sasl_plaintext_plain", "sasl_ssl_plain"])
+def test_produce_consume_group(secured: Broker, certs: Path, client: str, kind: str) -> None:
+    listener, security = _security(kind, certs)
+    topic = unique(f"sec-{kind}-{client}")
+    secured.create_topic(topic, partitions=2)
+    roundtrip(client, _address(secured, listener), security, topic)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("case", ["wrong_password", "unknown_user"])
+@pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_bad_credentials_refused(secured: Broker, certs: Path, client: str, case: str, listener: str) -> None:
+    _, security = _security("sasl_ssl_plain" if listener == "SASL_SSL" else "sasl_plaintext_plain", certs)
+    user, password = ("alice", "not-her-password") if case == "wrong_password" else ("mallory", "alice-secret")
+    with suppressed_client_logs():
+        report = refused(client, _address(secured, listener), security.with_credentials(user, password))
+    if client != "kafka_python":
+        assert "Authentication failed" in report or "authentication" in report.lower(), report
+    # The broker said nothing about why: the same message for both cases.
+    assert "mallory" not in secured.log_tail() or "invalid credentials" in secured.log_tail()
+    topic = unique("after-refusal")
+    secured.create_topic(topic)
+    roundtrip("confluent", _address(secured, listener), _security(
+        "sasl_ssl_plain" if listener == "SASL_SSL" else "sasl_plaintext_plain", certs)[1], topic, count=1)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("case", ["no_certificate", "other_ca"])
+def test_mutual_tls_refuses_foreign_clients(secured: Broker, certs: Path, other_ca: Path, client: str,
+                                            case: str) -> None:
+    ca = certs / "ca.pem"
+    security = (ClientSecurity("SSL", ca=ca) if case == "no_certificate" else
+                ClientSecurity("SSL", ca=ca, cert=other_ca / "client.pem", key=other_ca / "client-key.pem"))
+    with suppressed_client_logs():
+        refused(client, _address(secured, "MTLS"), security)
+    # The same client certificate problem does not matter on the server-auth-only listener.
+    roundtrip("confluent", _address(secured, "SSL"), ClientSecurity("SSL", ca=ca), _new_topic(secured), count=1)
+
+
+def test_client_trusting_another_ca_refuses_the_broker(secured: Broker, other_ca: Path) -> None:
+    with suppressed_client_logs():
+        report = refused("confluent", _address(secured, "SSL"), ClientSecurity("SSL", ca=other_ca / "ca.pem"))
+    assert "certificate verify failed" in report or "SSL" in report, report
+
+
+def _new_topic(broker: Broker) -> str:
+    topic = unique("sec")
+    broker.create_topic(topic)
+    return topic
+
+
+# -- raw exchanges: nothing is served before authentication ------------------------------------
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
+    return bytes(out)
+
+
+def _closed_without_answer(sock: socket.socket) -> bool:
+    sock.settimeout(10)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def _metadata_v1() -> bytes:
+    body = struct.pack(">hhih", 3, 1, 7, -1) + struct.pack(">i", -1)  # all topics
+    return struct.pack(">i", len(body)) + body
+
+
+def test_metadata_before_authentication_closes_the_connection(secured: Broker) -> None:
+    with socket.create_connection(("127.0.0.1", secured.listener_port("SASL_PLAINTEXT")), timeout=10) as sock:  # type: ignore[attr-defined]
+        sock.sendall(_metadata_v1())
+        assert _closed_without_answer(sock)
+    # The same request is answered on the PLAINTEXT listener.
+    with socket.create_connection(("127.0.0.1", secured.port or 0), timeout=10) as sock:
+        sock.sendall(_metadata_v1())
+        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+        assert struct.unpack(">i", _recv_exactly(sock, size)[:4])[0] == 7
+
+
+def test_plaintext_request_on_tls_listener_is_closed(secured: Broker, certs: Path) -> None:
+    with socket.create_connection(("127.0.0.1", secured.listener_port("SSL")), timeout=10) as sock:  # type: ignore[attr-defined]
+        sock.sendall(_metadata_v1())
+        assert _closed_without_answer(sock)
+    assert "TLS handshake failed" in secured.log_tail()
+    roundtrip("kcat", _address(secured, "SSL"), ClientSecurity("SSL", ca=certs / "ca.pem"), _new_topic(secured),
+              count=1)
+
+
+def test_tls_client_on_plaintext_listener_is_closed(secured: Broker) -> None:
+    with suppressed_client_logs():
+        refused("kcat", f"127.0.0.1:{secured.port}", ClientSecurity("SSL"))
+    assert "TLS handshake on a plaintext listener" in secured.log_tail()
