@@ -53,9 +53,15 @@ def _serve(args: argparse.Namespace) -> int:
         log.warning("config_not_implemented", detail=warning)
 
     from broker.node import serve
+    from broker.security.scram_bootstrap import ScramArgumentError, parse_add_scram
 
     try:
-        trio.run(serve, config)
+        credentials = [parse_add_scram(text) for text in args.add_scram or []]
+    except ScramArgumentError as ex:
+        print(f"cormorant: invalid --add-scram: {ex}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        trio.run(serve, config, credentials)
     except ConfigError as ex:
         print(f"cormorant: invalid configuration: {ex}", file=sys.stderr)
         return EXIT_CONFIG
@@ -141,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run a broker node")
     serve.add_argument("properties", nargs="?", help="a server.properties file")
     serve.add_argument("--override", action="append", metavar="KEY=VALUE", help="set or override a setting")
+    serve.add_argument("--add-scram", action="append", metavar="MECHANISM=[name=...,password=...]",
+                       help="create this SCRAM credential before serving unless the user already has one "
+                            "(as kafka-storage format --add-scram), e.g. SCRAM-SHA-256=[name=admin,password=secret]")
     serve.set_defaults(func=_serve)
 
     dump = sub.add_parser("dump-log", help="print the record batches of a .log segment")

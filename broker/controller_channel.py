@@ -77,6 +77,10 @@ from wire.generated.api_045_alter_partition_reassignments import (
     AlterPartitionReassignmentsRequestReassignableTopic,
     AlterPartitionReassignmentsResponse,
 )
+from wire.generated.api_051_alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+)
 from wire.generated.api_055_describe_quorum import (
     DescribeQuorumRequest,
     DescribeQuorumRequestPartitionData,
@@ -421,6 +425,25 @@ class RemoteController:
 
             await self._wait_for_image(done, PROPAGATION_WAIT_S)
         return out
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest
+    ) -> AlterUserScramCredentialsResponse:
+        reply = await self.channel.send_to_active(
+            request, AlterUserScramCredentialsResponse, timeout_s=self.request_timeout_s,
+            not_controller=lambda r: any(u.error_code == ErrorCode.NOT_CONTROLLER for u in r.results))
+        ok = {u.user for u in reply.results if u.error_code == ErrorCode.NONE}
+        upserted = {(u.name, u.mechanism, u.salt) for u in request.upsertions if u.name in ok}
+        deleted = {(d.name, d.mechanism) for d in request.deletions if d.name in ok}
+
+        def done(image: MetadataImage) -> bool:
+            credentials = image.scram_credentials
+            return all((found := credentials.get((name, mechanism))) is not None and found.salt == salt
+                       for name, mechanism, salt in upserted) and not any(key in credentials for key in deleted)
+
+        if upserted or deleted:
+            await self._wait_for_image(done, PROPAGATION_WAIT_S)
+        return reply
 
     async def elect_leaders(
         self, election_type: int, partitions: Sequence[tuple[str, int]] | None

@@ -14,7 +14,8 @@ import random
 import signal
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,8 @@ from broker.replica_manager import Partition, ReplicaManager
 from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
 from broker.replication.isr import IsrManager
 from broker.security.scram import ScramCredential
+from broker.security.scram_admin import alter_credentials
+from broker.security.scram_bootstrap import InitialCredential, upsertion_request
 from broker.security.setup import listener_security
 from broker.telemetry import Telemetry, TimedQuorum
 from broker.tracing import Tracing
@@ -126,8 +129,10 @@ class BrokerNode:
         config: BrokerConfig,
         clock_ms: Callable[[], int] = wall_clock_ms,
         rng: random.Random | None = None,
+        initial_credentials: Sequence[InitialCredential] = (),
     ) -> None:
         self.config = config
+        self.initial_credentials = initial_credentials
         self.node_id = config.node_id
         self.clock_ms = clock_ms
         self.rng = rng or random.Random()
@@ -169,6 +174,21 @@ class BrokerNode:
     @property
     def image(self) -> MetadataImage:
         return self.controller.image
+
+    async def _create_initial_credentials(self) -> None:
+        """``serve --add-scram``: credentials not in the metadata log yet are written before serving."""
+        request = upsertion_request(self.initial_credentials,
+                                    lambda user, mechanism: (user, mechanism) in self.image.scram_credentials)
+        if request is None:
+            return
+        if isinstance(self.controller, Controller):
+            response = await self.controller.submit(partial(alter_credentials, request))
+        else:
+            response = await self.controller.alter_user_scram_credentials(request)
+        for result in response.results:
+            if result.error_code:
+                raise ConfigError("--add-scram", f"{result.user}: {result.error_message}")
+            log.info("scram_credential_created", user=result.user)
 
     def scram_credential(self, user: str, mechanism: int) -> ScramCredential | None:
         """A user's SCRAM credential as the metadata log has it now."""
@@ -352,6 +372,7 @@ class BrokerNode:
         self.transaction_coordinator.on_image(self.controller.image)
         self.controller.add_image_listener(self.transaction_coordinator.on_image)
         await self.controller.bootstrap()
+        await self._create_initial_credentials()
         self.telemetry = telemetry = Telemetry(self)
         self.tracing = telemetry.tracing
 
@@ -530,8 +551,8 @@ def settle_heap() -> None:
     gc.freeze()
 
 
-async def serve(config: BrokerConfig) -> None:
-    node = BrokerNode(config)
+async def serve(config: BrokerConfig, initial_credentials: Sequence[InitialCredential] = ()) -> None:
+    node = BrokerNode(config, initial_credentials=initial_credentials)
     async with trio.open_nursery() as nursery:
         names = await nursery.start(node.run)
         settle_heap()

@@ -130,7 +130,8 @@ class ScramServer:
         self._known = credential is not None
         self._credential = credential or self._made_up_credential(user)
         self.authorization_id = user
-        self._nonce = attributes["r"] + base64.b64encode(self._random(24)).decode()
+        # Alphanumeric, as Kafka's: some clients mishandle '+' and '/' in nonces.
+        self._nonce = attributes["r"] + self._random(24).hex()
         self._server_first = (f"r={self._nonce},s={base64.b64encode(self._credential.salt).decode()},"
                               f"i={self._credential.iterations}")
         return self._server_first
@@ -144,7 +145,9 @@ class ScramServer:
         if not separator:
             raise AuthenticationFailed("invalid SCRAM client-final message")
         attributes = _attributes(without_proof)
-        if attributes.get("r") != self._nonce:
+        # As Kafka's ScramSaslServer: the nonce must end with ours (librdkafka before 2.1
+        # sends the client nonce twice, and Kafka accepts it).
+        if not attributes.get("r", "").endswith(self._nonce):
             raise AuthenticationFailed("SCRAM nonce mismatch")
         if attributes.get("c") != base64.b64encode(self._gs2_header.encode()).decode():
             raise AuthenticationFailed("SCRAM channel binding mismatch")

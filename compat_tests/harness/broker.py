@@ -243,6 +243,8 @@ class Broker(ABC):
 
 class CormorantBroker(Broker):
     target = "cormorant"
+    #: Arguments of ``cormorant serve`` besides the settings (``--add-scram ...``).
+    serve_args: tuple[str, ...] = ()
 
     @staticmethod
     def command() -> list[str]:
@@ -261,7 +263,7 @@ class CormorantBroker(Broker):
             "group.initial.rebalance.delay.ms": "0",
             **self.overrides,
         }
-        cmd = [*self.command(), "serve"]
+        cmd = [*self.command(), "serve", *self.serve_args]
         for key, value in overrides.items():
             cmd += ["--override", f"{key}={value}"]
         stdout, stderr = self._log_paths()
