@@ -24,7 +24,6 @@ from broker.security.scram_bootstrap import ScramArgumentError, parse_add_scram,
 from controller.image import MetadataImage
 from controller.state import apply
 from wire.errors import ErrorCode
-from wire.primitives import Message
 from wire.generated.api_050_describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsRequestUserName,
@@ -34,6 +33,7 @@ from wire.generated.api_051_alter_user_scram_credentials import (
     AlterUserScramCredentialsRequestScramCredentialDeletion,
     AlterUserScramCredentialsRequestScramCredentialUpsertion,
 )
+from wire.primitives import Message
 
 # -- SCRAM -------------------------------------------------------------------------------------
 
