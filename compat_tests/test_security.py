@@ -24,9 +24,11 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 
 from compat_tests.harness import settings
 from compat_tests.harness.broker import Broker, CormorantBroker, make_broker
+from compat_tests.harness.drivers.base import DriverUnavailable
 from compat_tests.harness.secured import (
     CLIENTS,
     ClientSecurity,
+    java_roundtrip,
     refused,
     roundtrip,
     suppressed_client_logs,
@@ -153,6 +155,29 @@ def test_produce_consume_group(secured: Broker, certs: Path, client: str, kind: 
     topic = unique(f"sec-{kind}-{client}")
     secured.create_topic(topic, partitions=2)
     roundtrip(client, _address(secured, listener), security, topic)
+
+
+@pytest.mark.parametrize("variant", ["java", "java4"])
+@pytest.mark.parametrize("kind", ["ssl", "mtls", "sasl_ssl_plain", "sasl_plaintext_scram256", "sasl_ssl_scram512"])
+def test_java_produce_consume_group(secured: Broker, certs: Path, variant: str, kind: str) -> None:
+    listener, security = _security(kind, certs)
+    topic = unique(f"sec-{kind}-{variant}")
+    secured.create_topic(topic, partitions=2)
+    try:
+        java_roundtrip(variant, _address(secured, listener), security, topic)
+    except DriverUnavailable as ex:
+        pytest.skip(str(ex))
+
+
+@pytest.mark.parametrize("kind", ["sasl_plaintext_plain", "sasl_ssl_scram512"])
+def test_java_bad_password_refused(secured: Broker, certs: Path, kind: str) -> None:
+    listener, security = _security(kind, certs)
+    try:
+        report = java_roundtrip("java", _address(secured, listener), security.with_credentials(
+            security.user or "", "not-the-password"), _new_topic(secured), refused=True)
+    except DriverUnavailable as ex:
+        pytest.skip(str(ex))
+    assert f"due to invalid credentials with SASL mechanism {security.mechanism}" in report, report
 
 
 @pytest.mark.parametrize("client", CLIENTS)

@@ -239,3 +239,48 @@ def suppressed_client_logs() -> Iterator[None]:
         yield
     finally:
         logger.setLevel(level)
+
+
+# -- Java (kafka-clients 3.9 and 4.x, through compat_tests/java) -------------------------------
+
+def java_roundtrip(variant: str, bootstrap: str, security: ClientSecurity, topic: str, count: int = 3,
+                   refused: bool = False) -> str:
+    """Produces with the Java producer, then a Java consumer group member reads and commits.
+    With ``refused``, expects the producer to be refused and returns what it reported."""
+    import json
+
+    from .drivers.base import ClientError, Record
+    from .drivers.java import Java4Driver, JavaDriver
+    from .groups import GroupMember, GroupOptions
+
+    base = {"java": JavaDriver, "java4": Java4Driver}[variant]
+    base.check_available()
+    client_config = security.java()
+
+    class SecuredJavaDriver(base):  # type: ignore[valid-type,misc]
+        def call(self, op: str, timeout_s: float = settings.SUBPROCESS_TIMEOUT_S, **args: Any) -> Any:
+            return super().call(op, timeout_s, client_config=client_config, **args)
+
+        def start_member(self, topic: str, group: str, options: GroupOptions, *,
+                         count: int | None = None) -> GroupMember:
+            payload = {"op": "group_member", "bootstrap": self.bootstrap, "client_config": client_config,
+                       "timeouts": {"request_ms": settings.REQUEST_TIMEOUT_MS, "api_ms": settings.API_TIMEOUT_MS},
+                       "topic": topic, "group": group, "options": options.to_json(), "count": count}
+            return GroupMember(self.name, [*self.command(), json.dumps(payload)], cwd=self.cwd())
+
+    driver = SecuredJavaDriver(bootstrap)
+    if refused:
+        try:
+            driver.produce(topic, [Record(key=None, value=b"refused")])
+        except ClientError as ex:
+            return str(ex)
+        raise AssertionError(f"{variant} was served")
+    deliveries = driver.produce(topic, [Record(key=None, value=f"{variant}-{i}".encode()) for i in range(count)])
+    assert len(deliveries) == count
+    member = driver.start_member(topic, unique(f"group-{variant}"), GroupOptions(), count=count)
+    try:
+        member.wait_until(lambda m: len(m.consumed()) >= count and sum(m.committed().values()) >= count,
+                          settings.API_TIMEOUT_MS / 1000 + 20, f"{count} records consumed and committed")
+    finally:
+        member.stop()
+    return ""

@@ -107,6 +107,7 @@ final class Groups {
         Properties p = new Properties();
         p.put("bootstrap.servers", cmd.get("bootstrap"));
         p.put(ConsumerConfig.GROUP_ID_CONFIG, cmd.get("group"));
+        Driver.clientConfig(p, cmd);
         p.put(ConsumerConfig.CLIENT_ID_CONFIG, options.get("client_id"));
         p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, String.valueOf(options.get("session_timeout_ms")));
         p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, String.valueOf(options.get("heartbeat_interval_ms")));
@@ -206,6 +207,7 @@ final class Groups {
         Properties p = new Properties();
         p.put("bootstrap.servers", cmd.get("bootstrap"));
         p.put("client.id", "compat-java");
+        Driver.clientConfig(p, cmd);
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, String.valueOf(timeout(cmd, "request_ms", 10000)));
         p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, String.valueOf(timeout(cmd, "api_ms", 20000)));
         return Admin.create(p);
