@@ -55,16 +55,18 @@ class KeyMaterial:
 
 
 def _secret(value: ConfigValue) -> str | None:
+    """A setting's text; empty counts as unset."""
     if value is None:
         return None
-    return value.value if isinstance(value, Password) else str(value)
+    text = value.value if isinstance(value, Password) else str(value)
+    return text or None
 
 
 def _store_type(setting: Setting, key: str) -> str:
     kind = str(setting(key))
     if kind == "JKS":
-        location = setting(key.replace(".type", ".location"))
-        inline = setting("ssl.keystore.certificate.chain" if "keystore" in key else "ssl.truststore.certificates")
+        location = _secret(setting(key.replace(".type", ".location")))
+        inline = _secret(setting("ssl.keystore.certificate.chain" if "keystore" in key else "ssl.truststore.certificates"))
         if location is None and inline is None:
             return kind
         raise ConfigError(key, "JKS stores are not supported: use PKCS12 (keytool -importkeystore "
@@ -101,7 +103,7 @@ def _unencrypted_key(key: str, pem: bytes, password: str | None) -> bytes:
 
 def load_keystore(setting: Setting) -> KeyMaterial | None:
     kind = _store_type(setting, "ssl.keystore.type")
-    location = setting("ssl.keystore.location")
+    location = _secret(setting("ssl.keystore.location"))
     key_password = _secret(setting("ssl.key.password"))
     if kind == "PKCS12":
         if location is None:
@@ -137,7 +139,7 @@ def load_keystore(setting: Setting) -> KeyMaterial | None:
 def load_truststore(setting: Setting) -> bytes | None:
     """The trusted CA certificates as PEM, or None when no truststore is set."""
     kind = _store_type(setting, "ssl.truststore.type")
-    location = setting("ssl.truststore.location")
+    location = _secret(setting("ssl.truststore.location"))
     if kind == "PKCS12":
         if location is None:
             raise ConfigError("ssl.truststore.location", "a PKCS12 truststore needs ssl.truststore.location")
