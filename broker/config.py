@@ -781,6 +781,10 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
              "Largest frame accepted from a client before it has authenticated.", AT_LEAST_1),
         _key("connection.failed.authentication.delay.ms", INT, "100",
              "How long a failed authentication waits before its answer and the close.", AT_LEAST_0),
+        _key("connections.max.reauth.ms", LONG, "0",
+             "Lifetime of a SASL session (KIP-368): clients re-authenticate before it ends, and a connection "
+             "whose session has ended is closed at its next request; 0 means sessions do not expire.",
+             AT_LEAST_0),
     ]),
     *_group("Cormorant", [
         _key("metrics.listener", STRING, "127.0.0.1:9464",
@@ -919,7 +923,7 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "alter.log.dirs.replication.quota.window.size.seconds", "authorizer.class.name",
     "auto.include.jmx.reporter", "background.threads", "broker.id.generation.enable",
     "client.quota.callback.class",
-    "connections.max.reauth.ms", "control.plane.listener.name", "controlled.shutdown.enable",
+    "control.plane.listener.name", "controlled.shutdown.enable",
     "controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms",
     "controller.quorum.append.linger.ms", "controller.quorum.bootstrap.servers",
     "controller.quorum.election.backoff.max.ms", "controller.quorum.election.timeout.ms",

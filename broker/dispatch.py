@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 API_VERSIONS = 18
+SASL_HANDSHAKE = 17
 Handler = Callable[["RequestContext", Any], Awaitable[Message | None]]
 
 
@@ -104,7 +105,13 @@ class Dispatcher:
         except DecodeError as ex:
             metrics.decode_failure("short_header")
             raise CloseConnection("request shorter than its header", size=len(frame)) from ex
-        if sasl is not None and not sasl.complete and not (pre.api_key == API_VERSIONS and sasl.take_api_versions()):
+        if sasl is not None and sasl.complete:
+            if pre.api_key == SASL_HANDSHAKE and sasl.reauthenticate(pre):
+                return await sasl.handle(pre, frame, self.limits)
+            if sasl.expired():
+                # KIP-368: a session past connections.max.reauth.ms is not served any more.
+                raise CloseConnection("SASL session expired", api_key=pre.api_key)
+        elif sasl is not None and not (pre.api_key == API_VERSIONS and sasl.take_api_versions()):
             # Before authentication only the SASL exchange (and one ApiVersions) is served.
             return await sasl.handle(pre, frame, self.limits)
         entry = self.apis.get(pre.api_key)

@@ -14,6 +14,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -271,3 +272,62 @@ def test_tls_client_on_plaintext_listener_is_closed(secured: Broker) -> None:
     with suppressed_client_logs():
         refused("kcat", f"127.0.0.1:{secured.port}", ClientSecurity("SSL"))
     assert "TLS handshake on a plaintext listener" in secured.log_tail()
+
+
+# -- KIP-368 re-authentication ---------------------------------------------------------------
+
+REAUTH_MS = 2000
+
+
+@pytest.fixture(scope="module")
+def reauth_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    broker = make_broker(tmp_path_factory.mktemp("reauth"), {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "connections.max.reauth.ms": str(REAUTH_MS),
+    })
+    assert isinstance(broker, CormorantBroker)
+    broker.serve_args = ("--add-scram", "SCRAM-SHA-256=[name=admin,password=admin-secret]")
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.close()
+
+
+def _produce_over_time(client: str, bootstrap: str, security: ClientSecurity, topic: str) -> None:
+    """One producer, records sent 0, 1.5 and 3 session lifetimes after it connected."""
+    pauses = [0.0, REAUTH_MS / 1000 * 1.5, REAUTH_MS / 1000 * 1.5]
+    if client == "confluent":
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": bootstrap, **security.librdkafka(), "acks": "all"})
+        errors: list[str] = []
+        for i, pause in enumerate(pauses):
+            time.sleep(pause)
+            producer.produce(topic, f"r{i}".encode(),
+                             on_delivery=lambda err, _m: errors.append(str(err)) if err else None)
+            assert producer.flush(20) == 0 and not errors, errors
+    else:
+        from kafka import KafkaProducer
+
+        kp = KafkaProducer(bootstrap_servers=bootstrap, acks="all", **security.kafka_python())
+        try:
+            for i, pause in enumerate(pauses):
+                time.sleep(pause)
+                kp.send(topic, f"r{i}".encode()).get(timeout=20)
+        finally:
+            kp.close()
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka_python"])
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_clients_reauthenticate_and_keep_their_connection(reauth_broker: Broker, client: str,
+                                                          mechanism: str) -> None:
+    user, password = ("alice", "alice-secret") if mechanism == "PLAIN" else ("admin", "admin-secret")
+    security = ClientSecurity("SASL_PLAINTEXT", mechanism=mechanism, user=user, password=password)
+    before = reauth_broker.log_tail(200_000).count("sasl_reauthenticated")
+    _produce_over_time(client, _address(reauth_broker, "SASL_PLAINTEXT"), security, _new_topic(reauth_broker))
+    log = reauth_broker.log_tail(200_000)
+    assert log.count("sasl_reauthenticated") > before

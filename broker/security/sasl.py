@@ -59,22 +59,43 @@ class SaslListener:
     mechanisms: Mapping[str, Callable[[], MechanismServer]]
     max_receive_size: int
     failure_delay_s: float
+    #: connections.max.reauth.ms in seconds; 0: sessions do not expire (no re-authentication).
+    session_lifetime_s: float
     #: Called with (listener, mechanism, succeeded) after each exchange ends.
     on_result: Callable[[str, str, bool], None]
 
 
 class SaslSession:
-    def __init__(self, listener: SaslListener, conn: ConnectionInfo) -> None:
+    def __init__(self, listener: SaslListener, conn: ConnectionInfo,
+                 clock: Callable[[], float] = trio.current_time) -> None:
         self.listener = listener
         self.conn = conn
+        self._clock = clock
         self._state = _State.HANDSHAKE_OR_VERSIONS
         self._server: MechanismServer | None = None
+        #: Clock time the session ends (KIP-368), None while unauthenticated or without expiry.
+        self.expires_at: float | None = None
+        #: Set while a KIP-368 re-authentication runs: the principal it must keep.
+        self._reauth_principal: str | None = None
+        self._supports_reauth = False
         #: True after a v0 handshake: tokens come without Kafka headers.
         self.raw_tokens = False
 
     @property
     def complete(self) -> bool:
         return self._state is _State.COMPLETE
+
+    def expired(self) -> bool:
+        return self.expires_at is not None and self._clock() >= self.expires_at
+
+    def reauthenticate(self, pre: RequestPreamble) -> bool:
+        """Whether a SaslHandshake on an authenticated connection starts a KIP-368 re-authentication
+        (v1+ and sessions that expire); else KafkaApis answers it ILLEGAL_SASL_STATE."""
+        if not (self.complete and pre.api_version >= 1 and self.listener.session_lifetime_s > 0):
+            return False
+        self._state = _State.HANDSHAKE
+        self._reauth_principal = self.conn.principal
+        return True
 
     def take_api_versions(self) -> bool:
         """Whether an ApiVersions request may be served now (once, before the handshake)."""
@@ -94,6 +115,9 @@ class SaslSession:
         assert isinstance(request, SaslHandshakeRequest)
         enabled = list(self.listener.mechanisms)
         factory = self.listener.mechanisms.get(request.mechanism)
+        if self._reauth_principal is not None and self._server is not None and \
+                request.mechanism != self._server.mechanism:
+            factory = None  # as Kafka: re-authentication keeps the mechanism
         if factory is None:
             response = SaslHandshakeResponse(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled)
             raise CloseConnection("unsupported SASL mechanism", mechanism=request.mechanism[:64],
@@ -133,6 +157,7 @@ class SaslSession:
             raise CloseConnection("unsupported SaslAuthenticate version", api_version=pre.api_version)
         request = self._decode(frame, limits)
         assert isinstance(request, SaslAuthenticateRequest)
+        self._supports_reauth = self._supports_reauth or pre.api_version > 0
         try:
             answer = self._evaluate(request.auth_bytes)
         except AuthenticationFailed as ex:
@@ -144,19 +169,31 @@ class SaslSession:
             )
             raise CloseConnection("SASL authentication failed", mechanism=self._mechanism,
                                   response=encode_response(response, pre.api_version, pre.correlation_id)) from None
-        return encode_response(SaslAuthenticateResponse(auth_bytes=answer), pre.api_version, pre.correlation_id)
+        lifetime_ms = 0
+        if self.complete and self.listener.session_lifetime_s > 0:
+            lifetime_ms = int(self.listener.session_lifetime_s * 1000)
+        return encode_response(SaslAuthenticateResponse(auth_bytes=answer, session_lifetime_ms=lifetime_ms),
+                               pre.api_version, pre.correlation_id)
 
     def _evaluate(self, token: bytes) -> bytes:
         server = self._server
         assert server is not None
         answer = server.evaluate(token)
         if server.complete:
+            principal = f"User:{server.authorization_id}"
+            reauthenticated = self._reauth_principal is not None
+            if reauthenticated and principal != self._reauth_principal:
+                raise AuthenticationFailed("re-authentication cannot change the principal")
+            self._reauth_principal = None
             self._state = _State.COMPLETE
-            self.conn.principal = f"User:{server.authorization_id}"
+            if self.listener.session_lifetime_s > 0:
+                self.expires_at = self._clock() + self.listener.session_lifetime_s
+            self.conn.principal = principal
             self.conn.frame_limit = None
             self.listener.on_result(self.listener.name, server.mechanism, True)
-            log.info("sasl_authenticated", listener=self.listener.name, mechanism=server.mechanism,
-                     principal=self.conn.principal, peer=f"{self.conn.peer_host}:{self.conn.peer_port}")
+            log.info("sasl_reauthenticated" if reauthenticated else "sasl_authenticated",
+                     listener=self.listener.name, mechanism=server.mechanism, principal=self.conn.principal,
+                     peer=f"{self.conn.peer_host}:{self.conn.peer_port}")
         return answer
 
     async def _failed(self, ex: AuthenticationFailed) -> None:

@@ -122,6 +122,7 @@ def _sasl_listener(config: BrokerConfig, listener: str, scram_lookup: Credential
         mechanisms=mechanisms,
         max_receive_size=_int(config.for_listener(listener, "sasl.server.max.receive.size")),
         failure_delay_s=_int(config.for_listener(listener, "connection.failed.authentication.delay.ms")) / 1000,
+        session_lifetime_s=_int(config.for_listener(listener, "connections.max.reauth.ms")) / 1000,
         on_result=on_result,
     )
 

@@ -31,7 +31,8 @@ from wire.generated.api_036_sasl_authenticate import (
 )
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-        'user_alice="alice-secret";')
+        'user_alice="alice-secret" user_bob="bob-secret";')
+REAUTH_MS = 1500
 DELAY_MS = 200
 
 
@@ -42,6 +43,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "connection.failed.authentication.delay.ms": str(DELAY_MS),
+        "listener.name.sasl_plaintext.connections.max.reauth.ms": str(REAUTH_MS),
         "metrics.listener": "",
     }).start()
     try:
@@ -62,11 +64,11 @@ def _closed(client: RawClient) -> bool:
         return True
 
 
-def _login(client: RawClient, password: str) -> SaslAuthenticateResponse:
+def _login(client: RawClient, password: str, user: str = "alice") -> SaslAuthenticateResponse:
     handshake = client.call(SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeResponse, 1)
     assert isinstance(handshake, SaslHandshakeResponse) and handshake.error_code == 0
     assert handshake.mechanisms == ["PLAIN"]
-    reply = client.call(SaslAuthenticateRequest(auth_bytes=b"\0alice\0" + password.encode()),
+    reply = client.call(SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()),
                         SaslAuthenticateResponse, 2)
     assert isinstance(reply, SaslAuthenticateResponse)
     return reply
@@ -157,8 +159,12 @@ def test_handshake_after_authentication_is_illegal_sasl_state(broker: BrokerProc
     client = _client(broker)
     try:
         assert _login(client, "alice-secret").error_code == 0
-        again = client.call(SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeResponse, 1)
+        # v1 handshakes start a re-authentication (KIP-368); a v0 one cannot, nor can a bare
+        # SaslAuthenticate.
+        again = client.call(SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeResponse, 0)
         assert isinstance(again, SaslHandshakeResponse) and again.error_code == ErrorCode.ILLEGAL_SASL_STATE
+        token = client.call(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"), SaslAuthenticateResponse, 2)
+        assert isinstance(token, SaslAuthenticateResponse) and token.error_code == ErrorCode.ILLEGAL_SASL_STATE
         # The connection stays usable, as in Kafka (KafkaApis answers, nothing closes).
         assert isinstance(client.call(MetadataRequest(topics=[]), MetadataResponse, 9), MetadataResponse)
     finally:
@@ -174,6 +180,52 @@ def test_failed_login_is_delayed_then_closed(broker: BrokerProcess) -> None:
         assert reply.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
         assert reply.error_message == ("Authentication failed during authentication due to invalid credentials "
                                        "with SASL mechanism PLAIN")
+        assert _closed(client)
+    finally:
+        client.close()
+
+
+def _metadata(client: RawClient) -> MetadataResponse:
+    reply = client.call(MetadataRequest(topics=[]), MetadataResponse, 9)
+    assert isinstance(reply, MetadataResponse)
+    return reply
+
+
+def test_session_lifetime_and_expiry(broker: BrokerProcess) -> None:
+    """KIP-368: the session lifetime is announced; past it the next request closes the connection."""
+    client = _client(broker)
+    try:
+        reply = _login(client, "alice-secret")
+        assert reply.error_code == 0 and reply.session_lifetime_ms == REAUTH_MS
+        _metadata(client)
+        time.sleep(REAUTH_MS / 1000 + 0.2)
+        client.send(MetadataRequest(topics=[]), 9)
+        assert _closed(client)
+    finally:
+        client.close()
+
+
+def test_reauthentication_keeps_the_connection(broker: BrokerProcess) -> None:
+    client = _client(broker)
+    try:
+        assert _login(client, "alice-secret").error_code == 0
+        for _ in range(2):
+            time.sleep(REAUTH_MS / 1000 * 0.6)
+            assert _login(client, "alice-secret").error_code == 0  # re-authenticates before expiry
+            _metadata(client)
+        time.sleep(REAUTH_MS / 1000 * 0.6)
+        _metadata(client)  # 1.8 lifetimes after the first login: alive thanks to re-authentication
+    finally:
+        client.close()
+    assert "sasl_reauthenticated" in broker.logs()
+
+
+def test_reauthentication_cannot_change_the_principal(broker: BrokerProcess) -> None:
+    client = _client(broker)
+    try:
+        assert _login(client, "alice-secret").error_code == 0
+        reply = _login(client, "bob-secret", user="bob")
+        assert reply.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
         assert _closed(client)
     finally:
         client.close()
