@@ -142,6 +142,9 @@ def _replay(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cormorant", description="A broker that speaks the Kafka protocol.")
     parser.add_argument("--version", action="version", version=f"cormorant {package_version()}")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="Kafka client settings for the tools' connections (security.protocol, ssl.*, "
+                             "sasl.mechanism, sasl.jaas.config); accepted anywhere on the command line")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run a broker node")
@@ -211,8 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.set_defaults(func=_cluster)
 
     from broker.tools.tls_init import add_parser as add_tls_parser
+    from broker.tools.users import add_parser as add_users_parser
 
     add_tls_parser(sub)
+    add_users_parser(sub)
 
     metadata = sub.add_parser("metadata", help="the metadata quorum and image, asked of any broker")
     metadata.add_argument("--bootstrap-server", default="127.0.0.1:9092")
@@ -235,9 +240,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_config(argv: list[str]) -> tuple[list[str], str | None]:
+    """``--command-config FILE`` (or ``=FILE``) taken out of ``argv`` wherever it stands, as
+    every Kafka tool accepts it after its own name."""
+    rest: list[str] = []
+    path: str | None = None
+    items = iter(argv)
+    for item in items:
+        if item == "--command-config":
+            path = next(items, None)
+            if path is None:
+                raise SystemExit("cormorant: --command-config needs a file")
+        elif item.startswith("--command-config="):
+            path = item.split("=", 1)[1]
+        else:
+            rest.append(item)
+    return rest, path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    rest, command_config = _command_config(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(rest)
+    if command_config is not None:
+        from broker.client import set_default_security
+        from broker.config import ConfigError
+        from broker.security.client_config import load_client_security
+
+        try:
+            set_default_security(load_client_security(Path(command_config)))
+        except ConfigError as ex:
+            print(f"cormorant: invalid --command-config: {ex}", file=sys.stderr)
+            return EXIT_CONFIG
     result: int = args.func(args)
     return result
 

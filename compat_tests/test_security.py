@@ -331,3 +331,58 @@ def test_clients_reauthenticate_and_keep_their_connection(reauth_broker: Broker,
     _produce_over_time(client, _address(reauth_broker, "SASL_PLAINTEXT"), security, _new_topic(reauth_broker))
     log = reauth_broker.log_tail(200_000)
     assert log.count("sasl_reauthenticated") > before
+
+
+# -- cormorant's own tools with --command-config -------------------------------------------------
+
+def _tool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True, text=True, timeout=90,
+                          cwd=settings.PROJECT_ROOT, check=False)
+
+
+def _command_config(directory: Path, kind: str, certs: Path) -> Path:
+    _, security = _security(kind, certs)
+    lines = [f"{key}={value}" for key, value in security.java().items()]
+    path = directory / f"{kind}.properties"
+    path.write_text("\n".join(lines).replace("\\", "\\\\") + "\n")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["mtls", "sasl_ssl_plain", "sasl_plaintext_scram256", "sasl_ssl_scram512"])
+def test_tools_with_command_config(secured: Broker, certs: Path, tmp_path: Path, kind: str) -> None:
+    listener, _ = _security(kind, certs)
+    config = _command_config(tmp_path, kind, certs)
+    address = _address(secured, listener)
+    topic = unique(f"tool-{kind}")
+    created = _tool("topics", "--bootstrap-server", address, "create", topic, "--partitions", "2",
+                    "--command-config", str(config))
+    assert created.returncode == 0, created.stderr
+    listed = _tool("--command-config", str(config), "topics", "--bootstrap-server", address, "list")
+    assert listed.returncode == 0 and topic in listed.stdout.split(), listed.stderr
+    user = unique("tool-user")
+    added = _tool("users", "--bootstrap-server", address, "add", user, "--password", "p-secret",
+                  "--mechanism", "SCRAM-SHA-512", "--command-config", str(config))
+    assert added.returncode == 0, added.stderr
+    users = _tool("users", "--bootstrap-server", address, "list", user, "--command-config", str(config))
+    assert users.returncode == 0 and f"{user}\tSCRAM-SHA-512 (iterations=4096)" in users.stdout, users.stderr
+    # The new user authenticates right away, with a real client.
+    roundtrip("confluent", _address(secured, "SASL_SSL"), ClientSecurity(
+        "SASL_SSL", ca=certs / "ca.pem", mechanism="SCRAM-SHA-512", user=user, password="p-secret"),
+        _new_topic(secured), count=1)
+    deleted = _tool("users", "--bootstrap-server", address, "delete", user, "--mechanism", "SCRAM-SHA-512",
+                    "--command-config", str(config))
+    assert deleted.returncode == 0, deleted.stderr
+    with suppressed_client_logs():
+        refused("confluent", _address(secured, "SASL_SSL"), ClientSecurity(
+            "SASL_SSL", ca=certs / "ca.pem", mechanism="SCRAM-SHA-512", user=user, password="p-secret"))
+
+
+def test_tools_without_credentials_are_refused(secured: Broker, certs: Path, tmp_path: Path) -> None:
+    config = tmp_path / "wrong.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config="
+                      "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                      'username="alice" password="wrong";\n')
+    result = _tool("topics", "--bootstrap-server", _address(secured, "SASL_PLAINTEXT"), "list",
+                   "--command-config", str(config))
+    assert result.returncode != 0
+    assert "invalid credentials with SASL mechanism PLAIN" in result.stderr

@@ -168,3 +168,40 @@ class ScramServer:
         self.complete = True
         server_signature = _hmac(self._hash, credential.server_key, auth_message)
         return f"v={base64.b64encode(server_signature).decode()}"
+
+
+class ScramClient:
+    """The client side of one SCRAM exchange (the tools' ``--command-config``)."""
+
+    def __init__(self, mechanism: str, user: str, password: str,
+                 random_bytes: Callable[[int], bytes] = os.urandom) -> None:
+        self.mechanism = mechanism
+        self._hash = MECHANISMS[mechanism][0]
+        self._password = password
+        name = user.replace("=", "=3D").replace(",", "=2C")
+        self._first_bare = f"n={name},r={random_bytes(24).hex()}"
+        self._expected_server_signature = b""
+
+    def first_message(self) -> bytes:
+        return f"n,,{self._first_bare}".encode()
+
+    def final_message(self, server_first: bytes) -> bytes:
+        text = server_first.decode()
+        fields = _attributes(text)
+        nonce, salt, iterations = fields.get("r", ""), fields.get("s", ""), int(fields.get("i", "0"))
+        if not nonce.startswith(self._first_bare.split("r=", 1)[1]) or iterations < MIN_ITERATIONS:
+            raise AuthenticationFailed("invalid SCRAM server-first message")
+        salted = salted_password(self.mechanism, self._password, base64.b64decode(salt), iterations)
+        credential = credential_from_salted_password(self.mechanism, salted, b"", iterations)
+        without_proof = f"c=biws,r={nonce}"
+        auth_message = f"{self._first_bare},{text},{without_proof}".encode()
+        client_key = _hmac(self._hash, salted, b"Client Key")
+        signature = _hmac(self._hash, credential.stored_key, auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        self._expected_server_signature = _hmac(self._hash, credential.server_key, auth_message)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def check_final(self, server_final: bytes) -> None:
+        expected = b"v=" + base64.b64encode(self._expected_server_signature)
+        if not hmac.compare_digest(server_final, expected):
+            raise AuthenticationFailed("the broker's SCRAM signature is wrong")

@@ -187,7 +187,7 @@ def server_context(listener: str, setting: Setting) -> ssl.SSLContext:
             context.set_ciphers(cipher_list)
         except ssl.SSLError as ex:
             raise ConfigError("ssl.cipher.suites", f"no usable cipher suite in {cipher_list}") from ex
-    _load_chain(context, keys)
+    load_chain(context, keys)
     client_auth = str(setting("ssl.client.auth"))
     context.verify_mode = _CLIENT_AUTH[client_auth]
     trusted = load_truststore(setting)
@@ -198,7 +198,7 @@ def server_context(listener: str, setting: Setting) -> ssl.SSLContext:
     return context
 
 
-def _load_chain(context: ssl.SSLContext, keys: KeyMaterial) -> None:
+def load_chain(context: ssl.SSLContext, keys: KeyMaterial) -> None:
     # ssl loads keys from files only: a private directory holds them for the call.
     with tempfile.TemporaryDirectory(prefix="cormorant-tls-") as directory:
         path = os.path.join(directory, "keystore.pem")
