@@ -13,6 +13,7 @@ authenticated, a client's frames are bounded by ``sasl.server.max.receive.size``
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -63,6 +64,8 @@ class SaslListener:
     session_lifetime_s: float
     #: Called with (listener, mechanism, succeeded) after each exchange ends.
     on_result: Callable[[str, str, bool], None]
+    #: Wall clock (seconds) that credential expiries (OAUTHBEARER's exp) are compared with.
+    wall_clock: Callable[[], float] = time.time
 
 
 class SaslSession:
@@ -91,7 +94,7 @@ class SaslSession:
     def reauthenticate(self, pre: RequestPreamble) -> bool:
         """Whether a SaslHandshake on an authenticated connection starts a KIP-368 re-authentication
         (v1+ and sessions that expire); else KafkaApis answers it ILLEGAL_SASL_STATE."""
-        if not (self.complete and pre.api_version >= 1 and self.listener.session_lifetime_s > 0):
+        if not (self.complete and pre.api_version >= 1 and self.expires_at is not None):
             return False
         self._state = _State.HANDSHAKE
         self._reauth_principal = self.conn.principal
@@ -170,8 +173,8 @@ class SaslSession:
             raise CloseConnection("SASL authentication failed", mechanism=self._mechanism,
                                   response=encode_response(response, pre.api_version, pre.correlation_id)) from None
         lifetime_ms = 0
-        if self.complete and self.listener.session_lifetime_s > 0:
-            lifetime_ms = int(self.listener.session_lifetime_s * 1000)
+        if self.complete and self.expires_at is not None:
+            lifetime_ms = max(1, int((self.expires_at - self._clock()) * 1000))
         return encode_response(SaslAuthenticateResponse(auth_bytes=answer, session_lifetime_ms=lifetime_ms),
                                pre.api_version, pre.correlation_id)
 
@@ -186,8 +189,7 @@ class SaslSession:
                 raise AuthenticationFailed("re-authentication cannot change the principal")
             self._reauth_principal = None
             self._state = _State.COMPLETE
-            if self.listener.session_lifetime_s > 0:
-                self.expires_at = self._clock() + self.listener.session_lifetime_s
+            self.expires_at = self._session_end(server)
             self.conn.principal = principal
             self.conn.frame_limit = None
             self.listener.on_result(self.listener.name, server.mechanism, True)
@@ -195,6 +197,14 @@ class SaslSession:
                      listener=self.listener.name, mechanism=server.mechanism, principal=self.conn.principal,
                      peer=f"{self.conn.peer_host}:{self.conn.peer_port}")
         return answer
+
+    def _session_end(self, server: MechanismServer) -> float | None:
+        """When the new session ends: connections.max.reauth.ms, or the credential's expiry if sooner."""
+        lifetimes = [self.listener.session_lifetime_s] if self.listener.session_lifetime_s > 0 else []
+        expiry = getattr(server, "credential_expires_at_s", None)
+        if isinstance(expiry, float):
+            lifetimes.append(max(0.0, expiry - self.listener.wall_clock()))
+        return self._clock() + min(lifetimes) if lifetimes else None
 
     async def _failed(self, ex: AuthenticationFailed) -> None:
         self.listener.on_result(self.listener.name, self._mechanism, False)

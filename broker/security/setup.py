@@ -18,6 +18,12 @@ from broker.config import BrokerConfig, ConfigError, ConfigValue, Listener, Secu
 from broker.network import CloseConnection, ConnectionInfo
 from broker.security.jaas import JaasError, parse_jaas_config
 from broker.security.mechanism import MechanismServer, PlainServer
+from broker.security.oauthbearer import (
+    JwksValidator,
+    OAuthBearerServer,
+    TokenValidator,
+    UnsecuredValidator,
+)
 from broker.security.principal import PrincipalMapper, PrincipalMappingError
 from broker.security.sasl import SaslListener, SaslSession
 from broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
@@ -27,7 +33,8 @@ from broker.security.tls import peer_distinguished_name, server_context
 log = structlog.get_logger(__name__)
 
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
-SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
+OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, "OAUTHBEARER")
 
 AuthenticationCallback = Callable[[str, str, bool], None]
 
@@ -102,6 +109,42 @@ def _plain_users(config: BrokerConfig, listener: str) -> dict[str, str]:
     return {name[len("user_"):]: value for name, value in module.options.items() if name.startswith("user_")}
 
 
+def _token_validator(config: BrokerConfig, listener: str) -> TokenValidator:
+    def setting(key: str) -> ConfigValue:
+        return config.for_listener(listener, key)
+
+    url = setting("sasl.oauthbearer.jwks.endpoint.url")
+    principal_claim = str(setting("sasl.oauthbearer.sub.claim.name"))
+    if isinstance(url, str) and url:
+        try:
+            return JwksValidator(url, _strings(setting("sasl.oauthbearer.expected.audience")),
+                                 _opt_str(setting("sasl.oauthbearer.expected.issuer")), principal_claim,
+                                 _int(setting("sasl.oauthbearer.clock.skew.seconds")))
+        except (OSError, ValueError) as ex:
+            raise ConfigError("sasl.oauthbearer.jwks.endpoint.url", f"cannot load the JWKS at {url}: {ex}") from ex
+    options: dict[str, str] = {}
+    text = config.jaas_config(listener, "OAUTHBEARER")
+    if text is not None:
+        try:
+            options = parse_jaas_config(text).options
+        except JaasError as ex:
+            raise ConfigError(f"listener.name.{listener.lower()}.oauthbearer.sasl.jaas.config",
+                              f"invalid JAAS configuration: {ex}") from ex
+    log.warning("oauthbearer_unsecured_validator", listener=listener,
+                detail="unsigned tokens are accepted: set sasl.oauthbearer.jwks.endpoint.url outside development")
+    try:
+        skew_s = int(options.get("unsecuredValidatorAllowableClockSkewMs", "0")) / 1000
+    except ValueError as ex:
+        raise ConfigError("sasl.jaas.config", "unsecuredValidatorAllowableClockSkewMs must be a number") from ex
+    return UnsecuredValidator(options.get("unsecuredValidatorPrincipalClaimName", "sub"),
+                              options.get("unsecuredValidatorScopeClaimName", "scope"),
+                              options.get("unsecuredValidatorRequiredScope", "").replace(",", " ").split(), skew_s)
+
+
+def _opt_str(value: ConfigValue) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def _sasl_listener(config: BrokerConfig, listener: str, scram_lookup: CredentialLookup,
                    on_result: AuthenticationCallback) -> SaslListener:
     enabled = _strings(config.for_listener(listener, "sasl.enabled.mechanisms"))
@@ -115,6 +158,8 @@ def _sasl_listener(config: BrokerConfig, listener: str, scram_lookup: Credential
     for mechanism in enabled:
         if mechanism == "PLAIN":
             mechanisms[mechanism] = partial(PlainServer, _plain_users(config, listener))
+        elif mechanism == "OAUTHBEARER":
+            mechanisms[mechanism] = partial(OAuthBearerServer, _token_validator(config, listener))
         else:
             mechanisms[mechanism] = partial(ScramServer, mechanism, scram_lookup, unknown_user_key)
     return SaslListener(

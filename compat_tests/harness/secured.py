@@ -244,7 +244,7 @@ def suppressed_client_logs() -> Iterator[None]:
 # -- Java (kafka-clients 3.9 and 4.x, through compat_tests/java) -------------------------------
 
 def java_roundtrip(variant: str, bootstrap: str, security: ClientSecurity, topic: str, count: int = 3,
-                   refused: bool = False) -> str:
+                   refused: bool = False, java_config: dict[str, str] | None = None) -> str:
     """Produces with the Java producer, then a Java consumer group member reads and commits.
     With ``refused``, expects the producer to be refused and returns what it reported."""
     import json
@@ -255,7 +255,7 @@ def java_roundtrip(variant: str, bootstrap: str, security: ClientSecurity, topic
 
     base = {"java": JavaDriver, "java4": Java4Driver}[variant]
     base.check_available()
-    client_config = security.java()
+    client_config = java_config or security.java()
 
     class SecuredJavaDriver(base):  # type: ignore[valid-type,misc]
         def call(self, op: str, timeout_s: float = settings.SUBPROCESS_TIMEOUT_S, **args: Any) -> Any:
