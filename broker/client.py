@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from broker.security.client_config import ClientSecurity
 from broker.security.mechanism import AuthenticationFailed
-from broker.security.scram import ScramClient
+from broker.security.scram import SaslClient
 from wire.errors import ErrorCode
 from wire.frame import decode_response, encode_request_parts
 from wire.generated.api_017_sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
@@ -149,13 +149,11 @@ class KafkaClient:
         if handshake.error_code != ErrorCode.NONE:
             raise ClientError(f"SASL handshake failed ({ErrorCode(handshake.error_code).name}); "
                               f"the broker offers {', '.join(handshake.mechanisms) or 'nothing'}")
-        if mechanism == "PLAIN":
-            self._sasl_token(f"\0{security.username}\0{security.password}".encode())
-            return
-        scram = ScramClient(mechanism, security.username, security.password)
-        server_first = self._sasl_token(scram.first_message())
+        exchange = SaslClient(mechanism, security.username, security.password)
+        token: bytes | None = exchange.first()
         try:
-            scram.check_final(self._sasl_token(scram.final_message(server_first)))
+            while token is not None:
+                token = exchange.next(self._sasl_token(token))
         except AuthenticationFailed as ex:
             raise ClientError(f"SASL authentication failed: {ex}") from ex
 

@@ -792,6 +792,10 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
         _key("sasl.oauthbearer.scope.claim.name", STRING, "scope", "OAUTHBEARER: the claim holding the scopes."),
         _key("sasl.oauthbearer.clock.skew.seconds", INT, "30",
              "OAUTHBEARER: tolerated difference between the token issuer's clock and the broker's.", AT_LEAST_0),
+        _key("ssl.endpoint.identification.algorithm", STRING, "https",
+             "How this broker checks other brokers' certificates: https checks the host name, empty does not."),
+        _key("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI",
+             "SASL mechanism brokers authenticate to each other with (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)."),
         _key("connections.max.reauth.ms", LONG, "0",
              "Lifetime of a SASL session (KIP-368): clients re-authenticate before it ends, and a connection "
              "whose session has ended is closed at its next request; 0 means sessions do not expire.",
@@ -999,7 +1003,7 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.window.factor",
     "sasl.login.refresh.window.jitter", "sasl.login.retry.backoff.max.ms",
     "sasl.login.retry.backoff.ms", "sasl.mechanism.controller.protocol",
-    "sasl.mechanism.inter.broker.protocol",
+
 
     "sasl.oauthbearer.jwks.endpoint.refresh.ms",
     "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
@@ -1009,7 +1013,7 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "security.providers", "server.max.startup.time.ms",
     "socket.connection.setup.timeout.max.ms", "socket.connection.setup.timeout.ms",
     "ssl.allow.dn.changes", "ssl.allow.san.changes",
-    "ssl.endpoint.identification.algorithm", "ssl.engine.factory.class",
+    "ssl.engine.factory.class",
     "ssl.keymanager.algorithm",
 
     "ssl.provider",

@@ -28,6 +28,9 @@ from typing import TypeVar
 import structlog
 import trio
 
+from broker.security.mechanism import AuthenticationFailed
+from broker.security.peer import PeerSecurity
+from broker.security.scram import SaslClient
 from controller.elections import PREFERRED, ElectionOutcome
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
 from controller.quorum import NotControllerError
@@ -35,6 +38,7 @@ from controller.reassignment import ReassignmentOutcome
 from controller.service import CreateTopicResult, TopicRequest
 from wire.errors import ErrorCode
 from wire.frame import decode_response, encode_request
+from wire.generated.api_017_sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
 from wire.generated.api_019_create_topics import (
     CreateTopicsRequest,
@@ -53,6 +57,10 @@ from wire.generated.api_033_alter_configs import (
     AlterConfigsRequestAlterableConfig,
     AlterConfigsRequestAlterConfigsResource,
     AlterConfigsResponse,
+)
+from wire.generated.api_036_sasl_authenticate import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
 )
 from wire.generated.api_037_create_partitions import (
     CreatePartitionsRequest,
@@ -135,19 +143,23 @@ class ControllerRequestError(Exception):
 class _Connection:
     """One Kafka-protocol connection to one controller; one request at a time."""
 
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(self, host: str, port: int, client_id: str, security: PeerSecurity | None = None) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
-        self._stream: trio.SocketStream | None = None
+        self.security = security
+        self._stream: trio.abc.Stream | None = None
         self._buffer = bytearray()
         self._lock = trio.Lock()
         self._correlation = itertools.count(1)
         self._versions: dict[int, tuple[int, int]] = {}
 
-    async def _open(self) -> trio.SocketStream:
+    async def _open(self) -> trio.abc.Stream:
         with trio.fail_after(CONNECT_TIMEOUT_S):
-            stream = await trio.open_tcp_stream(self.host, self.port)
+            stream: trio.abc.Stream = await trio.open_tcp_stream(self.host, self.port)
+            if self.security is not None and self.security.ssl_context is not None:
+                stream = trio.SSLStream(stream, self.security.ssl_context, server_hostname=self.host)
+                await stream.do_handshake()
         self._stream = stream
         self._buffer = bytearray()
         try:
@@ -159,10 +171,30 @@ class _Connection:
             if reply.error_code != ErrorCode.NONE:
                 raise ChannelError(f"ApiVersions failed: {ErrorCode.for_code(reply.error_code).name}")
             self._versions = {k.api_key: (k.min_version, k.max_version) for k in reply.api_keys}
+            if self.security is not None and self.security.mechanism is not None:
+                await self._authenticate(stream, self.security)
         except BaseException:
             await self.aclose()
             raise
         return stream
+
+    async def _authenticate(self, stream: trio.abc.Stream, security: PeerSecurity) -> None:
+        assert security.mechanism is not None
+        handshake = await self._exchange(stream, SaslHandshakeRequest(mechanism=security.mechanism), 1,
+                                         SaslHandshakeResponse)
+        if handshake.error_code != ErrorCode.NONE:
+            raise ChannelError(f"SASL handshake failed: {ErrorCode.for_code(handshake.error_code).name}")
+        exchange = SaslClient(security.mechanism, security.username, security.password)
+        token: bytes | None = exchange.first()
+        try:
+            while token is not None:
+                reply = await self._exchange(stream, SaslAuthenticateRequest(auth_bytes=token), 1,
+                                             SaslAuthenticateResponse)
+                if reply.error_code != ErrorCode.NONE:
+                    raise ChannelError(f"SASL authentication failed: {reply.error_message}")
+                token = exchange.next(reply.auth_bytes)
+        except AuthenticationFailed as ex:
+            raise ChannelError(f"SASL authentication failed: {ex}") from ex
 
     def _version(self, message: Message, wanted: int | None) -> int:
         spec = API_SPECS[message.API_KEY]
@@ -190,7 +222,7 @@ class _Connection:
                 await self.aclose()
                 raise
 
-    async def _exchange(self, stream: trio.SocketStream, message: Message, version: int,
+    async def _exchange(self, stream: trio.abc.Stream, message: Message, version: int,
                         response_type: type[_R]) -> _R:
         correlation = next(self._correlation) & 0x7FFFFFFF
         await stream.send_all(encode_request(message, version, correlation, self.client_id))
@@ -203,7 +235,7 @@ class _Connection:
         assert isinstance(response, response_type)
         return response
 
-    async def _read(self, stream: trio.SocketStream, n: int) -> bytes:
+    async def _read(self, stream: trio.abc.Stream, n: int) -> bytes:
         while len(self._buffer) < n:
             chunk = await stream.receive_some(max(65536, n - len(self._buffer)))
             if not chunk:

@@ -49,6 +49,7 @@ from broker.peers import PeerBrokers
 from broker.replica_manager import Partition, ReplicaManager
 from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
 from broker.replication.isr import IsrManager
+from broker.security.peer import inter_broker_security
 from broker.security.scram import ScramCredential
 from broker.security.scram_admin import alter_credentials
 from broker.security.scram_bootstrap import InitialCredential, upsertion_request
@@ -366,7 +367,8 @@ class BrokerNode:
         self.coordinators[KEY_TYPE_GROUP] = self.group_coordinator
         self.group_coordinator.on_image(self.controller.image)
         self.controller.add_image_listener(self.group_coordinator.on_image)
-        self.peers = PeerBrokers(self.node_id, lambda: self.controller.image, self.config.inter_broker_listener_name)
+        self.peers = PeerBrokers(self.node_id, lambda: self.controller.image, self.config.inter_broker_listener_name,
+                                 inter_broker_security(self.config))
         self.transaction_coordinator = TransactionCoordinator(self)
         self.coordinators[KEY_TYPE_TRANSACTION] = self.transaction_coordinator
         self.transaction_coordinator.on_image(self.controller.image)
@@ -440,7 +442,7 @@ class BrokerNode:
                 max_wait_ms=config.replica_fetch_wait_max_ms, min_bytes=config.replica_fetch_min_bytes,
                 max_bytes=config.replica_fetch_response_max_bytes,
                 partition_max_bytes=config.replica_fetch_max_bytes, backoff_ms=config.replica_fetch_backoff_ms,
-                listener_name=config.inter_broker_listener_name),
+                listener_name=config.inter_broker_listener_name, security=inter_broker_security(config)),
             self._truncate_replica, self._start_replica_over)
         self.controller.add_image_listener(self.fetchers.on_image)
         self.isr_manager = IsrManager(self.node_id, self.replica_manager, cluster.channel,

@@ -205,3 +205,31 @@ class ScramClient:
         expected = b"v=" + base64.b64encode(self._expected_server_signature)
         if not hmac.compare_digest(server_final, expected):
             raise AuthenticationFailed("the broker's SCRAM signature is wrong")
+
+
+class SaslClient:
+    """The client's tokens of a PLAIN or SCRAM exchange, one server answer at a time."""
+
+    def __init__(self, mechanism: str, username: str, password: str) -> None:
+        self.mechanism = mechanism
+        self._plain = f"\0{username}\0{password}".encode() if mechanism == "PLAIN" else None
+        self._scram = None if mechanism == "PLAIN" else ScramClient(mechanism, username, password)
+        self._step = 0
+
+    def first(self) -> bytes:
+        return self._plain if self._plain is not None else self._require_scram().first_message()
+
+    def next(self, server_token: bytes) -> bytes | None:
+        """The next token, or None when the exchange is done; raises AuthenticationFailed."""
+        self._step += 1
+        if self._plain is not None:
+            return None
+        scram = self._require_scram()
+        if self._step == 1:
+            return scram.final_message(server_token)
+        scram.check_final(server_token)
+        return None
+
+    def _require_scram(self) -> ScramClient:
+        assert self._scram is not None
+        return self._scram
