@@ -23,14 +23,14 @@ import random
 import struct
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import TypeVar
 
 import structlog
 import trio
 
 from broker.security.mechanism import AuthenticationFailed
-from broker.security.peer import PeerSecurity
-from broker.security.scram import SaslClient
+from broker.security.peer import PeerSecurity, authenticate
 from controller.elections import PREFERRED, ElectionOutcome
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
 from controller.quorum import NotControllerError
@@ -38,7 +38,6 @@ from controller.reassignment import ReassignmentOutcome
 from controller.service import CreateTopicResult, TopicRequest
 from wire.errors import ErrorCode
 from wire.frame import decode_response, encode_request
-from wire.generated.api_017_sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
 from wire.generated.api_019_create_topics import (
     CreateTopicsRequest,
@@ -57,10 +56,6 @@ from wire.generated.api_033_alter_configs import (
     AlterConfigsRequestAlterableConfig,
     AlterConfigsRequestAlterConfigsResource,
     AlterConfigsResponse,
-)
-from wire.generated.api_036_sasl_authenticate import (
-    SaslAuthenticateRequest,
-    SaslAuthenticateResponse,
 )
 from wire.generated.api_037_create_partitions import (
     CreatePartitionsRequest,
@@ -179,22 +174,10 @@ class _Connection:
         return stream
 
     async def _authenticate(self, stream: trio.abc.Stream, security: PeerSecurity) -> None:
-        assert security.mechanism is not None
-        handshake = await self._exchange(stream, SaslHandshakeRequest(mechanism=security.mechanism), 1,
-                                         SaslHandshakeResponse)
-        if handshake.error_code != ErrorCode.NONE:
-            raise ChannelError(f"SASL handshake failed: {ErrorCode.for_code(handshake.error_code).name}")
-        exchange = SaslClient(security.mechanism, security.username, security.password)
-        token: bytes | None = exchange.first()
         try:
-            while token is not None:
-                reply = await self._exchange(stream, SaslAuthenticateRequest(auth_bytes=token), 1,
-                                             SaslAuthenticateResponse)
-                if reply.error_code != ErrorCode.NONE:
-                    raise ChannelError(f"SASL authentication failed: {reply.error_message}")
-                token = exchange.next(reply.auth_bytes)
+            await authenticate(security, partial(self._exchange, stream))
         except AuthenticationFailed as ex:
-            raise ChannelError(f"SASL authentication failed: {ex}") from ex
+            raise ChannelError(str(ex)) from ex
 
     def _version(self, message: Message, wanted: int | None) -> int:
         spec = API_SPECS[message.API_KEY]

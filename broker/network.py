@@ -212,7 +212,7 @@ class Connection:
         # A plain socket is read into buffers and sent files with sendfile; a TLS stream
         # (or any other) goes through the stream's own receive_some/send_all.
         self._socket_stream = stream if isinstance(stream, trio.SocketStream) else None
-        self._pending = b""
+        self._pending = memoryview(b"")
         self.info = info
         self.handler = handler
         self.limits = limits
@@ -271,10 +271,10 @@ class Connection:
             k: int = await self._socket_stream.socket.recv_into(view)
             return k
         if not self._pending:
-            self._pending = bytes(await self.stream.receive_some(max(len(view), 65536)))
+            self._pending = memoryview(await self.stream.receive_some(max(len(view), 65536)))
         k = min(len(view), len(self._pending))
         view[:k] = self._pending[:k]
-        self._pending = self._pending[k:]
+        self._pending = self._pending[k:]  # a view: no copy of what is left
         return k
 
     async def _reader(self, nursery: trio.Nursery) -> None:

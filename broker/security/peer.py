@@ -11,11 +11,21 @@ names); ``sasl.mechanism.inter.broker.protocol`` picks the mechanism and the ``u
 from __future__ import annotations
 
 import ssl
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from broker.config import BrokerConfig, ConfigError, SecurityProtocol
 from broker.security.jaas import JaasError, parse_jaas_config
+from broker.security.mechanism import AuthenticationFailed
+from broker.security.scram import SaslClient
 from broker.security.tls import load_chain, load_keystore, load_truststore
+from wire.errors import ErrorCode
+from wire.generated.api_017_sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from wire.generated.api_036_sasl_authenticate import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+)
 
 PEER_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -66,3 +76,22 @@ def inter_broker_security(config: BrokerConfig) -> PeerSecurity | None:
     if "username" not in options or "password" not in options:
         raise ConfigError(key, "the login module needs username and password (this broker's credentials)")
     return PeerSecurity(context, mechanism, options["username"], options["password"])
+
+
+Exchange = Callable[[Any, int, Any], Awaitable[Any]]
+
+
+async def authenticate(security: PeerSecurity, exchange: Exchange) -> None:
+    """SaslHandshake v1 and the mechanism's SaslAuthenticate rounds over ``exchange(message,
+    version, response_type)``; raises AuthenticationFailed."""
+    assert security.mechanism is not None
+    handshake = await exchange(SaslHandshakeRequest(mechanism=security.mechanism), 1, SaslHandshakeResponse)
+    if handshake.error_code != ErrorCode.NONE:
+        raise AuthenticationFailed(f"SASL handshake failed: {ErrorCode.for_code(handshake.error_code).name}")
+    client = SaslClient(security.mechanism, security.username, security.password)
+    token: bytes | None = client.first()
+    while token is not None:
+        reply = await exchange(SaslAuthenticateRequest(auth_bytes=token), 1, SaslAuthenticateResponse)
+        if reply.error_code != ErrorCode.NONE:
+            raise AuthenticationFailed(f"SASL authentication failed: {reply.error_message}")
+        token = client.next(reply.auth_bytes)

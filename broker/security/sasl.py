@@ -80,7 +80,7 @@ class SaslSession:
         self.expires_at: float | None = None
         #: Set while a KIP-368 re-authentication runs: the principal it must keep.
         self._reauth_principal: str | None = None
-        self._supports_reauth = False
+        self._session_lifetime_s: float | None = None
         #: True after a v0 handshake: tokens come without Kafka headers.
         self.raw_tokens = False
 
@@ -160,7 +160,6 @@ class SaslSession:
             raise CloseConnection("unsupported SaslAuthenticate version", api_version=pre.api_version)
         request = self._decode(frame, limits)
         assert isinstance(request, SaslAuthenticateRequest)
-        self._supports_reauth = self._supports_reauth or pre.api_version > 0
         try:
             answer = self._evaluate(request.auth_bytes)
         except AuthenticationFailed as ex:
@@ -173,8 +172,8 @@ class SaslSession:
             raise CloseConnection("SASL authentication failed", mechanism=self._mechanism,
                                   response=encode_response(response, pre.api_version, pre.correlation_id)) from None
         lifetime_ms = 0
-        if self.complete and self.expires_at is not None:
-            lifetime_ms = max(1, int((self.expires_at - self._clock()) * 1000))
+        if self.complete and self._session_lifetime_s is not None:
+            lifetime_ms = max(1, int(self._session_lifetime_s * 1000))
         return encode_response(SaslAuthenticateResponse(auth_bytes=answer, session_lifetime_ms=lifetime_ms),
                                pre.api_version, pre.correlation_id)
 
@@ -204,7 +203,8 @@ class SaslSession:
         expiry = getattr(server, "credential_expires_at_s", None)
         if isinstance(expiry, float):
             lifetimes.append(max(0.0, expiry - self.listener.wall_clock()))
-        return self._clock() + min(lifetimes) if lifetimes else None
+        self._session_lifetime_s = min(lifetimes) if lifetimes else None
+        return self._clock() + self._session_lifetime_s if self._session_lifetime_s is not None else None
 
     async def _failed(self, ex: AuthenticationFailed) -> None:
         self.listener.on_result(self.listener.name, self._mechanism, False)

@@ -44,7 +44,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "connection.failed.authentication.delay.ms": str(DELAY_MS),
         "listener.name.sasl_plaintext.connections.max.reauth.ms": str(REAUTH_MS),
-        "metrics.listener": "",
+        "metrics.listener": "127.0.0.1:0",
     }).start()
     try:
         yield process
@@ -229,6 +229,27 @@ def test_reauthentication_cannot_change_the_principal(broker: BrokerProcess) -> 
         assert _closed(client)
     finally:
         client.close()
+
+
+def test_authentications_are_counted_per_listener_and_mechanism(broker: BrokerProcess) -> None:
+    import re
+    import urllib.request
+
+    for password in ("alice-secret", "wrong"):
+        client = _client(broker)
+        try:
+            _login(client, password)
+        finally:
+            client.close()
+    match = re.search(r"metrics=(\S+)", broker.ready_line)
+    assert match is not None, broker.ready_line
+    with urllib.request.urlopen(match.group(1), timeout=10) as response:
+        text = response.read().decode()
+    counts = {m.group(1): float(m.group(2)) for m in re.finditer(
+        r'cormorant_network_authentications_total\{[^}]*listener="SASL_PLAINTEXT",mechanism="PLAIN",'
+        r'result="(\w+)"[^}]*\} (\S+)', text)}
+    assert counts.get("success", 0) >= 1 and counts.get("failure", 0) >= 1, counts
+    assert "alice" not in text  # no user names in metrics
 
 
 def _rss_kib(pid: int) -> int:
