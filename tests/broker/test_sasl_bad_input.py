@@ -171,6 +171,24 @@ def test_handshake_after_authentication_is_illegal_sasl_state(broker: BrokerProc
         client.close()
 
 
+def test_v0_handshake_then_raw_tokens(broker: BrokerProcess) -> None:
+    """SaslHandshake v0: the tokens that follow are bare size-prefixed frames (pre-KIP-152)."""
+    for password, served in (("alice-secret", True), ("wrong", False)):
+        client = _client(broker)
+        try:
+            handshake = client.call(SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeResponse, 0)
+            assert isinstance(handshake, SaslHandshakeResponse) and handshake.error_code == 0
+            token = f"\0alice\0{password}".encode()
+            client.sock.sendall(struct.pack(">i", len(token)) + token)
+            if served:
+                assert client._exactly(4) == struct.pack(">i", 0)  # the empty PLAIN answer
+                _metadata(client)
+            else:
+                assert _closed(client)  # as Kafka: no answer to a v0 client, just the close
+        finally:
+            client.close()
+
+
 def test_failed_login_is_delayed_then_closed(broker: BrokerProcess) -> None:
     client = _client(broker)
     try:
