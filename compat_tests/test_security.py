@@ -33,6 +33,7 @@ from compat_tests.harness.secured import (
     java_roundtrip,
     refused,
     roundtrip,
+    secured_java_driver,
     suppressed_client_logs,
     unique,
 )
@@ -549,3 +550,25 @@ def test_oauthbearer_java_unsecured(oauth_broker: Broker, variant: str) -> None:
                        java_config=java_config)
     except DriverUnavailable as ex:
         pytest.skip(str(ex))
+
+
+# -- transactions over secured listeners --------------------------------------------------------
+
+@pytest.mark.parametrize("variant", ["java", "java4"])
+def test_java_transactions_over_sasl_ssl(secured: Broker, certs: Path, variant: str) -> None:
+    """Commit, abort, commit through SASL_SSL/SCRAM-SHA-512; read_committed sees the committed ones."""
+    from compat_tests.harness.drivers.base import Record
+    from compat_tests.harness.transactions import TxnSpec, consume_isolated, produce_transactions
+
+    listener, security = _security("sasl_ssl_scram512", certs)
+    try:
+        driver = secured_java_driver(variant, _address(secured, listener), security.java())
+    except DriverUnavailable as ex:
+        pytest.skip(str(ex))
+    topic = _new_topic(secured)
+    specs = [TxnSpec([Record(key=None, value=f"t{n}-{i}".encode(), partition=0) for i in range(3)], commit)
+             for n, commit in enumerate((True, False, True))]
+    outcomes = produce_transactions(driver, topic, unique("txn"), specs)
+    assert [o.committed for o in outcomes] == [True, False, True]
+    committed = consume_isolated(driver, topic, [0], count=6, isolation="read_committed")
+    assert [r.value for r in committed] == [f"t{n}-{i}".encode() for n in (0, 2) for i in range(3)]

@@ -247,28 +247,10 @@ def java_roundtrip(variant: str, bootstrap: str, security: ClientSecurity, topic
                    refused: bool = False, java_config: dict[str, str] | None = None) -> str:
     """Produces with the Java producer, then a Java consumer group member reads and commits.
     With ``refused``, expects the producer to be refused and returns what it reported."""
-    import json
-
     from .drivers.base import ClientError, Record
-    from .drivers.java import Java4Driver, JavaDriver
-    from .groups import GroupMember, GroupOptions
+    from .groups import GroupOptions
 
-    base = {"java": JavaDriver, "java4": Java4Driver}[variant]
-    base.check_available()
-    client_config = java_config or security.java()
-
-    class SecuredJavaDriver(base):  # type: ignore[valid-type,misc]
-        def call(self, op: str, timeout_s: float = settings.SUBPROCESS_TIMEOUT_S, **args: Any) -> Any:
-            return super().call(op, timeout_s, client_config=client_config, **args)
-
-        def start_member(self, topic: str, group: str, options: GroupOptions, *,
-                         count: int | None = None) -> GroupMember:
-            payload = {"op": "group_member", "bootstrap": self.bootstrap, "client_config": client_config,
-                       "timeouts": {"request_ms": settings.REQUEST_TIMEOUT_MS, "api_ms": settings.API_TIMEOUT_MS},
-                       "topic": topic, "group": group, "options": options.to_json(), "count": count}
-            return GroupMember(self.name, [*self.command(), json.dumps(payload)], cwd=self.cwd())
-
-    driver = SecuredJavaDriver(bootstrap)
+    driver = secured_java_driver(variant, bootstrap, java_config or security.java())
     if refused:
         try:
             driver.produce(topic, [Record(key=None, value=b"refused")])
@@ -284,3 +266,27 @@ def java_roundtrip(variant: str, bootstrap: str, security: ClientSecurity, topic
     finally:
         member.stop()
     return ""
+
+
+def secured_java_driver(variant: str, bootstrap: str, client_config: dict[str, str]) -> Any:
+    """The Java driver of ``variant`` with Kafka client settings added to every operation."""
+    import json
+
+    from .drivers.java import Java4Driver, JavaDriver
+    from .groups import GroupMember, GroupOptions
+
+    base = {"java": JavaDriver, "java4": Java4Driver}[variant]
+    base.check_available()
+
+    class SecuredJavaDriver(base):  # type: ignore[valid-type,misc]
+        def call(self, op: str, timeout_s: float = settings.SUBPROCESS_TIMEOUT_S, **args: Any) -> Any:
+            return super().call(op, timeout_s, client_config=client_config, **args)
+
+        def start_member(self, topic: str, group: str, options: GroupOptions, *,
+                         count: int | None = None) -> GroupMember:
+            payload = {"op": "group_member", "bootstrap": self.bootstrap, "client_config": client_config,
+                       "timeouts": {"request_ms": settings.REQUEST_TIMEOUT_MS, "api_ms": settings.API_TIMEOUT_MS},
+                       "topic": topic, "group": group, "options": options.to_json(), "count": count}
+            return GroupMember(self.name, [*self.command(), json.dumps(payload)], cwd=self.cwd())
+
+    return SecuredJavaDriver(bootstrap)
