@@ -61,9 +61,15 @@ def _serve(args: argparse.Namespace) -> int:
         log.warning("config_not_implemented", detail=warning)
 
     from broker.node import serve
+    from broker.security.scram_bootstrap import ScramArgumentError, parse_add_scram
 
     try:
-        trio.run(serve, config)
+        credentials = [parse_add_scram(text) for text in args.add_scram or []]
+    except ScramArgumentError as ex:
+        print(f"cormorant: invalid --add-scram: {ex}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        trio.run(serve, config, credentials)
     except (ConfigError, BaseExceptionGroup) as ex:
         # Trio's nurseries wrap a start-up failure in exception groups: a setting the node
         # cannot use (a port in use, a log dir that is a file) is still one line.
@@ -175,12 +181,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = ToolParser(prog="cormorant", description="A broker that speaks the Kafka protocol.")
     parser.add_argument("--version", action="version", version=f"cormorant {package_version()}")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="Kafka client settings for the tools' connections (security.protocol, ssl.*, "
+                             "sasl.mechanism, sasl.jaas.config); accepted anywhere on the command line")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run a broker node")
     serve.add_argument("properties", nargs="?", help="a server.properties file (Kafka's names)")
     serve.add_argument("--override", action="append", metavar="KEY=VALUE",
                        help="set or override a setting (repeatable)")
+    serve.add_argument("--add-scram", action="append", metavar="MECHANISM=[name=...,password=...]",
+                       help="create this SCRAM credential before serving unless the user already has one "
+                            "(as kafka-storage format --add-scram), e.g. SCRAM-SHA-256=[name=admin,password=secret]")
     serve.set_defaults(func=_serve)
 
     dump = sub.add_parser("dump-log", help="print the record batches of a .log segment")
@@ -254,6 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
     cluster_status.add_argument("--dir", required=True, help="the cluster's directory")
     cluster.set_defaults(func=_cluster)
 
+    from broker.tools.tls_init import add_parser as add_tls_parser
+    from broker.tools.users import add_parser as add_users_parser
+
+    add_tls_parser(sub)
+    add_users_parser(sub)
+
     metadata = sub.add_parser("metadata", help="the metadata quorum and image, asked of any broker")
     add_bootstrap_argument(metadata)
     metadata.add_argument("--json", action="store_true", help="print one JSON object")
@@ -280,9 +298,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_config(argv: list[str]) -> tuple[list[str], str | None]:
+    """``--command-config FILE`` (or ``=FILE``) taken out of ``argv`` wherever it stands, as
+    every Kafka tool accepts it after its own name."""
+    rest: list[str] = []
+    path: str | None = None
+    items = iter(argv)
+    for item in items:
+        if item == "--command-config":
+            path = next(items, None)
+            if path is None:
+                raise SystemExit("cormorant: --command-config needs a file")
+        elif item.startswith("--command-config="):
+            path = item.split("=", 1)[1]
+        else:
+            rest.append(item)
+    return rest, path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    rest, command_config = _command_config(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(rest)
+    if command_config is not None:
+        from broker.client import set_default_security
+        from broker.config import ConfigError
+        from broker.security.client_config import load_client_security
+
+        try:
+            set_default_security(load_client_security(Path(command_config)))
+        except ConfigError as ex:
+            print(f"cormorant: invalid --command-config: {ex}", file=sys.stderr)
+            return EXIT_CONFIG
     try:
         result: int = args.func(args)
         sys.stdout.flush()

@@ -11,14 +11,23 @@ hang. Not thread-safe; not a producer or consumer — just requests.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
 
+from broker.security.client_config import ClientSecurity
+from broker.security.mechanism import AuthenticationFailed
+from broker.security.scram import SaslClient
 from wire.errors import ErrorCode
 from wire.frame import decode_response, encode_request_parts
+from wire.generated.api_017_sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
+from wire.generated.api_036_sasl_authenticate import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+)
 from wire.generated.registry import API_SPECS
 from wire.primitives import Message
 from wire.regions import FileRegion
@@ -43,6 +52,15 @@ class VersionRange:
     max_version: int
 
 
+_default_security = ClientSecurity()
+
+
+def set_default_security(security: ClientSecurity) -> None:
+    """How every client of this process connects unless told otherwise (``--command-config``)."""
+    global _default_security
+    _default_security = security
+
+
 def parse_bootstrap(server: str) -> tuple[str, int]:
     """``host:port`` (or ``[v6addr]:port``) of the first entry of a bootstrap list."""
     first = server.split(",")[0].strip()
@@ -62,8 +80,10 @@ class KafkaClient:
         *,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         client_id: str = "cormorant-admin",
+        security: ClientSecurity | None = None,
     ) -> None:
         self.client_id = client_id
+        self.security = security or _default_security
         self.timeout_s = timeout_s
         self._correlation_id = 0
         try:
@@ -73,15 +93,23 @@ class KafkaClient:
         self._sock.settimeout(timeout_s)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
+            if self.security.ssl_context is not None:
+                try:
+                    self._sock = self.security.ssl_context.wrap_socket(self._sock, server_hostname=host)
+                except (ssl.SSLError, OSError) as ex:
+                    raise ClientError(f"TLS handshake with {host}:{port} failed: {ex}") from ex
             self.api_versions = self._negotiate()
+            if self.security.mechanism is not None:
+                self._authenticate(self.security)
         except BaseException:
             self.close()
             raise
 
     @classmethod
-    def connect(cls, bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> KafkaClient:
+    def connect(cls, bootstrap: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                security: ClientSecurity | None = None) -> KafkaClient:
         host, port = parse_bootstrap(bootstrap)
-        return cls(host, port, timeout_s=timeout_s)
+        return cls(host, port, timeout_s=timeout_s, security=security)
 
     def __enter__(self) -> KafkaClient:
         return self
@@ -113,6 +141,28 @@ class KafkaClient:
         if response.error_code != ErrorCode.NONE:
             raise ClientError(f"ApiVersions failed: {ErrorCode(response.error_code).name}")
         return {k.api_key: VersionRange(k.min_version, k.max_version) for k in response.api_keys}
+
+    def _authenticate(self, security: ClientSecurity) -> None:
+        mechanism = security.mechanism
+        assert mechanism is not None
+        handshake = self._exchange(SaslHandshakeRequest(mechanism=mechanism), 1, SaslHandshakeResponse)
+        if handshake.error_code != ErrorCode.NONE:
+            raise ClientError(f"SASL handshake failed ({ErrorCode(handshake.error_code).name}); "
+                              f"the broker offers {', '.join(handshake.mechanisms) or 'nothing'}")
+        exchange = SaslClient(mechanism, security.username, security.password)
+        token: bytes | None = exchange.first()
+        try:
+            while token is not None:
+                token = exchange.next(self._sasl_token(token))
+        except AuthenticationFailed as ex:
+            raise ClientError(f"SASL authentication failed: {ex}") from ex
+
+    def _sasl_token(self, token: bytes) -> bytes:
+        version = self.version_for(SaslAuthenticateRequest.API_KEY)
+        reply = self._exchange(SaslAuthenticateRequest(auth_bytes=token), version, SaslAuthenticateResponse)
+        if reply.error_code != ErrorCode.NONE:
+            raise ClientError(reply.error_message or f"SASL authentication failed ({ErrorCode(reply.error_code).name})")
+        return reply.auth_bytes
 
     def version_for(self, api_key: int, wanted: int | None = None) -> int:
         """``wanted`` if the broker speaks it, else the highest version both sides speak."""

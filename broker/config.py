@@ -486,6 +486,7 @@ SHORT: Final = ConfigType.SHORT
 LONG: Final = ConfigType.LONG
 DOUBLE: Final = ConfigType.DOUBLE
 LIST: Final = ConfigType.LIST
+PASSWORD: Final = ConfigType.PASSWORD
 PER_BROKER: Final = UpdateMode.PER_BROKER
 CLUSTER_WIDE: Final = UpdateMode.CLUSTER_WIDE
 
@@ -772,6 +773,64 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
         _key("producer.id.expiration.check.interval.ms", INT, "600000",
              "How often expired producer ids are removed.", AT_LEAST_1),
     ]),
+    *_group("Security", [
+        _key("ssl.keystore.type", STRING, "JKS",
+             "Format of the keystore: PEM (KIP-651, inline or in a file) or PKCS12; JKS files are refused.",
+             OneOf(("JKS", "PKCS12", "PEM"))),
+        _key("ssl.keystore.location", STRING, None, "Keystore file: PKCS12, or PEM holding the chain and the key."),
+        _key("ssl.keystore.password", PASSWORD, None, "Password of the PKCS12 keystore file."),
+        _key("ssl.key.password", PASSWORD, None, "Password of the private key (PKCS12, or an encrypted PEM key)."),
+        _key("ssl.keystore.certificate.chain", PASSWORD, None,
+             "PEM certificate chain given inline (ssl.keystore.type=PEM), leaf first."),
+        _key("ssl.keystore.key", PASSWORD, None, "PEM private key given inline (ssl.keystore.type=PEM)."),
+        _key("ssl.truststore.type", STRING, "JKS",
+             "Format of the truststore: PEM or PKCS12; JKS files are refused.", OneOf(("JKS", "PKCS12", "PEM"))),
+        _key("ssl.truststore.location", STRING, None, "Truststore file: PKCS12, or PEM CA certificates."),
+        _key("ssl.truststore.password", PASSWORD, None, "Password of the PKCS12 truststore file."),
+        _key("ssl.truststore.certificates", PASSWORD, None,
+             "PEM CA certificates given inline (ssl.truststore.type=PEM)."),
+        _key("ssl.client.auth", STRING, "none",
+             "Client certificates on TLS listeners: required (mutual TLS), requested (used when given) or none.",
+             OneOf(("required", "requested", "none"))),
+        _key("ssl.enabled.protocols", LIST, "TLSv1.2,TLSv1.3", "TLS versions accepted.",
+             EachOneOf(("TLSv1.2", "TLSv1.3"))),
+        _key("ssl.protocol", STRING, "TLSv1.3", "Accepted for compatibility; ssl.enabled.protocols decides."),
+        _key("ssl.cipher.suites", LIST, "",
+             "TLS 1.2 cipher suites accepted, by IANA or OpenSSL name; empty means OpenSSL's defaults. "
+             "TLS 1.3 suites are always OpenSSL's (all strong)."),
+        _key("ssl.principal.mapping.rules", STRING, "DEFAULT",
+             "Rules mapping a client certificate's distinguished name to a user name "
+             "(DEFAULT or RULE:pattern/replacement/[LU], ...); DEFAULT keeps the whole DN."),
+        _key("ssl.handshake.timeout.ms", LONG, "10000",
+             "A TLS handshake not finished within this long closes the connection.", AT_LEAST_1,
+             cormorant_only=True),
+        _key("sasl.enabled.mechanisms", LIST, "GSSAPI",
+             "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
+             "(GSSAPI is not supported and must be replaced)."),
+        _key("sasl.server.max.receive.size", INT, "524288",
+             "Largest frame accepted from a client before it has authenticated.", AT_LEAST_1),
+        _key("connection.failed.authentication.delay.ms", INT, "100",
+             "How long a failed authentication waits before its answer and the close.", AT_LEAST_0),
+        _key("sasl.oauthbearer.jwks.endpoint.url", STRING, None,
+             "OAUTHBEARER: JWKS of the keys that sign valid tokens (file: or https: URL); unset means Kafka's "
+             "unsecured validator (unsigned tokens, development only)."),
+        _key("sasl.oauthbearer.expected.audience", LIST, "",
+             "OAUTHBEARER: a token's aud must name one of these; empty skips the check."),
+        _key("sasl.oauthbearer.expected.issuer", STRING, None,
+             "OAUTHBEARER: a token's iss must be this; unset skips the check."),
+        _key("sasl.oauthbearer.sub.claim.name", STRING, "sub", "OAUTHBEARER: the claim naming the principal."),
+        _key("sasl.oauthbearer.scope.claim.name", STRING, "scope", "OAUTHBEARER: the claim holding the scopes."),
+        _key("sasl.oauthbearer.clock.skew.seconds", INT, "30",
+             "OAUTHBEARER: tolerated difference between the token issuer's clock and the broker's.", AT_LEAST_0),
+        _key("ssl.endpoint.identification.algorithm", STRING, "https",
+             "How this broker checks other brokers' certificates: https checks the host name, empty does not."),
+        _key("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI",
+             "SASL mechanism brokers authenticate to each other with (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)."),
+        _key("connections.max.reauth.ms", LONG, "0",
+             "Lifetime of a SASL session (KIP-368): clients re-authenticate before it ends, and a connection "
+             "whose session has ended is closed at its next request; 0 means sessions do not expire.",
+             AT_LEAST_0),
+    ]),
     *_group("Cormorant", [
         _key("metrics.listener", STRING, "127.0.0.1:9464",
              "Address of the Prometheus scrape endpoint; empty disables it.",
@@ -913,8 +972,8 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "alter.log.dirs.replication.quota.window.num",
     "alter.log.dirs.replication.quota.window.size.seconds", "authorizer.class.name",
     "auto.include.jmx.reporter", "background.threads", "broker.id.generation.enable",
-    "client.quota.callback.class", "connection.failed.authentication.delay.ms",
-    "connections.max.reauth.ms", "control.plane.listener.name", "controlled.shutdown.enable",
+    "client.quota.callback.class",
+    "control.plane.listener.name", "controlled.shutdown.enable",
     "controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms",
     "controller.quorum.append.linger.ms", "controller.quorum.bootstrap.servers",
     "controller.quorum.election.backoff.max.ms", "controller.quorum.election.timeout.ms",
@@ -966,7 +1025,7 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "remote.log.storage.system.enable", "replica.selector.class",
     "replica.socket.receive.buffer.bytes", "replication.quota.window.num",
     "replication.quota.window.size.seconds", "request.timeout.ms", "reserved.broker.max.id",
-    "sasl.client.callback.handler.class", "sasl.enabled.mechanisms", "sasl.jaas.config",
+    "sasl.client.callback.handler.class", "sasl.jaas.config",
     "sasl.kerberos.kinit.cmd", "sasl.kerberos.min.time.before.relogin",
     "sasl.kerberos.principal.to.local.rules", "sasl.kerberos.service.name",
     "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.ticket.renew.window.factor",
@@ -975,23 +1034,23 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.window.factor",
     "sasl.login.refresh.window.jitter", "sasl.login.retry.backoff.max.ms",
     "sasl.login.retry.backoff.ms", "sasl.mechanism.controller.protocol",
-    "sasl.mechanism.inter.broker.protocol", "sasl.oauthbearer.clock.skew.seconds",
-    "sasl.oauthbearer.expected.audience", "sasl.oauthbearer.expected.issuer",
+
+
     "sasl.oauthbearer.jwks.endpoint.refresh.ms",
     "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
-    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "sasl.oauthbearer.jwks.endpoint.url",
-    "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+
     "sasl.oauthbearer.token.endpoint.url", "sasl.server.callback.handler.class",
-    "sasl.server.max.receive.size", "security.providers", "server.max.startup.time.ms",
+    "security.providers", "server.max.startup.time.ms",
     "socket.connection.setup.timeout.max.ms", "socket.connection.setup.timeout.ms",
-    "ssl.allow.dn.changes", "ssl.allow.san.changes", "ssl.cipher.suites", "ssl.client.auth",
-    "ssl.enabled.protocols", "ssl.endpoint.identification.algorithm", "ssl.engine.factory.class",
-    "ssl.key.password", "ssl.keymanager.algorithm", "ssl.keystore.certificate.chain",
-    "ssl.keystore.key", "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type",
-    "ssl.principal.mapping.rules", "ssl.protocol", "ssl.provider",
+    "ssl.allow.dn.changes", "ssl.allow.san.changes",
+    "ssl.engine.factory.class",
+    "ssl.keymanager.algorithm",
+
+    "ssl.provider",
     "ssl.secure.random.implementation", "ssl.trustmanager.algorithm",
-    "ssl.truststore.certificates", "ssl.truststore.location", "ssl.truststore.password",
-    "ssl.truststore.type", "super.users", "telemetry.max.bytes",
+
+    "super.users", "telemetry.max.bytes",
     "transaction.partition.verification.enable", "transaction.state.log.load.buffer.size",
     "unclean.leader.election.interval.ms", "unstable.api.versions.enable",
     "unstable.feature.versions.enable", "zookeeper.clientCnxnSocket", "zookeeper.connect",
@@ -1012,6 +1071,25 @@ UNIMPLEMENTED_KAFKA_PREFIXES: Final[tuple[str, ...]] = (
     "rlmm.config.",
     "rsm.config.",
 )
+
+
+_JAAS_SUFFIX: Final = ".sasl.jaas.config"
+
+
+def listener_override(key: str) -> tuple[str, str] | None:
+    """``(listener name, setting)`` of a per-listener override ``listener.name.<l>.<setting>``
+    that Cormorant applies (a security setting, or ``<mechanism>.sasl.jaas.config``)."""
+    if not key.startswith("listener.name."):
+        return None
+    listener, _, setting = key[len("listener.name."):].partition(".")
+    if not listener or not setting:
+        return None
+    known = BROKER_CONFIGS.get(setting)
+    if (known is not None and known.group == "Security") or (
+        setting.endswith(_JAAS_SUFFIX) and "." not in setting[: -len(_JAAS_SUFFIX)]
+    ):
+        return listener.upper(), setting
+    return None
 
 
 def is_known_unimplemented(key: str) -> bool:
@@ -1429,6 +1507,15 @@ class BrokerConfig:
         if key not in BROKER_CONFIGS:
             raise KeyError(key)
         return self.values[key]
+
+    def for_listener(self, listener: str, key: str) -> ConfigValue:
+        """A security setting as the listener sees it: ``listener.name.<listener>.<key>`` over ``key``."""
+        override = self.raw.get(f"listener.name.{listener.lower()}.{key}")
+        return self.get(key) if override is None else BROKER_CONFIGS[key].parse(override)
+
+    def jaas_config(self, listener: str, mechanism: str) -> str | None:
+        """``listener.name.<listener>.<mechanism>.sasl.jaas.config``, as Kafka's brokers read it."""
+        return self.raw.get(f"listener.name.{listener.lower()}.{mechanism.lower()}{_JAAS_SUFFIX}")
 
     def is_set(self, key: str) -> bool:
         """Whether the setting was given (in the file or an override) rather than defaulted."""
@@ -1883,6 +1970,11 @@ def build_config(raw: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
     warnings: list[str] = []
     for key in raw:
         if key in BROKER_CONFIGS:
+            continue
+        override = listener_override(key)
+        if override is not None:
+            if override[1] in BROKER_CONFIGS:
+                BROKER_CONFIGS[override[1]].parse(raw[key])
             continue
         if is_known_unimplemented(key):
             warnings.append(

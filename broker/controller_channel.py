@@ -23,11 +23,14 @@ import random
 import struct
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import TypeVar
 
 import structlog
 import trio
 
+from broker.security.mechanism import AuthenticationFailed
+from broker.security.peer import PeerSecurity, authenticate
 from controller.elections import PREFERRED, ElectionOutcome
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
 from controller.quorum import NotControllerError
@@ -76,6 +79,10 @@ from wire.generated.api_045_alter_partition_reassignments import (
     AlterPartitionReassignmentsRequestReassignablePartition,
     AlterPartitionReassignmentsRequestReassignableTopic,
     AlterPartitionReassignmentsResponse,
+)
+from wire.generated.api_051_alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
 )
 from wire.generated.api_055_describe_quorum import (
     DescribeQuorumRequest,
@@ -131,19 +138,23 @@ class ControllerRequestError(Exception):
 class _Connection:
     """One Kafka-protocol connection to one controller; one request at a time."""
 
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(self, host: str, port: int, client_id: str, security: PeerSecurity | None = None) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
-        self._stream: trio.SocketStream | None = None
+        self.security = security
+        self._stream: trio.abc.Stream | None = None
         self._buffer = bytearray()
         self._lock = trio.Lock()
         self._correlation = itertools.count(1)
         self._versions: dict[int, tuple[int, int]] = {}
 
-    async def _open(self) -> trio.SocketStream:
+    async def _open(self) -> trio.abc.Stream:
         with trio.fail_after(CONNECT_TIMEOUT_S):
-            stream = await trio.open_tcp_stream(self.host, self.port)
+            stream: trio.abc.Stream = await trio.open_tcp_stream(self.host, self.port)
+            if self.security is not None and self.security.ssl_context is not None:
+                stream = trio.SSLStream(stream, self.security.ssl_context, server_hostname=self.host)
+                await stream.do_handshake()
         self._stream = stream
         self._buffer = bytearray()
         try:
@@ -155,10 +166,18 @@ class _Connection:
             if reply.error_code != ErrorCode.NONE:
                 raise ChannelError(f"ApiVersions failed: {ErrorCode.for_code(reply.error_code).name}")
             self._versions = {k.api_key: (k.min_version, k.max_version) for k in reply.api_keys}
+            if self.security is not None and self.security.mechanism is not None:
+                await self._authenticate(stream, self.security)
         except BaseException:
             await self.aclose()
             raise
         return stream
+
+    async def _authenticate(self, stream: trio.abc.Stream, security: PeerSecurity) -> None:
+        try:
+            await authenticate(security, partial(self._exchange, stream))
+        except AuthenticationFailed as ex:
+            raise ChannelError(str(ex)) from ex
 
     def _version(self, message: Message, wanted: int | None) -> int:
         spec = API_SPECS[message.API_KEY]
@@ -186,7 +205,7 @@ class _Connection:
                 await self.aclose()
                 raise
 
-    async def _exchange(self, stream: trio.SocketStream, message: Message, version: int,
+    async def _exchange(self, stream: trio.abc.Stream, message: Message, version: int,
                         response_type: type[_R]) -> _R:
         correlation = next(self._correlation) & 0x7FFFFFFF
         await stream.send_all(encode_request(message, version, correlation, self.client_id))
@@ -199,7 +218,7 @@ class _Connection:
         assert isinstance(response, response_type)
         return response
 
-    async def _read(self, stream: trio.SocketStream, n: int) -> bytes:
+    async def _read(self, stream: trio.abc.Stream, n: int) -> bytes:
         while len(self._buffer) < n:
             chunk = await stream.receive_some(max(65536, n - len(self._buffer)))
             if not chunk:
@@ -421,6 +440,25 @@ class RemoteController:
 
             await self._wait_for_image(done, PROPAGATION_WAIT_S)
         return out
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest
+    ) -> AlterUserScramCredentialsResponse:
+        reply = await self.channel.send_to_active(
+            request, AlterUserScramCredentialsResponse, timeout_s=self.request_timeout_s,
+            not_controller=lambda r: any(u.error_code == ErrorCode.NOT_CONTROLLER for u in r.results))
+        ok = {u.user for u in reply.results if u.error_code == ErrorCode.NONE}
+        upserted = {(u.name, u.mechanism, u.salt) for u in request.upsertions if u.name in ok}
+        deleted = {(d.name, d.mechanism) for d in request.deletions if d.name in ok}
+
+        def done(image: MetadataImage) -> bool:
+            credentials = image.scram_credentials
+            return all((found := credentials.get((name, mechanism))) is not None and found.salt == salt
+                       for name, mechanism, salt in upserted) and not any(key in credentials for key in deleted)
+
+        if upserted or deleted:
+            await self._wait_for_image(done, PROPAGATION_WAIT_S)
+        return reply
 
     async def elect_leaders(
         self, election_type: int, partitions: Sequence[tuple[str, int]] | None

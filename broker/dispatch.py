@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 API_VERSIONS = 18
+SASL_HANDSHAKE = 17
 Handler = Callable[["RequestContext", Any], Awaitable[Message | None]]
 
 
@@ -52,6 +53,8 @@ class RequestContext:
     node: BrokerNode
     conn: ConnectionInfo
     header: RequestHeader
+    #: Who sent the request, as Kafka's KafkaPrincipal string ("User:alice", "User:ANONYMOUS").
+    principal: str = "User:ANONYMOUS"
 
     @property
     def api_version(self) -> int:
@@ -94,11 +97,23 @@ class Dispatcher:
     async def handle(self, conn: ConnectionInfo, frame: bytearray) -> EncodedFrame | None:
         metrics = self.node.metrics
         metrics.request_received(len(frame) + 4)
+        sasl = conn.sasl
+        if sasl is not None and not sasl.complete and sasl.raw_tokens:
+            return await sasl.handle_raw(frame)
         try:
             pre = peek_request(frame)
         except DecodeError as ex:
             metrics.decode_failure("short_header")
             raise CloseConnection("request shorter than its header", size=len(frame)) from ex
+        if sasl is not None and sasl.complete:
+            if pre.api_key == SASL_HANDSHAKE and sasl.reauthenticate(pre):
+                return await sasl.handle(pre, frame, self.limits)
+            if sasl.expired():
+                # KIP-368: a session past connections.max.reauth.ms is not served any more.
+                raise CloseConnection("SASL session expired", api_key=pre.api_key)
+        elif sasl is not None and not (pre.api_key == API_VERSIONS and sasl.take_api_versions()):
+            # Before authentication only the SASL exchange (and one ApiVersions) is served.
+            return await sasl.handle(pre, frame, self.limits)
         entry = self.apis.get(pre.api_key)
         if entry is None:
             metrics.decode_failure("unknown_api")
@@ -120,7 +135,7 @@ class Dispatcher:
             metrics.decode_failure("malformed")
             raise CloseConnection("malformed request", api=entry.name, api_version=pre.api_version,
                                   error=ex.reason, offset=ex.offset) from ex
-        ctx = RequestContext(self.node, conn, request.header)
+        ctx = RequestContext(self.node, conn, request.header, conn.principal)
         tracing = self.node.tracing
         span = tracing.start_request(pre.api_key, pre.api_version, request.header.client_id,
                                      (conn.peer_host, conn.peer_port), request.body) if tracing.active else None

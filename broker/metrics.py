@@ -112,6 +112,8 @@ class BrokerMetrics:
         self.decode_failures: Counter[str] = Counter()
         self.request_duration: dict[int, Histogram] = {}
         self.request_errors: Counter[tuple[int, int]] = Counter()
+        #: (listener, mechanism, "success" | "failure") -> authentications; TLS handshakes as mechanism "TLS".
+        self.authentications: Counter[tuple[str, str, str]] = Counter()
         # produce and fetch
         self.produced_records = 0
         self.produced_bytes = 0
@@ -167,6 +169,10 @@ class BrokerMetrics:
 
     def request_received(self, frame_bytes: int) -> None:
         self.bytes_received += frame_bytes
+
+    def authentication(self, listener: str, mechanism: str, succeeded: bool) -> None:
+        """A SASL exchange or a TLS handshake ended."""
+        self.authentications[(listener, mechanism, "success" if succeeded else "failure")] += 1
 
     def response_sent(self, frame_bytes: int) -> None:
         self.bytes_sent += frame_bytes
@@ -305,6 +311,9 @@ class DisabledMetrics(BrokerMetrics):
         pass
 
     def request_received(self, frame_bytes: int) -> None:
+        pass
+
+    def authentication(self, listener: str, mechanism: str, succeeded: bool) -> None:
         pass
 
     def response_sent(self, frame_bytes: int) -> None:

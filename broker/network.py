@@ -17,13 +17,16 @@ import socket
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 import trio
 
 from wire.frame import EncodedFrame
 from wire.regions import FileRegion
+
+if TYPE_CHECKING:
+    from broker.security.sasl import SaslSession
 
 log = structlog.get_logger(__name__)
 
@@ -49,10 +52,12 @@ class CloseConnection(Exception):
     """Raised by a handler to drop the connection without answering (Kafka's reaction to
     protocol violations)."""
 
-    def __init__(self, reason: str, **context: object) -> None:
+    def __init__(self, reason: str, *, response: EncodedFrame | None = None, **context: object) -> None:
         super().__init__(reason)
         self.reason = reason
         self.context = context
+        #: Sent before closing (Kafka answers a failed authentication, then closes).
+        self.response = response
 
 
 @dataclass(slots=True)
@@ -63,6 +68,19 @@ class ConnectionInfo:
     peer_port: int
     local_port: int
     connection_id: int
+    #: Kafka principal of the peer: ANONYMOUS until TLS or SASL says who it is.
+    principal: str = "User:ANONYMOUS"
+    #: SASL state of a connection on a SASL listener until it has authenticated.
+    sasl: SaslSession | None = None
+    #: Largest frame accepted now, when lower than the listener's (before authentication).
+    frame_limit: int | None = None
+
+
+class ConnectionSetup(Protocol):
+    async def start(self, stream: trio.SocketStream, info: ConnectionInfo) -> trio.abc.Stream:
+        """Runs when a connection opens, before its first frame (TLS handshake, SASL state):
+        returns the stream frames are read from. Raise :class:`CloseConnection` to refuse."""
+        ...
 
 
 class RequestHandler(Protocol):
@@ -98,7 +116,9 @@ class Listener:
         limits: NetworkLimits,
         on_connection_change: Callable[[int], None] | None = None,
         on_protocol_error: Callable[[str], None] | None = None,
+        setup: ConnectionSetup | None = None,
     ) -> None:
+        self.setup = setup
         self.name = name
         self.security_protocol = security_protocol
         self.host = host
@@ -160,7 +180,15 @@ class Listener:
         self._connections.add(scope)
         try:
             with scope:
-                await Connection(stream, info, self.handler, self.limits, self._on_protocol_error).run()
+                served: trio.abc.Stream = stream
+                if self.setup is not None:
+                    try:
+                        served = await self.setup.start(stream, info)
+                    except CloseConnection as ex:
+                        log.info("connection_closed", reason=ex.reason, listener=self.name,
+                                 peer=f"{peer[0]}:{peer[1]}", **ex.context)
+                        return
+                await Connection(served, info, self.handler, self.limits, self._on_protocol_error).run()
         finally:
             self._connections.discard(scope)
             self._open -= 1
@@ -173,7 +201,7 @@ class Listener:
 class Connection:
     def __init__(
         self,
-        stream: trio.SocketStream,
+        stream: trio.abc.Stream,
         info: ConnectionInfo,
         handler: RequestHandler,
         limits: NetworkLimits,
@@ -181,7 +209,10 @@ class Connection:
     ) -> None:
         self.stream = stream
         self._on_protocol_error = on_protocol_error
-        self.sock = stream.socket
+        # A plain socket is read into buffers and sent files with sendfile; a TLS stream
+        # (or any other) goes through the stream's own receive_some/send_all.
+        self._socket_stream = stream if isinstance(stream, trio.SocketStream) else None
+        self._pending = memoryview(b"")
         self.info = info
         self.handler = handler
         self.limits = limits
@@ -227,14 +258,24 @@ class Connection:
         deadline = self._last_activity + self.limits.idle_timeout_s
         while True:
             with trio.move_on_at(deadline) as scope:
-                k: int = await self.sock.recv_into(view)
-                return k
+                return await self._receive_into(view)
             if scope.cancelled_caught:
                 # Activity may have happened meanwhile (responses being sent).
                 new_deadline = self._last_activity + self.limits.idle_timeout_s
                 if new_deadline <= deadline:
                     raise CloseConnection("idle timeout", idle_s=self.limits.idle_timeout_s)
                 deadline = new_deadline
+
+    async def _receive_into(self, view: memoryview) -> int:
+        if self._socket_stream is not None:
+            k: int = await self._socket_stream.socket.recv_into(view)
+            return k
+        if not self._pending:
+            self._pending = memoryview(await self.stream.receive_some(max(len(view), 65536)))
+        k = min(len(view), len(self._pending))
+        view[:k] = self._pending[:k]
+        self._pending = self._pending[k:]  # a view: no copy of what is left
+        return k
 
     async def _reader(self, nursery: trio.Nursery) -> None:
         head = bytearray(4)
@@ -243,10 +284,13 @@ class Connection:
                 return
             self._touch()
             (size,) = _SIZE.unpack(head)
-            if size < 0 or size > self.limits.max_frame_bytes:
+            limit = self.info.frame_limit or self.limits.max_frame_bytes
+            if size < 0 or size > limit:
                 if self._on_protocol_error:
                     self._on_protocol_error("frame_size")
-                raise CloseConnection("frame size out of range", size=size, limit=self.limits.max_frame_bytes)
+                if head[0] == 0x16 and head[1] == 0x03 and self._socket_stream is not None:
+                    raise CloseConnection("TLS handshake on a plaintext listener")
+                raise CloseConnection("frame size out of range", size=size, limit=limit)
             frame = await self._read_frame(size)
             self._touch()
             await self._in_flight.acquire()
@@ -283,6 +327,8 @@ class Connection:
         async for slot in self._receive:
             await slot.done.wait()
             if slot.close is not None:
+                if slot.close.response is not None:
+                    await self._send_frame(slot.close.response)
                 cancel.cancel()
                 raise slot.close
             if slot.response is not None:
@@ -298,14 +344,18 @@ class Connection:
                 await self.stream.send_all(part)
 
     async def _sendfile(self, region: FileRegion) -> None:
-        fd = self.sock.fileno()
+        if self._socket_stream is None:
+            await self._send_region_copied(region)
+            return
+        sock = self._socket_stream.socket
+        fd = sock.fileno()
         offset = region.position
         left = region.length
         while left > 0:
             try:
                 sent = os.sendfile(fd, region.fd, offset, left)
             except BlockingIOError:
-                await trio.lowlevel.wait_writable(self.sock)
+                await trio.lowlevel.wait_writable(sock)
                 continue
             except OSError as ex:
                 if ex.errno in (errno.EINVAL, errno.ENOSYS):
@@ -318,4 +368,14 @@ class Connection:
             offset += sent
             left -= sent
 
-
+    async def _send_region_copied(self, region: FileRegion) -> None:
+        # TLS encrypts in user space: the region is read in bounded chunks and sent.
+        offset = region.position
+        left = region.length
+        while left > 0:
+            chunk = os.pread(region.fd, min(left, PREALLOCATE_MAX), offset)
+            if not chunk:
+                raise CloseConnection("file region shorter than expected", offset=offset, left=left)
+            await self.stream.send_all(chunk)
+            offset += len(chunk)
+            left -= len(chunk)

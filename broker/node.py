@@ -15,7 +15,8 @@ import random
 import signal
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,6 @@ from broker.config import (
     BrokerConfig,
     ConfigEntry,
     ConfigError,
-    SecurityProtocol,
     TopicConfig,
     broker_synonym_chain,
     dynamic_log_layers,
@@ -52,6 +52,11 @@ from broker.peers import PeerBrokers
 from broker.replica_manager import Partition, ReplicaManager
 from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
 from broker.replication.isr import IsrManager
+from broker.security.peer import inter_broker_security
+from broker.security.scram import ScramCredential
+from broker.security.scram_admin import alter_credentials
+from broker.security.scram_bootstrap import InitialCredential, upsertion_request
+from broker.security.setup import listener_security
 from broker.telemetry import Telemetry, TimedQuorum
 from broker.tracing import Tracing
 from broker.transaction.coordinator import TransactionCoordinator
@@ -130,8 +135,10 @@ class BrokerNode:
         config: BrokerConfig,
         clock_ms: Callable[[], int] = wall_clock_ms,
         rng: random.Random | None = None,
+        initial_credentials: Sequence[InitialCredential] = (),
     ) -> None:
         self.config = config
+        self.initial_credentials = initial_credentials
         self.node_id = config.node_id
         self.clock_ms = clock_ms
         self.rng = rng or random.Random()
@@ -173,6 +180,28 @@ class BrokerNode:
     @property
     def image(self) -> MetadataImage:
         return self.controller.image
+
+    async def _create_initial_credentials(self) -> None:
+        """``serve --add-scram``: credentials not in the metadata log yet are written before serving."""
+        request = upsertion_request(self.initial_credentials,
+                                    lambda user, mechanism: (user, mechanism) in self.image.scram_credentials)
+        if request is None:
+            return
+        if isinstance(self.controller, Controller):
+            response = await self.controller.submit(partial(alter_credentials, request))
+        else:
+            response = await self.controller.alter_user_scram_credentials(request)
+        for result in response.results:
+            if result.error_code:
+                raise ConfigError("--add-scram", f"{result.user}: {result.error_message}")
+            log.info("scram_credential_created", user=result.user)
+
+    def scram_credential(self, user: str, mechanism: int) -> ScramCredential | None:
+        """A user's SCRAM credential as the metadata log has it now."""
+        found = self.controller.image.scram_credentials.get((user, mechanism))
+        if found is None:
+            return None
+        return ScramCredential(found.salt, found.stored_key, found.server_key, found.iterations)
 
     @property
     def broker_epoch(self) -> int:
@@ -348,12 +377,14 @@ class BrokerNode:
         self.coordinators[KEY_TYPE_GROUP] = self.group_coordinator
         self.group_coordinator.on_image(self.controller.image)
         self.controller.add_image_listener(self.group_coordinator.on_image)
-        self.peers = PeerBrokers(self.node_id, lambda: self.controller.image, self.config.inter_broker_listener_name)
+        self.peers = PeerBrokers(self.node_id, lambda: self.controller.image, self.config.inter_broker_listener_name,
+                                 inter_broker_security(self.config))
         self.transaction_coordinator = TransactionCoordinator(self)
         self.coordinators[KEY_TYPE_TRANSACTION] = self.transaction_coordinator
         self.transaction_coordinator.on_image(self.controller.image)
         self.controller.add_image_listener(self.transaction_coordinator.on_image)
         await self.controller.bootstrap()
+        await self._create_initial_credentials()
         self.telemetry = telemetry = Telemetry(self)
         self.tracing = telemetry.tracing
 
@@ -368,12 +399,11 @@ class BrokerNode:
         if self.cluster is not None:
             broker_listeners = self.cluster.broker_listeners()
         for lst in broker_listeners:
-            if lst.security_protocol not in (SecurityProtocol.PLAINTEXT,):
-                raise ConfigError("listeners", f"security protocol {lst.security_protocol.name} is not supported yet")
+            security = listener_security(self.config, lst, self.scram_credential, self.metrics.authentication)
             self.listeners.append(
                 Listener(lst.name, lst.security_protocol.name, lst.host or "0.0.0.0", lst.port,
                          self.dispatcher, limits, self.metrics.connection_callback(lst.name),
-                         self.metrics.decode_failure)
+                         self.metrics.decode_failure, security)
             )
         async with trio.open_nursery() as nursery:
             await nursery.start(self.group_coordinator.run)
@@ -438,7 +468,7 @@ class BrokerNode:
                 max_wait_ms=config.replica_fetch_wait_max_ms, min_bytes=config.replica_fetch_min_bytes,
                 max_bytes=config.replica_fetch_response_max_bytes,
                 partition_max_bytes=config.replica_fetch_max_bytes, backoff_ms=config.replica_fetch_backoff_ms,
-                listener_name=config.inter_broker_listener_name),
+                listener_name=config.inter_broker_listener_name, security=inter_broker_security(config)),
             self._truncate_replica, self._start_replica_over)
         self.controller.add_image_listener(self.fetchers.on_image)
         self.isr_manager = IsrManager(self.node_id, self.replica_manager, cluster.channel,
@@ -560,8 +590,8 @@ def check_log_dir(path: Path) -> None:
         raise ConfigError("log.dirs", f"{path} is not writable")
 
 
-async def serve(config: BrokerConfig) -> None:
-    node = BrokerNode(config)
+async def serve(config: BrokerConfig, initial_credentials: Sequence[InitialCredential] = ()) -> None:
+    node = BrokerNode(config, initial_credentials=initial_credentials)
     async with trio.open_nursery() as nursery:
         names = await nursery.start(node.run)
         settle_heap()

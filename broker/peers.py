@@ -15,6 +15,7 @@ import structlog
 import trio
 
 from broker.controller_channel import ChannelError, PeerConnection
+from broker.security.peer import PeerSecurity
 from controller.image import MetadataImage
 from wire.primitives import Message
 
@@ -34,7 +35,9 @@ def broker_address(image: MetadataImage, broker_id: int, listener_name: str) -> 
 
 
 class PeerBrokers:
-    def __init__(self, node_id: int, image: Callable[[], MetadataImage], listener_name: str) -> None:
+    def __init__(self, node_id: int, image: Callable[[], MetadataImage], listener_name: str,
+                 security: PeerSecurity | None = None) -> None:
+        self.security = security
         self.node_id = node_id
         self.image = image
         self.listener_name = listener_name
@@ -55,7 +58,7 @@ class PeerBrokers:
         if known is None or known[0] != address:
             if known is not None:
                 await known[1].aclose()
-            known = (address, PeerConnection(address[0], address[1], f"broker-{self.node_id}"))
+            known = (address, PeerConnection(address[0], address[1], f"broker-{self.node_id}", self.security))
             self._connections[broker_id] = known
         try:
             return await known[1].request(message, response_type, timeout_s, version)

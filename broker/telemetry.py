@@ -452,6 +452,10 @@ class Telemetry:
         counter("cormorant.network.decode_failures", "{frame}",
                 "Request frames rejected before a handler ran (the connection is closed), by reason.",
                 by("reason", lambda: [(r, m.decode_failures[r]) for r in DECODE_FAILURE_REASONS]))
+        counter("cormorant.network.authentications", "{authentication}",
+                "Ended SASL exchanges and TLS handshakes (mechanism TLS), by listener, mechanism and result.",
+                lambda _: [Observation(n, {"listener": listener, "mechanism": mechanism, "result": result})
+                           for (listener, mechanism, result), n in list(m.authentications.items())])
         updown("cormorant.request.active", "{request}", "Requests being handled now.", value(lambda: m.in_flight))
         counter("cormorant.request.errors", "{error}",
                 "Error codes returned to clients, one per entry (partition, group...) that carries one.",

@@ -76,6 +76,16 @@ class TopicImage:
 
 
 @dataclass(frozen=True, slots=True)
+class ScramCredentialImage:
+    """A user's SCRAM credential for one mechanism (never the password)."""
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataImage:
     #: Offset of the last record applied (-1 for the empty image).
     offset: int = -1
@@ -87,6 +97,8 @@ class MetadataImage:
     features: Mapping[str, int] = field(default_factory=dict)
     #: First producer id not yet handed out to any broker.
     next_producer_id: int = 0
+    #: (user name, SCRAM mechanism type: 1 SHA-256, 2 SHA-512) -> credential.
+    scram_credentials: Mapping[tuple[str, int], ScramCredentialImage] = field(default_factory=dict)
 
     def topic(self, name: str) -> TopicImage | None:
         tid = self.topic_ids.get(name)

@@ -34,6 +34,7 @@ from wire.generated.metadata.rec_000_register_broker_record import (
 from wire.generated.metadata.rec_002_topic_record import TopicRecord
 from wire.generated.metadata.rec_003_partition_record import PartitionRecord
 from wire.generated.metadata.rec_004_config_record import ConfigRecord
+from wire.generated.metadata.rec_011_user_scram_credential_record import UserScramCredentialRecord
 from wire.generated.metadata.rec_012_feature_level_record import FeatureLevelRecord
 from wire.generated.metadata.rec_015_producer_ids_record import ProducerIdsRecord
 from wire.primitives import Message
@@ -95,6 +96,10 @@ def image_records(image: MetadataImage) -> list[Message]:
             out.append(ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=key, value=value))
     if image.next_producer_id:
         out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id))
+    for (user, mechanism), credential in sorted(image.scram_credentials.items()):
+        out.append(UserScramCredentialRecord(name=user, mechanism=mechanism, salt=credential.salt,
+                                             stored_key=credential.stored_key, server_key=credential.server_key,
+                                             iterations=credential.iterations))
     return out
 
 

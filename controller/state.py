@@ -16,6 +16,7 @@ from controller.image import (
     Endpoint,
     MetadataImage,
     PartitionImage,
+    ScramCredentialImage,
     TopicImage,
 )
 from wire.generated.metadata.rec_000_register_broker_record import RegisterBrokerRecord
@@ -27,10 +28,14 @@ from wire.generated.metadata.rec_005_partition_change_record import PartitionCha
 from wire.generated.metadata.rec_007_fence_broker_record import FenceBrokerRecord
 from wire.generated.metadata.rec_008_unfence_broker_record import UnfenceBrokerRecord
 from wire.generated.metadata.rec_009_remove_topic_record import RemoveTopicRecord
+from wire.generated.metadata.rec_011_user_scram_credential_record import UserScramCredentialRecord
 from wire.generated.metadata.rec_012_feature_level_record import FeatureLevelRecord
 from wire.generated.metadata.rec_015_producer_ids_record import ProducerIdsRecord
 from wire.generated.metadata.rec_017_broker_registration_change_record import (
     BrokerRegistrationChangeRecord,
+)
+from wire.generated.metadata.rec_022_remove_user_scram_credential_record import (
+    RemoveUserScramCredentialRecord,
 )
 from wire.primitives import Message
 
@@ -42,7 +47,7 @@ class InvalidRecordError(Exception):
 def apply(image: MetadataImage, record: Message, offset: int) -> MetadataImage:
     handler = _HANDLERS.get(type(record))
     if handler is None:
-        # Records this node does not act on (ACLs, quotas, SCRAM, ...) still advance it.
+        # Records this node does not act on (ACLs, quotas, ...) still advance it.
         return replace(image, offset=offset)
     new = handler(image, record)
     return replace(new, offset=offset)
@@ -230,6 +235,19 @@ def _producer_ids(image: MetadataImage, rec: ProducerIdsRecord) -> MetadataImage
     return replace(image, next_producer_id=rec.next_producer_id)
 
 
+def _scram(image: MetadataImage, rec: UserScramCredentialRecord) -> MetadataImage:
+    credentials = dict(image.scram_credentials)
+    credentials[(rec.name, rec.mechanism)] = ScramCredentialImage(rec.salt, rec.stored_key, rec.server_key,
+                                                                  rec.iterations)
+    return replace(image, scram_credentials=credentials)
+
+
+def _remove_scram(image: MetadataImage, rec: RemoveUserScramCredentialRecord) -> MetadataImage:
+    credentials = dict(image.scram_credentials)
+    credentials.pop((rec.name, rec.mechanism), None)
+    return replace(image, scram_credentials=credentials)
+
+
 _HANDLERS: dict[type[Message], Callable[[MetadataImage, Any], MetadataImage]] = {
     TopicRecord: _topic,
     PartitionRecord: _partition,
@@ -243,4 +261,6 @@ _HANDLERS: dict[type[Message], Callable[[MetadataImage, Any], MetadataImage]] = 
     UnregisterBrokerRecord: _unregister,
     FeatureLevelRecord: _feature,
     ProducerIdsRecord: _producer_ids,
+    UserScramCredentialRecord: _scram,
+    RemoveUserScramCredentialRecord: _remove_scram,
 }

@@ -173,6 +173,13 @@ def encode_response(
     return frame
 
 
+def encode_sasl_token(token: bytes) -> EncodedFrame:
+    """A raw SASL token with its size prefix: what follows a SaslHandshake v0 (no Kafka header)."""
+    w = bytearray(_SIZE.pack(len(token)))
+    w += token
+    return EncodedParts([w], len(w))
+
+
 def decode_response(
     frame: bytes | bytearray | memoryview,
     response_type: type[Message],

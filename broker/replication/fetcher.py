@@ -26,6 +26,7 @@ from broker.controller_channel import ChannelError, PeerConnection
 from broker.log.errors import LogError
 from broker.peers import broker_address
 from broker.replica_manager import Partition, ReplicaManager
+from broker.security.peer import PeerSecurity
 from controller.image import MetadataImage
 from wire.errors import ErrorCode
 from wire.generated.api_001_fetch import (
@@ -61,6 +62,8 @@ class FetcherSettings:
     partition_max_bytes: int = 1024 * 1024  # replica.fetch.max.bytes
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
     listener_name: str = "PLAINTEXT"  # inter.broker.listener.name
+    #: TLS and SASL of the inter-broker listener; None for PLAINTEXT.
+    security: PeerSecurity | None = None
 
 
 class ReplicaFetchers:
@@ -130,7 +133,8 @@ class _LeaderFetcher:
         if self._connection is None or address != self._address:
             if self._connection is not None:
                 await self._connection.aclose()
-            self._connection = PeerConnection(address[0], address[1], f"replica-fetcher-{self.owner.node_id}")
+            self._connection = PeerConnection(address[0], address[1], f"replica-fetcher-{self.owner.node_id}",
+                                              self.owner.settings.security)
             self._address = address
         return self._connection
 

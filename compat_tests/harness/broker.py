@@ -243,6 +243,8 @@ class Broker(ABC):
 
 class CormorantBroker(Broker):
     target = "cormorant"
+    #: Arguments of ``cormorant serve`` besides the settings (``--add-scram ...``).
+    serve_args: tuple[str, ...] = ()
 
     @staticmethod
     def command() -> list[str]:
@@ -261,7 +263,7 @@ class CormorantBroker(Broker):
             "group.initial.rebalance.delay.ms": "0",
             **self.overrides,
         }
-        cmd = [*self.command(), "serve"]
+        cmd = [*self.command(), "serve", *self.serve_args]
         for key, value in overrides.items():
             cmd += ["--override", f"{key}={value}"]
         stdout, stderr = self._log_paths()
@@ -271,6 +273,16 @@ class CormorantBroker(Broker):
             self.kill9()
             raise BrokerStartError(f"broker bound port {bound}, expected {self.port}")
         self.port = bound
+
+    def listener_port(self, name: str) -> int:
+        """The port a named listener bound (from the ready line of the current run)."""
+        stdout = self.work_dir / f"{self.target}-{self._runs}.stdout.log"
+        for line in _read_text(stdout).splitlines():
+            if line.startswith(_READY_PREFIX):
+                match = re.search(rf"(?:^|[ ,=]){re.escape(name)}://[^:,\s]*:(\d+)", line)
+                if match:
+                    return int(match.group(1))
+        raise BrokerStartError(f"no listener {name} in the ready line")
 
     def _wait_ready(self, stdout: Path, stderr: Path, cmd: Sequence[str]) -> int:
         assert self.proc is not None

@@ -29,6 +29,7 @@ class BrokerProcess:
         self.overrides = dict(overrides or {})
         self.port = port
         self.proc: subprocess.Popen[str] | None = None
+        self.ready_line = ""
         self.stderr_path = data_dir.parent / f"{data_dir.name}-broker.log"
 
     @property
@@ -57,6 +58,7 @@ class BrokerProcess:
                 m = READY.match(chunk)
                 if m:
                     self.port = int(m.group(2))
+                    self.ready_line = chunk
                     return self
             elif self.proc.poll() is not None:
                 break
@@ -64,6 +66,12 @@ class BrokerProcess:
                 time.sleep(0.02)
         self.kill9()
         raise RuntimeError(f"broker did not become ready:\n{buf}\n{self.stderr_path.read_text()[-3000:]}")
+
+    def listener_port(self, name: str) -> int:
+        """The port the listener ``name`` bound, from the ready line."""
+        match = re.search(rf"[=,]{re.escape(name)}://[\d.]+:(\d+)", self.ready_line)
+        assert match is not None, f"no listener {name} in {self.ready_line!r}"
+        return int(match.group(1))
 
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM, wait; returns the exit status (SIGKILL after ``timeout``)."""

@@ -169,7 +169,8 @@ def test_every_simple_setting_has_a_matching_attribute() -> None:
     field_names = {f.name for f in dataclasses.fields(BrokerConfig)}
     for key in BROKER_CONFIGS:
         attribute = key.replace(".", "_")
-        if key in folded:
+        if key in folded or BROKER_CONFIGS[key].group == "Security":
+            # Security settings are per listener: BrokerConfig.for_listener reads them.
             continue
         assert attribute in field_names, key
         assert getattr(cfg, attribute) == cfg.get(key), key
@@ -458,19 +459,35 @@ def test_unknown_key_without_a_close_match() -> None:
 
 def test_known_but_unimplemented_setting_warns_once() -> None:
     cfg, warnings = raw_config(
-        {"background.threads": "4", "ssl.keystore.location": "/x", "num.partitions": "2"}
+        {"background.threads": "4", "ssl.engine.factory.class": "x.Y", "num.partitions": "2"}
     )
     assert cfg.num_partitions == 2
     assert len(warnings) == 2
     assert sum("background.threads" in warning for warning in warnings) == 1
-    assert sum("ssl.keystore.location" in warning for warning in warnings) == 1
+    assert sum("ssl.engine.factory.class" in warning for warning in warnings) == 1
     assert cfg.raw["background.threads"] == "4"
 
 
+def test_listener_overrides_of_security_settings() -> None:
+    cfg, warnings = raw_config({
+        "ssl.client.auth": "requested",
+        "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": "x required;",
+        "listener.name.sasl_ssl.num.partitions": "3",
+    })
+    assert cfg.for_listener("MTLS", "ssl.client.auth") == "required"
+    assert cfg.for_listener("SSL", "ssl.client.auth") == "requested"
+    assert cfg.jaas_config("SASL_SSL", "PLAIN") == "x required;"
+    # Only security settings are applied per listener; others warn as unimplemented.
+    assert len(warnings) == 1 and "listener.name.sasl_ssl.num.partitions" in warnings[0]
+    with pytest.raises(ConfigError, match=r"ssl\.client\.auth"):
+        raw_config({"listener.name.mtls.ssl.client.auth": "always"})
+
+
 def test_listener_prefixed_settings_are_accepted_with_a_warning() -> None:
-    _, warnings = raw_config({"listener.name.sasl_ssl.plain.sasl.jaas.config": "x"})
+    _, warnings = raw_config({"listener.name.sasl_ssl.ssl.engine.factory.class": "x.Y"})
     assert len(warnings) == 1
-    assert "listener.name.sasl_ssl.plain.sasl.jaas.config" in warnings[0]
+    assert "listener.name.sasl_ssl.ssl.engine.factory.class" in warnings[0]
 
 
 def test_values_are_trimmed_as_kafka_does() -> None:

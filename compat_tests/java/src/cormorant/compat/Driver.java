@@ -126,7 +126,18 @@ public final class Driver {
         p.put("bootstrap.servers", str(cmd.get("bootstrap")));
         p.put("client.id", "compat-java");
         p.put("request.timeout.ms", String.valueOf(requestMs));
+        clientConfig(p, cmd);
         return p;
+    }
+
+    /** Kafka client settings given as "client_config" (security.protocol, ssl.*, sasl.*). */
+    static void clientConfig(Properties p, Map<String, Object> cmd) {
+        Object extra = cmd.get("client_config");
+        if (extra instanceof Map) {
+            for (Map.Entry<?, ?> e : ((Map<?, ?>) extra).entrySet()) {
+                p.put(String.valueOf(e.getKey()), String.valueOf(e.getValue()));
+            }
+        }
     }
 
     private Object produce() throws Exception {

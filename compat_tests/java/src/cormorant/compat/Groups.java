@@ -107,6 +107,7 @@ final class Groups {
         Properties p = new Properties();
         p.put("bootstrap.servers", cmd.get("bootstrap"));
         p.put(ConsumerConfig.GROUP_ID_CONFIG, cmd.get("group"));
+        Driver.clientConfig(p, cmd);
         p.put(ConsumerConfig.CLIENT_ID_CONFIG, options.get("client_id"));
         // The consumer protocol (KIP-848): the broker owns session, heartbeat and assignment.
         boolean consumerProtocol = "consumer".equals(options.get("group_protocol"));
@@ -214,6 +215,7 @@ final class Groups {
         Properties p = new Properties();
         p.put("bootstrap.servers", cmd.get("bootstrap"));
         p.put("client.id", "compat-java");
+        Driver.clientConfig(p, cmd);
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, String.valueOf(timeout(cmd, "request_ms", 10000)));
         p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, String.valueOf(timeout(cmd, "api_ms", 20000)));
         return Admin.create(p);

@@ -59,6 +59,7 @@ final class Transactions {
         Map<String, Object> t = obj(cmd.get("timeouts"));
         Properties p = new Properties();
         p.put("bootstrap.servers", str(cmd.get("bootstrap")));
+        Driver.clientConfig(p, cmd);
         p.put("client.id", "compat-java-txn");
         p.put("request.timeout.ms", String.valueOf(num(t.getOrDefault("request_ms", 10000L))));
         return p;

@@ -1,0 +1,25 @@
+"""DescribeUserScramCredentials (50), v0: users and the SCRAM mechanisms and iterations
+they have credentials for, from the metadata image (never salts or keys).
+
+No user list (null or empty) describes every user; a user asked for twice is
+DUPLICATE_RESOURCE, one without credentials RESOURCE_NOT_FOUND, as Kafka's.
+"""
+
+from __future__ import annotations
+
+from broker.dispatch import RequestContext
+from broker.security.scram_admin import describe_credentials
+from wire.generated.api_050_describe_user_scram_credentials import (
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
+
+API_KEY = 50
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def handle(
+    ctx: RequestContext, request: DescribeUserScramCredentialsRequest
+) -> DescribeUserScramCredentialsResponse:
+    return describe_credentials(request, ctx.node.image)

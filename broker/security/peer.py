@@ -1,0 +1,97 @@
+"""How this broker authenticates to other brokers: the inter-broker listener's security.
+
+As Kafka: the listener named by ``inter.broker.listener.name`` (or
+``security.inter.broker.protocol``) decides the protocol; its own ``ssl.*`` settings serve
+the client side too (the truststore checks the other broker, the keystore is this broker's
+certificate for mutual TLS, ``ssl.endpoint.identification.algorithm=https`` checks host
+names); ``sasl.mechanism.inter.broker.protocol`` picks the mechanism and the ``username`` and
+``password`` of the listener's JAAS setting for it are this broker's credentials.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from broker.config import BrokerConfig, ConfigError, SecurityProtocol
+from broker.security.jaas import JaasError, parse_jaas_config
+from broker.security.mechanism import AuthenticationFailed
+from broker.security.scram import SaslClient
+from broker.security.tls import load_chain, load_keystore, load_truststore
+from wire.errors import ErrorCode
+from wire.generated.api_017_sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from wire.generated.api_036_sasl_authenticate import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+)
+
+PEER_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+@dataclass(frozen=True, slots=True)
+class PeerSecurity:
+    ssl_context: ssl.SSLContext | None = None
+    mechanism: str | None = None
+    username: str = ""
+    password: str = ""
+
+
+def inter_broker_security(config: BrokerConfig) -> PeerSecurity | None:
+    """The client side of the inter-broker listener; None for PLAINTEXT."""
+    name = config.inter_broker_listener_name
+    protocol = config.listener_security_protocol_map.get(name)
+    if protocol is None or protocol is SecurityProtocol.PLAINTEXT:
+        return None
+
+    def setting(key: str) -> object:
+        return config.for_listener(name, key)
+
+    context = None
+    if protocol in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL):
+        context = ssl.create_default_context()
+        trusted = load_truststore(lambda key: config.for_listener(name, key))
+        if trusted is not None:
+            context.load_verify_locations(cadata=trusted.decode())
+        keys = load_keystore(lambda key: config.for_listener(name, key))
+        if keys is not None:
+            load_chain(context, keys)
+        context.check_hostname = str(setting("ssl.endpoint.identification.algorithm") or "") != ""
+    if protocol is SecurityProtocol.SSL:
+        return PeerSecurity(context)
+    mechanism = str(setting("sasl.mechanism.inter.broker.protocol"))
+    key = f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    if mechanism not in PEER_MECHANISMS:
+        raise ConfigError("sasl.mechanism.inter.broker.protocol",
+                          f"{mechanism} between brokers is not supported: use one of {', '.join(PEER_MECHANISMS)}")
+    text = config.jaas_config(name, mechanism)
+    if text is None:
+        raise ConfigError(key, f"brokers authenticate to each other with {mechanism}: set {key} "
+                               "with this broker's username and password")
+    try:
+        options = parse_jaas_config(text).options
+    except JaasError as ex:
+        raise ConfigError(key, f"invalid JAAS configuration: {ex}") from ex
+    if "username" not in options or "password" not in options:
+        raise ConfigError(key, "the login module needs username and password (this broker's credentials)")
+    return PeerSecurity(context, mechanism, options["username"], options["password"])
+
+
+Exchange = Callable[[Any, int, Any], Awaitable[Any]]
+
+
+async def authenticate(security: PeerSecurity, exchange: Exchange) -> None:
+    """SaslHandshake v1 and the mechanism's SaslAuthenticate rounds over ``exchange(message,
+    version, response_type)``; raises AuthenticationFailed."""
+    assert security.mechanism is not None
+    handshake = await exchange(SaslHandshakeRequest(mechanism=security.mechanism), 1, SaslHandshakeResponse)
+    if handshake.error_code != ErrorCode.NONE:
+        raise AuthenticationFailed(f"SASL handshake failed: {ErrorCode.for_code(handshake.error_code).name}")
+    client = SaslClient(security.mechanism, security.username, security.password)
+    token: bytes | None = client.first()
+    while token is not None:
+        reply = await exchange(SaslAuthenticateRequest(auth_bytes=token), 1, SaslAuthenticateResponse)
+        if reply.error_code != ErrorCode.NONE:
+            raise AuthenticationFailed(f"SASL authentication failed: {reply.error_message}")
+        token = client.next(reply.auth_bytes)
