@@ -24,7 +24,7 @@ from broker.security.scram import (
     MIN_ITERATIONS,
     salted_password,
 )
-from broker.tools.common import P
+from broker.tools.common import P, add_bootstrap_argument, subcommand_parsers
 from wire.errors import ErrorCode
 from wire.generated.api_050_describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
@@ -43,18 +43,20 @@ EXIT_FAILURE = 1
 
 def add_parser(sub: argparse._SubParsersAction[P]) -> None:
     users = sub.add_parser("users", help="add, list and delete SCRAM credentials")
-    users.add_argument("--bootstrap-server", default="127.0.0.1:9092")
     usub = users.add_subparsers(dest="action", required=True)
     add = usub.add_parser("add", help="create or replace a user's SCRAM credential")
-    add.add_argument("name")
-    add.add_argument("--password", required=True)
-    add.add_argument("--mechanism", choices=tuple(MECHANISMS), default="SCRAM-SHA-256")
-    add.add_argument("--iterations", type=int, default=MIN_ITERATIONS)
+    add.add_argument("name", help="the user name")
+    add.add_argument("--password", required=True, help="the user's password")
+    add.add_argument("--mechanism", choices=tuple(MECHANISMS), default="SCRAM-SHA-256",
+                     help="the SCRAM mechanism of the credential")
+    add.add_argument("--iterations", type=int, default=MIN_ITERATIONS, help="PBKDF2 iterations (4096 or more)")
     delete = usub.add_parser("delete", help="delete a user's SCRAM credential")
-    delete.add_argument("name")
-    delete.add_argument("--mechanism", choices=tuple(MECHANISMS), default="SCRAM-SHA-256")
+    delete.add_argument("name", help="the user name")
+    delete.add_argument("--mechanism", choices=tuple(MECHANISMS), default="SCRAM-SHA-256",
+                        help="the SCRAM mechanism of the credential")
     lst = usub.add_parser("list", help="users with SCRAM credentials")
-    lst.add_argument("names", nargs="*")
+    lst.add_argument("names", nargs="*", help="only these users (all when none is named)")
+    add_bootstrap_argument(users, subcommand_parsers(users))
     users.set_defaults(func=run_users)
 
 
