@@ -52,6 +52,6 @@ def test_log_dir_that_cannot_be_used(tmp_path: Path, where: str) -> None:
     assert_one_line(proc, "log.dirs", str(log_dir))
 
 
-def test_unsupported_security_protocol(tmp_path: Path) -> None:
+def test_tls_listener_without_a_keystore(tmp_path: Path) -> None:
     proc = serve(tmp_path, "listeners=SSL://127.0.0.1:0", "inter.broker.listener.name=SSL")
-    assert_one_line(proc, "listeners", "SSL", "not supported")
+    assert_one_line(proc, "ssl.keystore.location", "SSL", "no keystore")
