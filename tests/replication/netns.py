@@ -237,8 +237,9 @@ class Network:
         outputs = [f"ip daddr {CLIENT_HOST} drop" for c in self.cuts if c.src == node and c.dst == CLIENT]
         percent = self.loss.get(node, 0)
         if percent:
-            inputs.append(f"ip saddr != {CLIENT_HOST} numgen random mod 100 < {percent} drop")
-            outputs.append(f"ip daddr != {CLIENT_HOST} numgen random mod 100 < {percent} drop")
+            share = "" if percent >= 100 else f" numgen random mod 100 < {percent}"
+            inputs.append(f"ip saddr != {CLIENT_HOST}{share} drop")
+            outputs.append(f"ip daddr != {CLIENT_HOST}{share} drop")
         script = (f"table inet {TABLE}\ndelete table inet {TABLE}\ntable inet {TABLE} {{\n"
                   "  chain input {\n    type filter hook input priority 0; policy accept;\n"
                   + "".join(f"    {r}\n" for r in inputs) + "  }\n"
