@@ -1,6 +1,6 @@
 """The fast tier of the network nemeses (nodes in network namespaces; root needed, skipped in one
-line otherwise): a majority/minority split and the isolation of a partition's leader from the
-controllers, CORMORANT_NETNS_FAULT_SECONDS (default 90) each with idempotent acks=all writers.
+line otherwise): a majority/minority split and the isolation of the active controller from the
+other nodes and the clients, CORMORANT_NETNS_FAULT_SECONDS (default 90) each with idempotent acks=all writers.
 Nothing acknowledged is lost or duplicated, order and offsets hold, the replicas are identical
 below the high watermark, no acknowledgement came from a leader whose ISR was below
 min.insync.replicas, and read_committed reads what read_uncommitted reads.
@@ -33,7 +33,7 @@ def namespaces_available() -> None:
         pytest.skip(str(ex))
 
 
-@pytest.mark.parametrize("nemesis", ["majority-split", "leader-isolated"])
+@pytest.mark.parametrize("nemesis", ["majority-split", "controller-isolated"])
 def test_network_nemesis_loses_and_duplicates_nothing(tmp_path: Path, nemesis: str) -> None:
     with NetnsFaultCluster(tmp_path) as cluster:
         result = run_nemesis(cluster, nemesis, SEED, SECONDS)
