@@ -177,8 +177,8 @@ def paused_follower(ctx: Context) -> None:
         ctx.net.network.isolate(leader.node_id, [n for n in ctx.cluster.nodes if n != leader.node_id])
         ctx.fault(f"isolate node {leader.node_id} (leader of {ctx.topic}-{partition})", [(ctx.topic, partition)])
         time.sleep(ctx.rng.uniform(1.0, 3.0))
-        ctx.cluster.pause(follower)
-        ctx.fault(f"SIGSTOP node {follower.node_id} (follower)")
+        ctx.cluster.pause(follower)  # recorded in the history by pause()
+        ctx.log(f"SIGSTOP node {follower.node_id} (follower)")
         ctx.hold(8.0, 12.0)
         ctx.heal()
 
