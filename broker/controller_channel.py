@@ -278,8 +278,10 @@ class ControllerChannel:
         timeout_s: float,
         not_controller: Callable[[_R], bool] = _top_level_not_controller,
         version: int | None = None,
+        attempt_timeout_s: float = REQUEST_TIMEOUT_S,
     ) -> _R:
-        """Sends to the active controller, retrying on NOT_CONTROLLER and lost connections."""
+        """Sends to the active controller, retrying on NOT_CONTROLLER and lost connections; a
+        controller silent for ``attempt_timeout_s`` is given up for whichever the quorum names."""
         deadline = trio.current_time() + timeout_s
         backoff = RETRY_BACKOFF_MIN_S
         last: Exception | None = None
@@ -289,7 +291,7 @@ class ControllerChannel:
                 raise ChannelError(f"no answer from the active controller within {timeout_s}s: {last!r}")
             try:
                 target = self.active_id if self.active_id is not None else await self.find_active()
-                reply = await self.send(target, message, response_type, timeout_s=min(remaining, REQUEST_TIMEOUT_S),
+                reply = await self.send(target, message, response_type, timeout_s=min(remaining, attempt_timeout_s),
                                         version=version)
                 if not not_controller(reply):
                     return reply
@@ -638,7 +640,12 @@ class BrokerLifecycle:
             want_fence=False,
             want_shut_down=want_shut_down,
         )
-        reply = await self.channel.send_to_active(request, BrokerHeartbeatResponse, timeout_s=REQUEST_TIMEOUT_S)
+        # One attempt waits at most two heartbeat intervals: a controller cut off (packets dropped,
+        # no reset) must not hold the heartbeats until the new controller's session for this
+        # broker (broker.session.timeout.ms) has expired.
+        reply = await self.channel.send_to_active(
+            request, BrokerHeartbeatResponse, timeout_s=REQUEST_TIMEOUT_S,
+            attempt_timeout_s=min(REQUEST_TIMEOUT_S, max(0.5, 2 * self.heartbeat_interval_s)))
         code = ErrorCode.for_code(reply.error_code)
         if code == ErrorCode.NONE:
             if self.fenced and not reply.is_fenced:

@@ -68,6 +68,13 @@ fi
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   apt_install nodejs npm
 fi
+# nft and ip cut links and drop packets inside the network-namespace fault tests (run as root)
+if ! command -v nft >/dev/null 2>&1; then
+  apt_install nftables
+fi
+if ! command -v ip >/dev/null 2>&1; then
+  apt_install iproute2
+fi
 
 # -- npm: kafkajs 2.2.4 and its snappy / lz4 codecs ---------------------------------------------
 node_dir="$compat/node"

@@ -118,8 +118,11 @@ class _LeaderFetcher:
         self.owner = owner
         self.leader = leader
         self._poke = trio.Event()
-        #: Partitions held back until the metadata moves their leader epoch past this one.
-        self._stalled: dict[tuple[str, int], int] = {}
+        #: Partitions held back until the metadata moves their leader epoch past the first value
+        #: or the trio clock passes the second: a leader that lags the metadata (it answers
+        #: NOT_LEADER_OR_FOLLOWER for an epoch it has not applied yet) is asked again after
+        #: replica.fetch.backoff.ms, as Kafka's fetcher delays a partition in error.
+        self._stalled: dict[tuple[str, int], tuple[int, float]] = {}
         self._connection: PeerConnection | None = None
         self._address: tuple[str, int] | None = None
 
@@ -143,8 +146,8 @@ class _LeaderFetcher:
         backoff_s = settings.backoff_ms / 1000
         try:
             while True:
-                parts = [p for p in self.owner.following(self.leader)
-                         if self._stalled.get((p.topic, p.index), -1) < p.leader_epoch]
+                now = trio.current_time()
+                parts = [p for p in self.owner.following(self.leader) if not self._is_stalled(p, now)]
                 if not self.owner.following(self.leader):
                     return  # no partition follows this leader any more
                 if not parts:
@@ -164,6 +167,19 @@ class _LeaderFetcher:
             self.owner._finished(self.leader)
             if self._connection is not None:
                 await self._connection.aclose()
+
+    def _stall(self, p: Partition) -> None:
+        self._stalled[(p.topic, p.index)] = (p.leader_epoch, trio.current_time() + self.owner.settings.backoff_ms / 1000)
+
+    def _is_stalled(self, p: Partition, now: float) -> bool:
+        held = self._stalled.get((p.topic, p.index))
+        if held is None:
+            return False
+        epoch, until = held
+        if epoch < p.leader_epoch or now >= until:
+            del self._stalled[(p.topic, p.index)]
+            return False
+        return True
 
     async def _wait(self, seconds: float) -> None:
         with trio.move_on_after(seconds):
@@ -217,7 +233,7 @@ class _LeaderFetcher:
                     p.log.append_as_follower(bytes(records))
                 except LogError as ex:
                     log.warning("replica_append_failed", topic=p.topic, partition=p.index, error=repr(ex))
-                    self._stalled[(p.topic, p.index)] = p.leader_epoch
+                    self._stall(p)
                     return
                 p.producer_state.sync()
                 p.wake()
@@ -227,7 +243,7 @@ class _LeaderFetcher:
             await self._handle_out_of_range(connection, p)
             return
         if code in _WAIT_FOR_METADATA:
-            self._stalled[(p.topic, p.index)] = p.leader_epoch
+            self._stall(p)
             return
         # UNKNOWN_LEADER_EPOCH (the leader has not seen the new epoch yet) and the rest: retry.
         log.debug("replica_fetch_partition_error", topic=p.topic, partition=p.index, error=code.name)
@@ -259,7 +275,7 @@ class _LeaderFetcher:
         reply = await connection.request(request, ListOffsetsResponse, 10.0)
         answer = reply.topics[0].partitions[0] if reply.topics and reply.topics[0].partitions else None
         if answer is None or answer.error_code != ErrorCode.NONE:
-            self._stalled[(p.topic, p.index)] = p.leader_epoch
+            self._stall(p)
             return
         leader_start = answer.offset
         if p.log.log_end_offset < leader_start:
@@ -268,4 +284,4 @@ class _LeaderFetcher:
         elif p.log.log_end_offset > p.high_watermark:
             self.owner.truncate(p, p.high_watermark)
         else:
-            self._stalled[(p.topic, p.index)] = p.leader_epoch
+            self._stall(p)

@@ -51,10 +51,14 @@ class Node:
         self.out_path = self.dir / "stdout.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self._out_offset = 0
+        #: The address the node listens on, and a command prefix that starts it elsewhere (e.g. in a
+        #: network namespace: ``ip netns exec NAME``).
+        self.host = "127.0.0.1"
+        self.exec_prefix: list[str] = []
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def alive(self) -> bool:
@@ -62,16 +66,16 @@ class Node:
 
     def args(self) -> list[str]:
         roles = "broker,controller" if self.controller_port else "broker"
-        listeners = f"PLAINTEXT://127.0.0.1:{self.port}"
+        listeners = f"PLAINTEXT://{self.host}:{self.port}"
         if self.controller_port:
-            listeners += f",CONTROLLER://127.0.0.1:{self.controller_port}"
+            listeners += f",CONTROLLER://{self.host}:{self.controller_port}"
         settings = {
             "node.id": str(self.node_id),
             "process.roles": roles,
             "controller.quorum.voters": self.cluster.voters,
             "controller.listener.names": "CONTROLLER",
             "listeners": listeners,
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "log.dirs": str(self.dir / "data"),
             "log.format": "json",
             "metrics.enabled": "false",
@@ -79,7 +83,7 @@ class Node:
             "broker.heartbeat.interval.ms": "500",
             **self.cluster.overrides,
         }
-        out = [sys.executable, "-m", "broker", "serve"]
+        out = [*self.exec_prefix, sys.executable, "-m", "broker", "serve"]
         for key, value in settings.items():
             out += ["--override", f"{key}={value}"]
         return out
@@ -147,8 +151,10 @@ class QuorumCluster:
         self.nodes = {
             i + 1: Node(self, i + 1, ports[i], ports[nodes + i] if i < controllers else None) for i in range(nodes)
         }
-        self.voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}"
-                               for n in self.nodes.values() if n.controller_port)
+
+    @property
+    def voters(self) -> str:
+        return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes.values() if n.controller_port)
 
     def start(self) -> QuorumCluster:
         for node in self.nodes.values():
@@ -172,7 +178,7 @@ class QuorumCluster:
 
     def client(self, node: Node | None = None, timeout_s: float = 10.0) -> KafkaClient:
         target = node or self.live()[0]
-        return KafkaClient("127.0.0.1", target.port, timeout_s=timeout_s)
+        return KafkaClient(target.host, target.port, timeout_s=timeout_s)
 
     def quorum(self, node: Node | None = None) -> dict[str, Any]:
         with self.client(node) as c:

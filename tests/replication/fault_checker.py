@@ -574,7 +574,7 @@ class Writer:
                 if time.monotonic() - next_at > 1.0:
                     next_at = time.monotonic()  # do not burst after a stall
             producer.flush(self.delivery_timeout_ms / 1000 + 10)
-        except KafkaException as ex:
+        except (KafkaException, SystemError) as ex:  # a fatal error can surface inside a callback
             fatal = True
             self.fatal_errors.append(f"{name}: {ex}")
             try:

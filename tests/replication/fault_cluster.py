@@ -86,7 +86,7 @@ class ControllerOnlyNode(Node):
     def args(self) -> list[str]:
         out = super().args()
         settings = {"process.roles": "controller",
-                    "listeners": f"CONTROLLER://127.0.0.1:{self.controller_port}"}
+                    "listeners": f"CONTROLLER://{self.host}:{self.controller_port}"}
         rewritten: list[str] = []
         skip = False
         for i, arg in enumerate(out):
@@ -160,7 +160,7 @@ class FaultCluster:
 
     def client(self, node: Node | None = None, timeout_s: float = 10.0) -> KafkaClient:
         target = node or self.reachable_brokers()[0]
-        return KafkaClient("127.0.0.1", target.port, timeout_s=timeout_s)
+        return KafkaClient(target.host, target.port, timeout_s=timeout_s)
 
     def data_dirs(self) -> dict[int, Path]:
         return {n.node_id: n.dir / "data" for n in self.brokers()}

@@ -1,0 +1,276 @@
+"""Named, seeded network nemeses for clusters in network namespaces, and the run that checks them.
+
+A nemesis is a schedule of faults drawn from ``random.Random(seed)``: how long each fault holds,
+how long the cluster rests between them, which partition's leader or which follower it hits. The
+targets that depend on the cluster's state (the leader of a partition, the active controller) are
+resolved when the step runs, and every step is logged and recorded in the history, so a run is
+replayed with its name and seed. Each ``NAME+kill`` variant also SIGKILLs a node the schedule picks
+in the middle of each fault, and restarts it when the fault heals.
+
+After each fault the network heals and the run waits (bounded) for every replica to be back in the
+ISR before the next one: a partition that never recovers aborts the run with the nodes' logs.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tests.integration.quorum_cluster import Node
+from tests.replication.fault_checker import Report, drain
+from tests.replication.fault_cluster import start_writers, stop_writers
+from tests.replication.fault_invariants import (
+    Unavailability,
+    acks_below_min_isr,
+    unavailability_windows,
+)
+from tests.replication.netns import CLIENT
+from tests.replication.netns_cluster import IsrMonitor, NetnsFaultCluster
+
+MIN_INSYNC_REPLICAS = 2
+RESYNC_TIMEOUT_S = 90.0
+
+
+@dataclass
+class Context:
+    cluster: NetnsFaultCluster
+    rng: random.Random
+    deadline: float
+    topic: str
+    partitions: int
+    kills: bool
+    log: Callable[[str], None]
+    killed: list[Node] = field(default_factory=list)
+
+    @property
+    def net(self) -> NetnsFaultCluster:
+        return self.cluster
+
+    def running(self) -> bool:
+        return time.monotonic() < self.deadline
+
+    def fault(self, what: str, partitions: list[tuple[str, int]] | None = None) -> None:
+        self.cluster.history.fault(what, partitions=partitions or [])
+        self.log(f"{what}  [{self.cluster.network.describe()}]")
+
+    def leader_of_random_partition(self) -> tuple[int, Node]:
+        partition = self.rng.randrange(self.partitions)
+        return partition, self.cluster.wait_leader(self.topic, partition, 30.0)
+
+    def followers(self, partition: int, leader: Node) -> list[Node]:
+        replicas = next(p["replicas"] for p in self.cluster.partitions(self.topic) if p["partition"] == partition)
+        return [self.cluster.nodes[r] for r in sorted(replicas) if r != leader.node_id]
+
+    def hold(self, low_s: float, high_s: float) -> None:
+        """Keep the current fault for a seeded time; ``+kill``: SIGKILL a seeded node midway."""
+        length = self.rng.uniform(low_s, high_s)
+        victim_index = self.rng.randrange(len(self.cluster.nodes))
+        if not self.kills:
+            time.sleep(length)
+            return
+        time.sleep(length / 2)
+        candidates = [n for n in self.cluster.brokers() if n.alive and n.node_id not in self.cluster.paused]
+        if candidates:
+            victim = candidates[victim_index % len(candidates)]
+            self.cluster.kill(victim, f"SIGKILL node {victim.node_id}", [self.topic])
+            self.killed.append(victim)
+            self.log(f"SIGKILL node {victim.node_id}")
+        time.sleep(length / 2)
+
+    def heal(self) -> None:
+        self.cluster.network.heal()
+        for node_id in list(self.cluster.paused):
+            self.cluster.resume(self.cluster.nodes[node_id])
+        for node in self.killed:
+            self.cluster.restart(node)
+        self.killed.clear()
+        self.fault("heal")
+        self.cluster.wait_in_sync([self.topic], RESYNC_TIMEOUT_S)
+        time.sleep(self.rng.uniform(2.0, 5.0))
+
+
+def leader_isolated(ctx: Context) -> None:
+    """The leader of a partition cut off from the other nodes (so from the controllers), not from the clients."""
+    while ctx.running():
+        partition, leader = ctx.leader_of_random_partition()
+        ctx.net.network.isolate(leader.node_id, [n for n in ctx.cluster.nodes if n != leader.node_id])
+        ctx.fault(f"isolate node {leader.node_id} (leader of {ctx.topic}-{partition}) from the other nodes",
+                  [(ctx.topic, partition)])
+        ctx.hold(8.0, 15.0)
+        ctx.heal()
+
+
+def controller_isolated(ctx: Context) -> None:
+    """The active controller cut off from every other node and from the clients."""
+    while ctx.running():
+        controller = ctx.cluster.active_controller()
+        ctx.net.network.isolate(controller.node_id, [*(n for n in ctx.cluster.nodes if n != controller.node_id),
+                                                     CLIENT])
+        ctx.fault(f"isolate node {controller.node_id} (active controller) from nodes and clients")
+        ctx.hold(8.0, 15.0)
+        ctx.heal()
+
+
+def majority_split(ctx: Context) -> None:
+    """One node on one side, the two others on the other; the clients reach both sides."""
+    while ctx.running():
+        nodes = sorted(ctx.cluster.nodes)
+        minority = ctx.rng.choice(nodes)
+        ctx.net.network.split([minority], [n for n in nodes if n != minority])
+        ctx.fault(f"split {{{minority}}} | {[n for n in nodes if n != minority]}")
+        ctx.hold(10.0, 20.0)
+        ctx.heal()
+
+
+def one_way(ctx: Context) -> None:
+    """A partition's leader and one follower: one of them stops hearing the other (a seeded direction)."""
+    while ctx.running():
+        partition, leader = ctx.leader_of_random_partition()
+        follower = ctx.rng.choice(ctx.followers(partition, leader))
+        src, dst = (leader, follower) if ctx.rng.random() < 0.5 else (follower, leader)
+        ctx.net.network.cut(src.node_id, dst.node_id)
+        ctx.fault(f"node {dst.node_id} stops hearing node {src.node_id} ({ctx.topic}-{partition} leader "
+                  f"{leader.node_id})", [(ctx.topic, partition)])
+        ctx.hold(10.0, 15.0)
+        ctx.heal()
+
+
+def flapping(ctx: Context) -> None:
+    """The link between a partition's leader and a follower cut and restored every 2 s, for 20 s at a time."""
+    while ctx.running():
+        partition, leader = ctx.leader_of_random_partition()
+        follower = ctx.rng.choice(ctx.followers(partition, leader))
+        ctx.fault(f"flap the link {leader.node_id} <-> {follower.node_id} every 2 s", [(ctx.topic, partition)])
+        kill_at = ctx.rng.randrange(10)
+        for i in range(10):
+            if i % 2 == 0:
+                ctx.net.network.cut_both(leader.node_id, follower.node_id)
+            else:
+                ctx.net.network.heal_cut(leader.node_id, follower.node_id)
+                ctx.net.network.heal_cut(follower.node_id, leader.node_id)
+            if ctx.kills and i == kill_at:
+                ctx.hold(0.0, 0.0)
+            time.sleep(2.0)
+        ctx.heal()
+
+
+def slow_follower(ctx: Context) -> None:
+    """200 ms delay (where the kernel has netem) and 5 % loss both ways on one follower of a partition."""
+    while ctx.running():
+        partition, leader = ctx.leader_of_random_partition()
+        follower = ctx.rng.choice(ctx.followers(partition, leader))
+        delayed = ctx.net.network.set_delay(follower.node_id, 200)
+        ctx.net.network.set_loss(follower.node_id, 5)
+        ctx.fault(f"node {follower.node_id} (follower of {ctx.topic}-{partition}): 5% loss, "
+                  + ("200 ms delay" if delayed else "no delay (the kernel has no netem)"), [(ctx.topic, partition)])
+        ctx.hold(20.0, 30.0)
+        ctx.heal()
+
+
+def paused_follower(ctx: Context) -> None:
+    """A partition's leader cut off from the other nodes, then one of its followers SIGSTOPped."""
+    while ctx.running():
+        partition, leader = ctx.leader_of_random_partition()
+        follower = ctx.rng.choice(ctx.followers(partition, leader))
+        ctx.net.network.isolate(leader.node_id, [n for n in ctx.cluster.nodes if n != leader.node_id])
+        ctx.fault(f"isolate node {leader.node_id} (leader of {ctx.topic}-{partition})", [(ctx.topic, partition)])
+        time.sleep(ctx.rng.uniform(1.0, 3.0))
+        ctx.cluster.pause(follower)  # recorded in the history by pause()
+        ctx.log(f"SIGSTOP node {follower.node_id} (follower)")
+        ctx.hold(8.0, 12.0)
+        ctx.heal()
+
+
+BASE: dict[str, Callable[[Context], None]] = {
+    "leader-isolated": leader_isolated,
+    "controller-isolated": controller_isolated,
+    "majority-split": majority_split,
+    "one-way": one_way,
+    "flapping": flapping,
+    "slow-follower": slow_follower,
+    "paused-follower": paused_follower,
+}
+NEMESES = [*BASE, *(f"{name}+kill" for name in BASE)]
+
+
+def describe(name: str) -> str:
+    base = BASE[name.removesuffix("+kill")]
+    doc = (base.__doc__ or "").strip()
+    return doc + (" A node SIGKILLed during each fault." if name.endswith("+kill") else "")
+
+
+@dataclass
+class NemesisResult:
+    name: str
+    seed: int
+    report: Report
+    unavailability: Unavailability
+    below_min_isr: list[str]
+    read_committed_differs: list[str]
+    faults: int
+    duration_s: float
+    producer_fatal_errors: list[str]
+
+    @property
+    def problems(self) -> list[str]:
+        out = list(self.report.problems)
+        if self.below_min_isr:
+            out.append(f"acked below min.insync.replicas: {len(self.below_min_isr)} (first: {self.below_min_isr[:3]})")
+        if self.read_committed_differs:
+            out.append(f"read_committed differs: {self.read_committed_differs[:3]}")
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        return (f"nemesis={self.name} seed={self.seed} {self.report.summary()} "
+                f"below_min_isr={len(self.below_min_isr)} read_committed_differs={len(self.read_committed_differs)} "
+                f"faults={self.faults} unavailable_windows={len(self.unavailability.windows)} "
+                f"unavailable_median_s={self.unavailability.median_s:.1f} "
+                f"unavailable_max_s={self.unavailability.max_s:.1f} duration_s={self.duration_s:.0f} "
+                f"producer_fatal_errors={len(self.producer_fatal_errors)}")
+
+
+def run_nemesis(cluster: NetnsFaultCluster, name: str, seed: int, duration_s: float, topic: str = "chaos",
+                partitions: int = 3, writers: int = 2, rate: float = 40.0,
+                log: Callable[[str], None] = lambda _: None) -> NemesisResult:
+    """Idempotent acks=all writers through ``duration_s`` of the nemesis ``name`` (the last fault
+    started before the deadline runs to its end), then heal, drain and check everything."""
+    if name.removesuffix("+kill") not in BASE:
+        raise ValueError(f"unknown nemesis {name!r}; known: {', '.join(NEMESES)}")
+    started = time.monotonic()
+    cluster.create_topic(topic, partitions, 3, configs={"min.insync.replicas": str(MIN_INSYNC_REPLICAS)})
+    monitor = IsrMonitor(cluster, [topic]).start()
+    running = start_writers(cluster, topic, partitions, writers, rate)
+    ctx = Context(cluster, random.Random(seed), time.monotonic() + 3.0 + duration_s, topic, partitions,
+                  name.endswith("+kill"), log)
+    try:
+        time.sleep(3.0)  # acknowledged writes before the first fault
+        BASE[name.removesuffix("+kill")](ctx)
+        time.sleep(3.0)
+    finally:
+        try:
+            ctx.cluster.network.heal()
+            for node_id in list(cluster.paused):
+                cluster.resume(cluster.nodes[node_id])
+            for victim in ctx.killed:
+                if not victim.alive:
+                    cluster.restart(victim)
+        finally:
+            stop_writers(running)
+            monitor.stop()
+    report = cluster.verify([topic], settle_s=RESYNC_TIMEOUT_S)
+    sends = cluster.history.snapshot()
+    uncommitted = {r.value for r in drain(cluster.bootstrap(), [topic], timeout_s=60.0)[0]}
+    committed = {r.value for r in drain(cluster.bootstrap(), [topic], timeout_s=60.0,
+                                        isolation_level="read_committed")[0]}
+    differs = sorted(uncommitted ^ committed)
+    return NemesisResult(
+        name, seed, report, unavailability_windows(sends),
+        acks_below_min_isr(sends, monitor.samples, MIN_INSYNC_REPLICAS), differs,
+        sum(1 for f in cluster.history.faults if f.what != "heal"), time.monotonic() - started,
+        [e for w in running for e in w.fatal_errors])
