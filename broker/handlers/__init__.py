@@ -52,6 +52,10 @@ def all_handlers() -> list[ModuleType]:
         h68_consumer_group_heartbeat,
         h69_consumer_group_describe,
         h75_describe_topic_partitions,
+        h76_share_group_heartbeat,
+        h77_share_group_describe,
+        h78_share_fetch,
+        h79_share_acknowledge,
     )
 
     return [
@@ -97,4 +101,8 @@ def all_handlers() -> list[ModuleType]:
         h68_consumer_group_heartbeat,
         h69_consumer_group_describe,
         h75_describe_topic_partitions,
+        h76_share_group_heartbeat,
+        h77_share_group_describe,
+        h78_share_fetch,
+        h79_share_acknowledge,
     ]
