@@ -25,6 +25,7 @@ import trio
 
 from broker.coordinator import AppendResult, CoordinatorRuntime, InternalTopic, ShardContext
 from broker.group.group import GroupOverview
+from broker.share.dead_letters import DeadLetterWriter
 from broker.share.group import ShareGroup, ShareGroupSettings, TopicIdPartition
 from broker.share.partition import AcquiredBatch, ArchivedRecord
 from broker.share.shard import ShareDefaults, ShareGroupShard, ShareHeartbeatResult
@@ -114,7 +115,8 @@ class ShareCoordinator:
             append_timeout_ms=c.offsets_commit_timeout_ms,
             min_insync_replicas=lambda: node.min_insync_replicas(SHARE_STATE_TOPIC))
         self.sessions: dict[tuple[str, str], ShareSession] = {}
-        self.dead_letters: Callable[[ShareGroup, str, int, list[ArchivedRecord]], None] | None = None
+        self.dead_letters: Callable[[ShareGroup, str, int, list[ArchivedRecord]], None] | None = \
+            DeadLetterWriter(node)
         self._active = False
 
     def _new_shard(self, ctx: ShardContext) -> ShareGroupShard:
