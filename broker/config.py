@@ -89,6 +89,7 @@ class ConfigSource(enum.IntEnum):
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
     CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
 
 
 class UpdateMode(enum.Enum):
