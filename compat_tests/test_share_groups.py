@@ -184,3 +184,48 @@ def test_a_broker_restart_loses_no_acknowledgement(broker_factory: BrokerFactory
         assert poll_until([c], 1, timeout_s=3)[0] == []
     finally:
         c.close()
+
+
+def share_groups_tool(broker: Broker, *argv: str) -> tuple[int, str, str]:
+    import argparse
+    import io
+
+    from broker.tools.share_groups import add_parser, run_share_groups
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["share-groups", "--bootstrap-server", broker.bootstrap, *argv])
+    out, err = io.StringIO(), io.StringIO()
+    code = run_share_groups(args, out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_share_groups_tool_lists_describes_resets_and_deletes(broker: Broker) -> None:
+    topic, group = new_queue(broker)
+    produce(broker, topic, {0: 5})
+    c = share_consumer(broker, group, topic)
+    try:
+        assert len(poll_until([c], 5)[0]) == 5
+        c.commit_sync()
+        code, out, _ = share_groups_tool(broker, "list", "--state")
+        assert code == 0 and any(line.split() == [group, "Stable"] for line in out.splitlines()), out
+        code, out, _ = share_groups_tool(broker, "describe", group, "--members")
+        assert code == 0 and f"{topic}:0" in out, out
+        code, _, err = share_groups_tool(broker, "delete", group)
+        assert code == 1 and "NON_EMPTY_GROUP" in err
+    finally:
+        c.close()
+    code, out, _ = share_groups_tool(broker, "describe", group)
+    assert code == 0 and [group, topic, "0", "5", "0"] in [line.split() for line in out.splitlines()], out
+    code, out, _ = share_groups_tool(broker, "reset-offsets", "--group", group, "--topic", topic,
+                                     "--to-offset", "2", "--execute")
+    assert code == 0, out
+    c = share_consumer(broker, group, topic)
+    try:
+        assert sorted(m.offset() for m in poll_until([c], 3)[0]) == [2, 3, 4]
+    finally:
+        c.close()
+    code, out, _ = share_groups_tool(broker, "delete", group)
+    assert code == 0, out
+    code, out, _ = share_groups_tool(broker, "list")
+    assert group not in out.split()

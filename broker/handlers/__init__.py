@@ -56,6 +56,9 @@ def all_handlers() -> list[ModuleType]:
         h77_share_group_describe,
         h78_share_fetch,
         h79_share_acknowledge,
+        h90_describe_share_group_offsets,
+        h91_alter_share_group_offsets,
+        h92_delete_share_group_offsets,
     )
 
     return [
@@ -105,4 +108,7 @@ def all_handlers() -> list[ModuleType]:
         h77_share_group_describe,
         h78_share_fetch,
         h79_share_acknowledge,
+        h90_describe_share_group_offsets,
+        h91_alter_share_group_offsets,
+        h92_delete_share_group_offsets,
     ]

@@ -236,6 +236,12 @@ class ShareCoordinator:
             return {tp: error for tp in offsets}
         return {tp: shard.reset_start_offset(group_id, tp, o) for tp, o in offsets.items()}
 
+    def delete_offsets(self, group_id: str, topic_id: uuid.UUID) -> ErrorCode:
+        error, shard = self.runtime.shard_for(group_id) if self._active else (ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
+        if shard is None:
+            return error
+        return shard.delete_topic_state(group_id, topic_id)
+
     # ------------------------------------------------------------ sessions
 
     def open_session(self, group_id: str, member_id: str, epoch: int,

@@ -269,6 +269,20 @@ class ShareGroupShard:
         del self.groups[group_id]
         return ErrorCode.NONE
 
+    def delete_topic_state(self, group_id: str, topic_id: uuid.UUID) -> ErrorCode:
+        """DeleteShareGroupOffsets: forgets the group's state of one topic (empty groups only)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        gone = [tp for tp in group.partitions if tp[0] == topic_id]
+        for tp in gone:
+            del group.partitions[tp]
+        self.ctx.append([CoordinatorRecord(_key({"type": "partition", "group": group_id, "topic_id": str(t),
+                                                 "partition": p}), None) for t, p in gone])
+        return ErrorCode.NONE
+
     def reset_start_offset(self, group_id: str, tp: TopicIdPartition, offset: int) -> ErrorCode:
         """AlterShareGroupOffsets: only an empty group may move its start offsets."""
         group = self.groups.get(group_id)
