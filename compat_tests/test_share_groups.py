@@ -1,4 +1,5 @@
-"""Share groups (KIP-932, Kafka's queues) with confluent-kafka's ``ShareConsumer``.
+"""Share groups (KIP-932, Kafka's queues) with confluent-kafka's ``ShareConsumer`` and Java 4's
+``KafkaShareConsumer``.
 
 Several consumers read one partition and each record goes to one of them; a
 consumer acknowledges each record (ACCEPT, RELEASE, REJECT); an unacknowledged
@@ -12,8 +13,10 @@ set as a user sets them: IncrementalAlterConfigs on the GROUP resource
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -229,3 +232,59 @@ def test_share_groups_tool_lists_describes_resets_and_deletes(broker: Broker) ->
     assert code == 0, out
     code, out, _ = share_groups_tool(broker, "list")
     assert group not in out.split()
+
+
+# ---------------------------------------------------------------- Java 4.x KafkaShareConsumer
+
+JAVA_SOURCE = Path(__file__).parent / "java" / "share" / "ShareQueue.java"
+
+
+@pytest.fixture(scope="module")
+def share_queue_java(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """``java`` command line of compat_tests/java/share/ShareQueue.java, compiled against kafka-clients 4."""
+    import shutil
+    import subprocess
+
+    from .harness.drivers.java import LOG4J_CONFIG, Java4Driver, _kafka4_jar
+
+    if shutil.which("javac") is None or _kafka4_jar() is None:
+        pytest.skip("javac or kafka-clients 4.x not installed")
+    out = tmp_path_factory.mktemp("share-java")
+    classpath = Java4Driver.classpath()
+    subprocess.run(["javac", "-encoding", "UTF-8", "-nowarn", "-d", str(out), "-cp", classpath, str(JAVA_SOURCE)],
+                   check=True, timeout=120)
+    return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            f"-Dlog4j2.configurationFile={LOG4J_CONFIG}", "-cp", os.pathsep.join([str(out), classpath]), "ShareQueue"]
+
+
+def java_share_consumer(cmd: list[str], broker: Broker, group: str, topic: str, want: int, timeout_s: float,
+                        release: str = "-", reject: str = "-") -> Any:
+    import subprocess
+
+    return subprocess.Popen([*cmd, broker.bootstrap, group, topic, str(want), str(int(timeout_s * 1000)),
+                             release, reject], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def java_records(proc: Any, timeout_s: float) -> list[dict[str, Any]]:
+    import json
+
+    out, _ = proc.communicate(timeout=timeout_s + 30)
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def test_java_share_consumers_on_one_partition_release_and_reject(broker: Broker,
+                                                                  share_queue_java: list[str]) -> None:
+    """Two Java consumers on one partition: every record delivered once between them, but
+    the released one (twice) — never to both at a time — and the rejected one only once."""
+    topic, group = new_queue(broker)
+    produce(broker, topic, {0: 40})
+    # offset 0 is released once (comes back with delivery count 2), offset 1 rejected (never back)
+    procs = [java_share_consumer(share_queue_java, broker, group, topic, 100, 12, release="0", reject="1")
+             for _ in range(2)]
+    seen = [java_records(p, 12) for p in procs]
+    deliveries = [(r["offset"], r["delivery_count"]) for part in seen for r in part]
+    offsets = [o for o, _ in deliveries]
+    assert sorted(set(offsets)) == list(range(40)), deliveries
+    assert sorted(offsets) == [0, *range(40)], "only the released record twice"
+    assert sorted(c for o, c in deliveries if o == 0) == [1, 2]
+    assert [c for o, c in deliveries if o == 1] == [1]
