@@ -189,7 +189,7 @@ class ShareCoordinator:
         if self.node.group_coordinator.describe_consumer_group(group_id)[0] is ErrorCode.NONE or \
                 self._is_classic_group(group_id):
             return ShareHeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
-        error, shard = await self._shard(group_id, create=member_epoch == 0)
+        error, shard = await self._shard(group_id, create=True)
         if shard is None:
             return ShareHeartbeatResult(error)
         result = shard.heartbeat(group_id, member_id, member_epoch, rack_id, subscribed, client_id, client_host)

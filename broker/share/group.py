@@ -1,7 +1,8 @@
 """Share-group membership (KIP-932): members, epochs and the server-side assignment.
 
 A share group has no revocation: every heartbeat answers the current target
-assignment at once, so a member's epoch is the group epoch. The group epoch is
+assignment at once, so a member's epoch becomes the group epoch at its next
+heartbeat (never earlier: an epoch changed behind a member's back would fence it). The group epoch is
 bumped whenever membership or a subscription changes. Assignment is Kafka's
 "simple" idea: with fewer members than partitions the partitions are split;
 with more, each partition goes to several members (records, not partitions,
@@ -28,6 +29,8 @@ class ShareMember:
     rack_id: str | None
     subscribed_topics: tuple[str, ...]
     assignment: frozenset[TopicIdPartition] = frozenset()
+    #: The assignment last sent to the member (None: never).
+    sent_assignment: frozenset[TopicIdPartition] | None = None
 
 
 @dataclass(slots=True)

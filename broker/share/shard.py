@@ -148,20 +148,20 @@ class ShareGroupShard:
                                             f"Member {member_id} is not a member of group {group_id}.")
             if member_epoch != member.member_epoch:
                 return ShareHeartbeatResult(ErrorCode.FENCED_MEMBER_EPOCH,
-                                            f"The share group member has a smaller member epoch ({member_epoch}) "
-                                            f"than the one known by the group coordinator "
+                                            f"The share group member has a member epoch ({member_epoch}) "
+                                            f"other than the one known by the group coordinator "
                                             f"({member.member_epoch}).")
         if subscribed is not None and tuple(sorted(subscribed)) != tuple(sorted(member.subscribed_topics)):
             member.subscribed_topics = tuple(subscribed)
             group.group_epoch += 1
         if rack_id is not None:
             member.rack_id = rack_id
-        previous = member.assignment
         self._reassign(group)
         member.member_epoch = group.group_epoch
         self.ctx.schedule(f"share-session:{group_id}:{member_id}", self.defaults.session_timeout_ms,
                           lambda: self._session_expired(group_id, member_id))
-        changed = member_epoch == 0 or member.assignment != previous
+        changed = member_epoch == 0 or member.assignment != member.sent_assignment
+        member.sent_assignment = member.assignment
         return ShareHeartbeatResult(ErrorCode.NONE, member_epoch=member.member_epoch,
                                     assignment=member.assignment if changed else None)
 
@@ -182,8 +182,6 @@ class ShareGroupShard:
         self.ctx.cancel(f"share-session:{group.group_id}:{member_id}")
         group.group_epoch += 1
         self._reassign(group)
-        for m in group.members.values():
-            m.member_epoch = group.group_epoch
         for tp, sp in group.partitions.items():
             if sp.release_member(member_id):
                 self.persist(group, tp)
@@ -196,8 +194,6 @@ class ShareGroupShard:
                 self._reassign(group)
                 if any(before[m] != x.assignment for m, x in group.members.items()):
                     group.group_epoch += 1
-                    for x in group.members.values():
-                        x.member_epoch = group.group_epoch
 
     # ------------------------------------------------------------ share-partitions
 
