@@ -157,6 +157,9 @@ class SharePartition:
             return ErrorCode.INVALID_REQUEST
         if any(t not in ACKNOWLEDGE_TYPES for t in types):
             return ErrorCode.INVALID_REQUEST
+        if first_offset < self.start_offset or last_offset >= self.end_offset:
+            # Nothing outside the in-flight window can be held (this also bounds the work).
+            return ErrorCode.INVALID_RECORD_STATE
         self.expire_locks(now_ms)
         plan: list[tuple[int, int]] = []
         for i in range(count):

@@ -100,6 +100,15 @@ def test_only_the_holder_may_acknowledge() -> None:
     assert sp2.records[0].state is RecordState.ACQUIRED
 
 
+def test_acknowledging_outside_the_in_flight_window_is_refused_at_once() -> None:
+    sp = new_partition()
+    sp.acquire("a", range(3), 10, now_ms=0)
+    assert sp.acknowledge("a", 0, 2**62, [ACCEPT], now_ms=1) is ErrorCode.INVALID_RECORD_STATE
+    assert sp.acknowledge("a", -5, 0, [ACCEPT], now_ms=1) is ErrorCode.INVALID_RECORD_STATE
+    assert sp.acknowledge("a", 2, 1, [ACCEPT], now_ms=1) is ErrorCode.INVALID_REQUEST
+    assert all(r.state is RecordState.ACQUIRED for r in sp.records.values())
+
+
 def test_max_in_flight_bounds_new_acquisitions() -> None:
     sp = new_partition(max_in_flight=3)
     assert offsets_of(sp.acquire("a", range(10), 10, now_ms=0)) == [0, 1, 2]
