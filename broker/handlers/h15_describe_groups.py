@@ -11,7 +11,6 @@ the members' group instance ids.
 from __future__ import annotations
 
 from broker.dispatch import RequestContext
-from wire.errors import ErrorCode
 from wire.generated.api_015_describe_groups import (
     DescribeGroupsRequest,
     DescribeGroupsResponse,
@@ -33,19 +32,18 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
     include_operations = ctx.api_version >= 3 and request.include_authorized_operations
     response = DescribeGroupsResponse()
     for group_id in request.groups:
+        _, share_group = ctx.node.share_coordinator.group(group_id)
+        if share_group is not None:
+            # A share group: its state, type "share", members without protocol data.
+            response.groups.append(DescribeGroupsResponseDescribedGroup(
+                group_id=group_id, group_state=share_group.state, protocol_type="share",
+                members=[DescribeGroupsResponseDescribedGroupMember(
+                    member_id=m.member_id, client_id=m.client_id, client_host=m.client_host)
+                    for m in share_group.members.values()],
+                authorized_operations=(GROUP_AUTHORIZED_OPERATIONS if include_operations
+                                       else OPERATIONS_NOT_REQUESTED)))
+            continue
         error, summary = coordinator.describe_group(group_id)
-        if error is ErrorCode.NONE and summary.state == "Dead":
-            _, share_group = ctx.node.share_coordinator.group(group_id)
-            if share_group is not None:
-                # A share group: its state, type "share", members without protocol data.
-                response.groups.append(DescribeGroupsResponseDescribedGroup(
-                    group_id=group_id, group_state=share_group.state, protocol_type="share",
-                    members=[DescribeGroupsResponseDescribedGroupMember(
-                        member_id=m.member_id, client_id=m.client_id, client_host=m.client_host)
-                        for m in share_group.members.values()],
-                    authorized_operations=(GROUP_AUTHORIZED_OPERATIONS if include_operations
-                                           else OPERATIONS_NOT_REQUESTED)))
-                continue
         response.groups.append(DescribeGroupsResponseDescribedGroup(
             error_code=error,
             group_id=group_id,

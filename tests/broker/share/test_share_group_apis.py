@@ -20,7 +20,9 @@ from wire.generated.api_000_produce import (
     ProduceResponse,
 )
 from wire.generated.api_003_metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
+from wire.generated.api_015_describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from wire.generated.api_016_list_groups import ListGroupsRequest, ListGroupsResponse
+from wire.generated.api_042_delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from wire.generated.api_076_share_group_heartbeat import (
     ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse,
@@ -119,7 +121,18 @@ def test_heartbeat_validation_and_epochs(broker: BrokerProcess) -> None:
         groups = c.send(ListGroupsRequest(types_filter=["share"]), ListGroupsResponse, 5).groups
         assert [(g.group_id, g.group_type, g.group_state) for g in groups if g.group_id == "g-hb"] == [
             ("g-hb", "share", "Stable")]
+        described = c.send(DescribeGroupsRequest(groups=["g-hb"]), DescribeGroupsResponse, 5).groups[0]
+        assert (described.error_code, described.protocol_type, described.group_state) == (0, "share", "Stable")
+        assert sorted(m.member_id for m in described.members) == ["m1", "m2"]
+        deleted = c.send(DeleteGroupsRequest(groups_names=["g-hb"]), DeleteGroupsResponse, 2).results[0]
+        assert deleted.error_code == ErrorCode.NON_EMPTY_GROUP
         assert heartbeat(c, "g-hb", "m2", -1).member_epoch == -1
+        assert heartbeat(c, "g-hb", "m2", 3).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        assert heartbeat(c, "g-hb", "m1", -1).member_epoch == -1
+        deleted = c.send(DeleteGroupsRequest(groups_names=["g-hb"]), DeleteGroupsResponse, 2).results[0]
+        assert deleted.error_code == ErrorCode.NONE
+        groups = c.send(ListGroupsRequest(types_filter=["share"]), ListGroupsResponse, 5).groups
+        assert "g-hb" not in [g.group_id for g in groups]
 
 
 def test_sessions_acquisition_and_acknowledgement_errors(broker: BrokerProcess) -> None:
