@@ -122,7 +122,11 @@ class ShareCoordinator:
     def _new_shard(self, ctx: ShardContext) -> ShareGroupShard:
         shard = ShareGroupShard(ctx, self.defaults, self._topic_partitions)
         shard.on_archived = self._archived
+        shard.on_member_removed = self._drop_session
         return shard
+
+    def _drop_session(self, group_id: str, member_id: str) -> None:
+        self.sessions.pop((group_id, member_id), None)
 
     def _topic_partitions(self, names: Iterable[str]) -> dict[str, tuple[uuid.UUID, int]]:
         image = self.node.image
@@ -192,10 +196,7 @@ class ShareCoordinator:
         error, shard = await self._shard(group_id, create=True)
         if shard is None:
             return ShareHeartbeatResult(error)
-        result = shard.heartbeat(group_id, member_id, member_epoch, rack_id, subscribed, client_id, client_host)
-        if member_epoch == FINAL_EPOCH:
-            self.sessions.pop((group_id, member_id), None)
-        return result
+        return shard.heartbeat(group_id, member_id, member_epoch, rack_id, subscribed, client_id, client_host)
 
     def _is_classic_group(self, group_id: str) -> bool:
         error, summary = self.node.group_coordinator.describe_group(group_id)

@@ -70,6 +70,8 @@ class ShareGroupShard:
         self._topics = topics
         #: Records archived (rejected / out of deliveries), for the dead-letter writer.
         self.on_archived: Callable[[ShareGroup, TopicIdPartition, list[ArchivedRecord]], None] | None = None
+        #: A member left or expired (the coordinator drops its share session).
+        self.on_member_removed: Callable[[str, str], None] | None = None
 
     # ------------------------------------------------------------ replay
 
@@ -180,6 +182,8 @@ class ShareGroupShard:
     def remove_member(self, group: ShareGroup, member_id: str) -> None:
         group.members.pop(member_id, None)
         self.ctx.cancel(f"share-session:{group.group_id}:{member_id}")
+        if self.on_member_removed is not None:
+            self.on_member_removed(group.group_id, member_id)
         group.group_epoch += 1
         self._reassign(group)
         for tp, sp in group.partitions.items():
