@@ -3,6 +3,7 @@
 ``cormorant serve [server.properties] [--override key=value ...]`` runs a node;
 ``cormorant topics ...`` administers topics over the Kafka protocol;
 ``cormorant groups ...`` lists, describes and deletes consumer groups and resets their offsets;
+``cormorant share-groups ...`` does the same for share groups;
 ``cormorant partitions reassign|status|elect-leaders`` moves partitions and elects leaders;
 ``cormorant transactions ...`` lists and describes transactional ids;
 ``cormorant dump-log FILE`` prints a segment's batches like Kafka's dump-log tool;
@@ -111,6 +112,12 @@ def _groups(args: argparse.Namespace) -> int:
     from broker.tools.groups import run_groups
 
     return run_groups(args)
+
+
+def _share_groups(args: argparse.Namespace) -> int:
+    from broker.tools.share_groups import run_share_groups
+
+    return run_share_groups(args)
 
 
 def _transactions(args: argparse.Namespace) -> int:
@@ -226,6 +233,10 @@ def build_parser() -> argparse.ArgumentParser:
     from broker.tools.groups import add_parser as add_groups_parser
 
     add_groups_parser(sub).set_defaults(func=_groups)
+
+    from broker.tools.share_groups import add_parser as add_share_groups_parser
+
+    add_share_groups_parser(sub).set_defaults(func=_share_groups)
 
     from broker.tools.partitions import add_parser as add_partitions_parser
 

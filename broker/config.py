@@ -89,6 +89,7 @@ class ConfigSource(enum.IntEnum):
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
     CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
 
 
 class UpdateMode(enum.Enum):
@@ -752,6 +753,28 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
              "when the last one leaves; bidirectional does both.",
              OneOf(("disabled", "downgrade", "upgrade", "bidirectional"))),
     ]),
+    *_group("Share groups (KIP-932)", [
+        _key("group.share.session.timeout.ms", INT, "45000",
+             "How long a share-group member may go without a heartbeat before it is removed.", AT_LEAST_1),
+        _key("group.share.heartbeat.interval.ms", INT, "5000",
+             "The heartbeat interval the coordinator gives share-group members.", AT_LEAST_1),
+        _key("group.share.record.lock.duration.ms", INT, "30000",
+             "How long a share consumer holds the acquisition lock of a record it fetched.", Range(1000, 3_600_000)),
+        _key("group.share.delivery.count.limit", INT, "5",
+             "Deliveries of a record before it is archived (and dead-lettered when the group says so).",
+             Range(2, 10)),
+        _key("group.share.partition.max.record.locks", INT, "2000",
+             "Most in-flight records of one share-partition.", Range(100, 10_000)),
+        _key("group.share.max.size", INT, "200", "Most members in one share group.", Range(1, 1000)),
+        _key("share.coordinator.state.topic.num.partitions", INT, "50", "Partitions of __share_group_state.",
+             AT_LEAST_1),
+        _key("share.coordinator.state.topic.replication.factor", SHORT, "3",
+             "Replication factor of __share_group_state (lowered to the live brokers).", AT_LEAST_1),
+        _key("share.coordinator.state.topic.min.isr", SHORT, "2", "min.insync.replicas of __share_group_state.",
+             AT_LEAST_1),
+        _key("share.coordinator.state.topic.segment.bytes", INT, "104857600",
+             "Segment size of __share_group_state.", AT_LEAST_1),
+    ]),
     *_group("Transactions and producer ids", [
         _key("transaction.state.log.num.partitions", INT, "50", "Partitions of __transaction_state.", AT_LEAST_1),
         _key("transaction.state.log.replication.factor", SHORT, "3", "Replication factor of __transaction_state.",
@@ -987,14 +1010,10 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "eligible.leader.replicas.enable", "fetch.purgatory.purge.interval.requests",
     "group.coordinator.append.linger.ms",
     "group.coordinator.new.enable", "group.coordinator.rebalance.protocols",
-    "group.coordinator.threads", "group.share.delivery.count.limit", "group.share.enable",
-    "group.share.heartbeat.interval.ms", "group.share.max.groups",
+    "group.coordinator.threads", "group.share.enable", "group.share.max.groups",
     "group.share.max.heartbeat.interval.ms", "group.share.max.record.lock.duration.ms",
-    "group.share.max.session.timeout.ms", "group.share.max.size",
-    "group.share.min.heartbeat.interval.ms", "group.share.min.record.lock.duration.ms",
-    "group.share.min.session.timeout.ms", "group.share.partition.max.record.locks",
-    "group.share.record.lock.duration.ms", "group.share.session.timeout.ms",
-    "inter.broker.protocol.version", "kafka.metrics.polling.interval.secs",
+    "group.share.max.session.timeout.ms", "group.share.min.heartbeat.interval.ms",
+    "group.share.min.record.lock.duration.ms", "group.share.min.session.timeout.ms", "inter.broker.protocol.version", "kafka.metrics.polling.interval.secs",
     "kafka.metrics.reporters", "log.dir.failure.timeout.ms", "log.initial.task.delay.ms",
     "max.connection.creation.rate", "max.connections.per.ip.overrides",
     "max.request.partition.size.limit", "metadata.log.dir",
@@ -1472,6 +1491,17 @@ class BrokerConfig:
     #: by name (uniform, range), in the configured order
     group_consumer_assignors: tuple[str, ...]
     group_consumer_migration_policy: str
+
+    group_share_session_timeout_ms: int
+    group_share_heartbeat_interval_ms: int
+    group_share_record_lock_duration_ms: int
+    group_share_delivery_count_limit: int
+    group_share_partition_max_record_locks: int
+    group_share_max_size: int
+    share_coordinator_state_topic_num_partitions: int
+    share_coordinator_state_topic_replication_factor: int
+    share_coordinator_state_topic_min_isr: int
+    share_coordinator_state_topic_segment_bytes: int
 
     transaction_state_log_num_partitions: int
     transaction_state_log_replication_factor: int
@@ -2174,6 +2204,17 @@ def build_config(raw: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
         group_consumer_assignors=tuple(dict.fromkeys(
             CONSUMER_GROUP_ASSIGNOR_CLASSES.get(a, a) for a in values.list_of("group.consumer.assignors"))),
         group_consumer_migration_policy=values.str_of("group.consumer.migration.policy"),
+        group_share_session_timeout_ms=values.int_of("group.share.session.timeout.ms"),
+        group_share_heartbeat_interval_ms=values.int_of("group.share.heartbeat.interval.ms"),
+        group_share_record_lock_duration_ms=values.int_of("group.share.record.lock.duration.ms"),
+        group_share_delivery_count_limit=values.int_of("group.share.delivery.count.limit"),
+        group_share_partition_max_record_locks=values.int_of("group.share.partition.max.record.locks"),
+        group_share_max_size=values.int_of("group.share.max.size"),
+        share_coordinator_state_topic_num_partitions=values.int_of("share.coordinator.state.topic.num.partitions"),
+        share_coordinator_state_topic_replication_factor=values.int_of(
+            "share.coordinator.state.topic.replication.factor"),
+        share_coordinator_state_topic_min_isr=values.int_of("share.coordinator.state.topic.min.isr"),
+        share_coordinator_state_topic_segment_bytes=values.int_of("share.coordinator.state.topic.segment.bytes"),
         transaction_state_log_num_partitions=values.int_of("transaction.state.log.num.partitions"),
         transaction_state_log_replication_factor=values.int_of(
             "transaction.state.log.replication.factor"

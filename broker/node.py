@@ -57,6 +57,7 @@ from broker.security.scram import ScramCredential
 from broker.security.scram_admin import alter_credentials
 from broker.security.scram_bootstrap import InitialCredential, upsertion_request
 from broker.security.setup import listener_security
+from broker.share.coordinator import ShareCoordinator
 from broker.telemetry import Telemetry, TimedQuorum
 from broker.tracing import Tracing
 from broker.transaction.coordinator import TransactionCoordinator
@@ -173,6 +174,7 @@ class BrokerNode:
         self.isr_manager: IsrManager | None = None
         self.log_cleaner: LogCleaner
         self.group_coordinator: GroupCoordinator
+        self.share_coordinator: ShareCoordinator
         self.transaction_coordinator: TransactionCoordinator
 
     # ------------------------------------------------------------ views for handlers
@@ -377,6 +379,9 @@ class BrokerNode:
         self.coordinators[KEY_TYPE_GROUP] = self.group_coordinator
         self.group_coordinator.on_image(self.controller.image)
         self.controller.add_image_listener(self.group_coordinator.on_image)
+        self.share_coordinator = ShareCoordinator(self)
+        self.share_coordinator.on_image(self.controller.image)
+        self.controller.add_image_listener(self.share_coordinator.on_image)
         self.peers = PeerBrokers(self.node_id, lambda: self.controller.image, self.config.inter_broker_listener_name,
                                  inter_broker_security(self.config))
         self.transaction_coordinator = TransactionCoordinator(self)
@@ -407,6 +412,7 @@ class BrokerNode:
             )
         async with trio.open_nursery() as nursery:
             await nursery.start(self.group_coordinator.run)
+            await nursery.start(self.share_coordinator.run)
             await nursery.start(self.transaction_coordinator.run)
             if self.cluster is not None:
                 await nursery.start(self.cluster.run)
@@ -440,6 +446,7 @@ class BrokerNode:
                 await self.cluster.controlled_shutdown()
             for listener in self.listeners:
                 listener.stop_accepting()
+            self.share_coordinator.close()
             self.group_coordinator.close()  # waiting JoinGroup/SyncGroup requests are answered
             self.transaction_coordinator.close()
             with trio.move_on_after(SHUTDOWN_GRACE_S):

@@ -32,7 +32,7 @@ DEFAULT_SCHEMAS = ROOT.parent / "shared" / "kafka-protocol"
 NEWER_SCHEMAS_NAME = "kafka-protocol-4.3"  # beside the 3.9 schemas
 #: APIs generated from the newer (Kafka 4.3) schemas, whose versions are a superset of
 #: 3.9's for these keys: ConsumerGroupHeartbeat and ConsumerGroupDescribe v0-1 (KIP-848).
-NEWER_APIS = frozenset({68, 69})
+NEWER_APIS = frozenset({68, 69, 76, 77, 78, 79, 90, 91, 92})
 DEFAULT_OUT = ROOT / "wire" / "generated"
 
 BANNER = (
@@ -871,10 +871,15 @@ def generate(schemas: Path, out: Path, newer: Path | None = None,
         else:
             others.append(s)
     if newer is not None:
-        for name in sorted(spec.name for key in newer_apis for spec in by_key[key].values()):
-            s = parse_schema(newer / "messages" / f"{name}.json")
+        # Keys new in 4.3 (absent from the 3.9 schemas) are found by their apiKey.
+        for p in sorted((newer / "messages").glob("*Re*.json")):
+            if not p.stem.endswith(("Request", "Response")):
+                continue
+            if load_json(p).get("apiKey") not in newer_apis:
+                continue
+            s = parse_schema(p)
             if s.kind in ("request", "response") and s.api_key in newer_apis:
-                by_key[s.api_key][s.kind] = s
+                by_key.setdefault(s.api_key, {})[s.kind] = s
 
     registry_imports: list[str] = []
     registry_rows: list[str] = []

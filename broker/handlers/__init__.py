@@ -56,6 +56,13 @@ def all_handlers() -> list[ModuleType]:
         h68_consumer_group_heartbeat,
         h69_consumer_group_describe,
         h75_describe_topic_partitions,
+        h76_share_group_heartbeat,
+        h77_share_group_describe,
+        h78_share_fetch,
+        h79_share_acknowledge,
+        h90_describe_share_group_offsets,
+        h91_alter_share_group_offsets,
+        h92_delete_share_group_offsets,
     )
 
     return [
@@ -105,4 +112,11 @@ def all_handlers() -> list[ModuleType]:
         h68_consumer_group_heartbeat,
         h69_consumer_group_describe,
         h75_describe_topic_partitions,
+        h76_share_group_heartbeat,
+        h77_share_group_describe,
+        h78_share_fetch,
+        h79_share_acknowledge,
+        h90_describe_share_group_offsets,
+        h91_alter_share_group_offsets,
+        h92_delete_share_group_offsets,
     ]

@@ -29,6 +29,17 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
     include_operations = ctx.api_version >= 3 and request.include_authorized_operations
     response = DescribeGroupsResponse()
     for group_id in request.groups:
+        _, share_group = ctx.node.share_coordinator.group(group_id)
+        if share_group is not None:
+            # A share group: its state, type "share", members without protocol data.
+            response.groups.append(DescribeGroupsResponseDescribedGroup(
+                group_id=group_id, group_state=share_group.state, protocol_type="share",
+                members=[DescribeGroupsResponseDescribedGroupMember(
+                    member_id=m.member_id, client_id=m.client_id, client_host=m.client_host)
+                    for m in share_group.members.values()],
+                authorized_operations=(authorized_operations(ctx, ResourceType.GROUP, group_id) if include_operations
+                                       else OPERATIONS_NOT_REQUESTED)))
+            continue
         error, summary = coordinator.describe_group(group_id)
         response.groups.append(DescribeGroupsResponseDescribedGroup(
             error_code=error,

@@ -1,7 +1,7 @@
 """ListGroups (16), v0-5: the groups this broker coordinates.
 
 v4 (KIP-518) filters by state (case-insensitive) and reports each group's
-state; v5 (KIP-848) filters by type and reports it: ``classic`` or ``consumer``. While some ``__consumer_offsets`` partition is still loading
+state; v5 (KIP-848) filters by type and reports it: ``classic``, ``consumer`` or ``share``. While some ``__consumer_offsets`` partition is still loading
 the groups found so far come with COORDINATOR_LOAD_IN_PROGRESS, as Kafka's.
 """
 
@@ -24,6 +24,7 @@ async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsR
     states = set(request.states_filter or []) if version >= 4 else set()
     types = set(request.types_filter or []) if version >= 5 else set()
     error, groups = ctx.node.group_coordinator.list_groups(states, types)
+    groups = groups + ctx.node.share_coordinator.list_groups({s.lower() for s in states}, types)
     return ListGroupsResponse(error_code=error, groups=[
         ListGroupsResponseListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
                                       group_type=g.group_type)

@@ -12,6 +12,8 @@ Mirrors Kafka's ConfigHelper. Resources:
   INVALID_REQUEST.
 * BROKER_LOGGER (8): this broker's loggers and their levels (log4j names).
 * CLIENT_METRICS (16): the subscription's stored settings.
+* GROUP (32): the share-group configs (broker/share/group_configs.py), set ones as
+  GROUP_CONFIG (8), the others at their defaults.
 
 Any other resource type fails the whole request with INVALID_REQUEST, as in
 Kafka. ``configuration_keys`` (null or empty for all) filters by name. Sensitive
@@ -41,6 +43,8 @@ from broker.config import (
     broker_synonym_chain,
 )
 from broker.dispatch import RequestContext
+from broker.share import group_configs as share_configs
+from broker.share.group import ShareGroupSettings
 from controller.service import validate_topic_name
 from wire.errors import ErrorCode
 from wire.generated.api_032_describe_configs import (
@@ -63,7 +67,8 @@ TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
 CLIENT_METRICS = 16
-KNOWN_RESOURCE_TYPES = (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS)
+GROUP = 32
+KNOWN_RESOURCE_TYPES = (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP)
 
 ROOT_LOGGER = "root"
 #: The loggers reported besides root: this program's own packages.
@@ -144,12 +149,35 @@ def _describe(ctx: RequestContext, resource: DescribeConfigsRequestDescribeConfi
             raise ResourceError(ErrorCode.INVALID_REQUEST,
                                 f"Unexpected broker id, expected {node.node_id} but received {name}")
         return logger_entries()
+    if resource.resource_type == GROUP:
+        return share_group_entries(ctx, name)
     if not name:
         raise ResourceError(ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty")
     return [
         ConfigEntry(key, value, ConfigSource.CLIENT_METRICS_CONFIG, False, False, ConfigType.UNKNOWN, "", ())
         for key, value in sorted(image.configs.get((CLIENT_METRICS, name), {}).items())
     ]
+
+
+def share_group_entries(ctx: RequestContext, group_id: str) -> list[ConfigEntry]:
+    """The share-group configs of a group: set ones as GROUP_CONFIG, the rest at their defaults."""
+    if not group_id:
+        raise ResourceError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+    coordinator = ctx.node.share_coordinator
+    _, group = coordinator.group(group_id)
+    current = share_configs.describe(group.settings) if group is not None else {}
+    defaults = share_configs.describe(ShareGroupSettings(
+        record_lock_duration_ms=coordinator.defaults.record_lock_duration_ms,
+        delivery_count_limit=coordinator.defaults.delivery_count_limit))
+    out = []
+    for key in share_configs.NAMES:
+        value = current.get(key)
+        if value is not None and not (key == share_configs.AUTO_OFFSET_RESET and value == defaults[key]):
+            out.append(ConfigEntry(key, value, ConfigSource.GROUP_CONFIG, False, False, ConfigType.UNKNOWN, "", ()))
+        else:
+            out.append(ConfigEntry(key, defaults[key], ConfigSource.DEFAULT_CONFIG, False, False,
+                                   ConfigType.UNKNOWN, "", ()))
+    return out
 
 
 def broker_id_of(name: str, message: str) -> int:

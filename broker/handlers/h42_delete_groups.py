@@ -2,7 +2,7 @@
 
 Only an Empty group can go (NON_EMPTY_GROUP otherwise); an unknown one is
 GROUP_ID_NOT_FOUND. Offsets and the group record are removed with tombstones
-in ``__consumer_offsets``. Each group is answered once, in request order.
+in ``__consumer_offsets`` (a share group's state in ``__share_group_state``). Each group is answered once, in request order.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ MAX_VERSION = 2
 
 async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     group_ids = list(dict.fromkeys(request.groups_names))
-    results = ctx.node.group_coordinator.delete_groups(group_ids)
+    share = ctx.node.share_coordinator
+    shared = [g for g in group_ids if share.group(g)[1] is not None]
+    results = ctx.node.group_coordinator.delete_groups([g for g in group_ids if g not in shared])
+    results.update({g: share.delete_group(g) for g in shared})
     return DeleteGroupsResponse(results=[
         DeleteGroupsResponseDeletableGroupResult(group_id=g, error_code=results[g]) for g in group_ids])

@@ -16,6 +16,8 @@ controller (ConfigurationControlManager), in that order:
   Kafka answers); names Cormorant does not know are stored as given, as Kafka
   stores custom settings;
 * BROKER_LOGGER (8): sets or clears this process's logger levels (log4j names);
+* GROUP (32): the share-group configs of broker/share/group_configs.py
+  (INVALID_CONFIG for another name or a bad value), kept by the share coordinator;
 * any other type: INVALID_REQUEST.
 
 ``validate_only`` runs every check and changes nothing. Accepted changes are
@@ -43,6 +45,8 @@ from broker.config import (
 )
 from broker.dispatch import RequestContext
 from broker.handlers.h32_describe_configs import BROKER, BROKER_LOGGER, ROOT_LOGGER, TOPIC
+from broker.share import group_configs as share_configs
+from broker.share.group import ShareGroupSettings
 from controller.service import validate_topic_name
 from wire.errors import ErrorCode
 from wire.generated.api_044_incremental_alter_configs import (
@@ -304,7 +308,24 @@ async def _alter(ctx: RequestContext, resource_type: int, name: str, ops: list[O
         check_topic_change(ctx, name, merged(current, changes))
         await write_changes(ctx, TOPIC, name, changes, False, validate_only)
         return
+    if resource_type == share_configs.GROUP:
+        await _alter_share_group(ctx, name, ops, validate_only)
+        return
     raise AlterError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
+
+
+async def _alter_share_group(ctx: RequestContext, name: str, ops: list[Op], validate_only: bool) -> None:
+    coordinator = ctx.node.share_coordinator
+    _, group = coordinator.group(name)
+    try:
+        settings = share_configs.apply(group.settings if group is not None else ShareGroupSettings(),
+                                       [(op.name, op.operation, op.value) for op in ops])
+    except share_configs.GroupConfigError as e:
+        raise AlterError(ErrorCode.INVALID_CONFIG, str(e)) from None
+    if not validate_only:
+        code = await coordinator.set_settings(name, settings)
+        if code is not ErrorCode.NONE:
+            raise AlterError(code, None)
 
 
 def _logger_exists(name: str) -> bool:

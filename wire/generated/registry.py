@@ -212,6 +212,18 @@ from wire.generated.api_087_read_share_group_state_summary import (
     ReadShareGroupStateSummaryRequest,
     ReadShareGroupStateSummaryResponse,
 )
+from wire.generated.api_090_describe_share_group_offsets import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+)
+from wire.generated.api_091_alter_share_group_offsets import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+)
+from wire.generated.api_092_delete_share_group_offsets import (
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
+)
 from wire.generated.data.consumer_protocol_assignment import ConsumerProtocolAssignment
 from wire.generated.data.consumer_protocol_subscription import ConsumerProtocolSubscription
 from wire.generated.data.default_principal_data import DefaultPrincipalData
@@ -1205,11 +1217,11 @@ API_SPECS: dict[int, ApiSpec] = {
         "ShareGroupHeartbeat",
         ShareGroupHeartbeatRequest,
         ShareGroupHeartbeatResponse,
-        0,
-        0,
+        1,
+        1,
         0,
         ("broker",),
-        True,
+        False,
         None,
     ),
     77: ApiSpec(
@@ -1217,26 +1229,26 @@ API_SPECS: dict[int, ApiSpec] = {
         "ShareGroupDescribe",
         ShareGroupDescribeRequest,
         ShareGroupDescribeResponse,
-        0,
-        0,
+        1,
+        1,
         0,
         ("broker",),
-        True,
+        False,
         None,
     ),
     78: ApiSpec(
-        78, "ShareFetch", ShareFetchRequest, ShareFetchResponse, 0, 0, 0, ("broker",), True, None
+        78, "ShareFetch", ShareFetchRequest, ShareFetchResponse, 1, 2, 0, ("broker",), False, None
     ),
     79: ApiSpec(
         79,
         "ShareAcknowledge",
         ShareAcknowledgeRequest,
         ShareAcknowledgeResponse,
-        0,
-        0,
+        1,
+        2,
         0,
         ("broker",),
-        True,
+        False,
         None,
     ),
     80: ApiSpec(
@@ -1333,6 +1345,42 @@ API_SPECS: dict[int, ApiSpec] = {
         0,
         ("broker",),
         True,
+        None,
+    ),
+    90: ApiSpec(
+        90,
+        "DescribeShareGroupOffsets",
+        DescribeShareGroupOffsetsRequest,
+        DescribeShareGroupOffsetsResponse,
+        0,
+        1,
+        0,
+        ("broker",),
+        False,
+        None,
+    ),
+    91: ApiSpec(
+        91,
+        "AlterShareGroupOffsets",
+        AlterShareGroupOffsetsRequest,
+        AlterShareGroupOffsetsResponse,
+        0,
+        0,
+        0,
+        ("broker",),
+        False,
+        None,
+    ),
+    92: ApiSpec(
+        92,
+        "DeleteShareGroupOffsets",
+        DeleteShareGroupOffsetsRequest,
+        DeleteShareGroupOffsetsResponse,
+        0,
+        0,
+        0,
+        ("broker",),
+        False,
         None,
     ),
 }

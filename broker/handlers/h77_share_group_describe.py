@@ -1,0 +1,51 @@
+"""ShareGroupDescribe (77), v1: share groups with their members and assignments."""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.dispatch import RequestContext
+from wire.errors import ErrorCode
+from wire.generated.api_077_share_group_describe import (
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareGroupDescribeResponseAssignment,
+    ShareGroupDescribeResponseDescribedGroup,
+    ShareGroupDescribeResponseMember,
+    ShareGroupDescribeResponseTopicPartitions,
+)
+
+API_KEY = 77
+MIN_VERSION = 1
+MAX_VERSION = 1
+
+
+async def handle(ctx: RequestContext, request: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
+    image = ctx.node.image
+    response = ShareGroupDescribeResponse()
+    for group_id in request.group_ids:
+        error, group = ctx.node.share_coordinator.group(group_id)
+        if group is None:
+            message = f"Group {group_id} not found." if error is ErrorCode.GROUP_ID_NOT_FOUND else None
+            response.groups.append(ShareGroupDescribeResponseDescribedGroup(
+                group_id=group_id, error_code=error, error_message=message, group_state="Dead"))
+            continue
+        described = ShareGroupDescribeResponseDescribedGroup(
+            group_id=group_id, group_state=group.state, group_epoch=group.group_epoch,
+            assignment_epoch=group.group_epoch, assignor_name="simple")
+        for m in group.members.values():
+            by_topic: dict[uuid.UUID, list[int]] = {}
+            for topic_id, partition in sorted(m.assignment):
+                by_topic.setdefault(topic_id, []).append(partition)
+            tps = []
+            for topic_id, parts in by_topic.items():
+                topic = image.topics_by_id.get(topic_id)
+                tps.append(ShareGroupDescribeResponseTopicPartitions(
+                    topic_id=topic_id, topic_name=topic.name if topic is not None else "",
+                    partitions=parts))
+            described.members.append(ShareGroupDescribeResponseMember(
+                member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.member_epoch, client_id=m.client_id,
+                client_host=m.client_host, subscribed_topic_names=sorted(m.subscribed_topics),
+                assignment=ShareGroupDescribeResponseAssignment(topic_partitions=tps)))
+        response.groups.append(described)
+    return response

@@ -1,0 +1,84 @@
+"""ShareFetch (78), v1-2: records acquired for a share-group member (KIP-932).
+
+Piggy-backed acknowledgements are applied (and committed) first; then records
+of the session's partitions are acquired, waiting up to MaxWaitMs for some.
+Each partition answers whole batches plus AcquiredRecords, the offset ranges
+this member now holds with their delivery counts (the client hands out only
+those). A final epoch (-1) only acknowledges and closes the share session.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.dispatch import RequestContext
+from broker.share.coordinator import FINAL_EPOCH, INITIAL_EPOCH, AckBatch, PartitionOutcome
+from wire.errors import ErrorCode
+from wire.generated.api_078_share_fetch import (
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareFetchResponseAcquiredRecords,
+    ShareFetchResponseLeaderIdAndEpoch,
+    ShareFetchResponsePartitionData,
+    ShareFetchResponseShareFetchableTopicResponse,
+)
+
+API_KEY = 78
+MIN_VERSION = 1
+MAX_VERSION = 2
+#: MaxRecords when a request gives none.
+DEFAULT_MAX_RECORDS = 500
+
+
+async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchResponse:
+    coordinator = ctx.node.share_coordinator
+    group_id, member_id, epoch = request.group_id or "", request.member_id or "", request.share_session_epoch
+    if not group_id or not member_id:
+        return ShareFetchResponse(error_code=ErrorCode.INVALID_REQUEST,
+                                  error_message="GroupId and MemberId must be set.")
+    acks: dict[tuple[uuid.UUID, int], list[AckBatch]] = {}
+    requested: list[tuple[uuid.UUID, int]] = []
+    for t in request.topics:
+        for p in t.partitions:
+            requested.append((t.topic_id, p.partition_index))
+            if p.acknowledgement_batches:
+                acks[(t.topic_id, p.partition_index)] = [
+                    (b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in p.acknowledgement_batches]
+    if acks and epoch == INITIAL_EPOCH:
+        return ShareFetchResponse(error_code=ErrorCode.INVALID_REQUEST,
+                                  error_message="Acknowledge data present on initial fetch.")
+    forgotten = [(f.topic_id, p) for f in request.forgotten_topics_data for p in f.partitions]
+    error, session = coordinator.open_session(group_id, member_id, epoch, requested, forgotten)
+    if session is None:
+        return ShareFetchResponse(error_code=error)
+    outcomes: dict[tuple[uuid.UUID, int], PartitionOutcome] = {}
+    if acks:
+        outcomes.update(await coordinator.acknowledge(group_id, member_id, acks))
+    if epoch == FINAL_EPOCH:
+        await coordinator.close_session(group_id, member_id)
+    else:
+        wait = 0 if acks else request.max_wait_ms
+        fetched = await coordinator.acquire(group_id, member_id, sorted(session.partitions),
+                                            request.max_records or DEFAULT_MAX_RECORDS, request.max_bytes, wait)
+        for tp, o in fetched.items():
+            previous = outcomes.get(tp)
+            if previous is not None:
+                o.acknowledge_error, o.acknowledged = previous.acknowledge_error, True
+            outcomes[tp] = o
+    response = ShareFetchResponse(acquisition_lock_timeout_ms=coordinator.defaults.record_lock_duration_ms)
+    by_topic: dict[uuid.UUID, ShareFetchResponseShareFetchableTopicResponse] = {}
+    for (topic_id, partition), o in sorted(outcomes.items()):
+        if not (o.acquired or o.acknowledged or o.error is not ErrorCode.NONE or epoch == INITIAL_EPOCH):
+            continue
+        entry = by_topic.get(topic_id)
+        if entry is None:
+            entry = by_topic[topic_id] = ShareFetchResponseShareFetchableTopicResponse(topic_id=topic_id)
+            response.responses.append(entry)
+        entry.partitions.append(ShareFetchResponsePartitionData(
+            partition_index=partition, error_code=o.error, acknowledge_error_code=o.acknowledge_error,
+            current_leader=ShareFetchResponseLeaderIdAndEpoch(leader_id=o.leader_id, leader_epoch=o.leader_epoch),
+            records=o.records,
+            acquired_records=[ShareFetchResponseAcquiredRecords(first_offset=a.first_offset, last_offset=a.last_offset,
+                                                                delivery_count=a.delivery_count)
+                              for a in o.acquired]))
+    return response

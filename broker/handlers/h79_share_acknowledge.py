@@ -1,0 +1,57 @@
+"""ShareAcknowledge (79), v1-2: acknowledgements of acquired records (KIP-932).
+
+Acknowledge types: 0 gap, 1 ACCEPT, 2 RELEASE, 3 REJECT. The answer comes once
+the new share-partition state is committed; a record not acquired by this
+member gets INVALID_RECORD_STATE. Epoch -1 also closes the share session.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.dispatch import RequestContext
+from broker.share.coordinator import FINAL_EPOCH, INITIAL_EPOCH, AckBatch
+from wire.errors import ErrorCode
+from wire.generated.api_079_share_acknowledge import (
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareAcknowledgeResponseLeaderIdAndEpoch,
+    ShareAcknowledgeResponsePartitionData,
+    ShareAcknowledgeResponseShareAcknowledgeTopicResponse,
+)
+
+API_KEY = 79
+MIN_VERSION = 1
+MAX_VERSION = 2
+
+
+async def handle(ctx: RequestContext, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+    coordinator = ctx.node.share_coordinator
+    group_id, member_id, epoch = request.group_id or "", request.member_id or "", request.share_session_epoch
+    if not group_id or not member_id:
+        return ShareAcknowledgeResponse(error_code=ErrorCode.INVALID_REQUEST,
+                                        error_message="GroupId and MemberId must be set.")
+    if epoch == INITIAL_EPOCH:
+        return ShareAcknowledgeResponse(error_code=ErrorCode.INVALID_SHARE_SESSION_EPOCH)
+    error, session = coordinator.open_session(group_id, member_id, epoch, (), ())
+    if session is None:
+        return ShareAcknowledgeResponse(error_code=error)
+    acks: dict[tuple[uuid.UUID, int], list[AckBatch]] = {
+        (t.topic_id, p.partition_index): [(b.first_offset, b.last_offset, list(b.acknowledge_types))
+                                          for b in p.acknowledgement_batches]
+        for t in request.topics for p in t.partitions}
+    outcomes = await coordinator.acknowledge(group_id, member_id, acks)
+    if epoch == FINAL_EPOCH:
+        await coordinator.close_session(group_id, member_id)
+    response = ShareAcknowledgeResponse(acquisition_lock_timeout_ms=coordinator.defaults.record_lock_duration_ms)
+    by_topic: dict[uuid.UUID, ShareAcknowledgeResponseShareAcknowledgeTopicResponse] = {}
+    for (topic_id, partition), o in sorted(outcomes.items()):
+        entry = by_topic.get(topic_id)
+        if entry is None:
+            entry = by_topic[topic_id] = ShareAcknowledgeResponseShareAcknowledgeTopicResponse(topic_id=topic_id)
+            response.responses.append(entry)
+        entry.partitions.append(ShareAcknowledgeResponsePartitionData(
+            partition_index=partition, error_code=o.acknowledge_error,
+            current_leader=ShareAcknowledgeResponseLeaderIdAndEpoch(leader_id=o.leader_id,
+                                                                    leader_epoch=o.leader_epoch)))
+    return response

@@ -1,0 +1,37 @@
+"""DeleteShareGroupOffsets (92), v0: an empty share group forgets its state of whole topics."""
+
+from __future__ import annotations
+
+from broker.dispatch import RequestContext
+from wire.errors import ErrorCode
+from wire.generated.api_092_delete_share_group_offsets import (
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsResponseTopic,
+)
+
+API_KEY = 92
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def handle(ctx: RequestContext, request: DeleteShareGroupOffsetsRequest) -> DeleteShareGroupOffsetsResponse:
+    node = ctx.node
+    response = DeleteShareGroupOffsetsResponse()
+    error, group = node.share_coordinator.group(request.group_id)
+    if group is None:
+        response.error_code = error
+        return response
+    if group.members:
+        response.error_code = ErrorCode.NON_EMPTY_GROUP
+        return response
+    for t in request.topics:
+        topic = node.image.topic(t.topic_name)
+        entry = DeleteShareGroupOffsetsResponseTopic(topic_name=t.topic_name)
+        response.responses.append(entry)
+        if topic is None:
+            entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        entry.topic_id = topic.topic_id
+        entry.error_code = node.share_coordinator.delete_offsets(request.group_id, topic.topic_id)
+    return response

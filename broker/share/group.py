@@ -1,0 +1,74 @@
+"""Share-group membership (KIP-932): members, epochs and the server-side assignment.
+
+A share group has no revocation: every heartbeat answers the current target
+assignment at once, so a member's epoch becomes the group epoch at its next
+heartbeat (never earlier: an epoch changed behind a member's back would fence it). The group epoch is
+bumped whenever membership or a subscription changes. Assignment is Kafka's
+"simple" idea: with fewer members than partitions the partitions are split;
+with more, each partition goes to several members (records, not partitions,
+are what members share).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from broker.share.partition import SharePartition
+
+#: (topic id, partition)
+TopicIdPartition = tuple[uuid.UUID, int]
+
+
+@dataclass(slots=True)
+class ShareMember:
+    member_id: str
+    member_epoch: int
+    client_id: str
+    client_host: str
+    rack_id: str | None
+    subscribed_topics: tuple[str, ...]
+    assignment: frozenset[TopicIdPartition] = frozenset()
+    #: The assignment last sent to the member (None: never).
+    sent_assignment: frozenset[TopicIdPartition] | None = None
+
+
+@dataclass(slots=True)
+class ShareGroupSettings:
+    """Per-group values of the ``share.*`` group configs (broker defaults when unset)."""
+
+    auto_offset_reset: str = "latest"
+    record_lock_duration_ms: int | None = None
+    delivery_count_limit: int | None = None
+    dead_letter_topic: str | None = None
+
+
+@dataclass(slots=True)
+class ShareGroup:
+    group_id: str
+    group_epoch: int = 0
+    members: dict[str, ShareMember] = field(default_factory=dict)
+    partitions: dict[TopicIdPartition, SharePartition] = field(default_factory=dict)
+    settings: ShareGroupSettings = field(default_factory=ShareGroupSettings)
+
+    @property
+    def state(self) -> str:
+        return "Stable" if self.members else "Empty"
+
+
+def assign(members: list[ShareMember], partitions_by_topic: dict[str, tuple[uuid.UUID, int]]
+           ) -> dict[str, frozenset[TopicIdPartition]]:
+    """Target assignment: per topic, its partitions spread over the members subscribed to it."""
+    out: dict[str, set[TopicIdPartition]] = {m.member_id: set() for m in members}
+    for topic in sorted(partitions_by_topic):
+        topic_id, count = partitions_by_topic[topic]
+        subscribers = sorted(m.member_id for m in members if topic in m.subscribed_topics)
+        if not subscribers or count <= 0:
+            continue
+        if len(subscribers) <= count:
+            for p in range(count):
+                out[subscribers[p % len(subscribers)]].add((topic_id, p))
+        else:
+            for i, member_id in enumerate(subscribers):
+                out[member_id].add((topic_id, i % count))
+    return {m: frozenset(v) for m, v in out.items()}

@@ -1,0 +1,290 @@
+"""Share groups (KIP-932, Kafka's queues) with confluent-kafka's ``ShareConsumer`` and Java 4's
+``KafkaShareConsumer``.
+
+Several consumers read one partition and each record goes to one of them; a
+consumer acknowledges each record (ACCEPT, RELEASE, REJECT); an unacknowledged
+record comes back when its acquisition lock expires, with a higher delivery
+count; the delivery limit archives a poison record and, when the group names a
+dead-letter topic (``errors.deadletterqueue.topic.name``), copies it there with
+headers saying why; a broker restart loses no acknowledgement. Group configs are
+set as a user sets them: IncrementalAlterConfigs on the GROUP resource
+(kafka-python's admin client).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import BrokerFactory
+from .harness.broker import Broker
+from .harness.scenario import unique_topic
+from .test_groups import produce, unique_group
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+if not hasattr(confluent_kafka, "ShareConsumer"):
+    pytest.skip("confluent-kafka without ShareConsumer", allow_module_level=True)
+from confluent_kafka import AcknowledgeType, ShareConsumer  # noqa: E402
+
+LOCK_MS = 2000
+DELIVERY_LIMIT = 3
+OVERRIDES = {
+    "group.share.record.lock.duration.ms": str(LOCK_MS),
+    "group.share.delivery.count.limit": str(DELIVERY_LIMIT),
+    "share.coordinator.state.topic.replication.factor": "1",
+    "offsets.topic.replication.factor": "1",
+}
+TIMEOUT_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def broker(broker_factory: BrokerFactory) -> Iterator[Broker]:
+    b = broker_factory(OVERRIDES)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def set_group_configs(broker: Broker, group: str, configs: dict[str, str]) -> None:
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, client_id="share-test")
+    try:
+        result = admin.alter_configs([ConfigResource(ConfigResourceType.GROUP, group, configs)], incremental=True)
+        assert result == {"group": {group: "OK"}}, result
+    finally:
+        admin.close()
+
+
+def share_consumer(broker: Broker, group: str, topic: str, **extra: Any) -> Any:
+    c = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group, **extra})
+    c.subscribe([topic])
+    return c
+
+
+def poll_until(consumers: list[Any], want: int, timeout_s: float = TIMEOUT_S,
+               on_message: Any = None) -> list[list[Any]]:
+    """Polls every consumer in turn until ``want`` messages in all (or the timeout)."""
+    got: list[list[Any]] = [[] for _ in consumers]
+    deadline = time.monotonic() + timeout_s
+    while sum(map(len, got)) < want and time.monotonic() < deadline:
+        for i, c in enumerate(consumers):
+            for m in c.poll(0.2) or []:
+                if m.error() is None:
+                    got[i].append(m)
+                    if on_message is not None:
+                        on_message(c, m)
+    return got
+
+
+def new_queue(broker: Broker, **configs: str) -> tuple[str, str]:
+    topic, group = unique_topic("share"), unique_group("share")
+    broker.create_topic(topic, 1)
+    set_group_configs(broker, group, {"share.auto.offset.reset": "earliest", **configs})
+    return topic, group
+
+
+def test_three_consumers_on_one_partition_get_distinct_records(broker: Broker) -> None:
+    topic, group = new_queue(broker)
+    consumers = [share_consumer(broker, group, topic) for _ in range(3)]
+    try:
+        got: list[list[Any]] = [[] for _ in consumers]
+        for _ in range(30):  # a little at a time, so every consumer finds some waiting
+            produce(broker, topic, {0: 5})
+            for i, part in enumerate(poll_until(consumers, 5, timeout_s=2)):
+                got[i].extend(part)
+        for i, part in enumerate(poll_until(consumers, 150 - sum(map(len, got)))):
+            got[i].extend(part)
+        offsets = [m.offset() for part in got for m in part]
+        assert sorted(offsets) == list(range(150)), "every record exactly once"
+        assert all(part for part in got), [len(p) for p in got]
+    finally:
+        for c in consumers:
+            c.close()
+
+
+def test_release_redelivers_and_reject_never_does(broker: Broker) -> None:
+    topic, group = new_queue(broker)
+    produce(broker, topic, {0: 4})
+    c = share_consumer(broker, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    try:
+        first = poll_until([c], 4)[0]
+        assert [(m.offset(), m.delivery_count()) for m in first] == [(o, 1) for o in range(4)]
+        c.acknowledge(first[0], AcknowledgeType.ACCEPT)
+        c.acknowledge(first[1], AcknowledgeType.RELEASE)
+        c.acknowledge(first[2], AcknowledgeType.REJECT)
+        c.acknowledge(first[3], AcknowledgeType.ACCEPT)
+        c.commit_sync()
+        again = poll_until([c], 1)[0]
+        assert [(m.offset(), m.delivery_count()) for m in again] == [(1, 2)]
+        c.acknowledge(again[0], AcknowledgeType.ACCEPT)
+        c.commit_sync()
+        assert poll_until([c], 1, timeout_s=LOCK_MS / 1000 * 2)[0] == []  # the rejected one stays away
+    finally:
+        c.close()
+
+
+def test_expired_lock_redelivers_and_the_limit_dead_letters_a_poison_record(broker: Broker) -> None:
+    dlq = unique_topic("dlq")
+    broker.create_topic(dlq, 1)
+    topic, group = new_queue(broker, **{"errors.deadletterqueue.topic.name": dlq})
+    produce(broker, topic, {0: 1})
+    c = share_consumer(broker, group, topic)
+    counts: list[int] = []
+    try:
+        # A consumer too slow for its lock: each time the lock expires before the next poll
+        # (whose implicit ACCEPT comes too late), the record comes back, until the limit.
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(counts) < DELIVERY_LIMIT and time.monotonic() < deadline:
+            got = [m for m in c.poll(0.5) or [] if m.error() is None]
+            counts.extend(m.delivery_count() for m in got)
+            if got:
+                time.sleep(LOCK_MS / 1000 * 1.5)
+        assert counts == list(range(1, DELIVERY_LIMIT + 1))
+        assert poll_until([c], 1, timeout_s=LOCK_MS / 1000 * 2)[0] == []  # archived
+    finally:
+        c.close()
+    from kafka import KafkaConsumer
+
+    reader = KafkaConsumer(dlq, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                           consumer_timeout_ms=int(LOCK_MS * 3))
+    try:
+        copies = list(reader)
+    finally:
+        reader.close()
+    assert len(copies) == 1
+    headers = dict(copies[0].headers)
+    assert copies[0].value == f"{topic}-0-0".encode()
+    assert headers["__dlq.errors.group.id"] == group.encode()
+    assert headers["__dlq.errors.reason"] == b"delivery_count_exceeded"
+    assert headers["__dlq.errors.delivery.count"] == str(DELIVERY_LIMIT).encode()
+
+
+def test_a_broker_restart_loses_no_acknowledgement(broker_factory: BrokerFactory) -> None:
+    broker = broker_factory(OVERRIDES)
+    topic, group = new_queue(broker)
+    produce(broker, topic, {0: 10})
+    c = share_consumer(broker, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    try:
+        first = poll_until([c], 10)[0]
+        assert len(first) == 10
+        for m in first[:6]:
+            c.acknowledge(m, AcknowledgeType.ACCEPT)
+        c.commit_sync()
+    finally:
+        c.close()  # acknowledges nothing more: 6-9 stay unacknowledged (released on close)
+    broker.restart()
+    c = share_consumer(broker, group, topic)
+    try:
+        again = poll_until([c], 4)[0]
+        assert sorted(m.offset() for m in again) == [6, 7, 8, 9]
+        assert poll_until([c], 1, timeout_s=3)[0] == []
+    finally:
+        c.close()
+
+
+def share_groups_tool(broker: Broker, *argv: str) -> tuple[int, str, str]:
+    import argparse
+    import io
+
+    from broker.tools.share_groups import add_parser, run_share_groups
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["share-groups", "--bootstrap-server", broker.bootstrap, *argv])
+    out, err = io.StringIO(), io.StringIO()
+    code = run_share_groups(args, out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_share_groups_tool_lists_describes_resets_and_deletes(broker: Broker) -> None:
+    topic, group = new_queue(broker)
+    produce(broker, topic, {0: 5})
+    c = share_consumer(broker, group, topic)
+    try:
+        assert len(poll_until([c], 5)[0]) == 5
+        c.commit_sync()
+        code, out, _ = share_groups_tool(broker, "list", "--state")
+        assert code == 0 and any(line.split() == [group, "Stable"] for line in out.splitlines()), out
+        code, out, _ = share_groups_tool(broker, "describe", group, "--members")
+        assert code == 0 and f"{topic}:0" in out, out
+        code, _, err = share_groups_tool(broker, "delete", group)
+        assert code == 1 and "NON_EMPTY_GROUP" in err
+    finally:
+        c.close()
+    code, out, _ = share_groups_tool(broker, "describe", group)
+    assert code == 0 and [group, topic, "0", "5", "0"] in [line.split() for line in out.splitlines()], out
+    code, out, _ = share_groups_tool(broker, "reset-offsets", "--group", group, "--topic", topic,
+                                     "--to-offset", "2", "--execute")
+    assert code == 0, out
+    c = share_consumer(broker, group, topic)
+    try:
+        assert sorted(m.offset() for m in poll_until([c], 3)[0]) == [2, 3, 4]
+    finally:
+        c.close()
+    code, out, _ = share_groups_tool(broker, "delete", group)
+    assert code == 0, out
+    code, out, _ = share_groups_tool(broker, "list")
+    assert group not in out.split()
+
+
+# ---------------------------------------------------------------- Java 4.x KafkaShareConsumer
+
+JAVA_SOURCE = Path(__file__).parent / "java" / "share" / "ShareQueue.java"
+
+
+@pytest.fixture(scope="module")
+def share_queue_java(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """``java`` command line of compat_tests/java/share/ShareQueue.java, compiled against kafka-clients 4."""
+    import shutil
+    import subprocess
+
+    from .harness.drivers.java import LOG4J_CONFIG, Java4Driver, _kafka4_jar
+
+    if shutil.which("javac") is None or _kafka4_jar() is None:
+        pytest.skip("javac or kafka-clients 4.x not installed")
+    out = tmp_path_factory.mktemp("share-java")
+    classpath = Java4Driver.classpath()
+    subprocess.run(["javac", "-encoding", "UTF-8", "-nowarn", "-d", str(out), "-cp", classpath, str(JAVA_SOURCE)],
+                   check=True, timeout=120)
+    return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            f"-Dlog4j2.configurationFile={LOG4J_CONFIG}", "-cp", os.pathsep.join([str(out), classpath]), "ShareQueue"]
+
+
+def java_share_consumer(cmd: list[str], broker: Broker, group: str, topic: str, want: int, timeout_s: float,
+                        release: str = "-", reject: str = "-") -> Any:
+    import subprocess
+
+    return subprocess.Popen([*cmd, broker.bootstrap, group, topic, str(want), str(int(timeout_s * 1000)),
+                             release, reject], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def java_records(proc: Any, timeout_s: float) -> list[dict[str, Any]]:
+    import json
+
+    out, _ = proc.communicate(timeout=timeout_s + 30)
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def test_java_share_consumers_on_one_partition_release_and_reject(broker: Broker,
+                                                                  share_queue_java: list[str]) -> None:
+    """Two Java consumers on one partition: every record delivered once between them, but
+    the released one (twice) — never to both at a time — and the rejected one only once."""
+    topic, group = new_queue(broker)
+    produce(broker, topic, {0: 40})
+    # offset 0 is released once (comes back with delivery count 2), offset 1 rejected (never back)
+    procs = [java_share_consumer(share_queue_java, broker, group, topic, 100, 12, release="0", reject="1")
+             for _ in range(2)]
+    seen = [java_records(p, 12) for p in procs]
+    deliveries = [(r["offset"], r["delivery_count"]) for part in seen for r in part]
+    offsets = [o for o, _ in deliveries]
+    assert sorted(set(offsets)) == list(range(40)), deliveries
+    assert sorted(offsets) == [0, *range(40)], "only the released record twice"
+    assert sorted(c for o, c in deliveries if o == 0) == [1, 2]
+    assert [c for o, c in deliveries if o == 1] == [1]
