@@ -1,59 +1,36 @@
-"""Authorized operations: Kafka's AclOperation codes and the bit sets responses carry.
+"""Authorization checks of handlers (Kafka's AuthHelper) and the authorized-operations bit sets.
+
+Every handler asks here: :func:`authorize` for one action on one resource,
+:func:`authorized_names` to filter a list, :func:`authorize_by_resource_type` for
+"some resource of this type" (idempotent producers). Without an authorizer
+(``authorizer.class.name`` empty) everything is allowed, as in Kafka.
 
 Metadata (v8+ topics, v8-10 cluster), DescribeCluster, DescribeTopicPartitions and
 DescribeGroups (v3+) report, per resource, the operations the caller may perform as a
-32-bit field with bit ``code`` set for each AclOperation (Kafka's ``Utils.to32BitField``).
-Without an authorizer Kafka reports every operation the resource type supports
-(``AclEntry.supportedOperations``); :func:`authorized_operations` is the one place that
-decides, so an authorizer replaces it alone. A field not asked for stays
-:data:`OPERATIONS_NOT_REQUESTED` (the schemas' default, INT32_MIN).
+32-bit field with bit ``code`` set for each AclOperation (Kafka's ``Utils.to32BitField``):
+the supported operations of the resource type (``AclEntry.supportedOperations``) that the
+authorizer allows. A field not asked for stays :data:`OPERATIONS_NOT_REQUESTED` (the
+schemas' default, INT32_MIN).
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
+
+from controller.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from broker.dispatch import RequestContext
 
+__all__ = [
+    "CLUSTER_NAME", "OPERATIONS_NOT_REQUESTED", "SUPPORTED_OPERATIONS", "AclOperation", "ResourceType",
+    "authorize", "authorize_by_resource_type", "authorize_cluster", "authorized_names",
+    "authorized_operations", "to_bit_field",
+]
+
 #: The schemas' default for an authorized-operations field: not requested.
 OPERATIONS_NOT_REQUESTED: Final = -(2**31)
-
-
-class AclOperation(enum.IntEnum):
-    """org.apache.kafka.common.acl.AclOperation, by code."""
-
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class ResourceType(enum.IntEnum):
-    """org.apache.kafka.common.resource.ResourceType, by code."""
-
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
 
 _O = AclOperation
 #: Kafka's AclEntry.supportedOperations (3.9) for each concrete resource type. Kafka 4 adds
@@ -68,8 +45,6 @@ SUPPORTED_OPERATIONS: Final[Mapping[ResourceType, frozenset[AclOperation]]] = {
     ResourceType.DELEGATION_TOKEN: frozenset({_O.DESCRIBE}),
     ResourceType.USER: frozenset({_O.CREATE_TOKENS, _O.DESCRIBE_TOKENS}),
 }
-#: The CLUSTER resource's one name.
-CLUSTER_NAME: Final = "kafka-cluster"
 
 
 def to_bit_field(operations: Iterable[AclOperation]) -> int:
@@ -83,6 +58,34 @@ def to_bit_field(operations: Iterable[AclOperation]) -> int:
 
 
 _EVERY_SUPPORTED: Final = {rt: to_bit_field(ops) for rt, ops in SUPPORTED_OPERATIONS.items()}
+_N = TypeVar("_N", bound=str | None)
+
+
+def authorize(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, name: str,
+              log_denied: bool = True) -> bool:
+    """Whether the caller of ``ctx`` may perform ``operation`` on one resource."""
+    authorizer = ctx.node.authorizer
+    if authorizer is None:
+        return True
+    return authorizer.authorize(str(ctx.principal), ctx.client_host, operation, resource_type, name,
+                                log_denied).allowed
+
+
+def authorize_cluster(ctx: RequestContext, operation: AclOperation) -> bool:
+    return authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def authorized_names(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType,
+                     names: Iterable[_N], log_denied: bool = True) -> set[_N]:
+    """The names among ``names`` the caller may act on (Kafka's AuthHelper.filterByAuthorized)."""
+    return {n for n in set(names) if n is not None and authorize(ctx, operation, resource_type, n, log_denied)}
+
+
+def authorize_by_resource_type(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType) -> bool:
+    authorizer = ctx.node.authorizer
+    if authorizer is None:
+        return True
+    return authorizer.authorize_by_resource_type(str(ctx.principal), ctx.client_host, operation, resource_type)
 
 
 def authorized_operations(ctx: RequestContext, resource_type: ResourceType, resource_name: str) -> int:
@@ -90,5 +93,7 @@ def authorized_operations(ctx: RequestContext, resource_type: ResourceType, reso
 
     No authorizer: every operation the resource type supports, as Kafka answers.
     """
-    del ctx, resource_name  # what an authorizer decides on
-    return _EVERY_SUPPORTED[resource_type]
+    if ctx.node.authorizer is None:
+        return _EVERY_SUPPORTED[resource_type]
+    return to_bit_field(op for op in SUPPORTED_OPERATIONS[resource_type]
+                        if authorize(ctx, op, resource_type, resource_name, log_denied=False))

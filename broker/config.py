@@ -37,6 +37,8 @@ from types import MappingProxyType
 from typing import Final, Protocol
 
 INT_MAX: Final = 2**31 - 1
+#: The one authorizer Cormorant has: Kafka's KRaft authorizer, with ACLs in the metadata log.
+STANDARD_AUTHORIZER: Final = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 LONG_MAX: Final = 2**63 - 1
 DOUBLE_MAX: Final = 1.7976931348623157e308
 
@@ -742,6 +744,17 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
         _key("producer.id.expiration.check.interval.ms", INT, "600000",
              "How often expired producer ids are removed.", AT_LEAST_1),
     ]),
+    *_group("Authorization", [
+        _key("authorizer.class.name", STRING, "",
+             "The authorizer: empty for none (every client may do everything, ACL APIs answer "
+             "SECURITY_DISABLED), or org.apache.kafka.metadata.authorizer.StandardAuthorizer for ACLs "
+             "kept in the metadata log.",
+             OneOf(("", STANDARD_AUTHORIZER))),
+        _key("super.users", STRING, None,
+             "Principals allowed everything whatever the ACLs, separated by semicolons (User:admin;User:broker)."),
+        _key("allow.everyone.if.no.acl.found", BOOLEAN, "false",
+             "Whether an action on a resource no ACL names is allowed."),
+    ]),
     *_group("Cormorant", [
         _key("metrics.listener", STRING, "127.0.0.1:9464",
              "Address of the Prometheus scrape endpoint; empty disables it.",
@@ -874,9 +887,9 @@ TOPIC_CONFIGS: Final[Mapping[str, ConfigKey]] = MappingProxyType(
 # Kafka 3.9 broker settings (its documented ones plus the internal ones it still
 # accepts, and the standard authorizer's) that Cormorant accepts but ignores.
 UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
-    "allow.everyone.if.no.acl.found", "alter.config.policy.class.name",
+    "alter.config.policy.class.name",
     "alter.log.dirs.replication.quota.window.num",
-    "alter.log.dirs.replication.quota.window.size.seconds", "authorizer.class.name",
+    "alter.log.dirs.replication.quota.window.size.seconds",
     "auto.include.jmx.reporter", "background.threads", "broker.id.generation.enable",
     "client.quota.callback.class", "connection.failed.authentication.delay.ms",
     "connections.max.reauth.ms", "control.plane.listener.name", "controlled.shutdown.enable",
@@ -960,7 +973,7 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "ssl.principal.mapping.rules", "ssl.protocol", "ssl.provider",
     "ssl.secure.random.implementation", "ssl.trustmanager.algorithm",
     "ssl.truststore.certificates", "ssl.truststore.location", "ssl.truststore.password",
-    "ssl.truststore.type", "super.users", "telemetry.max.bytes",
+    "ssl.truststore.type", "telemetry.max.bytes",
     "transaction.partition.verification.enable", "transaction.state.log.load.buffer.size",
     "unclean.leader.election.interval.ms", "unstable.api.versions.enable",
     "unstable.feature.versions.enable", "zookeeper.clientCnxnSocket", "zookeeper.connect",
@@ -1313,6 +1326,9 @@ class BrokerConfig:
     compression_lz4_level: int
     compression_zstd_level: int
     delete_topic_enable: bool
+    authorizer_class_name: str
+    super_users: frozenset[str]
+    allow_everyone_if_no_acl_found: bool
     unclean_leader_election_enable: bool
     auto_leader_rebalance_enable: bool
     leader_imbalance_check_interval_seconds: int
@@ -1973,6 +1989,9 @@ def build_config(raw: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
         compression_lz4_level=values.int_of("compression.lz4.level"),
         compression_zstd_level=values.int_of("compression.zstd.level"),
         delete_topic_enable=values.bool_of("delete.topic.enable"),
+        authorizer_class_name=values.str_of("authorizer.class.name"),
+        super_users=frozenset(p.strip() for p in (values.opt_str_of("super.users") or "").split(";") if p.strip()),
+        allow_everyone_if_no_acl_found=values.bool_of("allow.everyone.if.no.acl.found"),
         unclean_leader_election_enable=values.bool_of("unclean.leader.election.enable"),
         auto_leader_rebalance_enable=values.bool_of("auto.leader.rebalance.enable"),
         leader_imbalance_check_interval_seconds=values.int_of(

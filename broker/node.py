@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 import trio
 
+from broker.authorizer import StandardAuthorizer
 from broker.cluster_mode import ClusterMode, QuorumHandle, quorum_cluster_id
 from broker.config import (
     BrokerConfig,
@@ -54,6 +55,7 @@ from broker.telemetry import Telemetry, TimedQuorum
 from broker.tracing import Tracing
 from broker.transaction.coordinator import TransactionCoordinator
 from broker.validation import TimestampPolicy
+from controller.acls import AuthorizerRules
 from controller.image import Endpoint, MetadataImage
 from controller.quorum import LocalQuorum
 from controller.service import Controller, ControllerSettings
@@ -140,6 +142,10 @@ class BrokerNode:
         self.metrics_url: str | None = None
         self.cluster_id = ""
         self.dispatcher = Dispatcher(self, load_handlers(all_handlers()), DecodeLimits())
+        #: Kafka's StandardAuthorizer when authorizer.class.name names it; None: everything is allowed.
+        self.authorizer = StandardAuthorizer(
+            AuthorizerRules(config.super_users, config.allow_everyone_if_no_acl_found), lambda: self.image,
+        ) if config.authorizer_class_name else None
         self.listeners: list[Listener] = []
         self._topic_configs: dict[tuple[str, frozenset[tuple[str, str]]], TopicConfig] = {}
         # The dynamic broker settings the effective configuration was built from.

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from controller.acls import StandardAcl
+
 EMPTY: Mapping[str, str] = MappingProxyType({})
 
 #: ConfigRecord resource types (as DescribeConfigs/AlterConfigs use them).
@@ -87,6 +89,8 @@ class MetadataImage:
     features: Mapping[str, int] = field(default_factory=dict)
     #: First producer id not yet handed out to any broker.
     next_producer_id: int = 0
+    #: ACLs by their id (AccessControlEntryRecord); replaced as a whole when one changes.
+    acls: Mapping[uuid.UUID, StandardAcl] = field(default_factory=dict)
 
     def topic(self, name: str) -> TopicImage | None:
         tid = self.topic_ids.get(name)

@@ -36,6 +36,7 @@ from wire.generated.metadata.rec_003_partition_record import PartitionRecord
 from wire.generated.metadata.rec_004_config_record import ConfigRecord
 from wire.generated.metadata.rec_012_feature_level_record import FeatureLevelRecord
 from wire.generated.metadata.rec_015_producer_ids_record import ProducerIdsRecord
+from wire.generated.metadata.rec_018_access_control_entry_record import AccessControlEntryRecord
 from wire.primitives import Message
 from wire.records import NewRecord, build_batch, iter_batch_headers, iter_records
 
@@ -95,6 +96,11 @@ def image_records(image: MetadataImage) -> list[Message]:
             out.append(ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=key, value=value))
     if image.next_producer_id:
         out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id))
+    for acl_id, acl in sorted(image.acls.items(), key=lambda item: (*item[1].sort_key(), str(item[0]))):
+        out.append(AccessControlEntryRecord(
+            id=acl_id, resource_type=acl.resource_type, resource_name=acl.resource_name,
+            pattern_type=acl.pattern_type, principal=acl.principal, host=acl.host,
+            operation=acl.operation, permission_type=acl.permission))
     return out
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from controller.acls import StandardAcl
 from controller.image import (
     BrokerImage,
     Endpoint,
@@ -31,6 +32,10 @@ from wire.generated.metadata.rec_015_producer_ids_record import ProducerIdsRecor
 from wire.generated.metadata.rec_017_broker_registration_change_record import (
     BrokerRegistrationChangeRecord,
 )
+from wire.generated.metadata.rec_018_access_control_entry_record import AccessControlEntryRecord
+from wire.generated.metadata.rec_019_remove_access_control_entry_record import (
+    RemoveAccessControlEntryRecord,
+)
 from wire.primitives import Message
 
 
@@ -41,7 +46,7 @@ class InvalidRecordError(Exception):
 def apply(image: MetadataImage, record: Message, offset: int) -> MetadataImage:
     handler = _HANDLERS.get(type(record))
     if handler is None:
-        # Records this node does not act on (ACLs, quotas, SCRAM, ...) still advance it.
+        # Records this node does not act on (quotas, SCRAM, ...) still advance it.
         return replace(image, offset=offset)
     new = handler(image, record)
     return replace(new, offset=offset)
@@ -194,6 +199,23 @@ def _producer_ids(image: MetadataImage, rec: ProducerIdsRecord) -> MetadataImage
     return replace(image, next_producer_id=rec.next_producer_id)
 
 
+def _acl(image: MetadataImage, rec: AccessControlEntryRecord) -> MetadataImage:
+    if rec.id in image.acls:
+        raise InvalidRecordError(f"ACL {rec.id} already exists")
+    acls = dict(image.acls)
+    acls[rec.id] = StandardAcl.of(rec.resource_type, rec.resource_name, rec.pattern_type, rec.principal,
+                                  rec.host, rec.operation, rec.permission_type)
+    return replace(image, acls=acls)
+
+
+def _remove_acl(image: MetadataImage, rec: RemoveAccessControlEntryRecord) -> MetadataImage:
+    if rec.id not in image.acls:
+        raise InvalidRecordError(f"removal of unknown ACL {rec.id}")
+    acls = dict(image.acls)
+    del acls[rec.id]
+    return replace(image, acls=acls)
+
+
 _HANDLERS: dict[type[Message], Callable[[MetadataImage, Any], MetadataImage]] = {
     TopicRecord: _topic,
     PartitionRecord: _partition,
@@ -207,4 +229,6 @@ _HANDLERS: dict[type[Message], Callable[[MetadataImage, Any], MetadataImage]] = 
     UnregisterBrokerRecord: _unregister,
     FeatureLevelRecord: _feature,
     ProducerIdsRecord: _producer_ids,
+    AccessControlEntryRecord: _acl,
+    RemoveAccessControlEntryRecord: _remove_acl,
 }
