@@ -15,18 +15,32 @@ schemas' default, INT32_MIN).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from controller.acls import CLUSTER_NAME, AclOperation, ResourceType
+from wire.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.dispatch import RequestContext
 
 __all__ = [
-    "CLUSTER_NAME", "OPERATIONS_NOT_REQUESTED", "SUPPORTED_OPERATIONS", "AclOperation", "ResourceType",
-    "authorize", "authorize_by_resource_type", "authorize_cluster", "authorized_names",
-    "authorized_operations", "to_bit_field",
+    "CLUSTER_NAME",
+    "OPERATIONS_NOT_REQUESTED",
+    "SUPPORTED_OPERATIONS",
+    "AclOperation",
+    "ResourceType",
+    "authorize",
+    "authorize_by_resource_type",
+    "authorize_cluster",
+    "authorized_names",
+    "authorized_operations",
+    "checker",
+    "config_resource_denied",
+    "init_producer_id_denied",
+    "replica_or_topic_checker",
+    "to_bit_field",
+    "txn_offset_commit_denied",
 ]
 
 #: The schemas' default for an authorized-operations field: not requested.
@@ -71,8 +85,8 @@ def authorize(ctx: RequestContext, operation: AclOperation, resource_type: Resou
                                 log_denied).allowed
 
 
-def authorize_cluster(ctx: RequestContext, operation: AclOperation) -> bool:
-    return authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+def authorize_cluster(ctx: RequestContext, operation: AclOperation, log_denied: bool = True) -> bool:
+    return authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME, log_denied)
 
 
 def authorized_names(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType,
@@ -97,3 +111,71 @@ def authorized_operations(ctx: RequestContext, resource_type: ResourceType, reso
         return _EVERY_SUPPORTED[resource_type]
     return to_bit_field(op for op in SUPPORTED_OPERATIONS[resource_type]
                         if authorize(ctx, op, resource_type, resource_name, log_denied=False))
+
+
+def checker(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType) -> Callable[[str], bool]:
+    """A cached per-name check, for handlers that meet the same name once per partition."""
+    if ctx.node.authorizer is None:
+        return _always
+    seen: dict[str, bool] = {}
+
+    def check(name: str) -> bool:
+        if name not in seen:
+            seen[name] = authorize(ctx, operation, resource_type, name)
+        return seen[name]
+
+    return check
+
+
+def _always(name: str) -> bool:
+    del name
+    return True
+
+
+def replica_or_topic_checker(ctx: RequestContext, replica_id: int, operation: AclOperation) -> Callable[[str], bool]:
+    """Fetch and OffsetForLeaderEpoch: a follower (replica id >= 0) needs CLUSTER_ACTION for
+    every partition (TOPIC_AUTHORIZATION_FAILED otherwise, as Kafka); a consumer ``operation``
+    on each topic."""
+    if replica_id >= 0:
+        return _always if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) else _never
+    return checker(ctx, operation, ResourceType.TOPIC)
+
+
+def _never(name: str) -> bool:
+    del name
+    return False
+
+
+def init_producer_id_denied(ctx: RequestContext, transactional_id: str | None) -> ErrorCode | None:
+    """InitProducerId: WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE
+    on the cluster or WRITE on some topic (Kafka's KafkaApis)."""
+    if transactional_id is not None:
+        if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return None
+    if authorize_cluster(ctx, AclOperation.IDEMPOTENT_WRITE, log_denied=False) or authorize_by_resource_type(
+            ctx, AclOperation.WRITE, ResourceType.TOPIC):
+        return None
+    return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def txn_offset_commit_denied(ctx: RequestContext, transactional_id: str, group_id: str) -> ErrorCode | None:
+    """TxnOffsetCommit: WRITE on the transactional id, then READ on the group."""
+    if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    return None
+
+
+#: ConfigResource.Type TOPIC; every other config resource (broker, broker logger, client metrics) is the cluster's.
+_TOPIC_CONFIGS = 2
+
+
+def config_resource_denied(ctx: RequestContext, resource_type: int, name: str, alter: bool) -> ErrorCode | None:
+    """DescribeConfigs / (Incremental)AlterConfigs: DESCRIBE_CONFIGS or ALTER_CONFIGS on the topic,
+    or on the cluster for broker-level resources (Kafka's ConfigAdminManager / ConfigHelper)."""
+    operation = AclOperation.ALTER_CONFIGS if alter else AclOperation.DESCRIBE_CONFIGS
+    if resource_type == _TOPIC_CONFIGS:
+        return None if authorize(ctx, operation, ResourceType.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return None if authorize_cluster(ctx, operation) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED

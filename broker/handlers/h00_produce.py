@@ -16,6 +16,7 @@ from __future__ import annotations
 import structlog
 import trio
 
+from broker.acl_operations import AclOperation, ResourceType, authorize, checker
 from broker.dispatch import RequestContext
 from broker.network import CloseConnection
 from broker.replica_manager import Partition
@@ -48,6 +49,10 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     # Transactional records need a transactional id (Kafka answers every partition so).
     untransacted = request.transactional_id is None and any(
         has_transactional_records(p.records) for t in request.topic_data for p in t.partition_data)
+    if request.transactional_id is not None and not authorize(
+            ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    may_write = checker(ctx, AclOperation.WRITE, ResourceType.TOPIC)
     for topic in request.topic_data:
         t_resp = ProduceResponseTopicProduceResponse(name=topic.name)
         response.responses.append(t_resp)
@@ -60,6 +65,10 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 continue
             if untransacted:
                 p_resp.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                failed = True
+                continue
+            if not may_write(topic.name):
+                p_resp.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 failed = True
                 continue
             if topic.name in INTERNAL_TOPICS:

@@ -9,8 +9,15 @@ groups described without error; v4 adds the members' group instance ids.
 
 from __future__ import annotations
 
-from broker.acl_operations import OPERATIONS_NOT_REQUESTED, ResourceType, authorized_operations
+from broker.acl_operations import (
+    OPERATIONS_NOT_REQUESTED,
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorized_operations,
+)
 from broker.dispatch import RequestContext
+from wire.errors import ErrorCode
 from wire.generated.api_015_describe_groups import (
     DescribeGroupsRequest,
     DescribeGroupsResponse,
@@ -28,6 +35,11 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
     include_operations = ctx.api_version >= 3 and request.include_authorized_operations
     response = DescribeGroupsResponse()
     for group_id in request.groups:
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            response.groups.append(DescribeGroupsResponseDescribedGroup(
+                error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id, group_state="",
+                protocol_type="", protocol_data="", authorized_operations=OPERATIONS_NOT_REQUESTED))
+            continue
         error, summary = coordinator.describe_group(group_id)
         response.groups.append(DescribeGroupsResponseDescribedGroup(
             error_code=error,

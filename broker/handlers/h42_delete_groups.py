@@ -7,7 +7,9 @@ in ``__consumer_offsets``. Each group is answered once, in request order.
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, ResourceType, authorized_names
 from broker.dispatch import RequestContext
+from wire.errors import ErrorCode
 from wire.generated.api_042_delete_groups import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -21,6 +23,8 @@ MAX_VERSION = 2
 
 async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     group_ids = list(dict.fromkeys(request.groups_names))
-    results = ctx.node.group_coordinator.delete_groups(group_ids)
+    allowed = authorized_names(ctx, AclOperation.DELETE, ResourceType.GROUP, group_ids)
+    results = {g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in group_ids if g not in allowed}
+    results.update(ctx.node.group_coordinator.delete_groups([g for g in group_ids if g in allowed]))
     return DeleteGroupsResponse(results=[
         DeleteGroupsResponseDeletableGroupResult(group_id=g, error_code=results[g]) for g in group_ids])
