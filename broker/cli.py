@@ -5,6 +5,7 @@
 ``cormorant groups ...`` lists, describes and deletes consumer groups and resets their offsets;
 ``cormorant partitions reassign|status|elect-leaders`` moves partitions and elects leaders;
 ``cormorant transactions ...`` lists and describes transactional ids;
+``cormorant acls --add|--list|--remove ...`` manages ACLs with kafka-acls.sh's options;
 ``cormorant dump-log FILE`` prints a segment's batches like Kafka's dump-log tool;
 ``cormorant top`` shows a broker's metrics endpoint live in the terminal;
 ``cormorant cluster up|down|status --dir D`` runs a local multi-node cluster;
@@ -112,6 +113,12 @@ def _transactions(args: argparse.Namespace) -> int:
     return run_transactions(args)
 
 
+def _acls(args: argparse.Namespace) -> int:
+    from broker.tools.acls import run_acls
+
+    return run_acls(args)
+
+
 def _topics(args: argparse.Namespace) -> int:
     from broker.tools.topics import run_topics
 
@@ -215,6 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
     from broker.tools.transactions import add_parser as add_transactions_parser
 
     add_transactions_parser(sub).set_defaults(func=_transactions)
+
+    from broker.tools.acls import add_parser as add_acls_parser
+
+    add_acls_parser(sub).set_defaults(func=_acls)
 
     top = sub.add_parser("top", help="live view of a broker's metrics endpoint")
     top.add_argument("--metrics-url", default="http://127.0.0.1:9464/metrics", help="the broker's /metrics URL")
