@@ -36,7 +36,7 @@ AUTHORIZER = {
     "allow.everyone.if.no.acl.found": "true",
 }
 ALICE, ANONYMOUS = "User:alice", "User:ANONYMOUS"
-TOPIC, GROUP, CLUSTER = 2, 3, 4
+TOPIC, GROUP, CLUSTER, TXN = 2, 3, 4, 5
 LITERAL, PREFIXED = 3, 4
 ALL, WRITE, CREATE, ALTER = 2, 4, 5, 7
 ALLOW = 3
@@ -265,3 +265,34 @@ def test_group_consume_and_commit_where_allowed_only(secured: Broker, client: st
         fetched = c.send(OffsetFetchRequest(group_id=locked, topics=[OffsetFetchRequestTopic(
             name=topic, partition_indexes=[0])]), OffsetFetchResponse, 7)
         assert fetched.error_code == 30  # GROUP_AUTHORIZATION_FAILED
+
+
+def test_transactions_need_write_on_the_transactional_id(secured: Broker) -> None:
+    """confluent-kafka and kafka-python: a transactional id another principal's ACL covers is
+    refused at init with each client's name for TRANSACTIONAL_ID_AUTHORIZATION_FAILED; a free
+    one commits."""
+    from confluent_kafka import KafkaException, Producer
+    from kafka import KafkaProducer
+    from kafka.errors import TransactionalIdAuthorizationFailedError
+
+    topic = unique_topic("acl-txn")
+    secured.create_topic(topic, 1)
+    denied_id = unique_topic("acl-tx-denied")
+    _create_acls(secured, _acl(TXN, denied_id, ALL))
+
+    refused = Producer({"bootstrap.servers": secured.bootstrap, "transactional.id": denied_id})
+    with pytest.raises(KafkaException) as caught:
+        refused.init_transactions(20)
+    assert caught.value.args[0].name() == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    allowed = Producer({"bootstrap.servers": secured.bootstrap, "transactional.id": unique_topic("acl-tx-ok")})
+    allowed.init_transactions(20)
+    allowed.begin_transaction()
+    allowed.produce(topic, b"v")
+    allowed.commit_transaction(20)
+
+    kp = KafkaProducer(bootstrap_servers=secured.bootstrap, transactional_id=denied_id)
+    try:
+        with pytest.raises(TransactionalIdAuthorizationFailedError):
+            kp.init_transactions()
+    finally:
+        kp.close(timeout=5)
