@@ -29,6 +29,7 @@ import structlog
 import trio
 
 from broker.acl_requests import DeleteOutcome, forward_create_acls, forward_delete_acls
+from broker.quota_requests import QuotaChange, forward_alter_client_quotas
 from controller.acls import AclFilter, StandardAcl
 from controller.elections import PREFERRED, ElectionOutcome
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
@@ -528,6 +529,11 @@ class RemoteController:
     async def delete_acls(self, filters: Sequence[AclFilter]) -> list[DeleteOutcome]:
         return await forward_delete_acls(self.channel, self.request_timeout_s, self._wait_for_image,
                                          PROPAGATION_WAIT_S, filters)
+
+    async def alter_client_quotas(self, changes: Sequence[QuotaChange],
+                                  validate_only: bool) -> list[tuple[ErrorCode, str | None]]:
+        return await forward_alter_client_quotas(self.channel, self.request_timeout_s, self._wait_for_image,
+                                                 PROPAGATION_WAIT_S, changes, validate_only)
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         reply = await self.channel.send_to_active(

@@ -91,6 +91,8 @@ class MetadataImage:
     next_producer_id: int = 0
     #: ACLs by their id (AccessControlEntryRecord); replaced as a whole when one changes.
     acls: Mapping[uuid.UUID, StandardAcl] = field(default_factory=dict)
+    #: Client quotas (ClientQuotaRecord): entity as sorted (type, name) pairs -> {quota key: value}.
+    client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(default_factory=dict)
 
     def topic(self, name: str) -> TopicImage | None:
         tid = self.topic_ids.get(name)

@@ -27,6 +27,7 @@ from controller.acls import AclError, AclFilter, StandardAcl, matching_ids, vali
 from controller.elections import UNCLEAN, ElectionOutcome, elect_leaders
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
 from controller.quorum import MetadataQuorum, NotControllerError
+from controller.quotas import CLIENT_KEYS, IP, IP_KEYS, QuotaError, check_value, entity_of
 from controller.reassignment import ReassignmentOutcome, alter_reassignments
 from controller.state import apply
 from wire.errors import ErrorCode
@@ -40,6 +41,10 @@ from wire.generated.metadata.rec_004_config_record import ConfigRecord
 from wire.generated.metadata.rec_008_unfence_broker_record import UnfenceBrokerRecord
 from wire.generated.metadata.rec_009_remove_topic_record import RemoveTopicRecord
 from wire.generated.metadata.rec_012_feature_level_record import FeatureLevelRecord
+from wire.generated.metadata.rec_014_client_quota_record import (
+    ClientQuotaRecord,
+    ClientQuotaRecordEntityData,
+)
 from wire.generated.metadata.rec_015_producer_ids_record import ProducerIdsRecord
 from wire.generated.metadata.rec_018_access_control_entry_record import AccessControlEntryRecord
 from wire.generated.metadata.rec_019_remove_access_control_entry_record import (
@@ -561,4 +566,39 @@ class Controller:
                         records.append(RemoveAccessControlEntryRecord(id=acl_id))
                 results.append((ErrorCode.NONE, None, [acls[i] for i in ids]))
             await self._write(records)
+            return results
+
+    # ------------------------------------------------------------ client quotas
+
+    async def alter_client_quotas(
+        self, entries: Sequence[tuple[Sequence[tuple[str, str | None]], Mapping[str, float | None]]],
+        validate_only: bool,
+    ) -> list[tuple[ErrorCode, str | None]]:
+        """Kafka's ClientQuotaControlManager.alterClientQuotas: per entry, set (value) or remove
+        (None) quota keys of one entity; an invalid entry is INVALID_REQUEST and changes nothing."""
+        async with self._write_lock:
+            self.require_active()
+            results: list[tuple[ErrorCode, str | None]] = []
+            records: list[Message] = []
+            for pairs, ops in entries:
+                try:
+                    entity = entity_of(pairs)
+                    for key, value in ops.items():
+                        if value is not None:
+                            check_value(entity, key, value)
+                        elif key not in (IP_KEYS if entity[0][0] == IP else CLIENT_KEYS):
+                            raise QuotaError(f"Invalid configuration key {key}")
+                except QuotaError as ex:
+                    results.append((ErrorCode.INVALID_REQUEST, str(ex)))
+                    continue
+                results.append((ErrorCode.NONE, None))
+                current = self.image.client_quotas.get(entity, {})
+                for key, value in ops.items():
+                    if (value is None and key not in current) or (value is not None and current.get(key) == value):
+                        continue
+                    records.append(ClientQuotaRecord(
+                        entity=[ClientQuotaRecordEntityData(entity_type=t, entity_name=n) for t, n in entity],
+                        key=key, value=0.0 if value is None else value, remove=value is None))
+            if not validate_only:
+                await self._write(records)
             return results

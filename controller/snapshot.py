@@ -35,6 +35,10 @@ from wire.generated.metadata.rec_002_topic_record import TopicRecord
 from wire.generated.metadata.rec_003_partition_record import PartitionRecord
 from wire.generated.metadata.rec_004_config_record import ConfigRecord
 from wire.generated.metadata.rec_012_feature_level_record import FeatureLevelRecord
+from wire.generated.metadata.rec_014_client_quota_record import (
+    ClientQuotaRecord,
+    ClientQuotaRecordEntityData,
+)
 from wire.generated.metadata.rec_015_producer_ids_record import ProducerIdsRecord
 from wire.generated.metadata.rec_018_access_control_entry_record import AccessControlEntryRecord
 from wire.primitives import Message
@@ -101,6 +105,11 @@ def image_records(image: MetadataImage) -> list[Message]:
             id=acl_id, resource_type=acl.resource_type, resource_name=acl.resource_name,
             pattern_type=acl.pattern_type, principal=acl.principal, host=acl.host,
             operation=acl.operation, permission_type=acl.permission))
+    for entity, quotas in sorted(image.client_quotas.items(), key=lambda item: repr(item[0])):
+        for quota_key, quota_value in sorted(quotas.items()):
+            out.append(ClientQuotaRecord(
+                entity=[ClientQuotaRecordEntityData(entity_type=t, entity_name=n) for t, n in entity],
+                key=quota_key, value=quota_value))
     return out
 
 

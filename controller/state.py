@@ -28,6 +28,7 @@ from wire.generated.metadata.rec_007_fence_broker_record import FenceBrokerRecor
 from wire.generated.metadata.rec_008_unfence_broker_record import UnfenceBrokerRecord
 from wire.generated.metadata.rec_009_remove_topic_record import RemoveTopicRecord
 from wire.generated.metadata.rec_012_feature_level_record import FeatureLevelRecord
+from wire.generated.metadata.rec_014_client_quota_record import ClientQuotaRecord
 from wire.generated.metadata.rec_015_producer_ids_record import ProducerIdsRecord
 from wire.generated.metadata.rec_017_broker_registration_change_record import (
     BrokerRegistrationChangeRecord,
@@ -46,7 +47,7 @@ class InvalidRecordError(Exception):
 def apply(image: MetadataImage, record: Message, offset: int) -> MetadataImage:
     handler = _HANDLERS.get(type(record))
     if handler is None:
-        # Records this node does not act on (quotas, SCRAM, ...) still advance it.
+        # Records this node does not act on (SCRAM, delegation tokens, ...) still advance it.
         return replace(image, offset=offset)
     new = handler(image, record)
     return replace(new, offset=offset)
@@ -216,6 +217,21 @@ def _remove_acl(image: MetadataImage, rec: RemoveAccessControlEntryRecord) -> Me
     return replace(image, acls=acls)
 
 
+def _client_quota(image: MetadataImage, rec: ClientQuotaRecord) -> MetadataImage:
+    entity = tuple(sorted((e.entity_type, e.entity_name) for e in rec.entity))
+    values = dict(image.client_quotas.get(entity, {}))
+    if rec.remove:
+        values.pop(rec.key, None)
+    else:
+        values[rec.key] = rec.value
+    quotas = dict(image.client_quotas)
+    if values:
+        quotas[entity] = values
+    else:
+        quotas.pop(entity, None)
+    return replace(image, client_quotas=quotas)
+
+
 _HANDLERS: dict[type[Message], Callable[[MetadataImage, Any], MetadataImage]] = {
     TopicRecord: _topic,
     PartitionRecord: _partition,
@@ -231,4 +247,5 @@ _HANDLERS: dict[type[Message], Callable[[MetadataImage, Any], MetadataImage]] = 
     ProducerIdsRecord: _producer_ids,
     AccessControlEntryRecord: _acl,
     RemoveAccessControlEntryRecord: _remove_acl,
+    ClientQuotaRecord: _client_quota,
 }
