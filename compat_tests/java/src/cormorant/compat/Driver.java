@@ -118,6 +118,9 @@ public final class Driver {
                 if (Acls.handles(op)) {
                     return Acls.run(op, cmd);
                 }
+                if (Quotas.handles(op)) {
+                    return Quotas.run(op, cmd);
+                }
                 throw new IllegalArgumentException("unknown op " + op);
         }
     }
