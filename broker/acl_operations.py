@@ -109,6 +109,8 @@ def authorized_operations(ctx: RequestContext, resource_type: ResourceType, reso
     """
     if ctx.node.authorizer is None:
         return _EVERY_SUPPORTED[resource_type]
+    if resource_type == ResourceType.CLUSTER and not authorize_cluster(ctx, AclOperation.DESCRIBE, log_denied=False):
+        return 0  # Metadata and DescribeCluster report nothing to whoever may not describe the cluster
     return to_bit_field(op for op in SUPPORTED_OPERATIONS[resource_type]
                         if authorize(ctx, op, resource_type, resource_name, log_denied=False))
 

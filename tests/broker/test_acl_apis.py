@@ -26,6 +26,7 @@ from wire.generated.api_031_delete_acls import (
     DeleteAclsRequestDeleteAclsFilter,
     DeleteAclsResponse,
 )
+from wire.generated.api_060_describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 
 AUTHORIZER = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
               "super.users": "User:ANONYMOUS"}
@@ -125,5 +126,8 @@ def test_cluster_alter_needed(tmp_path_factory: pytest.TempPathFactory) -> None:
             created = c.send(CreateAclsRequest(creations=[creation("t")]), CreateAclsResponse)
             assert created.results[0].error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
             assert describe_all(c).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            cluster = c.send(DescribeClusterRequest(include_cluster_authorized_operations=True),
+                             DescribeClusterResponse)
+            assert cluster.cluster_authorized_operations == 0
     finally:
         assert b.stop() == 0

@@ -139,6 +139,10 @@ def test_metadata_lists_only_describable_topics(client: KafkaClient) -> None:
     shared = next(t for t in every.topics if t.name == "shared")
     # Every topic operation but READ (DENY READ) — and DESCRIBE stays, as a DENY implies nothing.
     assert shared.topic_authorized_operations == sum(1 << op for op in (4, 5, 6, 7, 8, 10, 11))
+    # ALTER on the cluster implies DESCRIBE: the cluster's bits are ALTER and DESCRIBE alone.
+    cluster = client.send(MetadataRequest(topics=[], include_cluster_authorized_operations=True),
+                          MetadataResponse, 10)
+    assert cluster.cluster_authorized_operations == (1 << 7) | (1 << 8)
     named = client.send(MetadataRequest(topics=[MetadataRequestTopic(name="secret")],
                                         allow_auto_topic_creation=False), MetadataResponse, 10)
     assert [(t.name, t.error_code) for t in named.topics] == [("secret", ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
