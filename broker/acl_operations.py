@@ -82,7 +82,7 @@ def authorize(ctx: RequestContext, operation: AclOperation, resource_type: Resou
     if authorizer is None:
         return True
     return authorizer.authorize(str(ctx.principal), ctx.client_host, operation, resource_type, name,
-                                log_denied).allowed
+                                log_denied, ctx.conn.listener).allowed
 
 
 def authorize_cluster(ctx: RequestContext, operation: AclOperation, log_denied: bool = True) -> bool:

@@ -99,6 +99,9 @@ def test_create_describe_delete_survive_restart(broker: BrokerProcess) -> None:
         assert [m.resource_name for m in results[1].matching_acls] == ["orders"]
         assert results[2].error_code == ErrorCode.INVALID_REQUEST
         assert [(r.resource_type, r.resource_name) for r in describe_all(c).resources] == [(GROUP, "g1")]
+    # The audit lines: allowed mutations (here ACL changes, ALTER on the cluster by a super user).
+    allowed = [line for line in broker.logs().splitlines() if "authorization_allowed" in line]
+    assert allowed and all("User:ANONYMOUS" in line and "ALTER" in line for line in allowed), allowed[:3]
 
 
 def test_without_authorizer_security_disabled(tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -129,5 +132,7 @@ def test_cluster_alter_needed(tmp_path_factory: pytest.TempPathFactory) -> None:
             cluster = c.send(DescribeClusterRequest(include_cluster_authorized_operations=True),
                              DescribeClusterResponse)
             assert cluster.cluster_authorized_operations == 0
+        denied = [line for line in b.logs().splitlines() if "authorization_denied" in line]
+        assert any("CLUSTER" in line and "127.0.0.1" in line and "PLAINTEXT" in line for line in denied), denied
     finally:
         assert b.stop() == 0
