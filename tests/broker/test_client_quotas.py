@@ -92,3 +92,33 @@ def test_alter_describe_and_restart(broker: BrokerProcess) -> None:
         assert len(described(describe(c))) == 4
         assert alter(c, entry({"user": "alice"}, producer_byte_rate=None, request_percentage=None)) == [0]
         assert (("user", "alice"),) not in described(describe(c))
+
+
+def test_configs_tool(broker: BrokerProcess) -> None:
+    import subprocess
+    import sys
+
+    from tests.shared import ROOT
+
+    def configs(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "broker", "configs", "--bootstrap-server", broker.bootstrap,
+                               *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+    done = configs("--alter", "--entity-type", "users", "--entity-name", "carol", "--add-config",
+                   "producer_byte_rate=1024,consumer_byte_rate=2048")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Completed updating config for user-principal 'carol'.\n"
+    assert configs("--alter", "--entity-type", "users", "--entity-type", "clients", "--entity-name", "carol",
+                   "--entity-default", "--add-config", "request_percentage=25").returncode == 0
+    shown = configs("--describe", "--entity-type", "users", "--entity-name", "carol")
+    assert shown.stdout == ("Quota configs for user-principal 'carol' are "
+                            "consumer_byte_rate=2048.0,producer_byte_rate=1024.0\n"), shown.stdout
+    both = configs("--describe", "--entity-type", "users", "--entity-type", "clients", "--entity-name", "carol",
+                   "--entity-default")
+    assert "the default client-id" in both.stdout and "request_percentage=25.0" in both.stdout, both.stdout
+    assert configs("--alter", "--entity-type", "users", "--entity-name", "carol", "--delete-config",
+                   "producer_byte_rate").returncode == 0
+    assert "producer_byte_rate" not in configs("--describe", "--entity-type", "users", "--entity-name",
+                                               "carol").stdout
+    bad = configs("--alter", "--entity-type", "users", "--entity-name", "carol", "--add-config", "producer_byte_rate=1.5")
+    assert bad.returncode == 1 and bad.stderr.startswith("cormorant configs: ") and "Long" in bad.stderr
