@@ -744,6 +744,10 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
         _key("producer.id.expiration.check.interval.ms", INT, "600000",
              "How often expired producer ids are removed.", AT_LEAST_1),
     ]),
+    *_group("Quotas", [
+        _key("quota.window.num", INT, "11", "Samples a client quota's rate is measured over.", AT_LEAST_1),
+        _key("quota.window.size.seconds", INT, "1", "Length of each client quota sample.", AT_LEAST_1),
+    ]),
     *_group("Authorization", [
         _key("authorizer.class.name", STRING, "",
              "The authorizer: empty for none (every client may do everything, ACL APIs answer "
@@ -930,8 +934,8 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "password.encoder.cipher.algorithm", "password.encoder.iterations",
     "password.encoder.key.length", "password.encoder.keyfactory.algorithm",
     "password.encoder.old.secret", "password.encoder.secret", "principal.builder.class",
-    "producer.purgatory.purge.interval.requests", "queued.max.request.bytes", "quota.window.num",
-    "quota.window.size.seconds", "remote.fetch.max.wait.ms",
+    "producer.purgatory.purge.interval.requests", "queued.max.request.bytes",
+    "remote.fetch.max.wait.ms",
     "remote.log.index.file.cache.total.size.bytes", "remote.log.manager.copier.thread.pool.size",
     "remote.log.manager.copy.max.bytes.per.second", "remote.log.manager.copy.quota.window.num",
     "remote.log.manager.copy.quota.window.size.seconds",
@@ -1326,6 +1330,8 @@ class BrokerConfig:
     compression_lz4_level: int
     compression_zstd_level: int
     delete_topic_enable: bool
+    quota_window_num: int
+    quota_window_size_seconds: int
     authorizer_class_name: str
     super_users: frozenset[str]
     allow_everyone_if_no_acl_found: bool
@@ -1989,6 +1995,8 @@ def build_config(raw: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
         compression_lz4_level=values.int_of("compression.lz4.level"),
         compression_zstd_level=values.int_of("compression.zstd.level"),
         delete_topic_enable=values.bool_of("delete.topic.enable"),
+        quota_window_num=values.int_of("quota.window.num"),
+        quota_window_size_seconds=values.int_of("quota.window.size.seconds"),
         authorizer_class_name=values.str_of("authorizer.class.name"),
         super_users=frozenset(p.strip() for p in (values.opt_str_of("super.users") or "").split(";") if p.strip()),
         allow_everyone_if_no_acl_found=values.bool_of("allow.everyone.if.no.acl.found"),

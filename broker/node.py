@@ -48,6 +48,7 @@ from broker.log.producer_state import ProducerStateConfig
 from broker.metrics import BrokerMetrics, DisabledMetrics
 from broker.network import Listener, NetworkLimits
 from broker.peers import PeerBrokers
+from broker.quota_manager import PRODUCE, ClientQuotaManager
 from broker.replica_manager import Partition, ReplicaManager
 from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
 from broker.replication.isr import IsrManager
@@ -146,6 +147,10 @@ class BrokerNode:
         self.authorizer = StandardAuthorizer(
             AuthorizerRules(config.super_users, config.allow_everyone_if_no_acl_found), lambda: self.image,
         ) if config.authorizer_class_name else None
+        #: producer_byte_rate quotas (ClientQuotaRecords of the image), as Kafka's produce quota manager.
+        self.produce_quotas = ClientQuotaManager(
+            PRODUCE, config.quota_window_size_seconds * 1000, config.quota_window_num, clock_ms,
+            lambda: self.image.client_quotas)
         self.listeners: list[Listener] = []
         self._topic_configs: dict[tuple[str, frozenset[tuple[str, str]]], TopicConfig] = {}
         # The dynamic broker settings the effective configuration was built from.

@@ -1,6 +1,6 @@
 """Client quotas with real admin clients: Java 3.9 and 4.3 (the Python clients and kafkajs have no
 client-quota API) set, describe and remove quotas through AlterClientQuotas and
-DescribeClientQuotas. Cormorant stores the quotas; it does not throttle by them yet."""
+DescribeClientQuotas. Throttling by producer_byte_rate: test_produce_quota.py."""
 
 from __future__ import annotations
 

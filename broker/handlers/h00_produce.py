@@ -138,6 +138,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             partition.wake()
             if acks == -1:
                 waiting.append((partition, info.last_offset + 1, p_resp))
+    # producer_byte_rate: the client waits throttle_time_ms (KIP-219); the channel itself is not muted.
+    response.throttle_time_ms = node.produce_quotas.record(ctx.principal.name, ctx.client_id or "", sum(
+        len(p.records) for t in request.topic_data for p in t.partition_data if p.records is not None))
     if acks == 0:
         if failed:
             raise CloseConnection("produce with acks=0 failed", client_id=ctx.client_id)

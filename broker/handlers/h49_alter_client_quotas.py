@@ -4,8 +4,8 @@ As Kafka: ALTER_CONFIGS on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED p
 the active controller validates each entry (INVALID_REQUEST with Kafka's message for an
 empty or unknown entity type, ``ip`` combined with another type, an invalid IP, an unknown
 key, a non-positive value or a fraction for a byte rate); a key named twice in one entry is
-INVALID_REQUEST. ``validate_only`` changes nothing. v1 is flexible. The quotas are stored
-and described; Cormorant does not throttle by them yet.
+INVALID_REQUEST. ``validate_only`` changes nothing. v1 is flexible. Of the quotas,
+``producer_byte_rate`` is enforced (broker/quota_manager.py); the others are stored only.
 """
 
 from __future__ import annotations
