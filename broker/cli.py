@@ -6,6 +6,8 @@
 ``cormorant share-groups ...`` does the same for share groups;
 ``cormorant partitions reassign|status|elect-leaders`` moves partitions and elects leaders;
 ``cormorant transactions ...`` lists and describes transactional ids;
+``cormorant acls --add|--list|--remove ...`` manages ACLs with kafka-acls.sh's options;
+``cormorant configs --entity-type users|clients|ips ...`` describes and alters client quotas;
 ``cormorant dump-log FILE`` prints a segment's batches like Kafka's dump-log tool;
 ``cormorant console`` serves a web console for the cluster;
 ``cormorant top`` shows a broker's metrics endpoint live in the terminal;
@@ -124,6 +126,18 @@ def _transactions(args: argparse.Namespace) -> int:
     from broker.tools.transactions import run_transactions
 
     return run_transactions(args)
+
+
+def _acls(args: argparse.Namespace) -> int:
+    from broker.tools.acls import run_acls
+
+    return run_acls(args)
+
+
+def _configs(args: argparse.Namespace) -> int:
+    from broker.tools.client_quotas import run_client_quotas
+
+    return run_client_quotas(args)
 
 
 def _topics(args: argparse.Namespace) -> int:
@@ -249,6 +263,14 @@ def build_parser() -> argparse.ArgumentParser:
     from broker.console.cli import add_parser as add_console_parser
 
     add_console_parser(sub).set_defaults(func=_console)
+
+    from broker.tools.acls import add_parser as add_acls_parser
+
+    add_acls_parser(sub).set_defaults(func=_acls)
+
+    from broker.tools.client_quotas import add_parser as add_configs_parser
+
+    add_configs_parser(sub).set_defaults(func=_configs)
 
     top = sub.add_parser("top", help="live view of a broker's metrics endpoint")
     top.add_argument("--metrics-url", default="http://127.0.0.1:9464/metrics", help="the broker's /metrics URL")

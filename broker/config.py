@@ -37,6 +37,8 @@ from types import MappingProxyType
 from typing import Final, Protocol
 
 INT_MAX: Final = 2**31 - 1
+#: The one authorizer Cormorant has: Kafka's KRaft authorizer, with ACLs in the metadata log.
+STANDARD_AUTHORIZER: Final = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 LONG_MAX: Final = 2**63 - 1
 DOUBLE_MAX: Final = 1.7976931348623157e308
 
@@ -854,6 +856,21 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
              "whose session has ended is closed at its next request; 0 means sessions do not expire.",
              AT_LEAST_0),
     ]),
+    *_group("Quotas", [
+        _key("quota.window.num", INT, "11", "Samples a client quota's rate is measured over.", AT_LEAST_1),
+        _key("quota.window.size.seconds", INT, "1", "Length of each client quota sample.", AT_LEAST_1),
+    ]),
+    *_group("Authorization", [
+        _key("authorizer.class.name", STRING, "",
+             "The authorizer: empty for none (every client may do everything, ACL APIs answer "
+             "SECURITY_DISABLED), or org.apache.kafka.metadata.authorizer.StandardAuthorizer for ACLs "
+             "kept in the metadata log.",
+             OneOf(("", STANDARD_AUTHORIZER))),
+        _key("super.users", STRING, None,
+             "Principals allowed everything whatever the ACLs, separated by semicolons (User:admin;User:broker)."),
+        _key("allow.everyone.if.no.acl.found", BOOLEAN, "false",
+             "Whether an action on a resource no ACL names is allowed."),
+    ]),
     *_group("Cormorant", [
         _key("metrics.listener", STRING, "127.0.0.1:9464",
              "Address of the Prometheus scrape endpoint; empty disables it.",
@@ -991,9 +1008,9 @@ TOPIC_CONFIGS: Final[Mapping[str, ConfigKey]] = MappingProxyType(
 # Kafka 3.9 broker settings (its documented ones plus the internal ones it still
 # accepts, and the standard authorizer's) that Cormorant accepts but ignores.
 UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
-    "allow.everyone.if.no.acl.found", "alter.config.policy.class.name",
+    "alter.config.policy.class.name",
     "alter.log.dirs.replication.quota.window.num",
-    "alter.log.dirs.replication.quota.window.size.seconds", "authorizer.class.name",
+    "alter.log.dirs.replication.quota.window.size.seconds",
     "auto.include.jmx.reporter", "background.threads", "broker.id.generation.enable",
     "client.quota.callback.class",
     "control.plane.listener.name", "controlled.shutdown.enable",
@@ -1026,8 +1043,8 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "password.encoder.cipher.algorithm", "password.encoder.iterations",
     "password.encoder.key.length", "password.encoder.keyfactory.algorithm",
     "password.encoder.old.secret", "password.encoder.secret", "principal.builder.class",
-    "producer.purgatory.purge.interval.requests", "queued.max.request.bytes", "quota.window.num",
-    "quota.window.size.seconds", "remote.fetch.max.wait.ms",
+    "producer.purgatory.purge.interval.requests", "queued.max.request.bytes",
+    "remote.fetch.max.wait.ms",
     "remote.log.index.file.cache.total.size.bytes", "remote.log.manager.copier.thread.pool.size",
     "remote.log.manager.copy.max.bytes.per.second", "remote.log.manager.copy.quota.window.num",
     "remote.log.manager.copy.quota.window.size.seconds",
@@ -1053,23 +1070,18 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.window.factor",
     "sasl.login.refresh.window.jitter", "sasl.login.retry.backoff.max.ms",
     "sasl.login.retry.backoff.ms", "sasl.mechanism.controller.protocol",
-
-
     "sasl.oauthbearer.jwks.endpoint.refresh.ms",
     "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
     "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
-
     "sasl.oauthbearer.token.endpoint.url", "sasl.server.callback.handler.class",
     "security.providers", "server.max.startup.time.ms",
     "socket.connection.setup.timeout.max.ms", "socket.connection.setup.timeout.ms",
     "ssl.allow.dn.changes", "ssl.allow.san.changes",
     "ssl.engine.factory.class",
     "ssl.keymanager.algorithm",
-
     "ssl.provider",
     "ssl.secure.random.implementation", "ssl.trustmanager.algorithm",
-
-    "super.users", "telemetry.max.bytes",
+    "telemetry.max.bytes",
     "transaction.partition.verification.enable", "transaction.state.log.load.buffer.size",
     "unclean.leader.election.interval.ms", "unstable.api.versions.enable",
     "unstable.feature.versions.enable", "zookeeper.clientCnxnSocket", "zookeeper.connect",
@@ -1441,6 +1453,11 @@ class BrokerConfig:
     compression_lz4_level: int
     compression_zstd_level: int
     delete_topic_enable: bool
+    quota_window_num: int
+    quota_window_size_seconds: int
+    authorizer_class_name: str
+    super_users: frozenset[str]
+    allow_everyone_if_no_acl_found: bool
     unclean_leader_election_enable: bool
     auto_leader_rebalance_enable: bool
     leader_imbalance_check_interval_seconds: int
@@ -2152,6 +2169,11 @@ def build_config(raw: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
         compression_lz4_level=values.int_of("compression.lz4.level"),
         compression_zstd_level=values.int_of("compression.zstd.level"),
         delete_topic_enable=values.bool_of("delete.topic.enable"),
+        quota_window_num=values.int_of("quota.window.num"),
+        quota_window_size_seconds=values.int_of("quota.window.size.seconds"),
+        authorizer_class_name=values.str_of("authorizer.class.name"),
+        super_users=frozenset(p.strip() for p in (values.opt_str_of("super.users") or "").split(";") if p.strip()),
+        allow_everyone_if_no_acl_found=values.bool_of("allow.everyone.if.no.acl.found"),
         unclean_leader_election_enable=values.bool_of("unclean.leader.election.enable"),
         auto_leader_rebalance_enable=values.bool_of("auto.leader.rebalance.enable"),
         leader_imbalance_check_interval_seconds=values.int_of(

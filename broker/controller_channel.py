@@ -29,8 +29,11 @@ from typing import TypeVar
 import structlog
 import trio
 
+from broker.acl_requests import DeleteOutcome, forward_create_acls, forward_delete_acls
+from broker.quota_requests import QuotaChange, forward_alter_client_quotas
 from broker.security.mechanism import AuthenticationFailed
 from broker.security.peer import PeerSecurity, authenticate
+from controller.acls import AclFilter, StandardAcl
 from controller.elections import PREFERRED, ElectionOutcome
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
 from controller.quorum import NotControllerError
@@ -558,6 +561,19 @@ class RemoteController:
 
             await self._wait_for_image(shown, PROPAGATION_WAIT_S)
         return result, message
+
+    async def create_acls(self, acls: Sequence[StandardAcl]) -> list[tuple[ErrorCode, str | None]]:
+        return await forward_create_acls(self.channel, self.request_timeout_s, self._wait_for_image,
+                                         PROPAGATION_WAIT_S, acls)
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[DeleteOutcome]:
+        return await forward_delete_acls(self.channel, self.request_timeout_s, self._wait_for_image,
+                                         PROPAGATION_WAIT_S, filters)
+
+    async def alter_client_quotas(self, changes: Sequence[QuotaChange],
+                                  validate_only: bool) -> list[tuple[ErrorCode, str | None]]:
+        return await forward_alter_client_quotas(self.channel, self.request_timeout_s, self._wait_for_image,
+                                                 PROPAGATION_WAIT_S, changes, validate_only)
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         reply = await self.channel.send_to_active(

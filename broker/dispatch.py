@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from broker.network import CloseConnection, ConnectionInfo
+from broker.principal import ANONYMOUS, KafkaPrincipal
 from broker.response_errors import BrokerErrorLog, error_codes
 from wire.errors import ErrorCode
 from wire.exceptions import DecodeError, UnsupportedVersionError
@@ -53,8 +54,13 @@ class RequestContext:
     node: BrokerNode
     conn: ConnectionInfo
     header: RequestHeader
-    #: Who sent the request, as Kafka's KafkaPrincipal string ("User:alice", "User:ANONYMOUS").
-    principal: str = "User:ANONYMOUS"
+    #: The authenticated principal; every PLAINTEXT client is User:ANONYMOUS, as in Kafka.
+    principal: KafkaPrincipal = field(default=ANONYMOUS)
+
+    @property
+    def client_host(self) -> str:
+        """The client's address, which host-restricted ACLs compare with."""
+        return self.conn.peer_host
 
     @property
     def api_version(self) -> int:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 import trio
 
+from broker.principal import ANONYMOUS, KafkaPrincipal
 from wire.frame import EncodedFrame
 from wire.regions import FileRegion
 
@@ -69,7 +70,7 @@ class ConnectionInfo:
     local_port: int
     connection_id: int
     #: Kafka principal of the peer: ANONYMOUS until TLS or SASL says who it is.
-    principal: str = "User:ANONYMOUS"
+    principal: KafkaPrincipal = ANONYMOUS
     #: SASL state of a connection on a SASL listener until it has authenticated.
     sasl: SaslSession | None = None
     #: Largest frame accepted now, when lower than the listener's (before authentication).

@@ -23,6 +23,7 @@ from typing import Any
 import structlog
 import trio
 
+from broker.authorizer import StandardAuthorizer
 from broker.cluster_mode import ClusterMode, QuorumHandle, quorum_cluster_id
 from broker.config import (
     BrokerConfig,
@@ -49,6 +50,7 @@ from broker.log.producer_state import ProducerStateConfig
 from broker.metrics import BrokerMetrics, DisabledMetrics
 from broker.network import Listener, NetworkLimits
 from broker.peers import PeerBrokers
+from broker.quota_manager import PRODUCE, ClientQuotaManager
 from broker.replica_manager import Partition, ReplicaManager
 from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
 from broker.replication.isr import IsrManager
@@ -62,6 +64,7 @@ from broker.telemetry import Telemetry, TimedQuorum
 from broker.tracing import Tracing
 from broker.transaction.coordinator import TransactionCoordinator
 from broker.validation import TargetCompression, TimestampPolicy, target_compression
+from controller.acls import AuthorizerRules
 from controller.image import Endpoint, MetadataImage
 from controller.quorum import LocalQuorum
 from controller.service import Controller, ControllerSettings
@@ -152,6 +155,14 @@ class BrokerNode:
         self.metrics_url: str | None = None
         self.cluster_id = ""
         self.dispatcher = Dispatcher(self, load_handlers(all_handlers()), DecodeLimits())
+        #: Kafka's StandardAuthorizer when authorizer.class.name names it; None: everything is allowed.
+        self.authorizer = StandardAuthorizer(
+            AuthorizerRules(config.super_users, config.allow_everyone_if_no_acl_found), lambda: self.image,
+        ) if config.authorizer_class_name else None
+        #: producer_byte_rate quotas (ClientQuotaRecords of the image), as Kafka's produce quota manager.
+        self.produce_quotas = ClientQuotaManager(
+            PRODUCE, config.quota_window_size_seconds * 1000, config.quota_window_num, clock_ms,
+            lambda: self.image.client_quotas)
         self.listeners: list[Listener] = []
         self._topic_configs: dict[tuple[str, frozenset[tuple[str, str]]], TopicConfig] = {}
         # The dynamic broker settings the effective configuration was built from.

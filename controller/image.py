@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from controller.acls import StandardAcl
+
 EMPTY: Mapping[str, str] = MappingProxyType({})
 
 #: ConfigRecord resource types (as DescribeConfigs/AlterConfigs use them).
@@ -99,6 +101,10 @@ class MetadataImage:
     next_producer_id: int = 0
     #: (user name, SCRAM mechanism type: 1 SHA-256, 2 SHA-512) -> credential.
     scram_credentials: Mapping[tuple[str, int], ScramCredentialImage] = field(default_factory=dict)
+    #: ACLs by their id (AccessControlEntryRecord); replaced as a whole when one changes.
+    acls: Mapping[uuid.UUID, StandardAcl] = field(default_factory=dict)
+    #: Client quotas (ClientQuotaRecord): entity as sorted (type, name) pairs -> {quota key: value}.
+    client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(default_factory=dict)
 
     def topic(self, name: str) -> TopicImage | None:
         tid = self.topic_ids.get(name)

@@ -23,9 +23,11 @@ from typing import TypeVar
 import structlog
 import trio
 
+from controller.acls import AclError, AclFilter, StandardAcl, matching_ids, validate_new_acl
 from controller.elections import UNCLEAN, ElectionOutcome, elect_leaders
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
 from controller.quorum import MetadataQuorum, NotControllerError
+from controller.quotas import CLIENT_KEYS, IP, IP_KEYS, QuotaError, check_value, entity_of
 from controller.reassignment import ReassignmentOutcome, alter_reassignments
 from controller.state import apply, apply_all
 from wire.errors import ErrorCode
@@ -39,7 +41,15 @@ from wire.generated.metadata.rec_004_config_record import ConfigRecord
 from wire.generated.metadata.rec_008_unfence_broker_record import UnfenceBrokerRecord
 from wire.generated.metadata.rec_009_remove_topic_record import RemoveTopicRecord
 from wire.generated.metadata.rec_012_feature_level_record import FeatureLevelRecord
+from wire.generated.metadata.rec_014_client_quota_record import (
+    ClientQuotaRecord,
+    ClientQuotaRecordEntityData,
+)
 from wire.generated.metadata.rec_015_producer_ids_record import ProducerIdsRecord
+from wire.generated.metadata.rec_018_access_control_entry_record import AccessControlEntryRecord
+from wire.generated.metadata.rec_019_remove_access_control_entry_record import (
+    RemoveAccessControlEntryRecord,
+)
 from wire.primitives import Message
 
 log = structlog.get_logger(__name__)
@@ -523,3 +533,91 @@ class Controller:
             await self._write([ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,
                                                  next_producer_id=first + PRODUCER_ID_BLOCK_SIZE)])
             return first, PRODUCER_ID_BLOCK_SIZE
+
+    # ------------------------------------------------------------ ACLs
+
+    async def create_acls(self, acls: Sequence[StandardAcl]) -> list[tuple[ErrorCode, str | None]]:
+        """Kafka's AclControlManager.createAcls: each valid new ACL becomes a record;
+        an ACL that exists already succeeds without one; an invalid one is INVALID_REQUEST."""
+        async with self._write_lock:
+            self.require_active()
+            existing = set(self.image.acls.values())
+            results: list[tuple[ErrorCode, str | None]] = []
+            records: list[Message] = []
+            for acl in acls:
+                try:
+                    validate_new_acl(acl)
+                except AclError as ex:
+                    results.append((ErrorCode.INVALID_REQUEST, str(ex)))
+                    continue
+                results.append((ErrorCode.NONE, None))
+                if acl in existing:
+                    continue
+                existing.add(acl)
+                records.append(AccessControlEntryRecord(
+                    id=uuid.UUID(int=self.rng.getrandbits(128)), resource_type=acl.resource_type,
+                    resource_name=acl.resource_name, pattern_type=acl.pattern_type, principal=acl.principal,
+                    host=acl.host, operation=acl.operation, permission_type=acl.permission))
+            await self._write(records)
+            return results
+
+    async def delete_acls(
+        self, filters: Sequence[AclFilter]
+    ) -> list[tuple[ErrorCode, str | None, list[StandardAcl]]]:
+        """Kafka's AclControlManager.deleteAcls: per filter, the ACLs it matched (each removed
+        once even when several filters match it); a filter with UNKNOWN parts is INVALID_REQUEST."""
+        async with self._write_lock:
+            self.require_active()
+            acls = self.image.acls
+            removed: set[uuid.UUID] = set()
+            results: list[tuple[ErrorCode, str | None, list[StandardAcl]]] = []
+            records: list[Message] = []
+            for flt in filters:
+                try:
+                    flt.validate()
+                except AclError as ex:
+                    results.append((ErrorCode.INVALID_REQUEST, str(ex), []))
+                    continue
+                ids = matching_ids(acls, flt)
+                for acl_id in ids:
+                    if acl_id not in removed:
+                        removed.add(acl_id)
+                        records.append(RemoveAccessControlEntryRecord(id=acl_id))
+                results.append((ErrorCode.NONE, None, [acls[i] for i in ids]))
+            await self._write(records)
+            return results
+
+    # ------------------------------------------------------------ client quotas
+
+    async def alter_client_quotas(
+        self, entries: Sequence[tuple[Sequence[tuple[str, str | None]], Mapping[str, float | None]]],
+        validate_only: bool,
+    ) -> list[tuple[ErrorCode, str | None]]:
+        """Kafka's ClientQuotaControlManager.alterClientQuotas: per entry, set (value) or remove
+        (None) quota keys of one entity; an invalid entry is INVALID_REQUEST and changes nothing."""
+        async with self._write_lock:
+            self.require_active()
+            results: list[tuple[ErrorCode, str | None]] = []
+            records: list[Message] = []
+            for pairs, ops in entries:
+                try:
+                    entity = entity_of(pairs)
+                    for key, value in ops.items():
+                        if value is not None:
+                            check_value(entity, key, value)
+                        elif key not in (IP_KEYS if entity[0][0] == IP else CLIENT_KEYS):
+                            raise QuotaError(f"Invalid configuration key {key}")
+                except QuotaError as ex:
+                    results.append((ErrorCode.INVALID_REQUEST, str(ex)))
+                    continue
+                results.append((ErrorCode.NONE, None))
+                current = self.image.client_quotas.get(entity, {})
+                for key, value in ops.items():
+                    if (value is None and key not in current) or (value is not None and current.get(key) == value):
+                        continue
+                    records.append(ClientQuotaRecord(
+                        entity=[ClientQuotaRecordEntityData(entity_type=t, entity_name=n) for t, n in entity],
+                        key=key, value=0.0 if value is None else value, remove=value is None))
+            if not validate_only:
+                await self._write(records)
+            return results

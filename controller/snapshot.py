@@ -36,7 +36,12 @@ from wire.generated.metadata.rec_003_partition_record import PartitionRecord
 from wire.generated.metadata.rec_004_config_record import ConfigRecord
 from wire.generated.metadata.rec_011_user_scram_credential_record import UserScramCredentialRecord
 from wire.generated.metadata.rec_012_feature_level_record import FeatureLevelRecord
+from wire.generated.metadata.rec_014_client_quota_record import (
+    ClientQuotaRecord,
+    ClientQuotaRecordEntityData,
+)
 from wire.generated.metadata.rec_015_producer_ids_record import ProducerIdsRecord
+from wire.generated.metadata.rec_018_access_control_entry_record import AccessControlEntryRecord
 from wire.primitives import Message
 from wire.records import NewRecord, build_batch, iter_batch_headers, iter_records
 
@@ -100,6 +105,16 @@ def image_records(image: MetadataImage) -> list[Message]:
         out.append(UserScramCredentialRecord(name=user, mechanism=mechanism, salt=credential.salt,
                                              stored_key=credential.stored_key, server_key=credential.server_key,
                                              iterations=credential.iterations))
+    for acl_id, acl in sorted(image.acls.items(), key=lambda item: (*item[1].sort_key(), str(item[0]))):
+        out.append(AccessControlEntryRecord(
+            id=acl_id, resource_type=acl.resource_type, resource_name=acl.resource_name,
+            pattern_type=acl.pattern_type, principal=acl.principal, host=acl.host,
+            operation=acl.operation, permission_type=acl.permission))
+    for entity, quotas in sorted(image.client_quotas.items(), key=lambda item: repr(item[0])):
+        for quota_key, quota_value in sorted(quotas.items()):
+            out.append(ClientQuotaRecord(
+                entity=[ClientQuotaRecordEntityData(entity_type=t, entity_name=n) for t, n in entity],
+                key=quota_key, value=quota_value))
     return out
 
 

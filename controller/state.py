@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from controller.acls import StandardAcl
 from controller.image import (
     BrokerImage,
     Endpoint,
@@ -30,9 +31,14 @@ from wire.generated.metadata.rec_008_unfence_broker_record import UnfenceBrokerR
 from wire.generated.metadata.rec_009_remove_topic_record import RemoveTopicRecord
 from wire.generated.metadata.rec_011_user_scram_credential_record import UserScramCredentialRecord
 from wire.generated.metadata.rec_012_feature_level_record import FeatureLevelRecord
+from wire.generated.metadata.rec_014_client_quota_record import ClientQuotaRecord
 from wire.generated.metadata.rec_015_producer_ids_record import ProducerIdsRecord
 from wire.generated.metadata.rec_017_broker_registration_change_record import (
     BrokerRegistrationChangeRecord,
+)
+from wire.generated.metadata.rec_018_access_control_entry_record import AccessControlEntryRecord
+from wire.generated.metadata.rec_019_remove_access_control_entry_record import (
+    RemoveAccessControlEntryRecord,
 )
 from wire.generated.metadata.rec_022_remove_user_scram_credential_record import (
     RemoveUserScramCredentialRecord,
@@ -47,7 +53,7 @@ class InvalidRecordError(Exception):
 def apply(image: MetadataImage, record: Message, offset: int) -> MetadataImage:
     handler = _HANDLERS.get(type(record))
     if handler is None:
-        # Records this node does not act on (ACLs, quotas, ...) still advance it.
+        # Records this node does not act on (delegation tokens, features, ...) still advance it.
         return replace(image, offset=offset)
     new = handler(image, record)
     return replace(new, offset=offset)
@@ -248,6 +254,38 @@ def _remove_scram(image: MetadataImage, rec: RemoveUserScramCredentialRecord) ->
     return replace(image, scram_credentials=credentials)
 
 
+def _acl(image: MetadataImage, rec: AccessControlEntryRecord) -> MetadataImage:
+    if rec.id in image.acls:
+        raise InvalidRecordError(f"ACL {rec.id} already exists")
+    acls = dict(image.acls)
+    acls[rec.id] = StandardAcl.of(rec.resource_type, rec.resource_name, rec.pattern_type, rec.principal,
+                                  rec.host, rec.operation, rec.permission_type)
+    return replace(image, acls=acls)
+
+
+def _remove_acl(image: MetadataImage, rec: RemoveAccessControlEntryRecord) -> MetadataImage:
+    if rec.id not in image.acls:
+        raise InvalidRecordError(f"removal of unknown ACL {rec.id}")
+    acls = dict(image.acls)
+    del acls[rec.id]
+    return replace(image, acls=acls)
+
+
+def _client_quota(image: MetadataImage, rec: ClientQuotaRecord) -> MetadataImage:
+    entity = tuple(sorted((e.entity_type, e.entity_name) for e in rec.entity))
+    values = dict(image.client_quotas.get(entity, {}))
+    if rec.remove:
+        values.pop(rec.key, None)
+    else:
+        values[rec.key] = rec.value
+    quotas = dict(image.client_quotas)
+    if values:
+        quotas[entity] = values
+    else:
+        quotas.pop(entity, None)
+    return replace(image, client_quotas=quotas)
+
+
 _HANDLERS: dict[type[Message], Callable[[MetadataImage, Any], MetadataImage]] = {
     TopicRecord: _topic,
     PartitionRecord: _partition,
@@ -263,4 +301,7 @@ _HANDLERS: dict[type[Message], Callable[[MetadataImage, Any], MetadataImage]] = 
     ProducerIdsRecord: _producer_ids,
     UserScramCredentialRecord: _scram,
     RemoveUserScramCredentialRecord: _remove_scram,
+    AccessControlEntryRecord: _acl,
+    RemoveAccessControlEntryRecord: _remove_acl,
+    ClientQuotaRecord: _client_quota,
 }

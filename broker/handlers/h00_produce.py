@@ -16,6 +16,7 @@ from __future__ import annotations
 import structlog
 import trio
 
+from broker.acl_operations import AclOperation, ResourceType, authorize, checker
 from broker.dispatch import RequestContext
 from broker.limits import describe_error
 from broker.network import CloseConnection
@@ -49,6 +50,10 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     # Transactional records need a transactional id (Kafka answers every partition so).
     untransacted = request.transactional_id is None and any(
         has_transactional_records(p.records) for t in request.topic_data for p in t.partition_data)
+    if request.transactional_id is not None and not authorize(
+            ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    may_write = checker(ctx, AclOperation.WRITE, ResourceType.TOPIC)
     for topic in request.topic_data:
         t_resp = ProduceResponseTopicProduceResponse(name=topic.name)
         response.responses.append(t_resp)
@@ -61,6 +66,10 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 continue
             if untransacted:
                 p_resp.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                failed = True
+                continue
+            if not may_write(topic.name):
+                p_resp.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 failed = True
                 continue
             if topic.name in INTERNAL_TOPICS:
@@ -131,6 +140,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             partition.wake()
             if acks == -1:
                 waiting.append((partition, info.last_offset + 1, p_resp))
+    # producer_byte_rate: the client waits throttle_time_ms (KIP-219); the channel itself is not muted.
+    response.throttle_time_ms = node.produce_quotas.record(ctx.principal.name, ctx.client_id or "", sum(
+        len(p.records) for t in request.topic_data for p in t.partition_data if p.records is not None))
     if acks == 0:
         if failed:
             raise CloseConnection("produce with acks=0 failed", client_id=ctx.client_id)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import structlog
 import trio
 
+from broker.acl_operations import AclOperation, replica_or_topic_checker
 from broker.dispatch import RequestContext
 from broker.fetch_sessions import (
     FINAL_EPOCH,
@@ -77,6 +78,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             for fp in t.partitions
         ]
     image = node.image
+    may_read = replica_or_topic_checker(ctx, follower, AclOperation.READ)
     # Resolve every wanted partition once; errors are final, the rest are re-read.
     slots: list[tuple[FetchResponsePartitionData, FetchRequestFetchPartition, Partition | None]] = []
     for _, cached in wanted:
@@ -88,6 +90,11 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         pd = FetchResponsePartitionData(partition_index=fp.partition, high_watermark=-1,
                                         last_stable_offset=-1, log_start_offset=-1)
         partition = rm.get(name, fp.partition) if name else None
+        if name and not may_read(name):
+            pd.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            pd.records = b""
+            slots.append((pd, fp, None))
+            continue
         if partition is None:
             if by_id and (not name or image.topics_by_id.get(cached.topic_id) is None):
                 pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID

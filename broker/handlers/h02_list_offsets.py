@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import structlog
 
+from broker.acl_operations import AclOperation, ResourceType, checker
 from broker.dispatch import RequestContext
 from broker.replica_manager import Partition
 from wire.errors import ErrorCode
@@ -119,11 +120,14 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
             (duplicates if key in seen else seen).add(key)
+    may_describe = checker(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC)
     for topic in request.topics:
         t_resp = ListOffsetsResponseListOffsetsTopicResponse(name=topic.name)
         response.topics.append(t_resp)
         for p in topic.partitions:
-            if ctx.api_version == 0:
+            if not may_describe(topic.name):
+                t_resp.partitions.append(_error(p, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif ctx.api_version == 0:
                 t_resp.partitions.append(_list_v0(ctx, request, topic.name, p))
             elif (topic.name, p.partition_index) in duplicates:
                 t_resp.partitions.append(_error(p, ErrorCode.INVALID_REQUEST))

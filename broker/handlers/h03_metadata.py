@@ -7,13 +7,25 @@ arrived on. Topic ids from v10; a request by id alone (v12+) is answered by id.
 v8+ can ask for each topic's authorized operations, v8-10 for the cluster's
 (KIP-430; from v11 DescribeCluster answers that): without an authorizer, every
 operation the resource type supports, as Kafka reports.
+
+With an authorizer, as Kafka's KafkaApis: "all topics" lists only the topics the
+caller may DESCRIBE; a topic named (or given by id) without DESCRIBE, or missing
+and to be auto-created without CREATE (on the cluster or the topic), is answered
+TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 import uuid
 
-from broker.acl_operations import CLUSTER_NAME, ResourceType, authorized_operations
+from broker.acl_operations import (
+    CLUSTER_NAME,
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorized_operations,
+    checker,
+)
 from broker.dispatch import RequestContext
 from controller.image import MetadataImage, TopicImage
 from controller.service import TopicRequest, validate_topic_name
@@ -81,6 +93,11 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     return response
 
 
+def _always(name: str) -> bool:
+    del name
+    return True
+
+
 async def _describe(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     node = ctx.node
     image = node.image
@@ -93,8 +110,13 @@ async def _describe(ctx: RequestContext, request: MetadataRequest) -> MetadataRe
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
         response.topics = [
             topic_metadata(image, t, listener) for t in sorted(image.topics_by_id.values(), key=lambda t: t.name)
+            if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name, log_denied=False)
         ]
         return response
+    may_describe = checker(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC)
+    may_create = (_always if authorize(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False)
+                  else checker(ctx, AclOperation.CREATE, ResourceType.TOPIC))
+    denied: set[str] = set()
     allow_create = node.config.auto_create_topics_enable and (ctx.api_version < 4 or request.allow_auto_topic_creation)
     wanted: list[tuple[str | None, uuid.UUID]] = []
     to_create: list[str] = []
@@ -103,8 +125,12 @@ async def _describe(ctx: RequestContext, request: MetadataRequest) -> MetadataRe
             wanted.append((None, t.topic_id))
             continue
         wanted.append((t.name, ZERO_UUID))
-        if image.topic(t.name) is None and allow_create and validate_topic_name(t.name) is None:
-            if t.name not in to_create:
+        if not may_describe(t.name):
+            denied.add(t.name)
+        elif image.topic(t.name) is None and allow_create and validate_topic_name(t.name) is None:
+            if not may_create(t.name):
+                denied.add(t.name)
+            elif t.name not in to_create:
                 to_create.append(t.name)
     if to_create:
         await node.controller.create_topics([TopicRequest(name) for name in to_create])
@@ -117,6 +143,14 @@ async def _describe(ctx: RequestContext, request: MetadataRequest) -> MetadataRe
                     MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id)
                 )
                 continue
+            if not may_describe(topic.name):
+                response.topics.append(MetadataResponseTopic(
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None, topic_id=topic_id))
+                continue
+        elif name in denied:
+            response.topics.append(MetadataResponseTopic(
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID))
+            continue
         else:
             found = image.topic(name)
             if found is None:

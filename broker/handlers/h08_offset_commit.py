@@ -17,6 +17,7 @@ instance id.
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, ResourceType, authorize, checker
 from broker.dispatch import RequestContext
 from broker.group.records import OffsetAndMetadata
 from wire.errors import ErrorCode
@@ -45,12 +46,18 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
     retention = request.retention_time_ms if 2 <= version <= 4 else DEFAULT_RETENTION_TIME
     expire = None if retention == DEFAULT_RETENTION_TIME else now + retention
     image = node.image
+    group_allowed = authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id)
+    may_read = checker(ctx, AclOperation.READ, ResourceType.TOPIC)
     for topic in request.topics:
         known = image.topic(topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             if version == 0:
                 errors[tp] = ErrorCode.UNSUPPORTED_VERSION
+            elif not group_allowed:
+                errors[tp] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            elif not may_read(topic.name):
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif known is None or p.partition_index not in known.partitions:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:

@@ -13,6 +13,7 @@ answer holds no partitions, as Kafka's.
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, ResourceType, authorize, checker
 from broker.dispatch import RequestContext
 from broker.group.shard import FetchedOffset
 from wire.errors import ErrorCode
@@ -32,20 +33,27 @@ MAX_VERSION = 9
 
 MULTI_GROUP_VERSION = 8
 NO_LEADER_EPOCH = -1
+UNAUTHORIZED_OFFSET = FetchedOffset(-1, None, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
 def _group_offsets(
     ctx: RequestContext, group_id: str, wanted: list[tuple[str, list[int]]] | None, require_stable: bool,
     member: tuple[str | None, int] | None = None,
 ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, FetchedOffset]]]]]:
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    may_describe = checker(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC)
     partitions = None if wanted is None else [(t, p) for t, ps in wanted for p in ps]
-    error, found = ctx.node.group_coordinator.fetch_offsets(group_id, partitions, require_stable, member)
+    error, found = ctx.node.group_coordinator.fetch_offsets(
+        group_id, None if partitions is None else [tp for tp in partitions if may_describe(tp[0])], require_stable,
+        member)
     if error is not ErrorCode.NONE:
         return error, []
     topics: dict[str, list[tuple[int, FetchedOffset]]] = {}
-    order = partitions if partitions is not None else sorted(found)
+    # Kafka leaves topics the caller may not describe out of "all topics", and fails them when named.
+    order = partitions if partitions is not None else sorted(tp for tp in found if may_describe(tp[0]))
     for tp in order:
-        topics.setdefault(tp[0], []).append((tp[1], found[tp]))
+        topics.setdefault(tp[0], []).append((tp[1], found[tp] if tp in found else UNAUTHORIZED_OFFSET))
     return ErrorCode.NONE, list(topics.items())
 
 

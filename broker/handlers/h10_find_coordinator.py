@@ -15,6 +15,7 @@ v1-3 errors carry Kafka's error message; success carries "NONE", as Kafka's
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, ResourceType, authorize
 from broker.coordinator import KEY_TYPE_GROUP, KEY_TYPE_SHARE, KEY_TYPE_TRANSACTION
 from broker.dispatch import RequestContext
 from wire.errors import ErrorCode
@@ -39,6 +40,11 @@ async def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode
         return (error, *_NO_NODE)
     if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return (ErrorCode.INVALID_REQUEST, *_NO_NODE)
+    if key_type == KEY_TYPE_GROUP and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return (ErrorCode.GROUP_AUTHORIZATION_FAILED, *_NO_NODE)
+    if key_type == KEY_TYPE_TRANSACTION and not authorize(
+            ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, *_NO_NODE)
     coordinator = ctx.node.coordinators.get(key_type)
     if coordinator is None:
         return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *_NO_NODE)

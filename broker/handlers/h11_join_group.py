@@ -11,8 +11,10 @@ host is reported as Kafka does (``/1.2.3.4``).
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, ResourceType, authorize
 from broker.dispatch import RequestContext
 from broker.group.shard import JoinRequest
+from wire.errors import ErrorCode
 from wire.generated.api_011_join_group import (
     JoinGroupRequest,
     JoinGroupResponse,
@@ -25,6 +27,8 @@ MAX_VERSION = 9
 
 
 async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return JoinGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     version = ctx.api_version
     instance_id = request.group_instance_id if version >= 5 else None
     req = JoinRequest(

@@ -7,7 +7,9 @@ answer is NONE, as Kafka's.
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, ResourceType, authorize
 from broker.dispatch import RequestContext
+from wire.errors import ErrorCode
 from wire.generated.api_012_heartbeat import HeartbeatRequest, HeartbeatResponse
 
 API_KEY = 12
@@ -16,6 +18,8 @@ MAX_VERSION = 4
 
 
 async def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return HeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     instance_id = request.group_instance_id if ctx.api_version >= 3 else None
     error = ctx.node.group_coordinator.heartbeat(
         request.group_id, request.member_id, instance_id, request.generation_id)

@@ -8,6 +8,7 @@ by member id or, for an administrative removal of a static member, by
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, ResourceType, authorize
 from broker.dispatch import RequestContext
 from broker.group.shard import LeavingMember
 from wire.errors import ErrorCode
@@ -25,6 +26,8 @@ BATCHED_VERSION = 3
 
 
 async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     version = ctx.api_version
     if version >= BATCHED_VERSION:
         members = [LeavingMember(m.member_id, m.group_instance_id, m.reason if version >= 5 else None)

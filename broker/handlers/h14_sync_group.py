@@ -8,6 +8,7 @@ and echoes them back.
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, ResourceType, authorize
 from broker.dispatch import RequestContext
 from broker.group.shard import SyncRequest
 from wire.errors import ErrorCode
@@ -19,6 +20,8 @@ MAX_VERSION = 5
 
 
 async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return SyncGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     version = ctx.api_version
     if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
         return SyncGroupResponse(error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL)

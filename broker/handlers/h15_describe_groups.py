@@ -10,8 +10,15 @@ the members' group instance ids.
 
 from __future__ import annotations
 
-from broker.acl_operations import OPERATIONS_NOT_REQUESTED, ResourceType, authorized_operations
+from broker.acl_operations import (
+    OPERATIONS_NOT_REQUESTED,
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorized_operations,
+)
 from broker.dispatch import RequestContext
+from wire.errors import ErrorCode
 from wire.generated.api_015_describe_groups import (
     DescribeGroupsRequest,
     DescribeGroupsResponse,
@@ -29,6 +36,11 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
     include_operations = ctx.api_version >= 3 and request.include_authorized_operations
     response = DescribeGroupsResponse()
     for group_id in request.groups:
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            response.groups.append(DescribeGroupsResponseDescribedGroup(
+                error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id, group_state="",
+                protocol_type="", protocol_data="", authorized_operations=OPERATIONS_NOT_REQUESTED))
+            continue
         _, share_group = ctx.node.share_coordinator.group(group_id)
         if share_group is not None:
             # A share group: its state, type "share", members without protocol data.

@@ -7,6 +7,7 @@ the groups found so far come with COORDINATOR_LOAD_IN_PROGRESS, as Kafka's.
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, ResourceType, authorize, authorize_cluster
 from broker.dispatch import RequestContext
 from wire.generated.api_016_list_groups import (
     ListGroupsRequest,
@@ -25,6 +26,10 @@ async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsR
     types = set(request.types_filter or []) if version >= 5 else set()
     error, groups = ctx.node.group_coordinator.list_groups(states, types)
     groups = groups + ctx.node.share_coordinator.list_groups({s.lower() for s in states}, types)
+    # DESCRIBE on the cluster lists every group; otherwise those the caller may DESCRIBE (as Kafka).
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE, log_denied=False):
+        groups = [g for g in groups
+                  if authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id, log_denied=False)]
     return ListGroupsResponse(error_code=error, groups=[
         ListGroupsResponseListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
                                       group_type=g.group_type)

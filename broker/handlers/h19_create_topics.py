@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
+from broker.acl_operations import AclOperation, ResourceType, authorize_cluster, checker
 from broker.config import ConfigError
 from broker.dispatch import RequestContext
 from controller.image import MetadataImage
@@ -130,10 +131,16 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
     configs_by_name: dict[str, dict[str, str]] = {}
     to_create: list[TopicRequest] = []
     order: list[str] = []
+    # CREATE on the cluster covers every topic; otherwise CREATE on each (as Kafka).
+    may_create = (None if authorize_cluster(ctx, AclOperation.CREATE, log_denied=False)
+                  else checker(ctx, AclOperation.CREATE, ResourceType.TOPIC))
     for topic in request.topics:
         if counts[topic.name] > 1 or topic.name == CLUSTER_METADATA_TOPIC:
             continue
         order.append(topic.name)
+        if may_create is not None and not may_create(topic.name):
+            results[topic.name] = _failure(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+            continue
         # A null value on a new topic sets nothing, as in Kafka; a repeated name keeps its last value.
         configs = {c.name: c.value for c in topic.configs if c.value is not None}
         configs_by_name[topic.name] = configs

@@ -18,6 +18,7 @@ import uuid
 import structlog
 import trio
 
+from broker.acl_operations import AclOperation, ResourceType, authorize, checker
 from broker.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_020_delete_topics import (
@@ -98,16 +99,24 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
 
     image = node.image
     id_to_name: dict[uuid.UUID, str] = {}
+    may_delete = checker(ctx, AclOperation.DELETE, ResourceType.TOPIC)
     for topic_id in ids:
         topic = image.topics_by_id.get(topic_id)
         if topic is None:
             answer(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_ID_MESSAGE)
+        elif not may_delete(topic.name):
+            # Whoever may not even describe the topic learns nothing of its existence (as Kafka).
+            describable = authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name, log_denied=False)
+            answer(None, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED if describable
+                   else ErrorCode.UNKNOWN_TOPIC_ID)
         else:
             id_to_name[topic_id] = topic.name
     given_ids = set(id_to_name)
     for name in names:
         found = image.topic_ids.get(name)
-        if found is None:
+        if not may_delete(name):
+            answer(name, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        elif found is None:
             answer(name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_MESSAGE)
         elif found in given_ids:
             # A name that resolves to an id the request also gave: neither is deleted.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import structlog
 
+from broker.acl_operations import AclOperation, ResourceType, checker
 from broker.dispatch import RequestContext
 from broker.handlers.h02_list_offsets import PartitionError, hosted_partition, local_log_for
 from broker.log.errors import OffsetOutOfRangeError
@@ -47,6 +48,7 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
         for p in topic.partitions:
             wanted.setdefault(topic.name, {})[p.partition_index] = p.offset
     response = DeleteRecordsResponse()
+    may_delete = checker(ctx, AclOperation.DELETE, ResourceType.TOPIC)
     for name, partitions in wanted.items():
         t_resp = DeleteRecordsResponseDeleteRecordsTopicResult(name=name)
         response.topics.append(t_resp)
@@ -55,6 +57,9 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
                 partition_index=index, low_watermark=INVALID_LOW_WATERMARK
             )
             t_resp.partitions.append(out)
+            if not may_delete(name):
+                out.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             try:
                 out.low_watermark = _delete(ctx, name, index, offset)
             except PartitionError as ex:

@@ -12,6 +12,7 @@ TRANSACTION_ABORTABLE.
 
 from __future__ import annotations
 
+from broker.acl_operations import init_producer_id_denied
 from broker.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_022_init_producer_id import InitProducerIdRequest, InitProducerIdResponse
@@ -25,6 +26,9 @@ PRODUCER_FENCED_VERSION = 4
 
 
 async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
+    denied = init_producer_id_denied(ctx, request.transactional_id)
+    if denied is not None:
+        return InitProducerIdResponse(error_code=denied, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
     producer_id, producer_epoch = request.producer_id, request.producer_epoch
     if producer_id == NO_PRODUCER_ID and producer_epoch == NO_PRODUCER_EPOCH:
         expected = None

@@ -17,8 +17,10 @@ the answer: only the leader answers. v4 is flexible.
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, replica_or_topic_checker
 from broker.dispatch import RequestContext
 from broker.handlers.h02_list_offsets import PartitionError, hosted_partition, local_log_for
+from wire.errors import ErrorCode
 from wire.generated.api_023_offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochRequestOffsetForLeaderPartition,
@@ -37,10 +39,17 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 async def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
     response = OffsetForLeaderEpochResponse()
+    # Followers (replica id >= 0, v3+) need CLUSTER_ACTION; consumers DESCRIBE on the topic.
+    may_describe = replica_or_topic_checker(ctx, request.replica_id if ctx.api_version >= 3 else -1,
+                                            AclOperation.DESCRIBE)
     for topic in request.topics:
         t_resp = OffsetForLeaderEpochResponseOffsetForLeaderTopicResult(topic=topic.topic)
         response.topics.append(t_resp)
         for p in topic.partitions:
+            if not may_describe(topic.topic):
+                t_resp.partitions.append(OffsetForLeaderEpochResponseEpochEndOffset(
+                    partition=p.partition, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             t_resp.partitions.append(_end_offset(ctx, topic.topic, p))
     return response
 

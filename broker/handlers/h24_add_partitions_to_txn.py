@@ -14,6 +14,7 @@ OPERATION_NOT_ATTEMPTED. Clients may not add the internal topics
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, ResourceType, authorize, authorize_cluster, checker
 from broker.dispatch import RequestContext
 from controller.image import INTERNAL_TOPICS
 from wire.errors import ErrorCode
@@ -62,9 +63,17 @@ async def _one(
             if (topic.name, index) not in partitions:
                 partitions.append((topic.name, index))
     failed: dict[tuple[str, int], ErrorCode] = {}
+    txn_allowed = (authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) if txn.verify_only
+                   else authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn.transactional_id))
+    may_write = checker(ctx, AclOperation.WRITE, ResourceType.TOPIC)
     for tp in partitions:
         t = image.topic(tp[0])
-        if ctx.api_version < BATCHED_VERSION and tp[0] in INTERNAL_TOPICS:
+        if not txn_allowed:
+            failed[tp] = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED if txn.verify_only
+                          else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif not may_write(tp[0]):
+            failed[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif ctx.api_version < BATCHED_VERSION and tp[0] in INTERNAL_TOPICS:
             failed[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif t is None or tp[1] not in t.partitions:
             failed[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -7,6 +7,7 @@ is flexible; v4 (KIP-890) is for clients that handle TRANSACTION_ABORTABLE.
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, ResourceType, authorize
 from broker.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_025_add_offsets_to_txn import (
@@ -22,6 +23,10 @@ PRODUCER_FENCED_VERSION = 2
 
 
 async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return AddOffsetsToTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return AddOffsetsToTxnResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coordinator = ctx.node.transaction_coordinator
     tp = coordinator.offsets_partition(request.group_id)
     error = await coordinator.add_partitions(request.transactional_id, request.producer_id,

@@ -12,6 +12,7 @@ older than the one that began the ongoing transaction is refused (see
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, ResourceType, authorize
 from broker.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_026_end_txn import EndTxnRequest, EndTxnResponse
@@ -24,6 +25,8 @@ PRODUCER_FENCED_VERSION = 2
 
 
 async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
+    if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     error = await ctx.node.transaction_coordinator.end_transaction(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
         from_client=True, conn=ctx.conn)

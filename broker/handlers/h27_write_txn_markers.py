@@ -10,9 +10,17 @@ broker sends its own markers here too, through the dispatcher. v1 is flexible.
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, authorize_cluster
 from broker.dispatch import RequestContext
 from broker.transaction.append import write_txn_markers
-from wire.generated.api_027_write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+from wire.errors import ErrorCode
+from wire.generated.api_027_write_txn_markers import (
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+    WriteTxnMarkersResponseWritableTxnMarkerPartitionResult,
+    WriteTxnMarkersResponseWritableTxnMarkerResult,
+    WriteTxnMarkersResponseWritableTxnMarkerTopicResult,
+)
 
 API_KEY = 27
 MIN_VERSION = 0
@@ -24,5 +32,17 @@ REQUEST_TIMEOUT_MS = 30_000
 
 async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     node = ctx.node
+    if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return await write_txn_markers(node, request, REQUEST_TIMEOUT_MS,
                                    node.transaction_coordinator.offsets_marker_listener())
+
+
+def error_response(request: WriteTxnMarkersRequest, code: ErrorCode) -> WriteTxnMarkersResponse:
+    return WriteTxnMarkersResponse(markers=[
+        WriteTxnMarkersResponseWritableTxnMarkerResult(producer_id=m.producer_id, topics=[
+            WriteTxnMarkersResponseWritableTxnMarkerTopicResult(name=t.name, partitions=[
+                WriteTxnMarkersResponseWritableTxnMarkerPartitionResult(partition_index=i, error_code=code)
+                for i in t.partition_indexes])
+            for t in m.topics])
+        for m in request.markers])

@@ -21,6 +21,7 @@ COORDINATOR_NOT_AVAILABLE, which older clients expect.
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, ResourceType, checker, txn_offset_commit_denied
 from broker.dispatch import RequestContext
 from broker.group.records import OffsetAndMetadata
 from broker.group.shard import commit_error
@@ -47,11 +48,17 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     now = node.clock_ms()
     image = node.image
+    denied = txn_offset_commit_denied(ctx, request.transactional_id, request.group_id)
+    may_read = checker(ctx, AclOperation.READ, ResourceType.TOPIC)
     for topic in request.topics:
         known = image.topic(topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if known is None or p.partition_index not in known.partitions:
+            if denied is not None:
+                errors[tp] = denied
+            elif not may_read(topic.name):
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif known is None or p.partition_index not in known.partitions:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 offsets[tp] = OffsetAndMetadata(

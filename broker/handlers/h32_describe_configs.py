@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 
 import structlog
 
+from broker.acl_operations import config_resource_denied
 from broker.config import (
     BROKER_CONFIGS,
     BrokerConfig,
@@ -102,6 +103,11 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
         result = DescribeConfigsResponseDescribeConfigsResult(
             resource_type=resource.resource_type, resource_name=resource.resource_name
         )
+        denied = config_resource_denied(ctx, resource.resource_type, resource.resource_name, alter=False)
+        if denied is not None:
+            result.error_code, result.error_message = denied, None
+            response.results.append(result)
+            continue
         try:
             entries = _describe(ctx, resource)
         except ResourceError as ex:

@@ -13,6 +13,7 @@ resource type"). ``validate_only`` changes nothing. v2 is flexible.
 
 from __future__ import annotations
 
+from broker.acl_operations import config_resource_denied
 from broker.dispatch import RequestContext
 from broker.handlers.h32_describe_configs import BROKER, TOPIC
 from broker.handlers.h44_incremental_alter_configs import (
@@ -52,6 +53,9 @@ async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConf
         try:
             if (resource.resource_type, name) in duplicates:
                 raise AlterError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            denied = config_resource_denied(ctx, resource.resource_type, name, alter=True)
+            if denied is not None:
+                raise AlterError(denied, None)
             check_keys([Op(c.name, SET, c.value) for c in resource.configs])
             configs = {c.name: c.value for c in resource.configs if c.value is not None}
             if resource.resource_type == BROKER:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import structlog
 
+from broker.acl_operations import AclOperation, authorize_cluster
 from broker.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_035_describe_log_dirs import (
@@ -47,6 +48,8 @@ def _space(directory: Path) -> tuple[int, int]:
 
 async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     node = ctx.node
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}

@@ -20,6 +20,7 @@ from __future__ import annotations
 import structlog
 import trio
 
+from broker.acl_operations import AclOperation, ResourceType, authorize
 from broker.dispatch import RequestContext
 from broker.handlers.h19_create_topics import MAX_RECORDS_PER_USER_OP, manual_assignment_error
 from controller.image import MetadataImage
@@ -92,6 +93,9 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
         if topic.name in duplicates:
             continue
         order.append(topic.name)
+        if not authorize(ctx, AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+            results[topic.name] = _result(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+            continue
         problem = _precheck(image, topic)
         if problem is not None:
             results[topic.name] = _result(topic.name, problem[0], problem[1])

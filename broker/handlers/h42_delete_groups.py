@@ -7,7 +7,9 @@ in ``__consumer_offsets`` (a share group's state in ``__share_group_state``). Ea
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, ResourceType, authorized_names
 from broker.dispatch import RequestContext
+from wire.errors import ErrorCode
 from wire.generated.api_042_delete_groups import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -21,9 +23,11 @@ MAX_VERSION = 2
 
 async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     group_ids = list(dict.fromkeys(request.groups_names))
+    allowed = authorized_names(ctx, AclOperation.DELETE, ResourceType.GROUP, group_ids)
+    results = {g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in group_ids if g not in allowed}
     share = ctx.node.share_coordinator
-    shared = [g for g in group_ids if share.group(g)[1] is not None]
-    results = ctx.node.group_coordinator.delete_groups([g for g in group_ids if g not in shared])
+    shared = [g for g in group_ids if g in allowed and share.group(g)[1] is not None]
+    results.update(ctx.node.group_coordinator.delete_groups([g for g in group_ids if g in allowed and g not in shared]))
     results.update({g: share.delete_group(g) for g in shared})
     return DeleteGroupsResponse(results=[
         DeleteGroupsResponseDeletableGroupResult(group_id=g, error_code=results[g]) for g in group_ids])

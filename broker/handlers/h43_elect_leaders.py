@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 import structlog
 import trio
 
+from broker.acl_operations import AclOperation, authorize_cluster
 from broker.dispatch import RequestContext
 from controller.elections import ELECTION_TYPES, ElectionOutcome
 from wire.errors import ErrorCode
@@ -63,6 +64,8 @@ def failed(partitions: Sequence[tuple[str, int]] | None, error: ErrorCode) -> El
 
 async def handle(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
     partitions = requested_partitions(request)
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return failed(partitions, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if request.election_type not in ELECTION_TYPES:
         return failed(partitions, ErrorCode.INVALID_REQUEST)
     outcomes: Mapping[tuple[str, int], ElectionOutcome] | None = None

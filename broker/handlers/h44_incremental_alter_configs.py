@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.acl_operations import config_resource_denied
 from broker.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
@@ -270,6 +271,9 @@ async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -
         try:
             if (resource.resource_type, resource.resource_name) in duplicates:
                 raise AlterError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            denied = config_resource_denied(ctx, resource.resource_type, resource.resource_name, alter=True)
+            if denied is not None:
+                raise AlterError(denied, None)
             ops = [Op(c.name, c.config_operation, c.value) for c in resource.configs]
             check_keys(ops)
             await _alter(ctx, resource.resource_type, resource.resource_name, ops, request.validate_only)

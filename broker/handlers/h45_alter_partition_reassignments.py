@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import structlog
 import trio
 
+from broker.acl_operations import AclOperation, authorize_cluster
 from broker.dispatch import RequestContext
 from controller.reassignment import ReassignmentOutcome
 from wire.errors import ErrorCode
@@ -57,6 +58,8 @@ def reassignment_response(requests: Requested, outcomes: Mapping[tuple[str, int]
 
 async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
     requests = requested(request)
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return reassignment_response(requests, None, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     outcomes: Mapping[tuple[str, int], ReassignmentOutcome] | None = None
     timeout_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else float("inf")
     with trio.move_on_after(timeout_s):

@@ -6,8 +6,10 @@ metadata image, which follows the controller's log.
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, authorize_cluster
 from broker.dispatch import RequestContext
 from controller.reassignment import ongoing
+from wire.errors import ErrorCode
 from wire.generated.api_046_list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
@@ -23,6 +25,9 @@ MAX_VERSION = 0
 async def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
     topics = None if request.topics is None else [(t.name, t.partition_indexes) for t in request.topics]
     response = ListPartitionReassignmentsResponse(error_message=None)
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        response.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return response
     by_topic: dict[str, ListPartitionReassignmentsResponseOngoingTopicReassignment] = {}
     for r in ongoing(ctx.node.image, topics):
         topic = by_topic.get(r.topic)

@@ -9,6 +9,7 @@ partitions, as Kafka answers.
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, ResourceType, authorize, checker
 from broker.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_047_offset_delete import (
@@ -25,13 +26,18 @@ MAX_VERSION = 0
 
 async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     image = ctx.node.image
+    if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    may_read = checker(ctx, AclOperation.READ, ResourceType.TOPIC)
     errors: dict[tuple[str, int], ErrorCode] = {}
     valid: list[tuple[str, int]] = []
     for topic in request.topics:
         known = image.topic(topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if known is None or p.partition_index not in known.partitions:
+            if not may_read(topic.name):
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif known is None or p.partition_index not in known.partitions:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 valid.append(tp)

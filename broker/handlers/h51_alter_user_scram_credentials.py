@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from broker.acl_operations import AclOperation, authorize_cluster
 from broker.controller_channel import RemoteController
 from broker.dispatch import RequestContext
 from broker.security.scram_admin import alter_credentials
@@ -36,6 +37,8 @@ def error_response(request: AlterUserScramCredentialsRequest, code: ErrorCode) -
 
 
 async def handle(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return failed(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     controller = ctx.node.controller
     if isinstance(controller, RemoteController):
         return await controller.alter_user_scram_credentials(request)

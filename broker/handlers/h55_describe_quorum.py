@@ -10,6 +10,7 @@ NOT_LEADER_OR_FOLLOWER (6); the tool or client retries.
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, authorize_cluster
 from broker.controller_channel import ChannelError
 from broker.dispatch import RequestContext
 from wire.errors import ErrorCode
@@ -36,6 +37,8 @@ def _not_answered(response: DescribeQuorumResponse) -> bool:
 
 async def handle(ctx: RequestContext, request: DescribeQuorumRequest) -> DescribeQuorumResponse:
     node = ctx.node
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return DescribeQuorumResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     cluster = node.cluster
     if cluster is not None:
         try:

@@ -5,6 +5,7 @@ epoch of the last marker and the first offset of an open transaction (-1 if none
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, ResourceType, authorize
 from broker.dispatch import RequestContext
 from controller.service import validate_topic_name
 from wire.errors import ErrorCode
@@ -30,7 +31,9 @@ async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> Desc
         response.topics.append(t_resp)
         invalid = validate_topic_name(topic.name)
         topic_error: tuple[ErrorCode, str | None] | None = None
-        if invalid is not None:
+        if not authorize(ctx, AclOperation.READ, ResourceType.TOPIC, topic.name):
+            topic_error = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+        elif invalid is not None:
             topic_error = (ErrorCode.INVALID_TOPIC_EXCEPTION, invalid)
         elif node.image.topic(topic.name) is None:
             topic_error = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.description)

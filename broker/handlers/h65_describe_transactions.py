@@ -7,7 +7,9 @@ FindCoordinator first); an unknown one TRANSACTIONAL_ID_NOT_FOUND.
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, ResourceType, authorize
 from broker.dispatch import RequestContext
+from wire.errors import ErrorCode
 from wire.generated.api_065_describe_transactions import (
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
@@ -24,6 +26,10 @@ async def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> D
     coordinator = ctx.node.transaction_coordinator
     response = DescribeTransactionsResponse()
     for transactional_id in request.transactional_ids:
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            response.transaction_states.append(DescribeTransactionsResponseTransactionState(
+                error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=transactional_id))
+            continue
         d = coordinator.describe(transactional_id)
         state = DescribeTransactionsResponseTransactionState(error_code=d.error, transactional_id=transactional_id)
         if d.error == 0:

@@ -6,6 +6,7 @@ state names are echoed back in ``unknown_state_filters``.
 
 from __future__ import annotations
 
+from broker.acl_operations import AclOperation, ResourceType, authorize
 from broker.dispatch import RequestContext
 from wire.generated.api_066_list_transactions import (
     ListTransactionsRequest,
@@ -29,5 +30,7 @@ async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListT
             ListTransactionsResponseTransactionState(
                 transactional_id=t.transactional_id, producer_id=t.producer_id, transaction_state=t.state)
             for t in found
+            if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id,
+                         log_denied=False)
         ],
     )

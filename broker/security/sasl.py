@@ -21,6 +21,7 @@ import structlog
 import trio
 
 from broker.network import CloseConnection, ConnectionInfo
+from broker.principal import USER_TYPE, KafkaPrincipal
 from broker.security.mechanism import AuthenticationFailed, MechanismServer
 from wire.errors import ErrorCode
 from wire.exceptions import DecodeError
@@ -79,7 +80,7 @@ class SaslSession:
         #: Clock time the session ends (KIP-368), None while unauthenticated or without expiry.
         self.expires_at: float | None = None
         #: Set while a KIP-368 re-authentication runs: the principal it must keep.
-        self._reauth_principal: str | None = None
+        self._reauth_principal: KafkaPrincipal | None = None
         self._session_lifetime_s: float | None = None
         #: True after a v0 handshake: tokens come without Kafka headers.
         self.raw_tokens = False
@@ -182,7 +183,7 @@ class SaslSession:
         assert server is not None
         answer = server.evaluate(token)
         if server.complete:
-            principal = f"User:{server.authorization_id}"
+            principal = KafkaPrincipal(USER_TYPE, server.authorization_id)
             reauthenticated = self._reauth_principal is not None
             if reauthenticated and principal != self._reauth_principal:
                 raise AuthenticationFailed("re-authentication cannot change the principal")
@@ -193,7 +194,7 @@ class SaslSession:
             self.conn.frame_limit = None
             self.listener.on_result(self.listener.name, server.mechanism, True)
             log.info("sasl_reauthenticated" if reauthenticated else "sasl_authenticated",
-                     listener=self.listener.name, mechanism=server.mechanism, principal=self.conn.principal,
+                     listener=self.listener.name, mechanism=server.mechanism, principal=str(self.conn.principal),
                      peer=f"{self.conn.peer_host}:{self.conn.peer_port}")
         return answer
 

@@ -16,6 +16,7 @@ import trio
 
 from broker.config import BrokerConfig, ConfigError, ConfigValue, Listener, SecurityProtocol
 from broker.network import CloseConnection, ConnectionInfo
+from broker.principal import USER_TYPE, KafkaPrincipal
 from broker.security.jaas import JaasError, parse_jaas_config
 from broker.security.mechanism import MechanismServer, PlainServer
 from broker.security.oauthbearer import (
@@ -79,7 +80,7 @@ class ListenerSecurity:
         if der and self.sasl is None:
             # As Kafka: on SSL listeners the certificate names the principal; on SASL_SSL, SASL does.
             try:
-                info.principal = "User:" + self.mapper.user_name(peer_distinguished_name(der))
+                info.principal = KafkaPrincipal(USER_TYPE, self.mapper.user_name(peer_distinguished_name(der)))
             except (PrincipalMappingError, ValueError) as ex:
                 raise CloseConnection("client certificate gives no principal", error=str(ex)) from None
         return tls_stream

@@ -285,10 +285,12 @@ async function deleteTopic(cmd) {
 
 const groupOps = require('./groups')(client, DriverError)
 const txnOps = require('./transactions')(client, DriverError)
+const aclOps = require('./acls')(client)
 
 const OPS = {
   ...groupOps,
   ...txnOps,
+  ...aclOps,
   capabilities: async () => ({ codecs: loadedCodecs }),
   produce,
   consume,

@@ -164,7 +164,7 @@ def test_every_simple_setting_has_a_matching_attribute() -> None:
         "log.roll.jitter.ms", "log.flush.interval.ms", "security.inter.broker.protocol",
         "inter.broker.listener.name", "listeners", "advertised.listeners",
         "listener.security.protocol.map", "controller.quorum.voters",
-        "controller.listener.names", "metrics.listener",
+        "controller.listener.names", "metrics.listener", "super.users",
     }  # fmt: skip
     field_names = {f.name for f in dataclasses.fields(BrokerConfig)}
     for key in BROKER_CONFIGS:
@@ -932,3 +932,13 @@ def test_docs_list_every_setting() -> None:
     text = render_configuration_markdown()
     for name in [*BROKER_CONFIGS, *TOPIC_CONFIGS, *UNIMPLEMENTED_KAFKA_CONFIGS]:
         assert f"`{name}`" in text, name
+
+
+def test_authorizer_settings() -> None:
+    cfg, _ = load_config(None, ["authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                                "super.users=User:admin; User:broker", "allow.everyone.if.no.acl.found=true"])
+    assert cfg.super_users == {"User:admin", "User:broker"}
+    assert cfg.allow_everyone_if_no_acl_found
+    assert default_config().authorizer_class_name == "" and not default_config().allow_everyone_if_no_acl_found
+    with pytest.raises(ConfigError, match=r"authorizer\.class\.name"):
+        load_config(None, ["authorizer.class.name=kafka.security.authorizer.AclAuthorizer"])

@@ -34,7 +34,7 @@ class _Recorder:
         self.principals: list[str] = []
 
     async def handle(self, conn: ConnectionInfo, frame: bytearray) -> EncodedFrame | None:
-        self.principals.append(conn.principal)
+        self.principals.append(str(conn.principal))
         return encode_response(ApiVersionsResponse(), 0, 1)
 
 

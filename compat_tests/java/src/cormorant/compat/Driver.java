@@ -115,6 +115,12 @@ public final class Driver {
                 if (Transactions.handles(op)) {
                     return Transactions.run(op, cmd);
                 }
+                if (Acls.handles(op)) {
+                    return Acls.run(op, cmd);
+                }
+                if (Quotas.handles(op)) {
+                    return Quotas.run(op, cmd);
+                }
                 throw new IllegalArgumentException("unknown op " + op);
         }
     }

@@ -1,0 +1,44 @@
+"""AlterClientQuotas (49), v0-1, on the controller listener: quota changes forwarded by brokers.
+
+The active controller validates each entry and writes ClientQuotaRecords. NOT_CONTROLLER
+(41) on a controller that is not active.
+"""
+
+from __future__ import annotations
+
+from broker.controller_handlers._common import call, controller_role
+from broker.dispatch import RequestContext
+from broker.quota_requests import QuotaChange, change_of
+from wire.errors import ErrorCode
+from wire.generated.api_049_alter_client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    AlterClientQuotasResponseEntityData,
+    AlterClientQuotasResponseEntryData,
+)
+
+API_KEY = 49
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+async def handle(ctx: RequestContext, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
+    role = controller_role(ctx)
+    outcomes: dict[int, tuple[ErrorCode, str | None]] = {}
+    changes: list[tuple[int, QuotaChange]] = []
+    for i, entry in enumerate(request.entries):
+        change = change_of(entry)
+        if isinstance(change, str):
+            outcomes[i] = (ErrorCode.INVALID_REQUEST, change)
+        else:
+            changes.append((i, change))
+    if changes:
+        results, code = await call(role.controller.alter_client_quotas([c for _, c in changes],
+                                                                       request.validate_only))
+        for n, (i, _) in enumerate(changes):
+            outcomes[i] = (code, None) if results is None else results[n]
+    return AlterClientQuotasResponse(entries=[
+        AlterClientQuotasResponseEntryData(error_code=outcomes[i][0], error_message=outcomes[i][1], entity=[
+            AlterClientQuotasResponseEntityData(entity_type=e.entity_type, entity_name=e.entity_name)
+            for e in entry.entity])
+        for i, entry in enumerate(request.entries)])

@@ -1,0 +1,95 @@
+"""Client byte-rate quotas as Kafka's ClientQuotaManager: the quota that applies, the windowed
+rate, and the throttle time a response carries.
+
+The quota of a (user, client id) is the most specific ClientQuotaRecord of the metadata image,
+in Kafka's order: (user, client id), (user, default client id), user, (default user, client
+id), (default user, default client id), default user, client id, default client id. Clients
+that fall under the same quota entity share its rate. The rate is Kafka's windowed Rate:
+``quota.window.num`` samples of ``quota.window.size.seconds``, the elapsed time counted as at
+least ``num - 1`` whole windows. A request that takes the rate over the bound is throttled for
+``(rate - bound) / bound * window`` ms, at most one window (Kafka's
+QuotaUtils.boundedThrottleTime); the response carries it in ``throttle_time_ms`` and clients
+that throttle themselves (KIP-219: the Java client) wait that long. Cormorant does not mute the
+channel yet, so clients that ignore the throttle time (librdkafka) are not held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from controller.quotas import CLIENT_ID, USER, QuotaEntity
+
+PRODUCE, FETCH = "producer_byte_rate", "consumer_byte_rate"
+
+
+def quota_for(quotas: Mapping[QuotaEntity, Mapping[str, float]], key: str, user: str,
+              client_id: str) -> tuple[QuotaEntity, float] | None:
+    """The applying entity and its bound, or None when no quota applies."""
+    for entity in (
+        ((CLIENT_ID, client_id), (USER, user)), ((CLIENT_ID, None), (USER, user)), ((USER, user),),
+        ((CLIENT_ID, client_id), (USER, None)), ((CLIENT_ID, None), (USER, None)), ((USER, None),),
+        ((CLIENT_ID, client_id),), ((CLIENT_ID, None),),
+    ):
+        bound = quotas.get(entity, {}).get(key)
+        if bound is not None:
+            return entity, bound
+    return None
+
+
+@dataclass(slots=True)
+class WindowedRate:
+    """Kafka's Rate over SampledStat samples (per second)."""
+
+    window_ms: int
+    windows: int
+    samples: list[list[float]] = field(default_factory=list)  # [start ms, total]
+
+    def record(self, value: float, now_ms: int) -> None:
+        if not self.samples or now_ms - self.samples[-1][0] >= self.window_ms:
+            self.samples.append([float(now_ms), 0.0])
+        self.samples[-1][1] += value
+        # A ring of ``windows`` samples, the obsolete ones dropped (SampledStat.purgeObsoleteSamples).
+        horizon = now_ms - self.window_ms * self.windows
+        while len(self.samples) > self.windows or (len(self.samples) > 1 and self.samples[0][0] < horizon):
+            self.samples.pop(0)
+
+    def elapsed_ms(self, now_ms: int) -> float:
+        elapsed = now_ms - self.samples[0][0] if self.samples else 0.0
+        full = elapsed // self.window_ms
+        if full < self.windows - 1:
+            elapsed += (self.windows - 1 - full) * self.window_ms
+        return elapsed
+
+    def rate(self, now_ms: int) -> float:
+        return sum(s[1] for s in self.samples) * 1000.0 / self.elapsed_ms(now_ms)
+
+
+class ClientQuotaManager:
+    """One quota type (produce or fetch bytes) for every client of this broker."""
+
+    def __init__(self, key: str, window_ms: int, windows: int, clock_ms: Callable[[], int],
+                 quotas: Callable[[], Mapping[QuotaEntity, Mapping[str, float]]]) -> None:
+        self.key = key
+        self.window_ms = window_ms
+        self.windows = windows
+        self.clock_ms = clock_ms
+        self._quotas = quotas
+        self._rates: dict[QuotaEntity, WindowedRate] = {}
+
+    def record(self, user: str, client_id: str, size: int) -> int:
+        """Counts ``size`` bytes for the client; the throttle time in ms (0 within the quota)."""
+        applying = quota_for(self._quotas(), self.key, user, client_id)
+        if applying is None:
+            return 0
+        entity, bound = applying
+        now = self.clock_ms()
+        rate = self._rates.get(entity)
+        if rate is None:
+            rate = self._rates[entity] = WindowedRate(self.window_ms, self.windows)
+        rate.record(size, now)
+        observed = rate.rate(now)
+        if observed <= bound:
+            return 0
+        # QuotaUtils.boundedThrottleTime: never more than one window.
+        return min(round((observed - bound) / bound * rate.elapsed_ms(now)), self.window_ms)

@@ -1,0 +1,48 @@
+"""broker.quota_manager: Kafka's quota precedence, windowed rate and throttle time, with a fake clock."""
+
+from __future__ import annotations
+
+from broker.quota_manager import PRODUCE, ClientQuotaManager, WindowedRate, quota_for
+from controller.quotas import QuotaEntity
+
+
+def test_precedence() -> None:
+    quotas: dict[QuotaEntity, dict[str, float]] = {
+        (("client-id", None),): {PRODUCE: 1.0},
+        (("client-id", "app"),): {PRODUCE: 2.0},
+        (("user", None),): {PRODUCE: 3.0},
+        (("client-id", "app"), ("user", "alice")): {PRODUCE: 4.0},
+    }
+    assert quota_for(quotas, PRODUCE, "alice", "app") == ((("client-id", "app"), ("user", "alice")), 4.0)
+    assert quota_for(quotas, PRODUCE, "bob", "app") == ((("user", None),), 3.0)
+    del quotas[(("user", None),)]
+    assert quota_for(quotas, PRODUCE, "bob", "app") == ((("client-id", "app"),), 2.0)
+    assert quota_for(quotas, PRODUCE, "bob", "other") == ((("client-id", None),), 1.0)
+    assert quota_for({}, PRODUCE, "bob", "other") is None
+
+
+def test_rate_counts_at_least_the_full_windows() -> None:
+    rate = WindowedRate(window_ms=1000, windows=11)
+    rate.record(10_000, 0)
+    assert rate.rate(0) == 1000.0  # 10 000 bytes over the 10 s minimum
+    for second in range(1, 30):
+        rate.record(1000, second * 1000)
+    # Eleven samples of 1000 bytes, the oldest started 10 s ago: 1100 B/s at a window's start (the
+    # current window counts whole, as in Kafka), 11 000 / 10.5 s half-way through it.
+    assert rate.rate(29_000) == 1100.0
+    assert round(rate.rate(29_500), 1) == 1047.6
+
+
+def test_throttle_time_is_kafkas() -> None:
+    now = [0]
+    quotas = {(("user", "alice"),): {PRODUCE: 1000.0}}
+    manager = ClientQuotaManager(PRODUCE, 1000, 11, lambda: now[0], lambda: quotas)
+    assert manager.record("alice", "c", 5000) == 0  # 500 B/s over 10 s
+    assert manager.record("bob", "c", 10**9) == 0  # no quota applies to bob
+    # 20 000 bytes at t=0 over a 10 s window: 2000 B/s, twice the bound: (2000 - 1000) / 1000 * 10 s,
+    # bounded by one window (1 s), as Kafka's boundedThrottleTime.
+    assert manager.record("alice", "c", 15_000) == 1000
+    wide = ClientQuotaManager(PRODUCE, 20_000, 2, lambda: now[0], lambda: quotas)
+    assert wide.record("alice", "c", 30_000) == 10_000  # 1500 B/s over 20 s: half a window over
+    now[0] = 20_000
+    assert manager.record("alice", "c", 100) == 0  # the burst has left the window
