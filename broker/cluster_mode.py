@@ -11,7 +11,7 @@ metadata to this module (an empty voter list keeps the single-node path, with
   traffic (:class:`ControllerListener` tells them apart by their first bytes).
 - The **broker role** registers with the active controller and heartbeats
   (:class:`broker.controller_channel.BrokerLifecycle`), forwards topic and
-  config changes to it (:class:`broker.controller_channel.RemoteController`,
+  config changes to it (:class:`broker.remote_controller.RemoteController`,
   which handlers reach as ``node.controller``), and reads metadata from a
   :class:`broker.metadata_follower.MetadataView`: fed by its own controller's
   image on a combined node, by a :class:`broker.metadata_follower.MetadataFollower`
@@ -35,12 +35,13 @@ import structlog
 import trio
 
 from broker.config import BrokerConfig, ConfigError, Listener, SecurityProtocol
-from broker.controller_channel import BrokerLifecycle, ControllerChannel, RemoteController
+from broker.controller_channel import BrokerLifecycle, ControllerChannel
 from broker.controller_handlers import all_controller_handlers
 from broker.dispatch import Dispatcher, load_handlers
 from broker.metadata_follower import MetadataFollower, MetadataView
 from broker.network import Listener as NetworkListener
 from broker.network import NetworkLimits
+from broker.remote_controller import RemoteController
 from broker.telemetry import TimedQuorum
 from controller.apis import ClusterControl
 from controller.elections import PREFERRED, imbalanced_partitions

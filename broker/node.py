@@ -33,7 +33,6 @@ from broker.config import (
     broker_synonym_chain,
     dynamic_log_layers,
 )
-from broker.controller_channel import RemoteController
 from broker.coordinator import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, CoordinatorLookup
 from broker.dispatch import Dispatcher, load_handlers
 from broker.fetch_sessions import FetchSessionCache
@@ -51,6 +50,7 @@ from broker.metrics import BrokerMetrics, DisabledMetrics
 from broker.network import Listener, NetworkLimits
 from broker.peers import PeerBrokers
 from broker.quota_manager import PRODUCE, ClientQuotaManager
+from broker.remote_controller import RemoteController
 from broker.replica_manager import Partition, ReplicaManager
 from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
 from broker.replication.isr import IsrManager

@@ -9,8 +9,8 @@ from __future__ import annotations
 from functools import partial
 
 from broker.acl_operations import AclOperation, authorize_cluster
-from broker.controller_channel import RemoteController
 from broker.dispatch import RequestContext
+from broker.remote_controller import RemoteController
 from broker.security.scram_admin import alter_credentials
 from controller.quorum import NotControllerError
 from wire.errors import ErrorCode
