@@ -3,7 +3,9 @@
 Each handler module in ``broker/handlers`` declares the API key and the version
 range Cormorant supports, and an ``async def handle(ctx, request)``. This module
 decides what is advertised in ApiVersions, rejects what is not supported the way
-Kafka does (close the connection; ApiVersions gets error 35 in a v0 body), and
+Kafka does (close the connection; ApiVersions gets error 35 in a v0 body), answers
+requests it cannot decode with INVALID_REQUEST where the response has a top-level
+error code (else closes the connection), and
 turns unexpected exceptions into UNKNOWN_SERVER_ERROR without taking anything
 else down.
 """
@@ -118,8 +120,15 @@ class Dispatcher:
             request = decode_request(frame, self.limits)
         except DecodeError as ex:
             metrics.decode_failure("malformed")
-            raise CloseConnection("malformed request", api=entry.name, api_version=pre.api_version,
-                                  error=ex.reason, offset=ex.offset) from ex
+            refusal = invalid_request_response(entry.api_key, pre.api_version, pre.correlation_id)
+            if refusal is None:
+                raise CloseConnection("malformed request", api=entry.name, api_version=pre.api_version,
+                                      error=ex.reason, offset=ex.offset) from ex
+            log.info("request_refused", reason="malformed request", api=entry.name,
+                     api_version=pre.api_version, error=ex.reason, offset=ex.offset,
+                     peer=f"{conn.peer_host}:{conn.peer_port}")
+            metrics.record_errors(entry.api_key, [ErrorCode.INVALID_REQUEST])
+            return refusal
         ctx = RequestContext(self.node, conn, request.header)
         tracing = self.node.tracing
         span = tracing.start_request(pre.api_key, pre.api_version, request.header.client_id,
@@ -169,6 +178,22 @@ def _api_name(api_key: int) -> str:
     from wire.generated.registry import API_SPECS
 
     return API_SPECS[api_key].name
+
+
+def invalid_request_response(api_key: int, api_version: int, correlation_id: int) -> EncodedFrame | None:
+    """INVALID_REQUEST for a request that could not be decoded (over a decoder limit, or
+    malformed), when the response has a top-level error code at this version to carry
+    it; None when it has not, and the connection is closed instead."""
+    from wire.generated.registry import API_SPECS
+
+    response = API_SPECS[api_key].response()
+    if not hasattr(response, "error_code"):
+        return None
+    response.error_code = ErrorCode.INVALID_REQUEST
+    try:
+        return encode_response(response, api_version, correlation_id)
+    except UnsupportedVersionError:  # the field exists only in later versions
+        return None
 
 
 def error_response(entry: ApiEntry, request: Message, version: int) -> Message | None:

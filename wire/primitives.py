@@ -59,9 +59,14 @@ class ReferencingRegions(list[tuple[int, Region]]):
 
 @dataclass(frozen=True, slots=True)
 class DecodeLimits:
-    """Maximums applied while decoding, on top of "never more than the bytes left"."""
+    """Maximums applied while decoding, on top of "never more than the bytes left".
 
-    max_array_length: int = 10_000_000
+    The array and tagged-field maximums are Kafka 4.4's: a request naming more than a
+    million topics or partitions, or carrying more than 10,000 tagged fields in one
+    section, is refused before anything is allocated for it.
+    """
+
+    max_array_length: int = 1_000_000
     max_string_length: int = 32_767
     max_bytes_length: int = 1 << 31
     max_tagged_fields: int = 10_000
