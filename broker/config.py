@@ -751,6 +751,14 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
         _key("metrics.enabled", BOOLEAN, "true",
              "Record metrics (docs/metrics.md); false also turns off the scrape endpoint and OTLP metric export.",
              cormorant_only=True),
+        _key("event.loop.slow.step.ms", INT, "100",
+             "An event-loop task step longer than this is logged (slow_task_step, with the stack it was "
+             "running) and counted in cormorant.eventloop.slow_step.duration; 0 turns the watchdog off.",
+             AT_LEAST_0, cormorant_only=True),
+        _key("event.loop.stall.abort.ms", INT, "0",
+             "A task step using more CPU time than this stops the broker (exit status 70) after it is logged, "
+             "so that a stall fails the test that caused it; 0 never stops. Needs event.loop.slow.step.ms > 0.",
+             AT_LEAST_0, cormorant_only=True),
         _key("tracing.sampling.ratio", DOUBLE, "0.0",
              "Fraction of produce, fetch, group and transaction requests traced with OpenTelemetry spans; "
              "0 turns tracing off. Spans are exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.",
@@ -1366,6 +1374,8 @@ class BrokerConfig:
     metrics_listener: HostPort | None
     log_format: str
     metrics_enabled: bool
+    event_loop_slow_step_ms: int
+    event_loop_stall_abort_ms: int
     tracing_sampling_ratio: float
 
     raw: Mapping[str, str] = field(hash=False)
@@ -2033,6 +2043,8 @@ def build_config(raw: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
         metrics_listener=_parse_host_port("metrics.listener", values.str_of("metrics.listener")),
         log_format=values.str_of("log.format"),
         metrics_enabled=values.bool_of("metrics.enabled"),
+        event_loop_slow_step_ms=values.int_of("event.loop.slow.step.ms"),
+        event_loop_stall_abort_ms=values.int_of("event.loop.stall.abort.ms"),
         tracing_sampling_ratio=values.float_of("tracing.sampling.ratio"),
         raw=MappingProxyType(dict(raw)),
         values=MappingProxyType(parsed),

@@ -36,6 +36,8 @@ DURATION_BOUNDS_S: tuple[float, ...] = (
 SLOW_DURATION_BOUNDS_S: tuple[float, ...] = (
     0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0,
 )
+#: Event-loop task steps over the slow-step threshold, seconds.
+SLOW_STEP_BOUNDS_S: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 BATCH_BYTES_BOUNDS: tuple[float, ...] = (
     128, 512, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576, 4_194_304, 16_777_216,
 )
@@ -112,6 +114,9 @@ class BrokerMetrics:
         self.decode_failures: Counter[str] = Counter()
         self.request_duration: dict[int, Histogram] = {}
         self.request_errors: Counter[tuple[int, int]] = Counter()
+        # event loop
+        self.slow_step_duration = Histogram(SLOW_STEP_BOUNDS_S)
+        self.longest_step_source: Callable[[], float] | None = None
         # produce and fetch
         self.produced_records = 0
         self.produced_bytes = 0
@@ -167,6 +172,16 @@ class BrokerMetrics:
 
     def request_received(self, frame_bytes: int) -> None:
         self.bytes_received += frame_bytes
+
+    # ------------------------------------------------------------ event loop
+
+    def slow_task_step(self, seconds: float) -> None:
+        """A task step held the event loop past ``event.loop.slow.step.ms``."""
+        self.slow_step_duration.record(seconds)
+
+    def watch_longest_step(self, longest_step_s: Callable[[], float]) -> None:
+        """Once, by the slow-step watchdog: the longest task step since it started."""
+        self.longest_step_source = longest_step_s
 
     def response_sent(self, frame_bytes: int) -> None:
         self.bytes_sent += frame_bytes
@@ -305,6 +320,9 @@ class DisabledMetrics(BrokerMetrics):
         pass
 
     def request_received(self, frame_bytes: int) -> None:
+        pass
+
+    def slow_task_step(self, seconds: float) -> None:
         pass
 
     def response_sent(self, frame_bytes: int) -> None:

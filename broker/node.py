@@ -42,6 +42,7 @@ from broker.log.cleaner import CleanerConfig, CleanerStats, LogCleaner
 from broker.log.config import LogConfig
 from broker.log.files import TopicPartition
 from broker.log.manager import LogManager
+from broker.log.partition_log import PartitionLog
 from broker.log.producer_state import ProducerStateConfig
 from broker.metrics import BrokerMetrics, DisabledMetrics
 from broker.network import Listener, NetworkLimits
@@ -53,6 +54,7 @@ from broker.telemetry import Telemetry, TimedQuorum
 from broker.tracing import Tracing
 from broker.transaction.coordinator import TransactionCoordinator
 from broker.validation import TimestampPolicy
+from broker.watchdog import start_watchdog
 from controller.image import Endpoint, MetadataImage
 from controller.quorum import LocalQuorum
 from controller.service import Controller, ControllerSettings
@@ -495,13 +497,34 @@ class BrokerNode:
                        self.config.log_flush_offset_checkpoint_interval_ms) / 1000
         while True:
             await trio.sleep(interval)
-            self._write_high_watermarks()
-            self.log_manager.checkpoint_all()
-            flushed_before = sum(plog.recovery_point for plog in self.log_manager.logs.values())
+            # The checkpoint files and the periodic fsyncs are disk waits that grow with
+            # the partition count and stretch to seconds when the disk is busy: they run
+            # in a worker thread so that no client waits for them (they once held every
+            # connection up for 1.5 s). What they read is snapshotted here, on the loop.
+            high_watermarks = {TopicPartition(t, i): hw for (t, i), hw in self.replica_manager.high_watermarks().items()}
+            logs = list(self.log_manager.logs.values())
+            flushed_before = sum(plog.recovery_point for plog in logs)
             flush_started = time.perf_counter()
-            self.log_manager.flush_dirty_logs(self.clock_ms())
-            if sum(plog.recovery_point for plog in self.log_manager.logs.values()) != flushed_before:
+            await trio.to_thread.run_sync(self._checkpoint_and_flush, high_watermarks, logs, self.clock_ms())
+            if sum(plog.recovery_point for plog in logs) != flushed_before:
                 self.metrics.log_flushed(time.perf_counter() - flush_started)
+
+    def _checkpoint_and_flush(
+        self, high_watermarks: dict[TopicPartition, int], logs: list[PartitionLog], now_ms: int
+    ) -> None:
+        """Off the event loop. The loop keeps appending meanwhile: a flush may then record
+        a recovery point below the newest one (recovering a little more after a crash,
+        never less), and a segment deleted by retention meanwhile is skipped."""
+        try:
+            self.log_manager.write_high_watermarks(high_watermarks)
+            self.log_manager.checkpoint_all()
+        except RuntimeError:  # a partition was created or deleted meanwhile: next round
+            log.debug("checkpoint_deferred")
+        for plog in logs:
+            try:
+                plog.maybe_flush(now_ms)
+            except (OSError, ValueError) as ex:  # closed by retention or deletion meanwhile
+                log.debug("flush_skipped", error=str(ex))
 
 
     async def _producer_expiration_loop(self) -> None:
@@ -528,8 +551,11 @@ async def serve(config: BrokerConfig) -> None:
     async with trio.open_nursery() as nursery:
         names = await nursery.start(node.run)
         settle_heap()
+        watchdog = start_watchdog(config.event_loop_slow_step_ms, config.event_loop_stall_abort_ms, node.metrics)
         metrics = f" metrics={node.metrics_url}" if node.metrics_url else ""
         print(f"cormorant ready listeners={','.join(names)} node_id={config.node_id} cluster_id={node.cluster_id}"
               f"{metrics}", flush=True)
         del names
+    if watchdog is not None:
+        watchdog.stop()
 

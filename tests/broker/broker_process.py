@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.shared import ROOT
+from tests.shared import ROOT, STALL_GUARD
 
 READY = re.compile(r"^cormorant ready listeners=\S*PLAINTEXT://([\d.]+):(\d+)")
 
@@ -18,7 +18,7 @@ READY = re.compile(r"^cormorant ready listeners=\S*PLAINTEXT://([\d.]+):(\d+)")
 class BrokerProcess:
     def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, port: int = 0) -> None:
         self.data_dir = data_dir
-        self.overrides = dict(overrides or {})
+        self.overrides = {**STALL_GUARD, **(overrides or {})}
         self.port = port
         self.proc: subprocess.Popen[str] | None = None
         self.stderr_path = data_dir.parent / f"{data_dir.name}-broker.log"
