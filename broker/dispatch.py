@@ -14,20 +14,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from broker.network import CloseConnection, ConnectionInfo
-from broker.response_errors import BrokerErrorLog, error_codes
+from broker.pacing import OFF_LOOP_ENTRIES, OFF_LOOP_FRAME_BYTES, Pacer, off_loop, release
+from broker.response_errors import BrokerErrorLog, error_code_counts
 from wire.errors import ErrorCode
 from wire.exceptions import DecodeError, UnsupportedVersionError
-from wire.frame import EncodedFrame, decode_request, encode_response, peek_request
+from wire.frame import EncodedFrame, RequestPreamble, decode_request, encode_response, peek_request
 from wire.generated.api_018_api_versions import ApiVersionsResponse, ApiVersionsResponseApiVersion
 from wire.generated.header_request_header import RequestHeader
-from wire.primitives import DecodeLimits, Message
+from wire.primitives import REFERENCE_FROM, DecodeLimits, Message
 
 if TYPE_CHECKING:
     from broker.node import BrokerNode
@@ -54,6 +55,8 @@ class RequestContext:
     node: BrokerNode
     conn: ConnectionInfo
     header: RequestHeader
+    #: Handlers looping over the request's entries tick it (see broker/pacing.py).
+    pacer: Pacer = field(default_factory=Pacer)
 
     @property
     def api_version(self) -> int:
@@ -116,8 +119,22 @@ class Dispatcher:
                 return encode_response(body, 0, pre.correlation_id)
             metrics.decode_failure("unsupported_version")
             raise CloseConnection("unsupported api version", api=entry.name, api_version=pre.api_version)
+        pacer = Pacer()
         try:
-            request = decode_request(frame, self.limits)
+            return await self._handle(conn, frame, pre, entry, pacer)
+        finally:
+            pacer.close()
+
+    async def _handle(
+        self, conn: ConnectionInfo, frame: bytearray, pre: RequestPreamble, entry: ApiEntry, pacer: Pacer
+    ) -> EncodedFrame | None:
+        metrics = self.node.metrics
+        try:
+            if len(frame) >= OFF_LOOP_FRAME_BYTES:
+                pacer.mark_large()
+                request = await off_loop(decode_request, frame, self.limits, True)
+            else:
+                request = decode_request(frame, self.limits)
         except DecodeError as ex:
             metrics.decode_failure("malformed")
             refusal = invalid_request_response(entry.api_key, pre.api_version, pre.correlation_id)
@@ -127,9 +144,9 @@ class Dispatcher:
             log.info("request_refused", reason="malformed request", api=entry.name,
                      api_version=pre.api_version, error=ex.reason, offset=ex.offset,
                      peer=f"{conn.peer_host}:{conn.peer_port}")
-            metrics.record_errors(entry.api_key, [ErrorCode.INVALID_REQUEST])
+            metrics.record_errors(entry.api_key, {ErrorCode.INVALID_REQUEST: 1})
             return refusal
-        ctx = RequestContext(self.node, conn, request.header)
+        ctx = RequestContext(self.node, conn, request.header, pacer)
         tracing = self.node.tracing
         span = tracing.start_request(pre.api_key, pre.api_version, request.header.client_id,
                                      (conn.peer_host, conn.peer_port), request.body) if tracing.active else None
@@ -153,24 +170,34 @@ class Dispatcher:
                 raise CloseConnection("handler failed", api=entry.name) from None
         finally:
             metrics.record_request(entry.api_key, time.perf_counter() - started)
-            codes = error_codes(response) if response is not None else []
-            if codes:
-                metrics.record_errors(entry.api_key, codes)
-                self.error_log.report(
-                    _api_name(entry.api_key), entry.api_key, pre.api_version, request.header.client_id,
-                    f"{conn.peer_host}:{conn.peer_port}", request.body, response, codes,
-                    skip=ErrorCode.UNKNOWN_SERVER_ERROR if failure is not None else None,
-                )
-            if span is not None:
-                tracing.end_request(span, codes, failure)
+            if response is None and span is not None:
+                tracing.end_request(span, [], failure)
         if response is None:
             return None
+        large = ctx.pacer.entries >= OFF_LOOP_ENTRIES
+        # Counting the error codes of a million entries is work that grows with the request too.
+        codes = await off_loop(error_code_counts, response) if large else error_code_counts(response)
+        if codes:
+            metrics.record_errors(entry.api_key, codes)
+            self.error_log.report(
+                _api_name(entry.api_key), entry.api_key, pre.api_version, request.header.client_id,
+                f"{conn.peer_host}:{conn.peer_port}", request.body, response, codes,
+                skip=ErrorCode.UNKNOWN_SERVER_ERROR if failure is not None else None,
+            )
+        if span is not None:
+            tracing.end_request(span, list(codes.elements()), failure)
         try:
-            encoded = encode_response(response, pre.api_version, pre.correlation_id)
+            if large:
+                encoded = await off_loop(encode_response, response, pre.api_version, pre.correlation_id,
+                                         None, REFERENCE_FROM, True)
+            else:
+                encoded = encode_response(response, pre.api_version, pre.correlation_id)
         except (UnsupportedVersionError, ValueError) as ex:
             log.error("response_encoding_failed", api=entry.name, api_version=pre.api_version, error=str(ex))
             raise CloseConnection("response encoding failed", api=entry.name) from ex
         metrics.response_sent(encoded.size)
+        if large or pacer.large:
+            await release(pacer, request.body, response)
         return encoded
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -199,11 +199,12 @@ class BrokerMetrics:
     def requests_in_flight(self) -> int:
         return self.in_flight
 
-    def record_errors(self, api_key: int, codes: Iterable[int]) -> None:
-        """Error codes (non-zero) a response carried, one per partition/group/... entry."""
+    def record_errors(self, api_key: int, codes: Mapping[int, int]) -> None:
+        """Error codes (non-zero) a response carried: how many partition/group/... entries
+        carry each."""
         errors = self.request_errors
-        for code in codes:
-            errors[(api_key, code)] += 1
+        for code, entries in codes.items():
+            errors[(api_key, code)] += entries
 
     # ------------------------------------------------------------ produce and fetch
 
@@ -331,7 +332,7 @@ class DisabledMetrics(BrokerMetrics):
     def record_request(self, api_key: int, seconds: float) -> None:
         self.in_flight -= 1
 
-    def record_errors(self, api_key: int, codes: Iterable[int]) -> None:
+    def record_errors(self, api_key: int, codes: Mapping[int, int]) -> None:
         pass
 
     def record_produce(self, records: int, size: int) -> None:

@@ -46,10 +46,12 @@ from broker.log.partition_log import PartitionLog
 from broker.log.producer_state import ProducerStateConfig
 from broker.metrics import BrokerMetrics, DisabledMetrics
 from broker.network import Listener, NetworkLimits
+from broker.pacing import full_collections
 from broker.peers import PeerBrokers
 from broker.replica_manager import Partition, ReplicaManager
 from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
 from broker.replication.isr import IsrManager
+from broker.response_errors import ClientErrorLog
 from broker.telemetry import Telemetry, TimedQuorum
 from broker.tracing import Tracing
 from broker.transaction.coordinator import TransactionCoordinator
@@ -141,6 +143,7 @@ class BrokerNode:
         self.metrics_url: str | None = None
         self.cluster_id = ""
         self.dispatcher = Dispatcher(self, load_handlers(all_handlers()), DecodeLimits())
+        self.client_error_log = ClientErrorLog()
         self.listeners: list[Listener] = []
         self._topic_configs: dict[tuple[str, frozenset[tuple[str, str]]], TopicConfig] = {}
         # The dynamic broker settings the effective configuration was built from.
@@ -249,6 +252,11 @@ class BrokerNode:
         return None
 
     def log_client_error(self, event: str, **context: Any) -> None:
+        suppressed = self.client_error_log.admit(event)
+        if suppressed is None:
+            return
+        if suppressed:
+            context["suppressed"] = suppressed
         log.info(event, **context)
 
     # ------------------------------------------------------------ lifecycle
@@ -476,6 +484,7 @@ class BrokerNode:
             nursery.start_soon(self._checkpoint_loop)
             nursery.start_soon(self._producer_expiration_loop)
             nursery.start_soon(self.log_cleaner.run)
+            nursery.start_soon(full_collections)
 
     async def _signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

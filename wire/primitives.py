@@ -553,6 +553,11 @@ class Message:
             ) from ex
         return obj, p
 
+    #: The pure-Python decoder even when the accelerator is enabled (it replaces only
+    #: ``decode``/``decode_at``): it lets other threads take the GIL every switch
+    #: interval, where a C call holds it until it returns.
+    decode_at_python = decode_at
+
     def encode(self, version: int) -> bytes:
         """The message body at ``version``, copied into one ``bytes``.
 
@@ -595,6 +600,9 @@ class Message:
             raise UnsupportedVersionError(f"{ex} (writing {self.NAME} v{version})") from None
         if rg is not regions:
             regions.extend(rg)
+
+    #: The pure-Python encoder even when the accelerator is enabled (see decode_at_python).
+    encode_into_python = encode_into
 
 
 def absent_field_error(message: str, field: str) -> UnsupportedVersionError:

@@ -48,10 +48,13 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     # Transactional records need a transactional id (Kafka answers every partition so).
     untransacted = request.transactional_id is None and any(
         has_transactional_records(p.records) for t in request.topic_data for p in t.partition_data)
+    pacer = ctx.pacer
     for topic in request.topic_data:
         t_resp = ProduceResponseTopicProduceResponse(name=topic.name)
         response.responses.append(t_resp)
         for pdata in topic.partition_data:
+            if pacer.tick():
+                await pacer.pause()
             p_resp = ProduceResponsePartitionProduceResponse(index=pdata.index, base_offset=-1)
             t_resp.partition_responses.append(p_resp)
             if acks not in (-1, 0, 1):

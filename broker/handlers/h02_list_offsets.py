@@ -119,10 +119,13 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
             (duplicates if key in seen else seen).add(key)
+    pacer = ctx.pacer
     for topic in request.topics:
         t_resp = ListOffsetsResponseListOffsetsTopicResponse(name=topic.name)
         response.topics.append(t_resp)
         for p in topic.partitions:
+            if pacer.tick():
+                await pacer.pause()
             if ctx.api_version == 0:
                 t_resp.partitions.append(_list_v0(ctx, request, topic.name, p))
             elif (topic.name, p.partition_index) in duplicates:

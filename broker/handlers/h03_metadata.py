@@ -70,31 +70,35 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         cluster_id=node.cluster_id,
         controller_id=node.controller_id_for_clients(),
     )
+    pacer = ctx.pacer
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
-        response.topics = [
-            topic_metadata(image, t, listener) for t in sorted(image.topics_by_id.values(), key=lambda t: t.name)
-        ]
+        for known in sorted(image.topics_by_id.values(), key=lambda t: t.name):
+            response.topics.append(topic_metadata(image, known, listener))
+            if pacer.tick(1 + len(known.partitions)):
+                await pacer.pause()
         return response
     allow_create = node.config.auto_create_topics_enable and (ctx.api_version < 4 or request.allow_auto_topic_creation)
-    wanted: list[tuple[str | None, object]] = []
-    to_create: list[str] = []
+    to_create: dict[str, None] = {}
     for t in request.topics:
-        if t.name is None:
-            wanted.append((None, t.topic_id))
-            continue
-        wanted.append((t.name, None))
-        if image.topic(t.name) is None and allow_create and validate_topic_name(t.name) is None:
-            if t.name not in to_create:
-                to_create.append(t.name)
+        if pacer.tick():
+            await pacer.pause()
+        name = t.name
+        if name is not None and allow_create and image.topic(name) is None and validate_topic_name(name) is None:
+            to_create[name] = None
     if to_create:
         await node.controller.create_topics([TopicRequest(name) for name in to_create])
         image = node.image
-    for name, topic_id in wanted:
+    # A second pass over the request itself: a list of what was asked would be a
+    # million more entries to free at once.
+    for t in request.topics:
+        if pacer.tick():
+            await pacer.pause()
+        name = t.name
         if name is None:
-            topic = image.topics_by_id.get(topic_id)  # type: ignore[arg-type]
+            topic = image.topics_by_id.get(t.topic_id)
             if topic is None:
                 response.topics.append(
-                    MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id)  # type: ignore[arg-type]
+                    MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id)
                 )
                 continue
         else:

@@ -45,9 +45,12 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
     retention = request.retention_time_ms if 2 <= version <= 4 else DEFAULT_RETENTION_TIME
     expire = None if retention == DEFAULT_RETENTION_TIME else now + retention
     image = node.image
+    pacer = ctx.pacer
     for topic in request.topics:
         known = image.topic(topic.name)
         for p in topic.partitions:
+            if pacer.tick():
+                await pacer.pause()
             tp = (topic.name, p.partition_index)
             if version == 0:
                 errors[tp] = ErrorCode.UNSUPPORTED_VERSION
@@ -75,5 +78,7 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
         for p in topic.partitions:
             t.partitions.append(OffsetCommitResponsePartition(
                 partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)]))
+            if pacer.tick():
+                await pacer.pause()
         response.topics.append(t)
     return response

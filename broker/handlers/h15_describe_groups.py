@@ -30,7 +30,10 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
     coordinator = ctx.node.group_coordinator
     include_operations = ctx.api_version >= 3 and request.include_authorized_operations
     response = DescribeGroupsResponse()
+    pacer = ctx.pacer
     for group_id in request.groups:
+        if pacer.tick():
+            await pacer.pause()
         error, summary = coordinator.describe_group(group_id)
         response.groups.append(DescribeGroupsResponseDescribedGroup(
             error_code=error,

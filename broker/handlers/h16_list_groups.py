@@ -25,7 +25,11 @@ async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsR
     states = set(request.states_filter or []) if version >= 4 else set()
     types = set(request.types_filter or []) if version >= 5 else set()
     error, groups = ctx.node.group_coordinator.list_groups(states, types)
-    return ListGroupsResponse(error_code=error, groups=[
-        ListGroupsResponseListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
-                                      group_type=g.group_type)
-        for g in sorted(groups, key=lambda g: g.group_id)])
+    response = ListGroupsResponse(error_code=error)
+    pacer = ctx.pacer
+    for g in sorted(groups, key=lambda g: g.group_id):
+        response.groups.append(ListGroupsResponseListedGroup(
+            group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type))
+        if pacer.tick():
+            await pacer.pause()
+    return response

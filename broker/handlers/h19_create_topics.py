@@ -130,7 +130,11 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
     configs_by_name: dict[str, dict[str, str]] = {}
     to_create: list[TopicRequest] = []
     order: list[str] = []
+    pacer = ctx.pacer
     for topic in request.topics:
+        if pacer.tick(1 + len(topic.assignments)):
+            await pacer.pause()
+            image = node.image
         if counts[topic.name] > 1 or topic.name == CLUSTER_METADATA_TOPIC:
             continue
         order.append(topic.name)

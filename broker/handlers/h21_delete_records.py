@@ -47,10 +47,13 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
         for p in topic.partitions:
             wanted.setdefault(topic.name, {})[p.partition_index] = p.offset
     response = DeleteRecordsResponse()
+    pacer = ctx.pacer
     for name, partitions in wanted.items():
         t_resp = DeleteRecordsResponseDeleteRecordsTopicResult(name=name)
         response.topics.append(t_resp)
         for index, offset in partitions.items():
+            if pacer.tick():
+                await pacer.pause()
             out = DeleteRecordsResponseDeleteRecordsPartitionResult(
                 partition_index=index, low_watermark=INVALID_LOW_WATERMARK
             )
