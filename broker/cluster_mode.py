@@ -152,6 +152,8 @@ class ControllerRole:
             max_frame_bytes=config.socket_request_max_bytes,
             idle_timeout_s=config.connections_max_idle_ms / 1000,
             max_connections=config.max_connections,
+            max_request_memory=config.queued_max_request_bytes,
+            frame_read_timeout_s=config.socket_request_read_timeout_ms / 1000,
         )
         return ControllerListener(lst.name, lst.security_protocol.name, lst.host or "0.0.0.0", lst.port,
                                   self.dispatcher, limits, self.raft)

@@ -545,6 +545,15 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
         _key("socket.receive.buffer.bytes", INT, "102400", "SO_RCVBUF of client sockets; -1 keeps the OS default."),
         _key("socket.listen.backlog.size", INT, "50", "Listen backlog of each listener socket.", AT_LEAST_1),
         _key("connections.max.idle.ms", LONG, "600000", "Idle connections are closed after this long."),
+        _key("queued.max.request.bytes", LONG, "536870912",
+             "Bytes of requests being read or handled, all connections together; a connection whose next "
+             "frame does not fit waits, unread, until memory frees (one frame is admitted while any is left, "
+             "as Kafka's memory pool does). -1 means no bound.",
+             RangeOrValue(Range(min=1), -1), kafka_default="-1"),
+        _key("socket.request.read.timeout.ms", LONG, "60000",
+             "Once a request frame has started to arrive, the rest of it must arrive within this time "
+             "(waiting for request memory excluded), or the connection is closed.",
+             AT_LEAST_1, cormorant_only=True),
         _key("queued.max.requests", INT, "500",
              "Requests read from one connection but not yet answered before reading pauses.", AT_LEAST_1),
         _key("num.network.threads", INT, "3",
@@ -925,7 +934,7 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "password.encoder.cipher.algorithm", "password.encoder.iterations",
     "password.encoder.key.length", "password.encoder.keyfactory.algorithm",
     "password.encoder.old.secret", "password.encoder.secret", "principal.builder.class",
-    "producer.purgatory.purge.interval.requests", "queued.max.request.bytes", "quota.window.num",
+    "producer.purgatory.purge.interval.requests", "quota.window.num",
     "quota.window.size.seconds", "remote.fetch.max.wait.ms",
     "remote.log.index.file.cache.total.size.bytes", "remote.log.manager.copier.thread.pool.size",
     "remote.log.manager.copy.max.bytes.per.second", "remote.log.manager.copy.quota.window.num",
@@ -1277,6 +1286,8 @@ class BrokerConfig:
     socket_receive_buffer_bytes: int
     socket_listen_backlog_size: int
     connections_max_idle_ms: int
+    queued_max_request_bytes: int
+    socket_request_read_timeout_ms: int
     queued_max_requests: int
     num_network_threads: int
     num_io_threads: int
@@ -1930,6 +1941,8 @@ def build_config(raw: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
         socket_receive_buffer_bytes=values.int_of("socket.receive.buffer.bytes"),
         socket_listen_backlog_size=values.int_of("socket.listen.backlog.size"),
         connections_max_idle_ms=values.int_of("connections.max.idle.ms"),
+        queued_max_request_bytes=values.int_of("queued.max.request.bytes"),
+        socket_request_read_timeout_ms=values.int_of("socket.request.read.timeout.ms"),
         queued_max_requests=values.int_of("queued.max.requests"),
         num_network_threads=values.int_of("num.network.threads"),
         num_io_threads=values.int_of("num.io.threads"),

@@ -45,7 +45,7 @@ from broker.log.manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.log.producer_state import ProducerStateConfig
 from broker.metrics import BrokerMetrics, DisabledMetrics
-from broker.network import Listener, NetworkLimits
+from broker.network import Listener, NetworkLimits, NetworkMemory
 from broker.pacing import full_collections
 from broker.peers import PeerBrokers
 from broker.replica_manager import Partition, ReplicaManager
@@ -145,6 +145,8 @@ class BrokerNode:
         self.dispatcher = Dispatcher(self, load_handlers(all_handlers()), DecodeLimits())
         self.client_error_log = ClientErrorLog()
         self.listeners: list[Listener] = []
+        #: Request and response memory of every client listener (queued.max.request.bytes).
+        self.network_memory = NetworkMemory(config.queued_max_request_bytes)
         self._topic_configs: dict[tuple[str, frozenset[tuple[str, str]]], TopicConfig] = {}
         # The dynamic broker settings the effective configuration was built from.
         self._dynamic_seen: tuple[Mapping[str, str], Mapping[str, str]] | None = None
@@ -361,6 +363,8 @@ class BrokerNode:
             max_frame_bytes=self.config.socket_request_max_bytes,
             idle_timeout_s=self.config.connections_max_idle_ms / 1000,
             max_connections=self.config.max_connections,
+            max_request_memory=self.config.queued_max_request_bytes,
+            frame_read_timeout_s=self.config.socket_request_read_timeout_ms / 1000,
         )
         broker_listeners = [
             lst for lst in self.config.listeners if lst.name not in self.config.controller_listener_names
@@ -373,7 +377,7 @@ class BrokerNode:
             self.listeners.append(
                 Listener(lst.name, lst.security_protocol.name, lst.host or "0.0.0.0", lst.port,
                          self.dispatcher, limits, self.metrics.connection_callback(lst.name),
-                         self.metrics.decode_failure)
+                         self.metrics.decode_failure, self.network_memory)
             )
         async with trio.open_nursery() as nursery:
             await nursery.start(self.group_coordinator.run)

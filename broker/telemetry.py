@@ -455,6 +455,14 @@ class Telemetry:
         counter("cormorant.network.decode_failures", "{frame}",
                 "Request frames rejected before a handler ran (the connection is closed), by reason.",
                 by("reason", lambda: [(r, m.decode_failures[r]) for r in DECODE_FAILURE_REASONS]))
+        updown("cormorant.network.memory", "By",
+               "Bytes held for requests (reserved as announced, read or being handled) and for responses built "
+               "and not yet sent.",
+               by("buffer", lambda: [("request", node.network_memory.requests),
+                                     ("response", node.network_memory.responses)]))
+        updown("cormorant.network.memory.waiting", "{connection}",
+               "Connections not being read because their next request does not fit in queued.max.request.bytes.",
+               value(lambda: node.network_memory.waiting))
         updown("cormorant.request.active", "{request}", "Requests being handled now.", value(lambda: m.in_flight))
         gauge("cormorant.eventloop.step.max", "s", "Longest event-loop task step since the broker became ready.",
               value(lambda: m.longest_step_source() if m.longest_step_source is not None else 0.0))

@@ -10,6 +10,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -222,3 +223,100 @@ def test_a_request_naming_100000_partitions_does_not_hold_the_others(broker: Bro
     _, resp = decode_response(answered[0], response_type, version)
     assert isinstance(resp, response_type)
     assert worst < WORST_WAIT_S, f"the watcher waited {worst * 1000:.0f} ms"
+
+
+# ------------------------------------------------------------------ request memory
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.fixture(scope="module")
+def memory_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("memory") / "data", {
+        "socket.request.read.timeout.ms": "3000", "queued.max.request.bytes": "209715200",
+        "event.loop.slow.step.ms": "20"}).start()
+    try:
+        yield b
+    finally:
+        b.kill9()
+
+
+def test_a_thousand_connections_announcing_100_mb_frames_keep_memory_bounded(memory_broker: BrokerProcess) -> None:
+    assert memory_broker.proc is not None
+    pid = memory_broker.proc.pid
+    before = rss_bytes(pid)
+    socks: list[socket.socket] = []
+    peak = before
+
+    def adversary() -> None:
+        nonlocal peak
+        chunk = struct.pack(">i", 100 * 1024 * 1024) + b"\x00" * (60 * 1024)
+        for _ in range(1000):
+            s = socket.create_connection(("127.0.0.1", memory_broker.port), timeout=10)
+            s.setblocking(False)
+            try:
+                s.send(chunk)  # what the socket takes; the rest is the attack's business
+            except BlockingIOError:
+                pass
+            socks.append(s)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            peak = max(peak, rss_bytes(pid))
+            time.sleep(0.1)
+
+    try:
+        worst = watch(memory_broker, adversary)
+        assert memory_broker.proc.poll() is None
+        print(f"broker RSS {before >> 20} MB before, {peak >> 20} MB at most during the attack")
+        # 1,000 x 100 MB announced: two frames' worth admitted, each holding what arrived.
+        assert peak - before < 96 * 1024 * 1024, f"RSS grew by {(peak - before) >> 20} MB"
+        assert worst < WORST_WAIT_S, f"the watcher waited {worst * 1000:.0f} ms"
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_a_started_frame_must_finish_within_the_read_timeout(memory_broker: BrokerProcess) -> None:
+    sock = socket.create_connection(("127.0.0.1", memory_broker.port), timeout=10)
+    sock.sendall(struct.pack(">i", 1000) + b"\x00\x12")
+    started = time.monotonic()
+    closed_after = None
+    try:
+        while time.monotonic() - started < 15:
+            time.sleep(0.5)
+            sock.sendall(b"\x00")  # a byte now and then: never idle, never done
+    except (BrokenPipeError, ConnectionResetError):
+        closed_after = time.monotonic() - started
+    finally:
+        sock.close()
+    assert closed_after is not None and 2.5 <= closed_after < 10
+    assert "request frame not completed in time" in memory_broker.logs()
+
+
+def test_a_frame_that_does_not_fit_waits_unread_until_memory_frees(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "data", {"queued.max.request.bytes": "1048576"}).start()
+    try:
+        hog = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+        hog.sendall(struct.pack(">i", 2 * 1024 * 1024) + b"\x00" * 1000)  # admitted, then slow
+        time.sleep(0.5)
+        # ApiVersions v0 padded to 1.5 MB (bytes after a request are tolerated): it does not fit.
+        body = struct.pack(">hhih", 18, 0, 7, -1) + b"\x00" * (1536 * 1024)
+        waiter = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+        waiter.sendall(frame_of(body))
+        waiter.settimeout(1.5)
+        with pytest.raises(TimeoutError):
+            waiter.recv(4)
+        hog.close()  # the hog's reservation is released...
+        waiter.settimeout(10)
+        size = struct.unpack(">i", waiter.recv(4, socket.MSG_WAITALL))[0]  # ...and the waiter is read
+        reply = waiter.recv(size, socket.MSG_WAITALL)
+        assert struct.unpack_from(">ih", reply) == (7, 0)
+        waiter.close()
+    finally:
+        b.kill9()
