@@ -118,7 +118,9 @@ class ControllerRole:
             node.node_id,
             TimedQuorum(self.raft, node.metrics),
             ControllerSettings(config.num_partitions, config.default_replication_factor,
-                               config.unclean_leader_election_enable),
+                               config.unclean_leader_election_enable,
+                               max_partitions_per_request=config.max_partitions_per_request,
+                               max_partitions_per_broker=config.max_partitions_per_broker),
             node.validate_topic_configs,
             node.rng,
         )

@@ -760,6 +760,17 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
         _key("metrics.enabled", BOOLEAN, "true",
              "Record metrics (docs/metrics.md); false also turns off the scrape endpoint and OTLP metric export.",
              cormorant_only=True),
+        _key("max.partitions.per.request", INT, "10000",
+             "Most partitions one CreateTopics or CreatePartitions request (or one Metadata request's "
+             "auto-created topics) may create: Kafka's controller writes at most 10,000 records for one "
+             "request. A topic asking for more gets INVALID_PARTITIONS, topics past it in the request "
+             "POLICY_VIOLATION, each with a message naming this setting.",
+             AT_LEAST_1, cormorant_only=True),
+        _key("max.partitions.per.broker", INT, "100000",
+             "Most partition replicas one broker may host; a CreateTopics or CreatePartitions that would "
+             "place more on a broker gets POLICY_VIOLATION naming this setting. The default is what one "
+             "broker serves within 1 GB of memory (about 6 KB per idle partition).",
+             AT_LEAST_1, cormorant_only=True),
         _key("event.loop.slow.step.ms", INT, "100",
              "An event-loop task step longer than this is logged (slow_task_step, with the stack it was "
              "running) and counted in cormorant.eventloop.slow_step.duration; 0 turns the watchdog off.",
@@ -1385,6 +1396,8 @@ class BrokerConfig:
     metrics_listener: HostPort | None
     log_format: str
     metrics_enabled: bool
+    max_partitions_per_request: int
+    max_partitions_per_broker: int
     event_loop_slow_step_ms: int
     event_loop_stall_abort_ms: int
     tracing_sampling_ratio: float
@@ -2056,6 +2069,8 @@ def build_config(raw: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
         metrics_listener=_parse_host_port("metrics.listener", values.str_of("metrics.listener")),
         log_format=values.str_of("log.format"),
         metrics_enabled=values.bool_of("metrics.enabled"),
+        max_partitions_per_request=values.int_of("max.partitions.per.request"),
+        max_partitions_per_broker=values.int_of("max.partitions.per.broker"),
         event_loop_slow_step_ms=values.int_of("event.loop.slow.step.ms"),
         event_loop_stall_abort_ms=values.int_of("event.loop.stall.abort.ms"),
         tracing_sampling_ratio=values.float_of("tracing.sampling.ratio"),

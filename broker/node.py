@@ -321,7 +321,9 @@ class BrokerNode:
             self.controller = Controller(
                 self.node_id,
                 TimedQuorum(self.quorum, self.metrics),
-                ControllerSettings(self.config.num_partitions, self.config.default_replication_factor),
+                ControllerSettings(self.config.num_partitions, self.config.default_replication_factor,
+                                   max_partitions_per_request=self.config.max_partitions_per_request,
+                                   max_partitions_per_broker=self.config.max_partitions_per_broker),
                 self.validate_topic_configs,
                 self.rng,
             )

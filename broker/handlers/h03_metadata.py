@@ -79,11 +79,14 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         return response
     allow_create = node.config.auto_create_topics_enable and (ctx.api_version < 4 or request.allow_auto_topic_creation)
     to_create: dict[str, None] = {}
+    # Each topic takes at least one partition: more than this many cannot be created anyway.
+    most = node.config.max_partitions_per_request
     for t in request.topics:
         if pacer.tick():
             await pacer.pause()
         name = t.name
-        if name is not None and allow_create and image.topic(name) is None and validate_topic_name(name) is None:
+        if (name is not None and allow_create and len(to_create) < most and image.topic(name) is None
+                and validate_topic_name(name) is None):
             to_create[name] = None
     if to_create:
         await node.controller.create_topics([TopicRequest(name) for name in to_create])
