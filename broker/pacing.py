@@ -128,10 +128,12 @@ async def off_loop(fn: Callable[..., _T], *args: object) -> _T:
     return await trio.to_thread.run_sync(fn, *args, limiter=limiter)
 
 
-def defer_full_collections() -> None:
-    """Full collections no longer start on their own (see :func:`full_collections`)."""
-    young, middle, _ = gc.get_threshold()
-    gc.set_threshold(young, middle, 2**31 - 1)
+def defer_full_collections() -> tuple[int, int, int]:
+    """Full collections no longer start on their own (see :func:`full_collections`);
+    returns the thresholds before."""
+    before = gc.get_threshold()
+    gc.set_threshold(before[0], before[1], 2**31 - 1)
+    return before
 
 
 async def full_collections(
@@ -139,13 +141,16 @@ async def full_collections(
 ) -> None:
     """Runs a full collection every ``interval_s`` once no large request is in progress
     (or after ``max_defer_s`` regardless, so cycles cannot pile up for ever)."""
-    defer_full_collections()
-    while True:
-        await trio.sleep(interval_s)
-        deferred = 0.0
-        while LargeRequests.active and deferred < max_defer_s:
-            await trio.sleep(0.1)
-            deferred += 0.1
-        started = time.perf_counter()
-        collected = gc.collect()
-        log.debug("full_collection", collected=collected, ms=round((time.perf_counter() - started) * 1000, 1))
+    before = defer_full_collections()
+    try:
+        while True:
+            await trio.sleep(interval_s)
+            deferred = 0.0
+            while LargeRequests.active and deferred < max_defer_s:
+                await trio.sleep(0.1)
+                deferred += 0.1
+            started = time.perf_counter()
+            collected = gc.collect()
+            log.debug("full_collection", collected=collected, ms=round((time.perf_counter() - started) * 1000, 1))
+    finally:
+        gc.set_threshold(*before)

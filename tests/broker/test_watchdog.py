@@ -74,3 +74,38 @@ def test_gc_inside_a_step_is_timed() -> None:
 
     seen, _ = run_with_watchdog(0.05, collector)
     assert len(seen) == 1 and seen[0].gc_s > 0
+
+
+def test_full_collections_are_deferred_while_running_and_restored_after() -> None:
+    import gc
+
+    from broker.pacing import full_collections
+
+    before = gc.get_threshold()
+    seen: list[tuple[int, int, int]] = []
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(full_collections, 0.05, 1.0)
+            await trio.sleep(0.2)
+            seen.append(gc.get_threshold())
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert seen[0][2] == 2**31 - 1 and seen[0][:2] == before[:2]
+    assert gc.get_threshold() == before
+
+
+def test_the_pacer_asks_for_a_pause_once_its_slice_is_spent() -> None:
+    from broker.pacing import CHECK_EVERY, OFF_LOOP_ENTRIES, SLICE_S, LargeRequests, Pacer
+
+    now = [0.0]
+    pacer = Pacer(clock=lambda: now[0])
+    assert not any(pacer.tick() for _ in range(10 * CHECK_EVERY))  # within the slice
+    now[0] += SLICE_S
+    assert any(pacer.tick() for _ in range(CHECK_EVERY))  # at most CHECK_EVERY entries later
+    active = LargeRequests.active
+    pacer.tick(OFF_LOOP_ENTRIES)
+    assert pacer.large and LargeRequests.active == active + 1
+    pacer.close()
+    assert LargeRequests.active == active
