@@ -72,6 +72,8 @@ class ConnectionInfo:
     peer_port: int
     local_port: int
     connection_id: int
+    #: Held while a Produce appends: a connection's produces append in arrival order.
+    append_lock: trio.Lock = field(default_factory=trio.Lock)
 
 
 class RequestHandler(Protocol):
@@ -108,20 +110,26 @@ class NetworkMemory:
     admitted while any memory is left (so one frame larger than what is left, up to
     ``socket.request.max.bytes``, still gets through) and otherwise waits, in arrival
     order, unread. Frames of at most ``SMALL_FRAME`` bytes — nearly every request but
-    large produces — have a further ``limit / 8`` of headroom and a queue of their own,
-    so that connections announcing huge frames and sending them slowly cannot hold up
-    everyone else's small requests. Responses: bytes built and not yet sent (file
-    regions excluded: they stay on disk until ``sendfile``)."""
+    large produces — have a budget of their own (an eighth of the limit, at least 256
+    KiB) and a queue of their own, so that connections announcing huge frames and
+    sending them slowly cannot hold up everyone else's small requests. Responses: bytes
+    built and not yet sent (file regions excluded: they stay on disk until ``sendfile``).
+    """
 
     SMALL_FRAME = 64 * 1024
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.small_limit = limit + max(limit // 8, 4 * self.SMALL_FRAME) if limit >= 0 else -1
-        self.requests = 0
+        self.small_limit = max(limit // 8, 4 * self.SMALL_FRAME) if limit >= 0 else -1
+        self.large = 0
+        self.small = 0
         self.responses = 0
         self._large = trio.lowlevel.ParkingLot()
         self._small = trio.lowlevel.ParkingLot()
+
+    @property
+    def requests(self) -> int:
+        return self.large + self.small
 
     @property
     def waiting(self) -> int:
@@ -129,8 +137,9 @@ class NetworkMemory:
         return len(self._large) + len(self._small)
 
     def _room(self, small: bool) -> bool:
-        limit = self.small_limit if small else self.limit
-        return limit < 0 or self.requests < limit
+        if small:
+            return self.small_limit < 0 or self.small < self.small_limit
+        return self.limit < 0 or self.large < self.limit
 
     async def reserve(self, size: int) -> None:
         small = size <= self.SMALL_FRAME
@@ -140,11 +149,17 @@ class NetworkMemory:
                 await lot.park()
                 if self._room(small):
                     break
-        self.requests += size
+        if small:
+            self.small += size
+        else:
+            self.large += size
         self._wake()
 
     def release(self, size: int) -> None:
-        self.requests -= size
+        if size <= self.SMALL_FRAME:
+            self.small -= size
+        else:
+            self.large -= size
         self._wake()
 
     def _wake(self) -> None:

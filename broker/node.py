@@ -12,6 +12,7 @@ import base64
 import gc
 import random
 import signal
+import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -46,7 +47,7 @@ from broker.log.partition_log import PartitionLog
 from broker.log.producer_state import ProducerStateConfig
 from broker.metrics import BrokerMetrics, DisabledMetrics
 from broker.network import Listener, NetworkLimits, NetworkMemory
-from broker.pacing import full_collections
+from broker.pacing import SWITCH_INTERVAL_S, full_collections
 from broker.peers import PeerBrokers
 from broker.replica_manager import Partition, ReplicaManager
 from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
@@ -566,6 +567,7 @@ async def serve(config: BrokerConfig) -> None:
     async with trio.open_nursery() as nursery:
         names = await nursery.start(node.run)
         settle_heap()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         watchdog = start_watchdog(config.event_loop_slow_step_ms, config.event_loop_stall_abort_ms, node.metrics)
         metrics = f" metrics={node.metrics_url}" if node.metrics_url else ""
         print(f"cormorant ready listeners={','.join(names)} node_id={config.node_id} cluster_id={node.cluster_id}"

@@ -39,14 +39,16 @@ CHECK_EVERY = 64
 OFF_LOOP_FRAME_BYTES = 256 * 1024
 #: Responses built from at least this many entries are encoded off the event loop.
 OFF_LOOP_ENTRIES = 20_000
+#: Produced record data at least this large is validated (copied, CRC-checked) off the loop.
+OFF_LOOP_RECORD_BYTES = 1024 * 1024
 
 _T = TypeVar("_T")
 
 
 #: How often a full garbage collection runs, and the longest it waits for large
 #: requests to finish before running anyway.
-FULL_COLLECTION_INTERVAL_S = 30.0
-FULL_COLLECTION_MAX_DEFER_S = 300.0
+FULL_COLLECTION_INTERVAL_S = 300.0
+FULL_COLLECTION_MAX_DEFER_S = 600.0
 
 
 class LargeRequests:
@@ -126,6 +128,11 @@ async def off_loop(fn: Callable[..., _T], *args: object) -> _T:
         limiter = trio.CapacityLimiter(1)
         _codec_limiter.set(limiter)
     return await trio.to_thread.run_sync(fn, *args, limiter=limiter)
+
+
+#: How long a thread holds the GIL before another that wants it gets it (CPython's
+#: default is 5 ms): while the codec thread works, each event-loop wake-up waits at most this.
+SWITCH_INTERVAL_S = 0.001
 
 
 def defer_full_collections() -> tuple[int, int, int]:

@@ -115,11 +115,13 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
     response = ListOffsetsResponse()
     seen: set[tuple[str, int]] = set()
     duplicates: set[tuple[str, int]] = set()
+    pacer = ctx.pacer
     for topic in request.topics:
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
             (duplicates if key in seen else seen).add(key)
-    pacer = ctx.pacer
+            if pacer.tick():
+                await pacer.pause()
     for topic in request.topics:
         t_resp = ListOffsetsResponseListOffsetsTopicResponse(name=topic.name)
         response.topics.append(t_resp)

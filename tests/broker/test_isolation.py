@@ -48,10 +48,11 @@ from wire.generated.api_021_delete_records import (
 from wire.primitives import Message, write_uvarint
 
 ARRAY_CAP = 1_000_000
-#: The watcher's worst ApiVersions round trip allowed while an adversary runs. Without
-#: isolation these adversaries hold every client for seconds; the margin above the
-#: benchmark's 50 ms is for a test machine shared with other work.
-WORST_WAIT_S = 0.4
+#: The watcher's worst ApiVersions round trip allowed while an adversary runs: a sanity
+#: bound, wide because a test machine shared with other work delays any process (the
+#: million-topic Metadata held it 0.8-1.1 s before). The broker's own CPU measure below
+#: is what a machine's load does not blur.
+WORST_WAIT_S = 1.0
 #: The broker's own measure: no event-loop step may compute longer than this (CPU time,
 #: which a busy machine does not inflate) while the adversary runs.
 MAX_STEP_CPU_MS = 20.0
