@@ -40,6 +40,10 @@ _SIZE = struct.Struct(">i")
 PREALLOCATE_MAX = 1 << 20
 #: Bytes read at a time into a growing frame.
 READ_CHUNK = 64 * 1024
+#: A frame larger than PREALLOCATE_MAX must arrive at least this fast (bytes per second)
+#: once FRAME_GRACE_S have passed, or the connection is closed.
+MIN_FRAME_RATE = 256 * 1024
+FRAME_GRACE_S = 5.0
 
 
 _PEER_GONE = {errno.ECONNRESET, errno.EPIPE, errno.EBADF, errno.ENOTCONN, errno.ETIMEDOUT}
@@ -323,7 +327,8 @@ class Connection:
             if scope.cancelled_caught:
                 if deadline >= frame_deadline:
                     raise CloseConnection("request frame not completed in time",
-                                          timeout_s=self.limits.frame_read_timeout_s)
+                                          timeout_s=self.limits.frame_read_timeout_s,
+                                          min_rate_bytes_s=MIN_FRAME_RATE)
                 # Activity may have happened meanwhile (responses being sent).
                 new_deadline = min(self._last_activity + self.limits.idle_timeout_s, frame_deadline)
                 if new_deadline <= deadline:
@@ -365,10 +370,15 @@ class Connection:
                 raise CloseConnection("peer closed mid-frame", received=0, expected=size)
             return frame
         # Grown as bytes arrive: memory follows what the peer sent, not what it announced.
+        # Its reservation is held meanwhile, so it must also keep coming at MIN_FRAME_RATE
+        # (after a grace period): a peer trickling a 100 MB frame cannot hold 100 MB of
+        # request memory until the read timeout.
         frame = bytearray()
         chunk = memoryview(bytearray(READ_CHUNK))
+        started = trio.current_time()
         while len(frame) < size:
-            k = await self._recv_into(chunk[: min(READ_CHUNK, size - len(frame))], deadline)
+            due = min(deadline, started + FRAME_GRACE_S + len(frame) / MIN_FRAME_RATE)
+            k = await self._recv_into(chunk[: min(READ_CHUNK, size - len(frame))], due)
             if k == 0:
                 raise CloseConnection("peer closed mid-frame", received=len(frame), expected=size)
             frame += chunk[:k]

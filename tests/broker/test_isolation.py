@@ -321,3 +321,21 @@ def test_a_frame_that_does_not_fit_waits_unread_until_memory_frees(tmp_path: Pat
         waiter.close()
     finally:
         b.kill9()
+
+
+def test_a_large_frame_trickled_in_is_closed_long_before_the_read_timeout(broker: BrokerProcess) -> None:
+    """The default read timeout is 60 s; a 10 MB frame arriving at 1 KB/s holds its 10 MB
+    reservation, so it is closed once it falls behind 256 KiB/s after a 5 s grace."""
+    sock = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
+    sock.sendall(struct.pack(">i", 10 * 1024 * 1024) + b"\x00\x12")
+    started = time.monotonic()
+    closed_after = None
+    try:
+        while time.monotonic() - started < 30:
+            time.sleep(0.25)
+            sock.sendall(b"\x00" * 256)
+    except (BrokenPipeError, ConnectionResetError):
+        closed_after = time.monotonic() - started
+    finally:
+        sock.close()
+    assert closed_after is not None and 4.5 <= closed_after < 15
