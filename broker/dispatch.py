@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
+PRODUCE = 0
 API_VERSIONS = 18
 Handler = Callable[["RequestContext", Any], Awaitable[Message | None]]
 
@@ -132,7 +133,9 @@ class Dispatcher:
         try:
             if len(frame) >= OFF_LOOP_FRAME_BYTES:
                 pacer.mark_large()
-                request = await off_loop(decode_request, frame, self.limits, True)
+                # Produce frames are large for their records, which decoding does not copy.
+                lane = "produce" if pre.api_key == PRODUCE else "codec"
+                request = await off_loop(decode_request, frame, self.limits, True, lane=lane)
             else:
                 request = decode_request(frame, self.limits)
         except DecodeError as ex:

@@ -10,7 +10,8 @@ hold it for seconds. Two tools, chosen by what the work is (docs/architecture.md
 - Decoding a large frame and encoding a large response are pure functions of bytes or
   messages: they run in one worker thread with the pure-Python codec, which lets the
   event loop take the GIL back every switch interval (a C call would hold it until it
-  returns). One thread, so that the loop competes with one GIL holder, not forty.
+  returns). One thread per kind of work (LANES), so that the loop competes with a
+  few GIL holders, not forty, and a large request waits only behind its own kind.
 
 And the garbage collector: a full collection walks every tracked object in one go,
 holding the GIL — 0.5-0.8 s while a million-entry request is alive. Full collections
@@ -117,17 +118,21 @@ async def release(pacer: Pacer, *messages: object) -> None:
                     await pacer.pause()
 
 
-_codec_limiter: trio.lowlevel.RunVar[trio.CapacityLimiter] = trio.lowlevel.RunVar("codec_limiter")
+_lanes: trio.lowlevel.RunVar[dict[str, trio.CapacityLimiter]] = trio.lowlevel.RunVar("codec_lanes")
+
+#: Worker lanes, one thread each: a large request waits only behind work of its kind, so a
+#: client's million-topic Metadata does not hold up a producer's 1 MB batches.
+LANES = ("codec", "produce", "records")
 
 
-async def off_loop(fn: Callable[..., _T], *args: object) -> _T:
-    """Runs a pure codec call in the one codec worker thread."""
+async def off_loop(fn: Callable[..., _T], *args: object, lane: str = "codec") -> _T:
+    """Runs pure work in the worker thread of ``lane`` (see LANES)."""
     try:
-        limiter = _codec_limiter.get()
+        lanes = _lanes.get()
     except LookupError:
-        limiter = trio.CapacityLimiter(1)
-        _codec_limiter.set(limiter)
-    return await trio.to_thread.run_sync(fn, *args, limiter=limiter)
+        lanes = {name: trio.CapacityLimiter(1) for name in LANES}
+        _lanes.set(lanes)
+    return await trio.to_thread.run_sync(fn, *args, limiter=lanes[lane])
 
 
 #: How long a thread holds the GIL before another that wants it gets it (CPython's

@@ -101,7 +101,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                         node.timestamp_policy_for(partition), topic_partition=f"{topic.name}-{pdata.index}",
                     )
                     # A large batch's copy and CRC would hold the loop; crc32c releases the GIL.
-                    validated = await off_loop(validate) if len(records) >= OFF_LOOP_RECORD_BYTES else validate()
+                    validated = (await off_loop(validate, lane="records") if len(records) >= OFF_LOOP_RECORD_BYTES
+                                 else validate())
                 except RecordValidationError as ex:
                     p_resp.error_code = ex.code
                     p_resp.error_message = ex.message
