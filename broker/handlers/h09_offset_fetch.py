@@ -56,8 +56,11 @@ async def _group_offsets(
         return error, []
     topics: dict[str, list[tuple[int, FetchedOffset]]] = {}
     order = partitions if partitions is not None else sorted(found)
+    pacer = ctx.pacer
     for tp in order:
         topics.setdefault(tp[0], []).append((tp[1], found[tp]))
+        if pacer.tick():
+            await pacer.pause()
     return ErrorCode.NONE, list(topics.items())
 
 
