@@ -119,7 +119,9 @@ class ControllerRole:
             node.node_id,
             TimedQuorum(self.raft, node.metrics),
             ControllerSettings(config.num_partitions, config.default_replication_factor,
-                               config.unclean_leader_election_enable),
+                               config.unclean_leader_election_enable,
+                               max_partitions_per_request=config.max_partitions_per_request,
+                               max_partitions_per_broker=config.max_partitions_per_broker),
             node.validate_topic_configs,
             node.rng,
         )
@@ -153,6 +155,8 @@ class ControllerRole:
             max_frame_bytes=config.socket_request_max_bytes,
             idle_timeout_s=config.connections_max_idle_ms / 1000,
             max_connections=config.max_connections,
+            max_request_memory=config.queued_max_request_bytes,
+            frame_read_timeout_s=config.socket_request_read_timeout_ms / 1000,
         )
         return ControllerListener(lst.name, lst.security_protocol.name, lst.host or "0.0.0.0", lst.port,
                                   self.dispatcher, limits, self.raft)

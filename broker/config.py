@@ -555,6 +555,15 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
         _key("socket.receive.buffer.bytes", INT, "102400", "SO_RCVBUF of client sockets; -1 keeps the OS default."),
         _key("socket.listen.backlog.size", INT, "50", "Listen backlog of each listener socket.", AT_LEAST_1),
         _key("connections.max.idle.ms", LONG, "600000", "Idle connections are closed after this long."),
+        _key("queued.max.request.bytes", LONG, "536870912",
+             "Bytes of requests being read or handled, all connections together; a connection whose next "
+             "frame does not fit waits, unread, until memory frees (one frame is admitted while any is left, "
+             "as Kafka's memory pool does). -1 means no bound.",
+             RangeOrValue(Range(min=1), -1), kafka_default="-1"),
+        _key("socket.request.read.timeout.ms", LONG, "60000",
+             "Once a request frame has started to arrive, the rest of it must arrive within this time "
+             "(waiting for request memory excluded), or the connection is closed.",
+             AT_LEAST_1, cormorant_only=True),
         _key("queued.max.requests", INT, "500",
              "Requests read from one connection but not yet answered before reading pauses.", AT_LEAST_1),
         _key("num.network.threads", INT, "3",
@@ -880,6 +889,25 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
         _key("metrics.enabled", BOOLEAN, "true",
              "Record metrics (docs/metrics.md); false also turns off the scrape endpoint and OTLP metric export.",
              cormorant_only=True),
+        _key("max.partitions.per.request", INT, "10000",
+             "Most partitions one CreateTopics or CreatePartitions request (or one Metadata request's "
+             "auto-created topics) may create: Kafka's controller writes at most 10,000 records for one "
+             "request. A topic asking for more gets INVALID_PARTITIONS, topics past it in the request "
+             "POLICY_VIOLATION, each with a message naming this setting.",
+             AT_LEAST_1, cormorant_only=True),
+        _key("max.partitions.per.broker", INT, "100000",
+             "Most partition replicas one broker may host; a CreateTopics or CreatePartitions that would "
+             "place more on a broker gets POLICY_VIOLATION naming this setting. The default is what one "
+             "broker serves within 1 GB of memory (about 6 KB per idle partition).",
+             AT_LEAST_1, cormorant_only=True),
+        _key("event.loop.slow.step.ms", INT, "100",
+             "An event-loop task step longer than this is logged (slow_task_step, with the stack it was "
+             "running) and counted in cormorant.eventloop.slow_step.duration; 0 turns the watchdog off.",
+             AT_LEAST_0, cormorant_only=True),
+        _key("event.loop.stall.abort.ms", INT, "0",
+             "A task step using more CPU time than this stops the broker (exit status 70) after it is logged, "
+             "so that a stall fails the test that caused it; 0 never stops. Needs event.loop.slow.step.ms > 0.",
+             AT_LEAST_0, cormorant_only=True),
         _key("tracing.sampling.ratio", DOUBLE, "0.0",
              "Fraction of produce, fetch, group and transaction requests traced with OpenTelemetry spans; "
              "0 turns tracing off. Spans are exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.",
@@ -1043,7 +1071,7 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "password.encoder.cipher.algorithm", "password.encoder.iterations",
     "password.encoder.key.length", "password.encoder.keyfactory.algorithm",
     "password.encoder.old.secret", "password.encoder.secret", "principal.builder.class",
-    "producer.purgatory.purge.interval.requests", "queued.max.request.bytes",
+    "producer.purgatory.purge.interval.requests",
     "remote.fetch.max.wait.ms",
     "remote.log.index.file.cache.total.size.bytes", "remote.log.manager.copier.thread.pool.size",
     "remote.log.manager.copy.max.bytes.per.second", "remote.log.manager.copy.quota.window.num",
@@ -1409,6 +1437,8 @@ class BrokerConfig:
     socket_receive_buffer_bytes: int
     socket_listen_backlog_size: int
     connections_max_idle_ms: int
+    queued_max_request_bytes: int
+    socket_request_read_timeout_ms: int
     queued_max_requests: int
     num_network_threads: int
     num_io_threads: int
@@ -1534,6 +1564,10 @@ class BrokerConfig:
     metrics_listener: HostPort | None
     log_format: str
     metrics_enabled: bool
+    max_partitions_per_request: int
+    max_partitions_per_broker: int
+    event_loop_slow_step_ms: int
+    event_loop_stall_abort_ms: int
     tracing_sampling_ratio: float
 
     raw: Mapping[str, str] = field(hash=False)
@@ -2118,6 +2152,8 @@ def build_config(raw: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
         socket_receive_buffer_bytes=values.int_of("socket.receive.buffer.bytes"),
         socket_listen_backlog_size=values.int_of("socket.listen.backlog.size"),
         connections_max_idle_ms=values.int_of("connections.max.idle.ms"),
+        queued_max_request_bytes=values.int_of("queued.max.request.bytes"),
+        socket_request_read_timeout_ms=values.int_of("socket.request.read.timeout.ms"),
         queued_max_requests=values.int_of("queued.max.requests"),
         num_network_threads=values.int_of("num.network.threads"),
         num_io_threads=values.int_of("num.io.threads"),
@@ -2258,6 +2294,10 @@ def build_config(raw: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
         metrics_listener=_parse_host_port("metrics.listener", values.str_of("metrics.listener")),
         log_format=values.str_of("log.format"),
         metrics_enabled=values.bool_of("metrics.enabled"),
+        max_partitions_per_request=values.int_of("max.partitions.per.request"),
+        max_partitions_per_broker=values.int_of("max.partitions.per.broker"),
+        event_loop_slow_step_ms=values.int_of("event.loop.slow.step.ms"),
+        event_loop_stall_abort_ms=values.int_of("event.loop.stall.abort.ms"),
         tracing_sampling_ratio=values.float_of("tracing.sampling.ratio"),
         raw=MappingProxyType(dict(raw)),
         values=MappingProxyType(parsed),

@@ -3,7 +3,9 @@
 Each handler module in ``broker/handlers`` declares the API key and the version
 range Cormorant supports, and an ``async def handle(ctx, request)``. This module
 decides what is advertised in ApiVersions, rejects what is not supported the way
-Kafka does (close the connection; ApiVersions gets error 35 in a v0 body), and
+Kafka does (close the connection; ApiVersions gets error 35 in a v0 body), answers
+requests it cannot decode with INVALID_REQUEST where the response has a top-level
+error code (else closes the connection), and
 turns unexpected exceptions into UNKNOWN_SERVER_ERROR without taking anything
 else down.
 """
@@ -19,20 +21,22 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.network import CloseConnection, ConnectionInfo
+from broker.pacing import OFF_LOOP_ENTRIES, OFF_LOOP_FRAME_BYTES, Pacer, off_loop, release
 from broker.principal import ANONYMOUS, KafkaPrincipal
-from broker.response_errors import BrokerErrorLog, error_codes
+from broker.response_errors import BrokerErrorLog, error_code_counts
 from wire.errors import ErrorCode
 from wire.exceptions import DecodeError, UnsupportedVersionError
-from wire.frame import EncodedFrame, decode_request, encode_response, peek_request
+from wire.frame import EncodedFrame, RequestPreamble, decode_request, encode_response, peek_request
 from wire.generated.api_018_api_versions import ApiVersionsResponse, ApiVersionsResponseApiVersion
 from wire.generated.header_request_header import RequestHeader
-from wire.primitives import DecodeLimits, Message
+from wire.primitives import REFERENCE_FROM, DecodeLimits, Message
 
 if TYPE_CHECKING:
     from broker.node import BrokerNode
 
 log = structlog.get_logger(__name__)
 
+PRODUCE = 0
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 Handler = Callable[["RequestContext", Any], Awaitable[Message | None]]
@@ -61,6 +65,8 @@ class RequestContext:
     def client_host(self) -> str:
         """The client's address, which host-restricted ACLs compare with."""
         return self.conn.peer_host
+    #: Handlers looping over the request's entries tick it (see broker/pacing.py).
+    pacer: Pacer = field(default_factory=Pacer)
 
     @property
     def api_version(self) -> int:
@@ -135,13 +141,36 @@ class Dispatcher:
                 return encode_response(body, 0, pre.correlation_id)
             metrics.decode_failure("unsupported_version")
             raise CloseConnection("unsupported api version", api=entry.name, api_version=pre.api_version)
+        pacer = Pacer()
         try:
-            request = decode_request(frame, self.limits)
+            return await self._handle(conn, frame, pre, entry, pacer)
+        finally:
+            pacer.close()
+
+    async def _handle(
+        self, conn: ConnectionInfo, frame: bytearray, pre: RequestPreamble, entry: ApiEntry, pacer: Pacer
+    ) -> EncodedFrame | None:
+        metrics = self.node.metrics
+        try:
+            if len(frame) >= OFF_LOOP_FRAME_BYTES:
+                pacer.mark_large()
+                # Produce frames are large for their records, which decoding does not copy.
+                lane = "produce" if pre.api_key == PRODUCE else "codec"
+                request = await off_loop(decode_request, frame, self.limits, True, lane=lane)
+            else:
+                request = decode_request(frame, self.limits)
         except DecodeError as ex:
             metrics.decode_failure("malformed")
-            raise CloseConnection("malformed request", api=entry.name, api_version=pre.api_version,
-                                  error=ex.reason, offset=ex.offset) from ex
-        ctx = RequestContext(self.node, conn, request.header, conn.principal)
+            refusal = invalid_request_response(entry.api_key, pre.api_version, pre.correlation_id)
+            if refusal is None:
+                raise CloseConnection("malformed request", api=entry.name, api_version=pre.api_version,
+                                      error=ex.reason, offset=ex.offset) from ex
+            log.info("request_refused", reason="malformed request", api=entry.name,
+                     api_version=pre.api_version, error=ex.reason, offset=ex.offset,
+                     peer=f"{conn.peer_host}:{conn.peer_port}")
+            metrics.record_errors(entry.api_key, {ErrorCode.INVALID_REQUEST: 1})
+            return refusal
+        ctx = RequestContext(self.node, conn, request.header, conn.principal, pacer)
         tracing = self.node.tracing
         span = tracing.start_request(pre.api_key, pre.api_version, request.header.client_id,
                                      (conn.peer_host, conn.peer_port), request.body) if tracing.active else None
@@ -165,24 +194,34 @@ class Dispatcher:
                 raise CloseConnection("handler failed", api=entry.name) from None
         finally:
             metrics.record_request(entry.api_key, time.perf_counter() - started)
-            codes = error_codes(response) if response is not None else []
-            if codes:
-                metrics.record_errors(entry.api_key, codes)
-                self.error_log.report(
-                    _api_name(entry.api_key), entry.api_key, pre.api_version, request.header.client_id,
-                    f"{conn.peer_host}:{conn.peer_port}", request.body, response, codes,
-                    skip=ErrorCode.UNKNOWN_SERVER_ERROR if failure is not None else None,
-                )
-            if span is not None:
-                tracing.end_request(span, codes, failure)
+            if response is None and span is not None:
+                tracing.end_request(span, [], failure)
         if response is None:
             return None
+        large = ctx.pacer.entries >= OFF_LOOP_ENTRIES
+        # Counting the error codes of a million entries is work that grows with the request too.
+        codes = await off_loop(error_code_counts, response) if large else error_code_counts(response)
+        if codes:
+            metrics.record_errors(entry.api_key, codes)
+            self.error_log.report(
+                _api_name(entry.api_key), entry.api_key, pre.api_version, request.header.client_id,
+                f"{conn.peer_host}:{conn.peer_port}", request.body, response, codes,
+                skip=ErrorCode.UNKNOWN_SERVER_ERROR if failure is not None else None,
+            )
+        if span is not None:
+            tracing.end_request(span, list(codes.elements()), failure)
         try:
-            encoded = encode_response(response, pre.api_version, pre.correlation_id)
+            if large:
+                encoded = await off_loop(encode_response, response, pre.api_version, pre.correlation_id,
+                                         None, REFERENCE_FROM, True)
+            else:
+                encoded = encode_response(response, pre.api_version, pre.correlation_id)
         except (UnsupportedVersionError, ValueError) as ex:
             log.error("response_encoding_failed", api=entry.name, api_version=pre.api_version, error=str(ex))
             raise CloseConnection("response encoding failed", api=entry.name) from ex
         metrics.response_sent(encoded.size)
+        if large or pacer.large:
+            await release(pacer, request.body, response)
         return encoded
 
 
@@ -190,6 +229,22 @@ def _api_name(api_key: int) -> str:
     from wire.generated.registry import API_SPECS
 
     return API_SPECS[api_key].name
+
+
+def invalid_request_response(api_key: int, api_version: int, correlation_id: int) -> EncodedFrame | None:
+    """INVALID_REQUEST for a request that could not be decoded (over a decoder limit, or
+    malformed), when the response has a top-level error code at this version to carry
+    it; None when it has not, and the connection is closed instead."""
+    from wire.generated.registry import API_SPECS
+
+    response = API_SPECS[api_key].response()
+    if not hasattr(response, "error_code"):
+        return None
+    response.error_code = ErrorCode.INVALID_REQUEST
+    try:
+        return encode_response(response, api_version, correlation_id)
+    except UnsupportedVersionError:  # the field exists only in later versions
+        return None
 
 
 def error_response(entry: ApiEntry, request: Message, version: int) -> Message | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,6 +36,8 @@ DURATION_BOUNDS_S: tuple[float, ...] = (
 SLOW_DURATION_BOUNDS_S: tuple[float, ...] = (
     0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0,
 )
+#: Event-loop task steps over the slow-step threshold, seconds.
+SLOW_STEP_BOUNDS_S: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 BATCH_BYTES_BOUNDS: tuple[float, ...] = (
     128, 512, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576, 4_194_304, 16_777_216,
 )
@@ -114,6 +116,9 @@ class BrokerMetrics:
         self.request_errors: Counter[tuple[int, int]] = Counter()
         #: (listener, mechanism, "success" | "failure") -> authentications; TLS handshakes as mechanism "TLS".
         self.authentications: Counter[tuple[str, str, str]] = Counter()
+        # event loop
+        self.slow_step_duration = Histogram(SLOW_STEP_BOUNDS_S)
+        self.longest_step_source: Callable[[], float] | None = None
         # produce and fetch
         self.produced_records = 0
         self.produced_bytes = 0
@@ -174,6 +179,16 @@ class BrokerMetrics:
         """A SASL exchange or a TLS handshake ended."""
         self.authentications[(listener, mechanism, "success" if succeeded else "failure")] += 1
 
+    # ------------------------------------------------------------ event loop
+
+    def slow_task_step(self, seconds: float) -> None:
+        """A task step held the event loop past ``event.loop.slow.step.ms``."""
+        self.slow_step_duration.record(seconds)
+
+    def watch_longest_step(self, longest_step_s: Callable[[], float]) -> None:
+        """Once, by the slow-step watchdog: the longest task step since it started."""
+        self.longest_step_source = longest_step_s
+
     def response_sent(self, frame_bytes: int) -> None:
         self.bytes_sent += frame_bytes
 
@@ -190,11 +205,12 @@ class BrokerMetrics:
     def requests_in_flight(self) -> int:
         return self.in_flight
 
-    def record_errors(self, api_key: int, codes: Iterable[int]) -> None:
-        """Error codes (non-zero) a response carried, one per partition/group/... entry."""
+    def record_errors(self, api_key: int, codes: Mapping[int, int]) -> None:
+        """Error codes (non-zero) a response carried: how many partition/group/... entries
+        carry each."""
         errors = self.request_errors
-        for code in codes:
-            errors[(api_key, code)] += 1
+        for code, entries in codes.items():
+            errors[(api_key, code)] += entries
 
     # ------------------------------------------------------------ produce and fetch
 
@@ -316,13 +332,16 @@ class DisabledMetrics(BrokerMetrics):
     def authentication(self, listener: str, mechanism: str, succeeded: bool) -> None:
         pass
 
+    def slow_task_step(self, seconds: float) -> None:
+        pass
+
     def response_sent(self, frame_bytes: int) -> None:
         pass
 
     def record_request(self, api_key: int, seconds: float) -> None:
         self.in_flight -= 1
 
-    def record_errors(self, api_key: int, codes: Iterable[int]) -> None:
+    def record_errors(self, api_key: int, codes: Mapping[int, int]) -> None:
         pass
 
     def record_produce(self, records: int, size: int) -> None:

@@ -3,8 +3,14 @@
 One Trio task reads a connection's frames; each request runs in its own task so a
 long-polling Fetch does not hold up the requests behind it, and one writer task
 sends responses strictly in the order the requests arrived (Kafka clients rely
-on that). At most ``max_in_flight`` requests of one connection run at once.
+on that). At most ``max_in_flight`` requests of one connection run at once: the
+reader stops reading (Kafka's muting) until one is answered.
 Record data given as file regions is sent with ``os.sendfile``.
+
+Memory for requests is bounded across connections by :class:`NetworkMemory`
+(``queued.max.request.bytes``): a frame's announced size is reserved before its
+body is read, and a connection whose frame does not fit waits, unread, until
+memory frees. A frame once started must arrive within ``socket.request.read.timeout.ms``.
 
 No Kafka logic lives here: :class:`RequestHandler` decides what a frame means.
 """
@@ -12,6 +18,7 @@ No Kafka logic lives here: :class:`RequestHandler` decides what a frame means.
 from __future__ import annotations
 
 import errno
+import math
 import os
 import socket
 import struct
@@ -35,6 +42,12 @@ _SIZE = struct.Struct(">i")
 #: Frames up to this size get their whole buffer at once; larger ones grow as bytes arrive,
 #: so a peer announcing a huge frame and sending nothing cannot make us allocate it.
 PREALLOCATE_MAX = 1 << 20
+#: Bytes read at a time into a growing frame.
+READ_CHUNK = 64 * 1024
+#: A frame larger than PREALLOCATE_MAX must arrive at least this fast (bytes per second)
+#: once FRAME_GRACE_S have passed, or the connection is closed.
+MIN_FRAME_RATE = 256 * 1024
+FRAME_GRACE_S = 5.0
 
 
 _PEER_GONE = {errno.ECONNRESET, errno.EPIPE, errno.EBADF, errno.ENOTCONN, errno.ETIMEDOUT}
@@ -75,6 +88,8 @@ class ConnectionInfo:
     sasl: SaslSession | None = None
     #: Largest frame accepted now, when lower than the listener's (before authentication).
     frame_limit: int | None = None
+    #: Held while a Produce appends: a connection's produces append in arrival order.
+    append_lock: trio.Lock = field(default_factory=trio.Lock)
 
 
 class ConnectionSetup(Protocol):
@@ -104,6 +119,77 @@ class NetworkLimits:
     idle_timeout_s: float = 600.0
     max_in_flight: int = 8
     max_connections: int = 20_000
+    #: queued.max.request.bytes; -1 for no bound.
+    max_request_memory: int = 536_870_912
+    #: A started frame must be complete within this (socket.request.read.timeout.ms).
+    frame_read_timeout_s: float = 60.0
+
+
+class NetworkMemory:
+    """Bytes held by requests and responses of every connection.
+
+    Requests: the announced size of each frame is reserved before its body is read and
+    released when its request has been answered. As Kafka's memory pool does, a frame is
+    admitted while any memory is left (so one frame larger than what is left, up to
+    ``socket.request.max.bytes``, still gets through) and otherwise waits, in arrival
+    order, unread. Frames of at most ``SMALL_FRAME`` bytes — nearly every request but
+    large produces — have a budget of their own (an eighth of the limit, at least 256
+    KiB) and a queue of their own, so that connections announcing huge frames and
+    sending them slowly cannot hold up everyone else's small requests. Responses: bytes
+    built and not yet sent (file regions excluded: they stay on disk until ``sendfile``).
+    """
+
+    SMALL_FRAME = 64 * 1024
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.small_limit = max(limit // 8, 4 * self.SMALL_FRAME) if limit >= 0 else -1
+        self.large = 0
+        self.small = 0
+        self.responses = 0
+        self._large = trio.lowlevel.ParkingLot()
+        self._small = trio.lowlevel.ParkingLot()
+
+    @property
+    def requests(self) -> int:
+        return self.large + self.small
+
+    @property
+    def waiting(self) -> int:
+        """Connections waiting for request memory."""
+        return len(self._large) + len(self._small)
+
+    def _room(self, small: bool) -> bool:
+        if small:
+            return self.small_limit < 0 or self.small < self.small_limit
+        return self.limit < 0 or self.large < self.limit
+
+    async def reserve(self, size: int) -> None:
+        small = size <= self.SMALL_FRAME
+        lot = self._small if small else self._large
+        if not self._room(small) or len(lot):  # first come, first served
+            while True:
+                await lot.park()
+                if self._room(small):
+                    break
+        if small:
+            self.small += size
+        else:
+            self.large += size
+        self._wake()
+
+    def release(self, size: int) -> None:
+        if size <= self.SMALL_FRAME:
+            self.small -= size
+        else:
+            self.large -= size
+        self._wake()
+
+    def _wake(self) -> None:
+        if len(self._small) and self._room(True):
+            self._small.unpark()
+        if len(self._large) and self._room(False):
+            self._large.unpark()
 
 
 class Listener:
@@ -118,9 +204,11 @@ class Listener:
         on_connection_change: Callable[[int], None] | None = None,
         on_protocol_error: Callable[[str], None] | None = None,
         setup: ConnectionSetup | None = None,
+        memory: NetworkMemory | None = None,
     ) -> None:
         self.setup = setup
         self.name = name
+        self.memory = memory if memory is not None else NetworkMemory(limits.max_request_memory)
         self.security_protocol = security_protocol
         self.host = host
         self.port = port
@@ -189,7 +277,7 @@ class Listener:
                         log.info("connection_closed", reason=ex.reason, listener=self.name,
                                  peer=f"{peer[0]}:{peer[1]}", **ex.context)
                         return
-                await Connection(served, info, self.handler, self.limits, self._on_protocol_error).run()
+                await Connection(served, info, self.handler, self.limits, self._on_protocol_error, self.memory).run()
         finally:
             self._connections.discard(scope)
             self._open -= 1
@@ -207,8 +295,10 @@ class Connection:
         handler: RequestHandler,
         limits: NetworkLimits,
         on_protocol_error: Callable[[str], None] | None = None,
+        memory: NetworkMemory | None = None,
     ) -> None:
         self.stream = stream
+        self.memory = memory if memory is not None else NetworkMemory(limits.max_request_memory)
         self._on_protocol_error = on_protocol_error
         # A plain socket is read into buffers and sent files with sendfile; a TLS stream
         # (or any other) goes through the stream's own receive_some/send_all.
@@ -220,6 +310,8 @@ class Connection:
         self._in_flight = trio.Semaphore(limits.max_in_flight)
         self._send, self._receive = trio.open_memory_channel[_Slot](limits.max_in_flight)
         self._last_activity = trio.current_time()
+        #: Bytes of this connection's responses built and not sent yet.
+        self._unsent = 0
 
     def _touch(self) -> None:
         self._last_activity = trio.current_time()
@@ -241,13 +333,16 @@ class Connection:
             _, rest = group.split(lambda e: isinstance(e, OSError) and e.errno in _PEER_GONE)
             if rest is not None:
                 raise rest from None
+        finally:
+            self.memory.responses -= self._unsent  # answers the peer will never read
+            self._unsent = 0
 
-    async def _read_exactly(self, buf: bytearray | memoryview, n: int) -> bool:
+    async def _read_exactly(self, buf: bytearray | memoryview, n: int, frame_deadline: float = math.inf) -> bool:
         """Fills ``buf[:n]``; False when the peer closed first (clean EOF only at 0 bytes)."""
         view = memoryview(buf)
         got = 0
         while got < n:
-            k = await self._recv_into(view[got:n])
+            k = await self._recv_into(view[got:n], frame_deadline)
             if k == 0:
                 if got == 0:
                     return False
@@ -255,14 +350,18 @@ class Connection:
             got += k
         return True
 
-    async def _recv_into(self, view: memoryview) -> int:
-        deadline = self._last_activity + self.limits.idle_timeout_s
+    async def _recv_into(self, view: memoryview, frame_deadline: float = math.inf) -> int:
+        deadline = min(self._last_activity + self.limits.idle_timeout_s, frame_deadline)
         while True:
             with trio.move_on_at(deadline) as scope:
                 return await self._receive_into(view)
             if scope.cancelled_caught:
+                if deadline >= frame_deadline:
+                    raise CloseConnection("request frame not completed in time",
+                                          timeout_s=self.limits.frame_read_timeout_s,
+                                          min_rate_bytes_s=MIN_FRAME_RATE)
                 # Activity may have happened meanwhile (responses being sent).
-                new_deadline = self._last_activity + self.limits.idle_timeout_s
+                new_deadline = min(self._last_activity + self.limits.idle_timeout_s, frame_deadline)
                 if new_deadline <= deadline:
                     raise CloseConnection("idle timeout", idle_s=self.limits.idle_timeout_s)
                 deadline = new_deadline
@@ -292,35 +391,57 @@ class Connection:
                 if head[0] == 0x16 and head[1] == 0x03 and self._socket_stream is not None:
                     raise CloseConnection("TLS handshake on a plaintext listener")
                 raise CloseConnection("frame size out of range", size=size, limit=limit)
-            frame = await self._read_frame(size)
-            self._touch()
-            await self._in_flight.acquire()
-            slot = _Slot()
-            await self._send.send(slot)
-            nursery.start_soon(self._run_request, frame, slot)
+            # Muted (not read) until this frame fits in request memory.
+            await self.memory.reserve(size)
+            try:
+                frame = await self._read_frame(size, trio.current_time() + self.limits.frame_read_timeout_s)
+                self._touch()
+                await self._in_flight.acquire()
+                try:
+                    slot = _Slot()
+                    await self._send.send(slot)
+                except BaseException:
+                    self._in_flight.release()
+                    raise
+            except BaseException:
+                self.memory.release(size)
+                raise
+            nursery.start_soon(self._run_request, frame, slot, size)
 
-    async def _read_frame(self, size: int) -> bytearray:
+    async def _read_frame(self, size: int, deadline: float) -> bytearray:
         if size <= PREALLOCATE_MAX:
             frame = bytearray(size)
-            if size and not await self._read_exactly(frame, size):
+            if size and not await self._read_exactly(frame, size, deadline):
                 raise CloseConnection("peer closed mid-frame", received=0, expected=size)
             return frame
+        # Grown as bytes arrive: memory follows what the peer sent, not what it announced.
+        # Its reservation is held meanwhile, so it must also keep coming at MIN_FRAME_RATE
+        # (after a grace period): a peer trickling a 100 MB frame cannot hold 100 MB of
+        # request memory until the read timeout.
         frame = bytearray()
-        chunk = bytearray(PREALLOCATE_MAX)
+        chunk = memoryview(bytearray(READ_CHUNK))
+        started = trio.current_time()
         while len(frame) < size:
-            want = min(PREALLOCATE_MAX, size - len(frame))
-            if not await self._read_exactly(chunk, want):
+            due = min(deadline, started + FRAME_GRACE_S + len(frame) / MIN_FRAME_RATE)
+            k = await self._recv_into(chunk[: min(READ_CHUNK, size - len(frame))], due)
+            if k == 0:
                 raise CloseConnection("peer closed mid-frame", received=len(frame), expected=size)
-            frame += memoryview(chunk)[:want]
+            frame += chunk[:k]
             self._touch()
         return frame
 
-    async def _run_request(self, frame: bytearray, slot: _Slot) -> None:
+    async def _run_request(self, frame: bytearray, slot: _Slot, reserved: int) -> None:
         try:
             slot.response = await self.handler.handle(self.info, frame)
+            if slot.response is not None:
+                size = _in_memory_bytes(slot.response)
+                self.memory.responses += size
+                self._unsent += size
         except CloseConnection as ex:
             slot.close = ex
         finally:
+            del frame
+            self.memory.release(reserved)
             self._in_flight.release()
             slot.done.set()
 
@@ -333,7 +454,13 @@ class Connection:
                 cancel.cancel()
                 raise slot.close
             if slot.response is not None:
-                await self._send_frame(slot.response)
+                try:
+                    await self._send_frame(slot.response)
+                finally:
+                    size = _in_memory_bytes(slot.response)
+                    self.memory.responses -= size
+                    self._unsent -= size
+                    slot.response = None
                 self._touch()
         cancel.cancel()
 
@@ -380,3 +507,7 @@ class Connection:
             await self.stream.send_all(chunk)
             offset += len(chunk)
             left -= len(chunk)
+
+
+def _in_memory_bytes(frame: EncodedFrame) -> int:
+    return sum(len(part) for part in frame.parts if not isinstance(part, FileRegion))

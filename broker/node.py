@@ -13,6 +13,7 @@ import gc
 import os
 import random
 import signal
+import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -45,15 +46,18 @@ from broker.log.config import LogConfig
 from broker.log.file_cache import FileCache, default_capacity
 from broker.log.files import TopicPartition
 from broker.log.manager import LogManager
+from broker.log.partition_log import PartitionLog
 from broker.log.producer_state import ProducerStateConfig
 from broker.metrics import BrokerMetrics, DisabledMetrics
-from broker.network import Listener, NetworkLimits
+from broker.network import Listener, NetworkLimits, NetworkMemory
+from broker.pacing import SWITCH_INTERVAL_S, full_collections
 from broker.peers import PeerBrokers
 from broker.quota_manager import PRODUCE, ClientQuotaManager
 from broker.remote_controller import RemoteController
 from broker.replica_manager import Partition, ReplicaManager
 from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
 from broker.replication.isr import IsrManager
+from broker.response_errors import ClientErrorLog
 from broker.security.peer import inter_broker_security
 from broker.security.scram import ScramCredential
 from broker.security.scram_admin import alter_credentials
@@ -64,6 +68,7 @@ from broker.telemetry import Telemetry, TimedQuorum
 from broker.tracing import Tracing
 from broker.transaction.coordinator import TransactionCoordinator
 from broker.validation import TargetCompression, TimestampPolicy, target_compression
+from broker.watchdog import start_watchdog
 from controller.acls import AuthorizerRules
 from controller.image import Endpoint, MetadataImage
 from controller.quorum import LocalQuorum
@@ -163,7 +168,10 @@ class BrokerNode:
         self.produce_quotas = ClientQuotaManager(
             PRODUCE, config.quota_window_size_seconds * 1000, config.quota_window_num, clock_ms,
             lambda: self.image.client_quotas)
+        self.client_error_log = ClientErrorLog()
         self.listeners: list[Listener] = []
+        #: Request and response memory of every client listener (queued.max.request.bytes).
+        self.network_memory = NetworkMemory(config.queued_max_request_bytes)
         self._topic_configs: dict[tuple[str, frozenset[tuple[str, str]]], TopicConfig] = {}
         # The dynamic broker settings the effective configuration was built from.
         self._dynamic_seen: tuple[Mapping[str, str], Mapping[str, str]] | None = None
@@ -297,6 +305,11 @@ class BrokerNode:
         return None
 
     def log_client_error(self, event: str, **context: Any) -> None:
+        suppressed = self.client_error_log.admit(event)
+        if suppressed is None:
+            return
+        if suppressed:
+            context["suppressed"] = suppressed
         log.info(event, **context)
 
     # ------------------------------------------------------------ lifecycle
@@ -361,7 +374,9 @@ class BrokerNode:
             self.controller = Controller(
                 self.node_id,
                 TimedQuorum(self.quorum, self.metrics),
-                ControllerSettings(self.config.num_partitions, self.config.default_replication_factor),
+                ControllerSettings(self.config.num_partitions, self.config.default_replication_factor,
+                                   max_partitions_per_request=self.config.max_partitions_per_request,
+                                   max_partitions_per_broker=self.config.max_partitions_per_broker),
                 self.validate_topic_configs,
                 self.rng,
             )
@@ -408,6 +423,8 @@ class BrokerNode:
             max_frame_bytes=self.config.socket_request_max_bytes,
             idle_timeout_s=self.config.connections_max_idle_ms / 1000,
             max_connections=self.config.max_connections,
+            max_request_memory=self.config.queued_max_request_bytes,
+            frame_read_timeout_s=self.config.socket_request_read_timeout_ms / 1000,
         )
         broker_listeners = [
             lst for lst in self.config.listeners if lst.name not in self.config.controller_listener_names
@@ -419,7 +436,7 @@ class BrokerNode:
             self.listeners.append(
                 Listener(lst.name, lst.security_protocol.name, lst.host or "0.0.0.0", lst.port,
                          self.dispatcher, limits, self.metrics.connection_callback(lst.name),
-                         self.metrics.decode_failure, security)
+                         self.metrics.decode_failure, security, self.network_memory)
             )
         async with trio.open_nursery() as nursery:
             await nursery.start(self.group_coordinator.run)
@@ -548,16 +565,14 @@ class BrokerNode:
             nursery.start_soon(self._signals)
             nursery.start_soon(run_periodically, "retention", config.log_retention_check_interval_ms / 1000,
                                self._apply_retention)
-            nursery.start_soon(run_periodically, "checkpoints",
-                               min(config.replica_high_watermark_checkpoint_interval_ms,
-                                   config.log_flush_offset_checkpoint_interval_ms) / 1000,
-                               self._checkpoint)
+            nursery.start_soon(supervise, "checkpoints", self._checkpoint_loop)
             nursery.start_soon(run_periodically, "producer_expiration",
                                config.producer_id_expiration_check_interval_ms / 1000,
                                lambda: self.replica_manager.remove_expired_producers(self.clock_ms()))
             nursery.start_soon(run_periodically, "partition_creation_retry", PARTITION_CREATION_RETRY_S,
                                self.replica_manager.retry_failed_creations)
             nursery.start_soon(supervise, "log_cleaner", self.log_cleaner.run)
+            nursery.start_soon(full_collections)
 
     async def _signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -571,14 +586,39 @@ class BrokerNode:
         if deleted:
             log.info("retention_applied", segments_deleted=deleted)
 
-    def _checkpoint(self) -> None:
-        self._write_high_watermarks()
-        self.log_manager.checkpoint_all()
-        flushed_before = sum(plog.recovery_point for plog in self.log_manager.logs.values())
-        flush_started = time.perf_counter()
-        self.log_manager.flush_dirty_logs(self.clock_ms())
-        if sum(plog.recovery_point for plog in self.log_manager.logs.values()) != flushed_before:
-            self.metrics.log_flushed(time.perf_counter() - flush_started)
+    async def _checkpoint_loop(self) -> None:
+        interval = min(self.config.replica_high_watermark_checkpoint_interval_ms,
+                       self.config.log_flush_offset_checkpoint_interval_ms) / 1000
+        while True:
+            await trio.sleep(interval)
+            # The checkpoint files and the periodic fsyncs are disk waits that grow with
+            # the partition count and stretch to seconds when the disk is busy: they run
+            # in a worker thread so that no client waits for them (they once held every
+            # connection up for 1.5 s). What they read is snapshotted here, on the loop.
+            high_watermarks = {TopicPartition(t, i): hw for (t, i), hw in self.replica_manager.high_watermarks().items()}
+            logs = list(self.log_manager.logs.values())
+            flushed_before = sum(plog.recovery_point for plog in logs)
+            flush_started = time.perf_counter()
+            await trio.to_thread.run_sync(self._checkpoint_and_flush, high_watermarks, logs, self.clock_ms())
+            if sum(plog.recovery_point for plog in logs) != flushed_before:
+                self.metrics.log_flushed(time.perf_counter() - flush_started)
+
+    def _checkpoint_and_flush(
+        self, high_watermarks: dict[TopicPartition, int], logs: list[PartitionLog], now_ms: int
+    ) -> None:
+        """Off the event loop. The loop keeps appending meanwhile: a flush may then record
+        a recovery point below the newest one (recovering a little more after a crash,
+        never less), and a segment deleted by retention meanwhile is skipped."""
+        try:
+            self.log_manager.write_high_watermarks(high_watermarks)
+            self.log_manager.checkpoint_all()
+        except RuntimeError:  # a partition was created or deleted meanwhile: next round
+            log.debug("checkpoint_deferred")
+        for plog in logs:
+            try:
+                plog.maybe_flush(now_ms)
+            except (OSError, ValueError) as ex:  # closed by retention or deletion meanwhile
+                log.debug("flush_skipped", error=str(ex))
 
 
 def settle_heap() -> None:
@@ -613,8 +653,12 @@ async def serve(config: BrokerConfig, initial_credentials: Sequence[InitialCrede
     async with trio.open_nursery() as nursery:
         names = await nursery.start(node.run)
         settle_heap()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        watchdog = start_watchdog(config.event_loop_slow_step_ms, config.event_loop_stall_abort_ms, node.metrics)
         metrics = f" metrics={node.metrics_url}" if node.metrics_url else ""
         print(f"cormorant ready listeners={','.join(names)} node_id={config.node_id} cluster_id={node.cluster_id}"
               f"{metrics}", flush=True)
         del names
+    if watchdog is not None:
+        watchdog.stop()
 

@@ -14,7 +14,8 @@ import dataclasses
 import time
 import types
 import typing
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +123,11 @@ def error_codes(response: Any) -> list[int]:
     return out
 
 
+def error_code_counts(response: Any) -> Counter[int]:
+    """How many entries of ``response`` carry each non-zero error code."""
+    return Counter(error_codes(response))
+
+
 def where(response: Any, code: int, limit: int = 10) -> list[str]:
     """Up to ``limit`` places in ``response`` holding ``code``, as ``topic-3`` or ``group``
     paths; for logs only (slow path)."""
@@ -180,11 +186,12 @@ class BrokerErrorLog:
         peer: str,
         request: Any,
         response: Any,
-        codes: Sequence[int],
+        codes: Mapping[int, int],
         *,
         skip: int | None = None,
     ) -> None:
-        """``skip``: a code already logged with more detail (a handler's traceback)."""
+        """``codes``: how many entries carry each non-zero code; ``skip``: a code already
+        logged with more detail (a handler's traceback)."""
         for code in sorted(set(codes) & BROKER_SIDE_ERRORS):
             if code == skip:
                 continue
@@ -200,7 +207,7 @@ class BrokerErrorLog:
                 context["suppressed"] = suppressed
             emit = log.error if code in _ERROR_LEVEL else log.warning
             emit("broker_error_returned", api=api, api_version=api_version, error=ErrorCode.for_code(code).name,
-                 entries=sum(1 for c in codes if c == code), where=where(response, code), client_id=client_id,
+                 entries=codes[code], where=where(response, code), client_id=client_id,
                  peer=peer, **context)
 
     def _admit(self, api_key: int, code: int) -> int | None:
@@ -210,6 +217,31 @@ class BrokerErrorLog:
         if window is None or now - window[0] >= 1.0:
             suppressed = int(window[2]) if window is not None else 0
             self._windows[(api_key, code)] = [now, 1, 0]
+            return suppressed
+        if window[1] < LOG_BURST:
+            window[1] += 1
+            return 0
+        window[2] += 1
+        return None
+
+
+class ClientErrorLog:
+    """Lines about a client's mistakes (an unknown partition, a bad config name): at most
+    LOG_BURST per event and second, so that a request naming a million unknown
+    partitions writes ten lines, not a million; the next line admitted carries the
+    number left out (``suppressed``)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._windows: dict[str, list[float | int]] = {}
+
+    def admit(self, event: str) -> int | None:
+        """None when this line is over the limit; else how many were left out before it."""
+        now = self.clock()
+        window = self._windows.get(event)
+        if window is None or now - window[0] >= 1.0:
+            suppressed = int(window[2]) if window is not None else 0
+            self._windows[event] = [now, 1, 0]
             return suppressed
         if window[1] < LOG_BURST:
             window[1] += 1

@@ -406,6 +406,9 @@ class Telemetry:
         return [
             HistogramSpec("cormorant.request.duration", "s",
                           "Time from a decoded request to its response, by Kafka API.", by_api),
+            HistogramSpec("cormorant.eventloop.slow_step.duration", "s",
+                          "Event-loop task steps longer than event.loop.slow.step.ms (each logged with its stack).",
+                          single(m.slow_step_duration)),
             HistogramSpec("cormorant.produce.batch.size", "By",
                           "Size of each record batch appended by Produce.", single(m.produce_batch_bytes)),
             HistogramSpec("cormorant.produce.batch.records", "{record}",
@@ -456,7 +459,17 @@ class Telemetry:
                 "Ended SASL exchanges and TLS handshakes (mechanism TLS), by listener, mechanism and result.",
                 lambda _: [Observation(n, {"listener": listener, "mechanism": mechanism, "result": result})
                            for (listener, mechanism, result), n in list(m.authentications.items())])
+        updown("cormorant.network.memory", "By",
+               "Bytes held for requests (reserved as announced, read or being handled) and for responses built "
+               "and not yet sent.",
+               by("buffer", lambda: [("request", node.network_memory.requests),
+                                     ("response", node.network_memory.responses)]))
+        updown("cormorant.network.memory.waiting", "{connection}",
+               "Connections not being read because their next request does not fit in queued.max.request.bytes.",
+               value(lambda: node.network_memory.waiting))
         updown("cormorant.request.active", "{request}", "Requests being handled now.", value(lambda: m.in_flight))
+        gauge("cormorant.eventloop.step.max", "s", "Longest event-loop task step since the broker became ready.",
+              value(lambda: m.longest_step_source() if m.longest_step_source is not None else 0.0))
         counter("cormorant.request.errors", "{error}",
                 "Error codes returned to clients, one per entry (partition, group...) that carries one.",
                 lambda _: [Observation(n, {"api": _api_name(k), "error": ErrorCode.for_code(c).name})

@@ -26,6 +26,7 @@ import trio
 from controller.acls import AclError, AclFilter, StandardAcl, matching_ids, validate_new_acl
 from controller.elections import UNCLEAN, ElectionOutcome, elect_leaders
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
+from controller.partition_budget import PER_REQUEST, PartitionBudget
 from controller.quorum import MetadataQuorum, NotControllerError
 from controller.quotas import CLIENT_KEYS, IP, IP_KEYS, QuotaError, check_value, entity_of
 from controller.reassignment import ReassignmentOutcome, alter_reassignments
@@ -72,6 +73,9 @@ class ControllerSettings:
     default_replication_factor: int = 1
     #: Broker default; a topic's ``unclean.leader.election.enable`` overrides it.
     unclean_leader_election_enable: bool = False
+    #: max.partitions.per.request and max.partitions.per.broker (controller/partition_budget.py).
+    max_partitions_per_request: int = 10_000
+    max_partitions_per_broker: int = 100_000
 
 
 @dataclass(slots=True)
@@ -319,8 +323,9 @@ class Controller:
             results: list[CreateTopicResult] = []
             records: list[Message] = []
             seen: set[str] = set()
+            budget = self._partition_budget()
             for req in requests:
-                result, recs = self._create_topic(req, seen)
+                result, recs = self._create_topic(req, seen, budget)
                 results.append(result)
                 if result.error == ErrorCode.NONE and not validate_only:
                     records.extend(recs)
@@ -331,12 +336,22 @@ class Controller:
                              partitions=r.num_partitions, replication_factor=r.replication_factor)
             return results
 
-    def _create_topic(self, req: TopicRequest, seen: set[str]) -> tuple[CreateTopicResult, list[Message]]:
+    def _partition_budget(self) -> PartitionBudget:
+        return PartitionBudget(self.image, self.settings.max_partitions_per_request,
+                               self.settings.max_partitions_per_broker)
+
+    def _create_topic(
+        self, req: TopicRequest, seen: set[str], budget: PartitionBudget
+    ) -> tuple[CreateTopicResult, list[Message]]:
         res = CreateTopicResult(req.name)
 
         def fail(code: ErrorCode, msg: str) -> tuple[CreateTopicResult, list[Message]]:
             res.error, res.message = code, msg
             return res, []
+
+        if budget.created >= budget.per_request:  # cheaply, for a request naming a million topics
+            return fail(ErrorCode.POLICY_VIOLATION, f"This request would create more than {PER_REQUEST}="
+                                                    f"{budget.per_request} partitions.")
 
         problem = validate_topic_name(req.name)
         if problem:
@@ -375,6 +390,9 @@ class Controller:
             rf = self.settings.default_replication_factor if req.replication_factor == -1 else req.replication_factor
             if partitions <= 0:
                 return fail(ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
+            too_many = budget.too_many(partitions)
+            if too_many is not None:
+                return fail(*too_many)
             if rf <= 0:
                 return fail(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0, or -1 to use the default value.")
             if rf > len(live):
@@ -384,6 +402,9 @@ class Controller:
         bad = self.validate_topic_configs(req.configs)
         if bad is not None:
             return fail(ErrorCode.INVALID_CONFIG, bad[1])
+        over = budget.admit(assignment)
+        if over is not None:
+            return fail(*over)
         topic_id = uuid.UUID(int=self.rng.getrandbits(128), version=4)
         records: list[Message] = [TopicRecord(name=req.name, topic_id=topic_id)]
         records += self._partition_records(topic_id, assignment, 0)
@@ -444,6 +465,7 @@ class Controller:
             self.require_active()
             out: dict[str, tuple[ErrorCode, str | None]] = {}
             records: list[Message] = []
+            budget = self._partition_budget()
             for name, count, assignments in changes:
                 topic = self.image.topic(name)
                 if topic is None:
@@ -456,6 +478,10 @@ class Controller:
                     continue
                 if count == current:
                     out[name] = (ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+                    continue
+                too_many = budget.too_many(count - current)
+                if too_many is not None:
+                    out[name] = too_many
                     continue
                 rf = len(topic.partitions[0].replicas) if topic.partitions else 1
                 if assignments is not None:
@@ -472,6 +498,10 @@ class Controller:
                         out[name] = (ErrorCode.INVALID_REPLICATION_FACTOR, "Not enough live brokers for the topic's replication factor")
                         continue
                     assignment = self._assign(count - current, rf, current)
+                over = budget.admit(assignment)
+                if over is not None:
+                    out[name] = over
+                    continue
                 out[name] = (ErrorCode.NONE, None)
                 if not validate_only:
                     records += self._partition_records(topic.topic_id, assignment, current)

@@ -93,7 +93,7 @@ def hot_path(iterations: int = 200_000) -> int:
     """Per-request cost of the metric calls on the produce and fetch paths."""
     sys.path.insert(0, str(ROOT))
     from broker.metrics import BrokerMetrics, DisabledMetrics
-    from broker.response_errors import error_codes
+    from broker.response_errors import error_code_counts
     from wire.generated.api_000_produce import (
         ProduceResponse,
         ProduceResponsePartitionProduceResponse,
@@ -127,7 +127,7 @@ def hot_path(iterations: int = 200_000) -> int:
                 metrics.fetch_waiting(-1)
                 metrics.record_fetch(4096)
             metrics.record_request(0, 0.0002)
-            codes = error_codes(response)  # also done with metrics off: it feeds the error log
+            codes = error_code_counts(response)  # also done with metrics off: it feeds the error log
             if codes:
                 metrics.record_errors(0, codes)
             metrics.response_sent(120)

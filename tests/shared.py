@@ -16,6 +16,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("CORMORANT_REFERENCE_DIR") or ROOT.parent / "shared")
+
+#: Every test broker runs with the slow-step watchdog armed: a task step that computes
+#: for this long holds every other client up, and stops the broker so the test fails.
+STALL_GUARD = {"event.loop.slow.step.ms": "100", "event.loop.stall.abort.ms": "500"}
 SCHEMAS = SHARED / "kafka-protocol"
 CAPTURES = SHARED / "kafka-captures"
 

@@ -83,6 +83,9 @@ static PyTypeObject *uuid_type;
 static PyObject *uuid_unknown;     /* SafeUUID.unknown */
 static Py_ssize_t uuid_int_off, uuid_safe_off;
 static PyObject *default_limits;
+/* DEFAULT_LIMITS' values, read once in configure(): wire.primitives owns them. */
+static Py_ssize_t default_max_array = 1000000, default_max_bytes = (Py_ssize_t)1 << 31;
+static Py_ssize_t default_max_tags = 10000;
 static PyObject *by_class;         /* cls -> {version: capsule or None} */
 static PyObject *compiled;         /* id(raw) -> capsule */
 static PyObject *keep;             /* raw programs kept alive */
@@ -898,9 +901,9 @@ input_open(Input *in, PyObject *data, PyObject *limits)
         return -1;
     }
     if (limits == default_limits || limits == NULL) {
-        in->c.max_array = 10000000;
-        in->c.max_bytes = (Py_ssize_t)1 << 31;
-        in->c.max_tags = 10000;
+        in->c.max_array = default_max_array;
+        in->c.max_bytes = default_max_bytes;
+        in->c.max_tags = default_max_tags;
     } else {
         PyObject *a = PyObject_GetAttr(limits, str_max_array);
         PyObject *bb = a ? PyObject_GetAttr(limits, str_max_bytes) : NULL;
@@ -1829,6 +1832,23 @@ sp_configure(PyObject *module, PyObject *args)
     Py_ssize_t so = member_offset((PyTypeObject *)ut, "is_safe");
     if (so < 0)
         return NULL;
+    Py_ssize_t lim[3];
+    PyObject *const lim_names[3] = {str_max_array, str_max_bytes, str_max_tags};
+    for (int i = 0; i < 3; i++) {
+        PyObject *v = PyObject_GetAttr(dl, lim_names[i]);
+        if (v == NULL)
+            return NULL;
+        lim[i] = PyLong_AsSsize_t(v);
+        Py_DECREF(v);
+        if (lim[i] < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "decode limits must not be negative");
+            return NULL;
+        }
+    }
+    default_max_array = lim[0];
+    default_max_bytes = lim[1];
+    default_max_tags = lim[2];
     uuid_int_off = io;
     uuid_safe_off = so;
 #define SET(var, val) do { Py_INCREF(val); Py_XSETREF(var, val); } while (0)

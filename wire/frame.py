@@ -88,13 +88,15 @@ class Request:
 
 
 def decode_request(
-    frame: bytes | bytearray | memoryview, limits: DecodeLimits = DEFAULT_LIMITS
+    frame: bytes | bytearray | memoryview, limits: DecodeLimits = DEFAULT_LIMITS, python: bool = False
 ) -> Request:
     """Decodes a request frame body (without its size prefix).
 
     Bytes after the body are tolerated: librdkafka sends some after an all-topics
     Metadata request. An unknown API key or version raises DecodeError; callers
     that must answer those (ApiVersions) check :func:`peek_request` first.
+    ``python`` decodes with the pure-Python codec even when the accelerator is on
+    (for a worker thread that must let others take the GIL).
     """
     buf = as_memoryview(frame)
     pre = peek_request(buf)
@@ -106,8 +108,12 @@ def decode_request(
             f"unsupported version {pre.api_version} of {spec.name}", 2, pre.api_key, pre.api_version
         )
     hv = request_header_version(pre.api_key, pre.api_version)
-    header, pos = RequestHeader.decode_at(buf, 0, hv, limits)
-    body, _ = spec.request.decode_at(buf, pos, pre.api_version, limits)
+    if python:
+        header, pos = RequestHeader.decode_at_python(buf, 0, hv, limits)
+        body, _ = spec.request.decode_at_python(buf, pos, pre.api_version, limits)
+    else:
+        header, pos = RequestHeader.decode_at(buf, 0, hv, limits)
+        body, _ = spec.request.decode_at(buf, pos, pre.api_version, limits)
     return Request(header, body)
 
 
@@ -154,8 +160,9 @@ def encode_response(
     correlation_id: int,
     api_key: int | None = None,
     reference_from: int = REFERENCE_FROM,
+    python: bool = False,
 ) -> EncodedFrame:
-    """A complete response frame, size prefix included.
+    """A complete response frame, size prefix included (``python``: as decode_request's).
 
     Record data given as :class:`~wire.regions.FileRegion` is not read, and record
     buffers of ``reference_from`` bytes or more are not copied: the frame's parts hold
@@ -167,7 +174,10 @@ def encode_response(
     if response_header_version(key, api_version) >= 1:
         w.append(0)  # no tagged fields in the header
     regions: Regions = []
-    body.encode_into(w, api_version, regions, reference_from)
+    if python:
+        body.encode_into_python(w, api_version, regions, reference_from)
+    else:
+        body.encode_into(w, api_version, regions, reference_from)
     frame = split_parts(w, regions)
     _SIZE.pack_into(w, 0, frame.size - 4)
     return frame

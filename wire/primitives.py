@@ -59,9 +59,14 @@ class ReferencingRegions(list[tuple[int, Region]]):
 
 @dataclass(frozen=True, slots=True)
 class DecodeLimits:
-    """Maximums applied while decoding, on top of "never more than the bytes left"."""
+    """Maximums applied while decoding, on top of "never more than the bytes left".
 
-    max_array_length: int = 10_000_000
+    The array and tagged-field maximums are Kafka 4.4's: a request naming more than a
+    million topics or partitions, or carrying more than 10,000 tagged fields in one
+    section, is refused before anything is allocated for it.
+    """
+
+    max_array_length: int = 1_000_000
     max_string_length: int = 32_767
     max_bytes_length: int = 1 << 31
     max_tagged_fields: int = 10_000
@@ -548,6 +553,11 @@ class Message:
             ) from ex
         return obj, p
 
+    #: The pure-Python decoder even when the accelerator is enabled (it replaces only
+    #: ``decode``/``decode_at``): it lets other threads take the GIL every switch
+    #: interval, where a C call holds it until it returns.
+    decode_at_python = decode_at
+
     def encode(self, version: int) -> bytes:
         """The message body at ``version``, copied into one ``bytes``.
 
@@ -590,6 +600,9 @@ class Message:
             raise UnsupportedVersionError(f"{ex} (writing {self.NAME} v{version})") from None
         if rg is not regions:
             regions.extend(rg)
+
+    #: The pure-Python encoder even when the accelerator is enabled (see decode_at_python).
+    encode_into_python = encode_into
 
 
 def absent_field_error(message: str, field: str) -> UnsupportedVersionError:

@@ -13,6 +13,8 @@ connection so the client notices, as Kafka does.
 
 from __future__ import annotations
 
+from functools import partial
+
 import structlog
 import trio
 
@@ -20,6 +22,7 @@ from broker.acl_operations import AclOperation, ResourceType, authorize, checker
 from broker.dispatch import RequestContext
 from broker.limits import describe_error
 from broker.network import CloseConnection
+from broker.pacing import OFF_LOOP_RECORD_BYTES, off_loop
 from broker.replica_manager import Partition
 from broker.transaction.append import ProduceAppendError, append_produce, has_transactional_records
 from broker.validation import RecordValidationError, validate_produce
@@ -54,92 +57,102 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         return error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     may_write = checker(ctx, AclOperation.WRITE, ResourceType.TOPIC)
-    for topic in request.topic_data:
-        t_resp = ProduceResponseTopicProduceResponse(name=topic.name)
-        response.responses.append(t_resp)
-        for pdata in topic.partition_data:
-            p_resp = ProduceResponsePartitionProduceResponse(index=pdata.index, base_offset=-1)
-            t_resp.partition_responses.append(p_resp)
-            if acks not in (-1, 0, 1):
-                p_resp.error_code = ErrorCode.INVALID_REQUIRED_ACKS
-                failed = True
-                continue
-            if untransacted:
-                p_resp.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-                failed = True
-                continue
-            if not may_write(topic.name):
-                p_resp.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                failed = True
-                continue
-            if topic.name in INTERNAL_TOPICS:
-                # Only the coordinators write there (not through Produce), as in Kafka.
-                p_resp.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
-                p_resp.error_message = f"Cannot append to internal topic {topic.name}"
-                failed = True
-                continue
-            partition = rm.get(topic.name, pdata.index)
-            if partition is None:
-                p_resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                failed = True
-                continue
-            if not rm.is_leader(partition):
-                p_resp.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                failed = True
-                continue
-            if acks == -1 and len(partition.isr) < node.min_insync_replicas(topic.name):
-                p_resp.error_code = ErrorCode.NOT_ENOUGH_REPLICAS
-                failed = True
-                continue
-            records = pdata.records
-            if not isinstance(records, (bytes, bytearray, memoryview)):  # absent, or a file region
-                p_resp.error_code = ErrorCode.INVALID_RECORD
-                failed = True
-                continue
-            try:
-                validated = validate_produce(
-                    records, ctx.api_version, partition.config, node.clock_ms(), node.timestamp_policy_for(partition),
-                    topic_partition=f"{topic.name}-{pdata.index}", target=node.target_compression_for(partition),
-                )
-            except RecordValidationError as ex:
-                p_resp.error_code = ex.code
-                p_resp.error_message = ex.message
-                p_resp.record_errors = [
-                    ProduceResponseBatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
-                    for i, m in ex.record_errors
-                ]
-                node.log_client_error("produce_rejected", topic=topic.name, partition=pdata.index,
-                                      error=ex.code.name, reason=ex.message, client_id=ctx.client_id)
-                failed = True
-                continue
-            span = node.tracing.start_append(topic.name, pdata.index, validated.data, validated.batches,
-                                             validated.record_count) if node.tracing.active else None
-            try:
-                info = await append_produce(partition, validated, request.transactional_id, ctx.api_version,
-                                            node.transaction_coordinator)
-            except ProduceAppendError as ex:
-                p_resp.error_code = ex.code
-                p_resp.error_message = ex.message
-                failed = True
-                continue
-            except OSError as ex:
-                # The write may have partly landed: never answer -1 (clients turn it into duplicates).
-                p_resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-                p_resp.error_message = describe_error(ex)
-                log.error("append_failed", topic=topic.name, partition=pdata.index, error=p_resp.error_message)
-                failed = True
-                continue
-            node.metrics.record_produce(validated.record_count, len(validated.data))
-            node.metrics.record_batches(validated.batches)
-            if span is not None:
-                node.tracing.end_append(span, info.first_offset)
-            p_resp.base_offset = info.first_offset
-            p_resp.log_append_time_ms = info.log_append_time_ms
-            p_resp.log_start_offset = partition.log_start_offset
-            rm.maybe_advance_high_watermark(partition)
-            partition.wake()
-            if acks == -1:
-                waiting.append((partition, info.last_offset + 1, p_resp))
+    pacer = ctx.pacer
+    # One connection's produces append in the order they arrived, as Kafka's one request at a
+    # time per connection does: a pause below must not let a later request overtake.
+    async with ctx.conn.append_lock:
+        for topic in request.topic_data:
+            t_resp = ProduceResponseTopicProduceResponse(name=topic.name)
+            response.responses.append(t_resp)
+            for pdata in topic.partition_data:
+                if pacer.tick():
+                    await pacer.pause()
+                p_resp = ProduceResponsePartitionProduceResponse(index=pdata.index, base_offset=-1)
+                t_resp.partition_responses.append(p_resp)
+                if acks not in (-1, 0, 1):
+                    p_resp.error_code = ErrorCode.INVALID_REQUIRED_ACKS
+                    failed = True
+                    continue
+                if untransacted:
+                    p_resp.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                    failed = True
+                    continue
+                if not may_write(topic.name):
+                    p_resp.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    failed = True
+                    continue
+                if topic.name in INTERNAL_TOPICS:
+                    # Only the coordinators write there (not through Produce), as in Kafka.
+                    p_resp.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                    p_resp.error_message = f"Cannot append to internal topic {topic.name}"
+                    failed = True
+                    continue
+                partition = rm.get(topic.name, pdata.index)
+                if partition is None:
+                    p_resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    failed = True
+                    continue
+                if not rm.is_leader(partition):
+                    p_resp.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    failed = True
+                    continue
+                if acks == -1 and len(partition.isr) < node.min_insync_replicas(topic.name):
+                    p_resp.error_code = ErrorCode.NOT_ENOUGH_REPLICAS
+                    failed = True
+                    continue
+                records = pdata.records
+                if not isinstance(records, (bytes, bytearray, memoryview)):  # absent, or a file region
+                    p_resp.error_code = ErrorCode.INVALID_RECORD
+                    failed = True
+                    continue
+                try:
+                    validate = partial(
+                        validate_produce, records, ctx.api_version, partition.config, node.clock_ms(),
+                        node.timestamp_policy_for(partition), topic_partition=f"{topic.name}-{pdata.index}",
+                        target=node.target_compression_for(partition),
+                    )
+                    # A large batch's copy and CRC would hold the loop; crc32c releases the GIL.
+                    validated = (await off_loop(validate, lane="records") if len(records) >= OFF_LOOP_RECORD_BYTES
+                                 else validate())
+                except RecordValidationError as ex:
+                    p_resp.error_code = ex.code
+                    p_resp.error_message = ex.message
+                    p_resp.record_errors = [
+                        ProduceResponseBatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                        for i, m in ex.record_errors
+                    ]
+                    node.log_client_error("produce_rejected", topic=topic.name, partition=pdata.index,
+                                          error=ex.code.name, reason=ex.message, client_id=ctx.client_id)
+                    failed = True
+                    continue
+                span = node.tracing.start_append(topic.name, pdata.index, validated.data, validated.batches,
+                                                 validated.record_count) if node.tracing.active else None
+                try:
+                    info = await append_produce(partition, validated, request.transactional_id, ctx.api_version,
+                                                node.transaction_coordinator)
+                except ProduceAppendError as ex:
+                    p_resp.error_code = ex.code
+                    p_resp.error_message = ex.message
+                    failed = True
+                    continue
+                except OSError as ex:
+                    # The write may have partly landed: never answer -1 (clients turn it into duplicates).
+                    p_resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                    p_resp.error_message = describe_error(ex)
+                    log.error("append_failed", topic=topic.name, partition=pdata.index, error=p_resp.error_message)
+                    failed = True
+                    continue
+                node.metrics.record_produce(validated.record_count, len(validated.data))
+                node.metrics.record_batches(validated.batches)
+                if span is not None:
+                    node.tracing.end_append(span, info.first_offset)
+                p_resp.base_offset = info.first_offset
+                p_resp.log_append_time_ms = info.log_append_time_ms
+                p_resp.log_start_offset = partition.log_start_offset
+                rm.maybe_advance_high_watermark(partition)
+                partition.wake()
+                if acks == -1:
+                    waiting.append((partition, info.last_offset + 1, p_resp))
     # producer_byte_rate: the client waits throttle_time_ms (KIP-219); the channel itself is not muted.
     response.throttle_time_ms = node.produce_quotas.record(ctx.principal.name, ctx.client_id or "", sum(
         len(p.records) for t in request.topic_data for p in t.partition_data if p.records is not None))

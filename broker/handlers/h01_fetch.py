@@ -31,6 +31,7 @@ from broker.fetch_sessions import (
 )
 from broker.limits import describe_error
 from broker.log.errors import OffsetOutOfRangeError
+from broker.pacing import Pacer
 from broker.replica_manager import Partition
 from wire.errors import ErrorCode
 from wire.generated.api_001_fetch import (
@@ -81,7 +82,10 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     may_read = replica_or_topic_checker(ctx, follower, AclOperation.READ)
     # Resolve every wanted partition once; errors are final, the rest are re-read.
     slots: list[tuple[FetchResponsePartitionData, FetchRequestFetchPartition, Partition | None]] = []
+    pacer = ctx.pacer
     for _, cached in wanted:
+        if pacer.tick():
+            await pacer.pause()
         fp = cached.request
         name = cached.topic
         if by_id:
@@ -124,7 +128,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
     read_committed = request.isolation_level == READ_COMMITTED and ctx.api_version >= 4
     while True:
-        total = _read_all(slots, request.max_bytes, read_committed, follower >= 0)
+        total = await _read_all(slots, request.max_bytes, read_committed, pacer, follower >= 0)
         live = [p for _, _, p in slots if p is not None]
         if total >= request.min_bytes or not live or trio.current_time() >= deadline:
             break
@@ -194,10 +198,11 @@ def _check_divergence(partition: Partition, fp: FetchRequestFetchPartition,
     return ErrorCode.NONE
 
 
-def _read_all(
+async def _read_all(
     slots: list[tuple[FetchResponsePartitionData, FetchRequestFetchPartition, Partition | None]],
     max_bytes: int,
     read_committed: bool,
+    pacer: Pacer,
     follower: bool = False,
 ) -> int:
     """Fills every partition's data; returns the total record bytes."""
@@ -206,6 +211,8 @@ def _read_all(
     for pd, fp, partition in slots:
         if partition is None:
             continue
+        if pacer.tick():
+            await pacer.pause()
         pd.high_watermark = partition.high_watermark
         pd.last_stable_offset = partition.last_stable_offset
         pd.log_start_offset = partition.log_start_offset

@@ -116,15 +116,20 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
     response = ListOffsetsResponse()
     seen: set[tuple[str, int]] = set()
     duplicates: set[tuple[str, int]] = set()
+    pacer = ctx.pacer
     for topic in request.topics:
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
             (duplicates if key in seen else seen).add(key)
+            if pacer.tick():
+                await pacer.pause()
     may_describe = checker(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC)
     for topic in request.topics:
         t_resp = ListOffsetsResponseListOffsetsTopicResponse(name=topic.name)
         response.topics.append(t_resp)
         for p in topic.partitions:
+            if pacer.tick():
+                await pacer.pause()
             if not may_describe(topic.name):
                 t_resp.partitions.append(_error(p, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             elif ctx.api_version == 0:

@@ -16,8 +16,6 @@ TOPIC_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
-import uuid
-
 from broker.acl_operations import (
     CLUSTER_NAME,
     AclOperation,
@@ -107,45 +105,55 @@ async def _describe(ctx: RequestContext, request: MetadataRequest) -> MetadataRe
         cluster_id=node.cluster_id,
         controller_id=node.controller_id_for_clients(),
     )
+    pacer = ctx.pacer
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
-        response.topics = [
-            topic_metadata(image, t, listener) for t in sorted(image.topics_by_id.values(), key=lambda t: t.name)
-            if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name, log_denied=False)
-        ]
+        for known in sorted(image.topics_by_id.values(), key=lambda t: t.name):
+            if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, known.name, log_denied=False):
+                response.topics.append(topic_metadata(image, known, listener))
+            if pacer.tick(1 + len(known.partitions)):
+                await pacer.pause()
         return response
     may_describe = checker(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC)
     may_create = (_always if authorize(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False)
                   else checker(ctx, AclOperation.CREATE, ResourceType.TOPIC))
     denied: set[str] = set()
     allow_create = node.config.auto_create_topics_enable and (ctx.api_version < 4 or request.allow_auto_topic_creation)
-    wanted: list[tuple[str | None, uuid.UUID]] = []
-    to_create: list[str] = []
+    to_create: dict[str, None] = {}
+    # Each topic takes at least one partition: more than this many cannot be created anyway.
+    most = node.config.max_partitions_per_request
     for t in request.topics:
-        if t.name is None:
-            wanted.append((None, t.topic_id))
+        if pacer.tick():
+            await pacer.pause()
+        name = t.name
+        if name is None:
             continue
-        wanted.append((t.name, ZERO_UUID))
-        if not may_describe(t.name):
-            denied.add(t.name)
-        elif image.topic(t.name) is None and allow_create and validate_topic_name(t.name) is None:
-            if not may_create(t.name):
-                denied.add(t.name)
-            elif t.name not in to_create:
-                to_create.append(t.name)
+        if not may_describe(name):
+            denied.add(name)
+        elif (allow_create and len(to_create) < most and image.topic(name) is None
+                and validate_topic_name(name) is None):
+            if not may_create(name):
+                denied.add(name)
+            else:
+                to_create[name] = None
     if to_create:
         await node.controller.create_topics([TopicRequest(name) for name in to_create])
         image = node.image
-    for name, topic_id in wanted:
+    # A second pass over the request itself: a list of what was asked would be a
+    # million more entries to free at once.
+    for t in request.topics:
+        if pacer.tick():
+            await pacer.pause()
+        name = t.name
         if name is None:
-            topic = image.topics_by_id.get(topic_id)
+            topic = image.topics_by_id.get(t.topic_id)
             if topic is None:
                 response.topics.append(
-                    MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id)
+                    MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id)
                 )
                 continue
             if not may_describe(topic.name):
                 response.topics.append(MetadataResponseTopic(
-                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None, topic_id=topic_id))
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None, topic_id=t.topic_id))
                 continue
         elif name in denied:
             response.topics.append(MetadataResponseTopic(

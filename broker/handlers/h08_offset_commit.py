@@ -48,9 +48,12 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
     image = node.image
     group_allowed = authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id)
     may_read = checker(ctx, AclOperation.READ, ResourceType.TOPIC)
+    pacer = ctx.pacer
     for topic in request.topics:
         known = image.topic(topic.name)
         for p in topic.partitions:
+            if pacer.tick():
+                await pacer.pause()
             tp = (topic.name, p.partition_index)
             if version == 0:
                 errors[tp] = ErrorCode.UNSUPPORTED_VERSION
@@ -82,5 +85,7 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
         for p in topic.partitions:
             t.partitions.append(OffsetCommitResponsePartition(
                 partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)]))
+            if pacer.tick():
+                await pacer.pause()
         response.topics.append(t)
     return response

@@ -36,7 +36,11 @@ NO_LEADER_EPOCH = -1
 UNAUTHORIZED_OFFSET = FetchedOffset(-1, None, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
-def _group_offsets(
+#: Partitions looked up in one go before the handler may yield.
+LOOKUP_CHUNK = 2048
+
+
+async def _group_offsets(
     ctx: RequestContext, group_id: str, wanted: list[tuple[str, list[int]]] | None, require_stable: bool,
     member: tuple[str | None, int] | None = None,
 ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, FetchedOffset]]]]]:
@@ -44,36 +48,54 @@ def _group_offsets(
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     may_describe = checker(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC)
     partitions = None if wanted is None else [(t, p) for t, ps in wanted for p in ps]
-    error, found = ctx.node.group_coordinator.fetch_offsets(
-        group_id, None if partitions is None else [tp for tp in partitions if may_describe(tp[0])], require_stable,
-        member)
+    coordinator = ctx.node.group_coordinator
+    allowed = None if partitions is None else [tp for tp in partitions if may_describe(tp[0])]
+    if allowed is None or len(allowed) <= LOOKUP_CHUNK:
+        error, found = coordinator.fetch_offsets(group_id, allowed, require_stable, member)
+    else:  # a request for many partitions is looked up a chunk at a time
+        found = {}
+        for start in range(0, len(allowed), LOOKUP_CHUNK):
+            error, chunk = coordinator.fetch_offsets(group_id, allowed[start:start + LOOKUP_CHUNK], require_stable,
+                                                     member)
+            if error is not ErrorCode.NONE:
+                break
+            found.update(chunk)
+            await ctx.pacer.pause()
     if error is not ErrorCode.NONE:
         return error, []
     topics: dict[str, list[tuple[int, FetchedOffset]]] = {}
     # Kafka leaves topics the caller may not describe out of "all topics", and fails them when named.
     order = partitions if partitions is not None else sorted(tp for tp in found if may_describe(tp[0]))
+    pacer = ctx.pacer
     for tp in order:
         topics.setdefault(tp[0], []).append((tp[1], found[tp] if tp in found else UNAUTHORIZED_OFFSET))
+        if pacer.tick():
+            await pacer.pause()
     return ErrorCode.NONE, list(topics.items())
 
 
 async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     version = ctx.api_version
+    pacer = ctx.pacer
     require_stable = request.require_stable if version >= 7 else False
     if version >= MULTI_GROUP_VERSION:
         response = OffsetFetchResponse()
         for g in request.groups:
             wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
             member = (g.member_id, g.member_epoch) if version >= 9 else None
-            error, topics = _group_offsets(ctx, g.group_id, wanted, require_stable, member)
-            response.groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=error, topics=[
-                OffsetFetchResponseTopics(name=name, partitions=[
-                    OffsetFetchResponsePartitions(
+            error, topics = await _group_offsets(ctx, g.group_id, wanted, require_stable, member)
+            group = OffsetFetchResponseGroup(group_id=g.group_id, error_code=error)
+            response.groups.append(group)
+            for name, parts in topics:
+                group_topic = OffsetFetchResponseTopics(name=name)
+                group.topics.append(group_topic)
+                for index, o in parts:
+                    group_topic.partitions.append(OffsetFetchResponsePartitions(
                         partition_index=index, committed_offset=o.offset,
                         committed_leader_epoch=NO_LEADER_EPOCH if o.leader_epoch is None else o.leader_epoch,
-                        metadata=o.metadata, error_code=o.error)
-                    for index, o in parts])
-                for name, parts in topics]))
+                        metadata=o.metadata, error_code=o.error))
+                    if pacer.tick():
+                        await pacer.pause()
         return response
     requested = request.topics
     if version == 0:
@@ -85,12 +107,16 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
             for t in requested or []])
     wanted = None if requested is None and version >= 2 else [(t.name, list(t.partition_indexes))
                                                                for t in requested or []]
-    error, topics = _group_offsets(ctx, request.group_id, wanted, require_stable)
-    return OffsetFetchResponse(error_code=error, topics=[
-        OffsetFetchResponseTopic(name=name, partitions=[
-            OffsetFetchResponsePartition(
+    error, topics = await _group_offsets(ctx, request.group_id, wanted, require_stable)
+    response_v1 = OffsetFetchResponse(error_code=error)
+    for name, parts in topics:
+        topic = OffsetFetchResponseTopic(name=name)
+        response_v1.topics.append(topic)
+        for index, o in parts:
+            topic.partitions.append(OffsetFetchResponsePartition(
                 partition_index=index, committed_offset=o.offset,
                 committed_leader_epoch=NO_LEADER_EPOCH if o.leader_epoch is None else o.leader_epoch,
-                metadata=o.metadata, error_code=o.error)
-            for index, o in parts])
-        for name, parts in topics])
+                metadata=o.metadata, error_code=o.error))
+            if pacer.tick():
+                await pacer.pause()
+    return response_v1

@@ -35,7 +35,10 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
     coordinator = ctx.node.group_coordinator
     include_operations = ctx.api_version >= 3 and request.include_authorized_operations
     response = DescribeGroupsResponse()
+    pacer = ctx.pacer
     for group_id in request.groups:
+        if pacer.tick():
+            await pacer.pause()
         if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             response.groups.append(DescribeGroupsResponseDescribedGroup(
                 error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id, group_state="",

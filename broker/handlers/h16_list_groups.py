@@ -30,7 +30,11 @@ async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsR
     if not authorize_cluster(ctx, AclOperation.DESCRIBE, log_denied=False):
         groups = [g for g in groups
                   if authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id, log_denied=False)]
-    return ListGroupsResponse(error_code=error, groups=[
-        ListGroupsResponseListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
-                                      group_type=g.group_type)
-        for g in sorted(groups, key=lambda g: g.group_id)])
+    response = ListGroupsResponse(error_code=error)
+    pacer = ctx.pacer
+    for g in sorted(groups, key=lambda g: g.group_id):
+        response.groups.append(ListGroupsResponseListedGroup(
+            group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type))
+        if pacer.tick():
+            await pacer.pause()
+    return response

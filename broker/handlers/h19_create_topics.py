@@ -134,7 +134,11 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
     # CREATE on the cluster covers every topic; otherwise CREATE on each (as Kafka).
     may_create = (None if authorize_cluster(ctx, AclOperation.CREATE, log_denied=False)
                   else checker(ctx, AclOperation.CREATE, ResourceType.TOPIC))
+    pacer = ctx.pacer
     for topic in request.topics:
+        if pacer.tick(1 + len(topic.assignments)):
+            await pacer.pause()
+            image = node.image
         if counts[topic.name] > 1 or topic.name == CLUSTER_METADATA_TOPIC:
             continue
         order.append(topic.name)

@@ -49,10 +49,13 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
             wanted.setdefault(topic.name, {})[p.partition_index] = p.offset
     response = DeleteRecordsResponse()
     may_delete = checker(ctx, AclOperation.DELETE, ResourceType.TOPIC)
+    pacer = ctx.pacer
     for name, partitions in wanted.items():
         t_resp = DeleteRecordsResponseDeleteRecordsTopicResult(name=name)
         response.topics.append(t_resp)
         for index, offset in partitions.items():
+            if pacer.tick():
+                await pacer.pause()
             out = DeleteRecordsResponseDeleteRecordsPartitionResult(
                 partition_index=index, low_watermark=INVALID_LOW_WATERMARK
             )

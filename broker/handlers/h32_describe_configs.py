@@ -99,7 +99,10 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
                 error_code=ErrorCode.INVALID_REQUEST, error_message=INVALID_REQUEST_MESSAGE,
                 resource_type=r.resource_type, resource_name=r.resource_name))
         return response
+    pacer = ctx.pacer
     for resource in request.resources:
+        if pacer.tick():
+            await pacer.pause()
         result = DescribeConfigsResponseDescribeConfigsResult(
             resource_type=resource.resource_type, resource_name=resource.resource_name
         )
@@ -121,6 +124,7 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
             if wanted:
                 entries = [e for e in entries if e.name in wanted]
             result.configs = [_entry(ctx, request, resource.resource_type, e) for e in entries]
+            pacer.tick(len(entries))
         response.results.append(result)
     return response
 

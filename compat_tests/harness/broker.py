@@ -261,6 +261,10 @@ class CormorantBroker(Broker):
             "listeners": f"PLAINTEXT://127.0.0.1:{port}",
             "log.dirs": str(self.data_dir),
             "group.initial.rebalance.delay.ms": "0",
+            # The slow-step watchdog armed: a task step computing this long stops the
+            # broker, so a stall fails the test rather than only slowing it.
+            "event.loop.slow.step.ms": "100",
+            "event.loop.stall.abort.ms": "500",
             **self.overrides,
         }
         cmd = [*self.command(), "serve", *self.serve_args]

@@ -20,7 +20,7 @@ from typing import Any
 
 from broker.client import ClientError, KafkaClient
 from broker.tools.metadata import describe_image, describe_quorum
-from tests.shared import ROOT
+from tests.shared import ROOT, STALL_GUARD
 
 READY = "cormorant ready "
 START_TIMEOUT_S = 60.0
@@ -81,6 +81,7 @@ class Node:
             "metrics.enabled": "false",
             "broker.session.timeout.ms": str(self.cluster.session_timeout_ms),
             "broker.heartbeat.interval.ms": "500",
+            **STALL_GUARD,
             **self.cluster.overrides,
         }
         out = [*self.exec_prefix, sys.executable, "-m", "broker", "serve"]

@@ -8,7 +8,7 @@ import re
 import structlog
 
 from broker.metrics import Histogram
-from broker.response_errors import LOG_BURST, BrokerErrorLog, error_codes, where
+from broker.response_errors import LOG_BURST, BrokerErrorLog, error_code_counts, error_codes, where
 from broker.tools.top import parse, render
 from broker.tracing import parse_traceparent, traceparents
 from tests.observability.helpers import metric_dictionary
@@ -50,7 +50,7 @@ def test_broker_side_errors_are_logged_once_and_limited() -> None:
     now = [100.0]
     errors = BrokerErrorLog(clock=lambda: now[0])
     response = produce_response(ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    codes = error_codes(response)
+    codes = error_code_counts(response)
     with structlog.testing.capture_logs() as logs:
         for _ in range(LOG_BURST + 5):
             errors.report("Produce", 0, 9, "app", "127.0.0.1:5000", object(), response, codes)

@@ -1,0 +1,168 @@
+"""Work that grows with a request gives the event loop back at bounded intervals.
+
+Every connection shares one event loop, so a request naming a million topics must not
+hold it for seconds. Two tools, chosen by what the work is (docs/architecture.md,
+"Isolation"):
+
+- Handlers that loop over a request's entries call :meth:`Pacer.tick` per entry and
+  ``await pacer.pause()`` when it says so: at most every ``SLICE_S`` of work, other
+  tasks run. Broker state is only ever touched on the loop, so no locking is needed.
+- Decoding a large frame and encoding a large response are pure functions of bytes or
+  messages: they run in one worker thread with the pure-Python codec, which lets the
+  event loop take the GIL back every switch interval (a C call would hold it until it
+  returns). One thread per kind of work (LANES), so that the loop competes with a
+  few GIL holders, not forty, and a large request waits only behind its own kind.
+
+And the garbage collector: a full collection walks every tracked object in one go,
+holding the GIL — 0.5-0.8 s while a million-entry request is alive. Full collections
+therefore never start automatically (young generations still do, and they only walk
+young objects); :func:`full_collections` runs them from a task, while no large request
+is in progress, when the objects of such a request are gone and a full pass is cheap.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import structlog
+import trio
+
+log = structlog.get_logger(__name__)
+
+#: Longest run of a handler's per-entry work between two yields.
+SLICE_S = 0.005
+#: Entries handled between two looks at the clock.
+CHECK_EVERY = 64
+#: Request frames at least this large are decoded off the event loop.
+OFF_LOOP_FRAME_BYTES = 256 * 1024
+#: Responses built from at least this many entries are encoded off the event loop.
+OFF_LOOP_ENTRIES = 20_000
+#: Produced record data at least this large is validated (copied, CRC-checked) off the loop.
+OFF_LOOP_RECORD_BYTES = 1024 * 1024
+
+_T = TypeVar("_T")
+
+
+#: How often a full garbage collection runs, and the longest it waits for large
+#: requests to finish before running anyway.
+FULL_COLLECTION_INTERVAL_S = 300.0
+FULL_COLLECTION_MAX_DEFER_S = 600.0
+
+
+class LargeRequests:
+    """How many requests in progress hold a large number of entries (process-wide, as
+    the garbage collector is)."""
+
+    active = 0
+
+
+class Pacer:
+    """Counts a request's entries and says when its handler should yield."""
+
+    __slots__ = ("_clock", "_countdown", "_slice_end", "entries", "large", "pauses")
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._clock = clock
+        self._slice_end = clock() + SLICE_S
+        self._countdown = CHECK_EVERY
+        #: Entries counted so far: the size of the response being built.
+        self.entries = 0
+        self.pauses = 0
+        #: Counted in LargeRequests.active until :meth:`close`.
+        self.large = False
+
+    def mark_large(self) -> None:
+        if not self.large:
+            self.large = True
+            LargeRequests.active += 1
+
+    def close(self) -> None:
+        if self.large:
+            self.large = False
+            LargeRequests.active -= 1
+
+    def tick(self, entries: int = 1) -> bool:
+        """Counts ``entries``; True when the handler has run its slice and should pause."""
+        self.entries += entries
+        self._countdown -= entries
+        if self._countdown > 0:
+            return False
+        self._countdown = CHECK_EVERY
+        if self.entries >= OFF_LOOP_ENTRIES:
+            self.mark_large()
+        return self._clock() >= self._slice_end
+
+    async def pause(self) -> None:
+        """Lets every other ready task run, then starts a new slice."""
+        self.pauses += 1
+        await trio.lowlevel.checkpoint()
+        self._slice_end = self._clock() + SLICE_S
+
+
+#: Entries freed between two yields when a large request is released.
+RELEASE_CHUNK = 8192
+
+
+async def release(pacer: Pacer, *messages: object) -> None:
+    """Frees the long lists of finished messages a chunk at a time: dropping a million
+    entries at once is one long deallocation that holds the loop (and the GIL)."""
+    for message in messages:
+        for name in getattr(type(message), "__slots__", ()):
+            value = getattr(message, name, None)
+            if isinstance(value, list) and len(value) > RELEASE_CHUNK:
+                while value:
+                    del value[-RELEASE_CHUNK:]
+                    await pacer.pause()
+
+
+_lanes: trio.lowlevel.RunVar[dict[str, trio.CapacityLimiter]] = trio.lowlevel.RunVar("codec_lanes")
+
+#: Worker lanes, one thread each: a large request waits only behind work of its kind, so a
+#: client's million-topic Metadata does not hold up a producer's 1 MB batches.
+LANES = ("codec", "produce", "records")
+
+
+async def off_loop(fn: Callable[..., _T], *args: object, lane: str = "codec") -> _T:
+    """Runs pure work in the worker thread of ``lane`` (see LANES)."""
+    try:
+        lanes = _lanes.get()
+    except LookupError:
+        lanes = {name: trio.CapacityLimiter(1) for name in LANES}
+        _lanes.set(lanes)
+    return await trio.to_thread.run_sync(fn, *args, limiter=lanes[lane])
+
+
+#: How long a thread holds the GIL before another that wants it gets it (CPython's
+#: default is 5 ms): while the codec thread works, each event-loop wake-up waits at most this.
+SWITCH_INTERVAL_S = 0.001
+
+
+def defer_full_collections() -> tuple[int, int, int]:
+    """Full collections no longer start on their own (see :func:`full_collections`);
+    returns the thresholds before."""
+    before = gc.get_threshold()
+    gc.set_threshold(before[0], before[1], 2**31 - 1)
+    return before
+
+
+async def full_collections(
+    interval_s: float = FULL_COLLECTION_INTERVAL_S, max_defer_s: float = FULL_COLLECTION_MAX_DEFER_S
+) -> None:
+    """Runs a full collection every ``interval_s`` once no large request is in progress
+    (or after ``max_defer_s`` regardless, so cycles cannot pile up for ever)."""
+    before = defer_full_collections()
+    try:
+        while True:
+            await trio.sleep(interval_s)
+            deferred = 0.0
+            while LargeRequests.active and deferred < max_defer_s:
+                await trio.sleep(0.1)
+                deferred += 0.1
+            started = time.perf_counter()
+            collected = gc.collect()
+            log.debug("full_collection", collected=collected, ms=round((time.perf_counter() - started) * 1000, 1))
+    finally:
+        gc.set_threshold(*before)

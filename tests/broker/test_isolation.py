@@ -1,0 +1,341 @@
+"""One client cannot stall the broker for the others or run it out of memory (issue:
+isolation), against a real broker process: decoder caps answered as Kafka answers them,
+a watcher connection's worst wait while an adversary runs, and memory bounds."""
+
+from __future__ import annotations
+
+import re
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.broker.broker_process import BrokerProcess
+from tests.broker.raw_client import RawClient
+from wire.errors import ErrorCode
+from wire.frame import decode_response, encode_request
+from wire.generated.api_002_list_offsets import (
+    ListOffsetsRequest,
+    ListOffsetsRequestListOffsetsPartition,
+    ListOffsetsRequestListOffsetsTopic,
+    ListOffsetsResponse,
+)
+from wire.generated.api_003_metadata import MetadataResponse
+from wire.generated.api_008_offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+    OffsetCommitResponse,
+)
+from wire.generated.api_009_offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchRequestTopic,
+    OffsetFetchResponse,
+)
+from wire.generated.api_011_join_group import JoinGroupResponse
+from wire.generated.api_015_describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
+from wire.generated.api_021_delete_records import (
+    DeleteRecordsRequest,
+    DeleteRecordsRequestDeleteRecordsPartition,
+    DeleteRecordsRequestDeleteRecordsTopic,
+    DeleteRecordsResponse,
+)
+from wire.primitives import Message, write_uvarint
+
+ARRAY_CAP = 1_000_000
+#: The watcher's worst ApiVersions round trip allowed while an adversary runs: a sanity
+#: bound, wide because a test machine shared with other work delays any process (the
+#: million-topic Metadata held it 0.8-1.1 s before). The broker's own CPU measure below
+#: is what a machine's load does not blur.
+WORST_WAIT_S = 1.0
+#: The broker's own measure: no event-loop step may compute longer than this (CPU time,
+#: which a busy machine does not inflate) while the adversary runs.
+MAX_STEP_CPU_MS = 20.0
+SLOW_STEP = re.compile(r"slow_task_step\s.*?cpu_ms=([\d.]+)")
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("isolation") / "data",
+                      {"auto.create.topics.enable": "false", "event.loop.slow.step.ms": "20"}).start()
+    try:
+        yield b
+    finally:
+        b.kill9()
+
+
+def frame_of(body: bytes) -> bytes:
+    return struct.pack(">i", len(body)) + body
+
+
+def join_group_v6(protocols: int, correlation_id: int) -> bytes:
+    """JoinGroup v6 (flexible) naming ``protocols`` empty protocols."""
+    w = bytearray(struct.pack(">hhih", 11, 6, correlation_id, 4) + b"test" + b"\x00")
+    w += b"\x02g" + struct.pack(">ii", 10000, 10000) + b"\x01" + b"\x00" + b"\x09consumer"
+    write_uvarint(w, protocols + 1)
+    w += b"\x01\x01\x00" * protocols  # name "", metadata b"", no tagged fields
+    w.append(0)
+    return bytes(w)
+
+
+def metadata_v1(topics: int, correlation_id: int) -> bytes:
+    w = bytearray(struct.pack(">hhih", 3, 1, correlation_id, 4) + b"test")
+    w += struct.pack(">i", topics) + b"\x00\x01t" * topics
+    return bytes(w)
+
+
+def test_an_array_over_the_cap_gets_invalid_request_where_the_response_can_say_so(
+    broker: BrokerProcess,
+) -> None:
+    client = RawClient(broker.bootstrap)
+    client.sock.sendall(frame_of(join_group_v6(ARRAY_CAP + 1, 41)))
+    resp = client.receive(JoinGroupResponse, 6)
+    assert isinstance(resp, JoinGroupResponse)
+    assert resp.error_code == ErrorCode.INVALID_REQUEST
+    # The connection stays usable.
+    versions = client.call(ApiVersionsRequest(), ApiVersionsResponse, 0)
+    assert isinstance(versions, ApiVersionsResponse) and versions.error_code == 0
+    client.close()
+
+
+def test_an_array_over_the_cap_closes_where_the_response_cannot_say_so(broker: BrokerProcess) -> None:
+    sock = socket.create_connection(("127.0.0.1", broker.port), timeout=30)
+    sock.sendall(frame_of(metadata_v1(ARRAY_CAP + 1, 42)))
+    try:
+        assert sock.recv(10) == b""
+    except ConnectionResetError:
+        pass
+    sock.close()
+    assert "malformed request" in broker.logs() and f"array length {ARRAY_CAP + 1}" in broker.logs()
+
+
+class Watcher:
+    """A well-behaved client: ApiVersions every 20 ms, recording each round trip."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.client = RawClient(bootstrap)
+        self.waits: list[float] = []
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                started = time.perf_counter()
+                resp = self.client.call(ApiVersionsRequest(), ApiVersionsResponse, 0)
+                assert isinstance(resp, ApiVersionsResponse) and resp.error_code == 0
+                self.waits.append(time.perf_counter() - started)
+                self._stop.wait(0.02)
+        except BaseException as ex:  # reported by stop()
+            self.errors.append(ex)
+
+    def __enter__(self) -> Watcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.client.close()
+
+    @property
+    def worst(self) -> float:
+        assert not self.errors, self.errors
+        assert self.waits
+        return max(self.waits)
+
+
+def watch(broker: BrokerProcess, adversary: Callable[[], None]) -> float:
+    """The watcher's worst wait while ``adversary`` runs (after a quiet warm-up); checks
+    that no event-loop step computed longer than MAX_STEP_CPU_MS meanwhile."""
+    logged = len(broker.logs())
+    with Watcher(broker.bootstrap) as watcher:
+        time.sleep(0.3)
+        adversary()
+        time.sleep(0.1)
+    steps = [float(cpu) for cpu in SLOW_STEP.findall(broker.logs()[logged:])]
+    print(f"watcher: {len(watcher.waits)} round trips, worst {watcher.worst * 1000:.1f} ms; "
+          f"broker steps over 20 ms: {steps} (CPU ms)")
+    assert all(cpu <= MAX_STEP_CPU_MS for cpu in steps), steps
+    return watcher.worst
+
+
+def send_and_receive_raw(broker: BrokerProcess, frame: bytes) -> bytes:
+    """The adversary: sends an encoded request and reads the response frame undecoded
+    (decoding a million entries in this process would stall the watcher's thread here,
+    not the broker)."""
+    client = RawClient(broker.bootstrap)
+    client.sock.settimeout(120)
+    try:
+        client.sock.sendall(frame)
+        size = struct.unpack(">i", client._exactly(4))[0]
+        return client._exactly(size)
+    finally:
+        client.close()
+
+
+def test_a_metadata_request_for_a_million_topics_does_not_hold_the_others(broker: BrokerProcess) -> None:
+    frame = frame_of(metadata_v1(ARRAY_CAP, 43))
+    answered: list[bytes] = []
+    worst = watch(broker, lambda: answered.append(send_and_receive_raw(broker, frame)))
+    _, resp = decode_response(answered[0], MetadataResponse, 1)
+    assert isinstance(resp, MetadataResponse)
+    assert len(resp.topics) == ARRAY_CAP
+    assert {t.error_code for t in resp.topics} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert worst < WORST_WAIT_S, f"the watcher waited {worst * 1000:.0f} ms"
+
+
+PARTITIONS = 100_000
+
+
+def many_partitions_requests() -> dict[str, tuple[Message, type[Message], int]]:
+    """Requests naming 100,000 partitions (of a topic that does not exist): each is
+    answered entry by entry, which is work that grows with the request."""
+    indexes = range(PARTITIONS)
+    return {
+        "ListOffsets": (ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsRequestListOffsetsTopic(
+            name="absent", partitions=[ListOffsetsRequestListOffsetsPartition(partition_index=i, timestamp=-1)
+                                       for i in indexes])]), ListOffsetsResponse, 7),
+        "OffsetFetch": (OffsetFetchRequest(group_id="g", topics=[
+            OffsetFetchRequestTopic(name="absent", partition_indexes=list(indexes))]), OffsetFetchResponse, 5),
+        "OffsetCommit": (OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=-1, topics=[
+            OffsetCommitRequestTopic(name="absent", partitions=[
+                OffsetCommitRequestPartition(partition_index=i, committed_offset=1) for i in indexes])]),
+                         OffsetCommitResponse, 7),
+        "DeleteRecords": (DeleteRecordsRequest(timeout_ms=1000, topics=[DeleteRecordsRequestDeleteRecordsTopic(
+            name="absent", partitions=[DeleteRecordsRequestDeleteRecordsPartition(partition_index=i, offset=1)
+                                       for i in indexes])]), DeleteRecordsResponse, 2),
+        "DescribeGroups": (DescribeGroupsRequest(groups=[f"g{i}" for i in indexes]), DescribeGroupsResponse, 4),
+    }
+
+
+@pytest.mark.parametrize("api", ["ListOffsets", "OffsetFetch", "OffsetCommit", "DeleteRecords", "DescribeGroups"])
+def test_a_request_naming_100000_partitions_does_not_hold_the_others(broker: BrokerProcess, api: str) -> None:
+    request, response_type, version = many_partitions_requests()[api]
+    frame = encode_request(request, version, 44, "adversary")
+    answered: list[bytes] = []
+    worst = watch(broker, lambda: answered.append(send_and_receive_raw(broker, frame)))
+    _, resp = decode_response(answered[0], response_type, version)
+    assert isinstance(resp, response_type)
+    assert worst < WORST_WAIT_S, f"the watcher waited {worst * 1000:.0f} ms"
+
+
+# ------------------------------------------------------------------ request memory
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.fixture(scope="module")
+def memory_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("memory") / "data", {
+        "socket.request.read.timeout.ms": "3000", "queued.max.request.bytes": "209715200",
+        "event.loop.slow.step.ms": "20"}).start()
+    try:
+        yield b
+    finally:
+        b.kill9()
+
+
+def test_a_thousand_connections_announcing_100_mb_frames_keep_memory_bounded(memory_broker: BrokerProcess) -> None:
+    assert memory_broker.proc is not None
+    pid = memory_broker.proc.pid
+    before = rss_bytes(pid)
+    socks: list[socket.socket] = []
+    peak = before
+
+    def adversary() -> None:
+        nonlocal peak
+        chunk = struct.pack(">i", 100 * 1024 * 1024) + b"\x00" * (60 * 1024)
+        for _ in range(1000):
+            s = socket.create_connection(("127.0.0.1", memory_broker.port), timeout=10)
+            s.setblocking(False)
+            try:
+                s.send(chunk)  # what the socket takes; the rest is the attack's business
+            except BlockingIOError:
+                pass
+            socks.append(s)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            peak = max(peak, rss_bytes(pid))
+            time.sleep(0.1)
+
+    try:
+        worst = watch(memory_broker, adversary)
+        assert memory_broker.proc.poll() is None
+        print(f"broker RSS {before >> 20} MB before, {peak >> 20} MB at most during the attack")
+        # 1,000 x 100 MB announced: two frames' worth admitted, each holding what arrived.
+        assert peak - before < 96 * 1024 * 1024, f"RSS grew by {(peak - before) >> 20} MB"
+        assert worst < WORST_WAIT_S, f"the watcher waited {worst * 1000:.0f} ms"
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_a_started_frame_must_finish_within_the_read_timeout(memory_broker: BrokerProcess) -> None:
+    sock = socket.create_connection(("127.0.0.1", memory_broker.port), timeout=10)
+    sock.sendall(struct.pack(">i", 1000) + b"\x00\x12")
+    started = time.monotonic()
+    closed_after = None
+    try:
+        while time.monotonic() - started < 15:
+            time.sleep(0.5)
+            sock.sendall(b"\x00")  # a byte now and then: never idle, never done
+    except (BrokenPipeError, ConnectionResetError):
+        closed_after = time.monotonic() - started
+    finally:
+        sock.close()
+    assert closed_after is not None and 2.5 <= closed_after < 10
+    assert "request frame not completed in time" in memory_broker.logs()
+
+
+def test_a_frame_that_does_not_fit_waits_unread_until_memory_frees(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "data", {"queued.max.request.bytes": "1048576"}).start()
+    try:
+        hog = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+        hog.sendall(struct.pack(">i", 2 * 1024 * 1024) + b"\x00" * 1000)  # admitted, then slow
+        time.sleep(0.5)
+        # ApiVersions v0 padded to 1.5 MB (bytes after a request are tolerated): it does not fit.
+        body = struct.pack(">hhih", 18, 0, 7, -1) + b"\x00" * (1536 * 1024)
+        waiter = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+        waiter.sendall(frame_of(body))
+        waiter.settimeout(1.5)
+        with pytest.raises(TimeoutError):
+            waiter.recv(4)
+        hog.close()  # the hog's reservation is released...
+        waiter.settimeout(10)
+        size = struct.unpack(">i", waiter.recv(4, socket.MSG_WAITALL))[0]  # ...and the waiter is read
+        reply = waiter.recv(size, socket.MSG_WAITALL)
+        assert struct.unpack_from(">ih", reply) == (7, 0)
+        waiter.close()
+    finally:
+        b.kill9()
+
+
+def test_a_large_frame_trickled_in_is_closed_long_before_the_read_timeout(broker: BrokerProcess) -> None:
+    """The default read timeout is 60 s; a 10 MB frame arriving at 1 KB/s holds its 10 MB
+    reservation, so it is closed once it falls behind 256 KiB/s after a 5 s grace."""
+    sock = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
+    sock.sendall(struct.pack(">i", 10 * 1024 * 1024) + b"\x00\x12")
+    started = time.monotonic()
+    closed_after = None
+    try:
+        while time.monotonic() - started < 30:
+            time.sleep(0.25)
+            sock.sendall(b"\x00" * 256)
+    except (BrokenPipeError, ConnectionResetError):
+        closed_after = time.monotonic() - started
+    finally:
+        sock.close()
+    assert closed_after is not None and 4.5 <= closed_after < 15

@@ -1,0 +1,111 @@
+"""The slow-step watchdog: a step that holds the event loop is reported with the stack it
+was running, steps that yield are not, and the longest step is kept."""
+
+from __future__ import annotations
+
+import time
+
+import trio
+
+from broker.watchdog import SlowStep, SlowStepWatchdog
+
+
+def hold_the_loop_for(seconds: float) -> None:
+    """Computes for ``seconds`` of CPU time (wall time is longer on a busy machine)."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def run_with_watchdog(threshold_s: float, body: object) -> tuple[list[SlowStep], SlowStepWatchdog]:
+    seen: list[SlowStep] = []
+
+    async def main() -> None:
+        watchdog = SlowStepWatchdog(threshold_s, seen.append)
+        watchdog.start()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(body, name="adversary")  # type: ignore[arg-type]
+        finally:
+            watchdog.stop()
+        holder.append(watchdog)
+
+    holder: list[SlowStepWatchdog] = []
+    trio.run(main)
+    return seen, holder[0]
+
+
+def test_a_step_over_the_threshold_is_reported_with_the_stack_it_ran() -> None:
+    async def adversary() -> None:
+        await trio.sleep(0)
+        hold_the_loop_for(0.25)
+        await trio.sleep(0)
+
+    seen, watchdog = run_with_watchdog(0.05, adversary)
+    assert len(seen) == 1
+    step = seen[0]
+    assert step.task == "adversary"
+    assert step.wall_s >= step.cpu_s >= 0.25
+    # Sampled while running: the stack names the function that held the loop.
+    assert "hold_the_loop_for" in step.stack
+    assert watchdog.slow_steps == 1 and watchdog.longest_step_s >= 0.25
+
+
+def test_work_that_yields_between_slices_is_not_reported() -> None:
+    async def polite() -> None:
+        for _ in range(25):
+            hold_the_loop_for(0.01)
+            await trio.sleep(0)
+
+    seen, watchdog = run_with_watchdog(0.2, polite)
+    # Wall time of a 10 ms slice stretches on a loaded machine, so the bound is loose.
+    assert seen == []
+    assert 0.01 <= watchdog.longest_step_s < 0.2
+
+
+def test_gc_inside_a_step_is_timed() -> None:
+    import gc
+
+    async def collector() -> None:
+        junk = [[i] for i in range(300_000)]
+        hold_the_loop_for(0.06)
+        gc.collect()
+        del junk
+
+    seen, _ = run_with_watchdog(0.05, collector)
+    assert len(seen) == 1 and seen[0].gc_s > 0
+
+
+def test_full_collections_are_deferred_while_running_and_restored_after() -> None:
+    import gc
+
+    from broker.pacing import full_collections
+
+    before = gc.get_threshold()
+    seen: list[tuple[int, int, int]] = []
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(full_collections, 0.05, 1.0)
+            await trio.sleep(0.2)
+            seen.append(gc.get_threshold())
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert seen[0][2] == 2**31 - 1 and seen[0][:2] == before[:2]
+    assert gc.get_threshold() == before
+
+
+def test_the_pacer_asks_for_a_pause_once_its_slice_is_spent() -> None:
+    from broker.pacing import CHECK_EVERY, OFF_LOOP_ENTRIES, SLICE_S, LargeRequests, Pacer
+
+    now = [0.0]
+    pacer = Pacer(clock=lambda: now[0])
+    assert not any(pacer.tick() for _ in range(10 * CHECK_EVERY))  # within the slice
+    now[0] += SLICE_S
+    assert any(pacer.tick() for _ in range(CHECK_EVERY))  # at most CHECK_EVERY entries later
+    active = LargeRequests.active
+    pacer.tick(OFF_LOOP_ENTRIES)
+    assert pacer.large and LargeRequests.active == active + 1
+    pacer.close()
+    assert LargeRequests.active == active
