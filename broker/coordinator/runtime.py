@@ -325,14 +325,20 @@ class CoordinatorRuntime(Generic[S]):
                     led[part.partition] = part.leader_epoch
         for partition in [p for p in self._owned if p not in led]:
             self._unload(partition)
+        elected = 0
         for partition, epoch in sorted(led.items()):
             if partition not in self._owned:
                 owned: _Owned[S] = _Owned(partition, epoch)
                 self._owned[partition] = owned
                 self._load_queue.append(owned)
                 self._load_wake.set()
-                log.info("coordinator_partition_elected", coordinator=self.name, topic=self.topic.name,
-                         partition=partition, leader_epoch=epoch)
+                elected += 1
+                log.debug("coordinator_partition_elected", coordinator=self.name, topic=self.topic.name,
+                          partition=partition, leader_epoch=epoch)
+        if elected:
+            # One line for a whole start-up or failover; each partition's at debug.
+            log.info("coordinator_partitions_elected", coordinator=self.name, topic=self.topic.name,
+                     partitions=elected, owned=len(self._owned))
 
     def close(self) -> None:
         """Unloads every shard (their waiting requests are answered); no more loads."""
@@ -353,8 +359,8 @@ class CoordinatorRuntime(Generic[S]):
         owned.state = _State.LOADING
         owned.shard = None
         self._append_wake.set()  # pending appends of this partition now fail
-        log.info("coordinator_partition_resigned", coordinator=self.name, topic=self.topic.name,
-                 partition=partition)
+        log.debug("coordinator_partition_resigned", coordinator=self.name, topic=self.topic.name,
+                  partition=partition)
 
     # ------------------------------------------------------------ background tasks
 
@@ -366,15 +372,22 @@ class CoordinatorRuntime(Generic[S]):
             task_status.started()
 
     async def _loader_loop(self) -> None:
+        loaded = records = 0
         while True:
+            if not self._load_queue and loaded:
+                log.info("coordinator_partitions_loaded", coordinator=self.name, topic=self.topic.name,
+                         partitions=loaded, records=records)
+                loaded = records = 0
             while not self._load_queue:
                 self._load_wake = trio.Event()
                 await self._load_wake.wait()
             owned = self._load_queue.popleft()
             if self._owned.get(owned.partition) is owned:
-                await self._load(owned)
+                records += await self._load(owned)
+                loaded += 1
 
-    async def _load(self, owned: _Owned[S]) -> None:
+    async def _load(self, owned: _Owned[S]) -> int:
+        """Loads a partition's shard from its log; returns the records replayed."""
         started = trio.current_time()
         partition = owned.partition
         plog = self.replica_manager.get(self.topic.name, partition)
@@ -387,16 +400,17 @@ class CoordinatorRuntime(Generic[S]):
                 # As Kafka: what was read stays loaded and the partition is served.
                 log.exception("coordinator_load_failed", coordinator=self.name, partition=partition)
         if self._owned.get(partition) is not owned:
-            return  # unloaded while loading
+            return records  # unloaded while loading
         owned.shard = shard
         owned.state = _State.ACTIVE
         try:
             shard.on_loaded()
         except Exception:
             log.exception("coordinator_on_loaded_failed", coordinator=self.name, partition=partition)
-        log.info("coordinator_partition_loaded", coordinator=self.name, topic=self.topic.name,
-                 partition=partition, records=records,
-                 load_ms=round((trio.current_time() - started) * 1000, 1))
+        log.debug("coordinator_partition_loaded", coordinator=self.name, topic=self.topic.name,
+                  partition=partition, records=records,
+                  load_ms=round((trio.current_time() - started) * 1000, 1))
+        return records
 
     async def _replay_log(self, owned: _Owned[S], plog: Partition, shard: S) -> int:
         offset = plog.log_start_offset

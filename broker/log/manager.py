@@ -129,10 +129,9 @@ class LogManager:
                 log.info("partition_dir_removed", path=str(child))
                 shutil.rmtree(child, ignore_errors=True)
                 continue
-            if (
-                child.name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX))
-                or tp.topic == METADATA_TOPIC
-            ):
+            if tp.topic == METADATA_TOPIC:
+                continue  # the metadata log's own directory: the quorum owns it
+            if child.name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
                 log.warning("log_dir_entry_ignored", path=str(child))
                 continue
             found = self._logs.get(tp) or self._unloaded.get(tp)
