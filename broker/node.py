@@ -58,11 +58,12 @@ from broker.replica_manager import Partition, ReplicaManager
 from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
 from broker.replication.isr import IsrManager
 from broker.response_errors import ClientErrorLog
+from broker.security.keystore_reload import ListenerKeystores
 from broker.security.peer import inter_broker_security
 from broker.security.scram import ScramCredential
 from broker.security.scram_admin import alter_credentials
 from broker.security.scram_bootstrap import InitialCredential, upsertion_request
-from broker.security.setup import listener_security
+from broker.security.setup import ListenerSecurity, listener_security
 from broker.share.coordinator import ShareCoordinator
 from broker.telemetry import Telemetry, TimedQuorum
 from broker.tracing import Tracing
@@ -431,13 +432,19 @@ class BrokerNode:
         ] or list(self.config.listeners)
         if self.cluster is not None:
             broker_listeners = self.cluster.broker_listeners()
+        securities: list[ListenerSecurity] = []
         for lst in broker_listeners:
             security = listener_security(self.config, lst, self.scram_credential, self.metrics.authentication)
+            if security is not None:
+                securities.append(security)
             self.listeners.append(
                 Listener(lst.name, lst.security_protocol.name, lst.host or "0.0.0.0", lst.port,
                          self.dispatcher, limits, self.metrics.connection_callback(lst.name),
                          self.metrics.decode_failure, security, self.network_memory)
             )
+        keystores = ListenerKeystores(self.config, self.node_id, securities)
+        keystores.on_image(self.controller.image)
+        self.controller.add_image_listener(keystores.on_image)
         async with trio.open_nursery() as nursery:
             await nursery.start(self.group_coordinator.run)
             await nursery.start(self.share_coordinator.run)

@@ -46,6 +46,7 @@ from broker.config import (
 )
 from broker.dispatch import RequestContext
 from broker.handlers.h32_describe_configs import BROKER, BROKER_LOGGER, ROOT_LOGGER, TOPIC
+from broker.security.keystore_reload import check_listener_update, listener_keys_of
 from broker.share import group_configs as share_configs
 from broker.share.group import ShareGroupSettings
 from controller.service import validate_topic_name
@@ -286,6 +287,21 @@ async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -
     return response
 
 
+def check_listener_stores(node: BrokerNode, name: str, current: Mapping[str, str], resulting: Mapping[str, str]) -> None:
+    """Listener TLS stores are per broker and must load, as Kafka's dynamic listener update."""
+    touched = listener_keys_of(k for k in set(current) | set(resulting) if current.get(k) != resulting.get(k))
+    if not touched:
+        return
+    if not name:
+        raise AlterError(ErrorCode.INVALID_REQUEST,
+                         "Cannot update these configs at default cluster level, broker id must be specified: "
+                         + _scala_set(touched))
+    try:
+        check_listener_update(node.config, current, resulting)
+    except (ConfigError, OSError, ValueError) as ex:
+        raise AlterError(ErrorCode.INVALID_REQUEST, f"Validation of dynamic config update of SSLFactory failed: {ex}") from None
+
+
 async def _alter(ctx: RequestContext, resource_type: int, name: str, ops: list[Op], validate_only: bool) -> None:
     node = ctx.node
     if resource_type == BROKER_LOGGER:
@@ -301,6 +317,7 @@ async def _alter(ctx: RequestContext, resource_type: int, name: str, ops: list[O
         )
         validate_broker_configs(merged(current, changes), per_broker=bool(name))
         check_dynamic_result(node, name, merged(current, changes))
+        check_listener_stores(node, name, current, merged(current, changes))
         await write_changes(ctx, BROKER, name, changes, False, validate_only)
         return
     if resource_type == TOPIC:

@@ -1,0 +1,174 @@
+"""A listener keystore replaced with IncrementalAlterConfigs, as Kafka's dynamic listener update.
+
+confluent-kafka's AdminClient sets ``listener.name.ssl.ssl.keystore.location`` on the broker's
+own resource; new TLS connections (Python's ``ssl``) then get the new certificate, a connection
+opened before keeps its certificate and is still served, and confluent-kafka produces over the
+new certificate. Keystores that do not load, or name another subject are refused with
+INVALID_REQUEST and change nothing.
+"""
+
+from __future__ import annotations
+
+import datetime
+import socket
+import ssl
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from compat_tests.harness import settings
+from compat_tests.harness.broker import Broker, CormorantBroker, make_broker
+from compat_tests.test_security import _tls_init
+
+pytestmark = pytest.mark.skipif(settings.target() != "cormorant", reason="secured listeners of cormorant")
+
+TIMEOUT_S = 30.0
+KEYSTORE_KEY = "listener.name.ssl.ssl.keystore.location"
+
+
+def _reissue(certs: Path, out: Path) -> int:
+    """A new broker certificate from the same CA with the same subject and SANs; its serial."""
+    ca_key = serialization.load_pem_private_key((certs / "ca-key.pem").read_bytes(), None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    old = x509.load_pem_x509_certificates((certs / "broker.pem").read_bytes())
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (x509.CertificateBuilder().subject_name(old[0].subject).issuer_name(old[0].issuer)
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1)))
+    for extension in old[0].extensions:
+        if not isinstance(extension.value, (x509.SubjectKeyIdentifier, x509.AuthorityKeyIdentifier)):
+            builder = builder.add_extension(extension.value, extension.critical)
+    cert = builder.sign(ca_key, hashes.SHA256())
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    out.write_bytes(key_pem + cert.public_bytes(serialization.Encoding.PEM)
+                    + old[1].public_bytes(serialization.Encoding.PEM))
+    return cert.serial_number
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _tls_init(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def tls_broker(tmp_path_factory: pytest.TempPathFactory, certs: Path) -> Iterator[Broker]:
+    broker = make_broker(tmp_path_factory.mktemp("reload"), {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(certs / "broker-bundle.pem"),
+    })
+    assert isinstance(broker, CormorantBroker)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.close()
+
+
+def _ssl_port(broker: Broker) -> int:
+    return broker.listener_port("SSL")  # type: ignore[attr-defined, no-any-return]
+
+
+def _connect(broker: Broker, certs: Path) -> ssl.SSLSocket:
+    context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    sock = socket.create_connection(("127.0.0.1", _ssl_port(broker)), timeout=TIMEOUT_S)
+    return context.wrap_socket(sock, server_hostname="127.0.0.1")
+
+
+def _serial(conn: ssl.SSLSocket) -> int:
+    der = conn.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def _api_versions_answered(conn: ssl.SSLSocket) -> bool:
+    """An ApiVersions v0 request over ``conn`` is answered with its correlation id."""
+    body = struct.pack(">hhih", 18, 0, 4242, 4) + b"test"
+    conn.sendall(struct.pack(">i", len(body)) + body)
+    header = conn.recv(8)
+    return len(header) == 8 and struct.unpack(">ii", header)[1] == 4242
+
+
+def _alter(admin: AdminClient, broker_id: str, key: str, value: str) -> None:
+    entry = ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ResourceType.BROKER, broker_id, incremental_configs=[entry])
+    for future in admin.incremental_alter_configs([resource], request_timeout=TIMEOUT_S).values():
+        future.result(timeout=TIMEOUT_S)
+
+
+def _own_id(admin: AdminClient) -> str:
+    return str(next(iter(admin.list_topics(timeout=TIMEOUT_S).brokers)))
+
+
+def test_new_keystore_serves_new_connections_only(tls_broker: Broker, certs: Path, tmp_path: Path) -> None:
+    admin = AdminClient({"bootstrap.servers": tls_broker.bootstrap})
+    broker_id = _own_id(admin)
+    first = x509.load_pem_x509_certificates((certs / "broker.pem").read_bytes())[0]
+    existing = _connect(tls_broker, certs)
+    assert _serial(existing) == first.serial_number
+    new_serial = _reissue(certs, tmp_path / "renewed.pem")
+
+    _alter(admin, broker_id, KEYSTORE_KEY, str(tmp_path / "renewed.pem"))
+
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        with _connect(tls_broker, certs) as fresh:
+            served = _serial(fresh)
+            subject = x509.load_der_x509_certificate(fresh.getpeercert(binary_form=True) or b"").subject
+        if served == new_serial or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert served == new_serial, "new connections still get the old certificate"
+    assert subject == first.subject
+    with existing:
+        assert _serial(existing) == first.serial_number
+        assert _api_versions_answered(existing), "the connection opened before the change is no longer served"
+
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{_ssl_port(tls_broker)}", "security.protocol": "SSL",
+                         "ssl.ca.location": str(certs / "ca.pem"), "message.timeout.ms": int(TIMEOUT_S * 1000)})
+    outcome: list[object] = []
+    producer.produce("reloaded-keystore", b"v", on_delivery=lambda err, _msg: outcome.append(err))
+    assert producer.flush(TIMEOUT_S) == 0
+    assert outcome == [None]
+
+
+@pytest.mark.parametrize("case", ["missing-file", "other-subject"])
+def test_bad_keystore_updates_refused(tls_broker: Broker, certs: Path, tmp_path_factory: pytest.TempPathFactory,
+                                      case: str) -> None:
+    admin = AdminClient({"bootstrap.servers": tls_broker.bootstrap})
+    broker_id = _own_id(admin)
+    with _connect(tls_broker, certs) as before:
+        serial_before = _serial(before)
+    value = str(tmp_path_factory.mktemp("absent") / "nothing.pem")
+    if case == "other-subject":
+        other = tmp_path_factory.mktemp("other")
+        _tls_init_hosts(other, "elsewhere.example")
+        value = str(other / "broker-bundle.pem")
+    with pytest.raises(KafkaException) as refused:
+        _alter(admin, broker_id, KEYSTORE_KEY, value)
+    assert refused.value.args[0].name() == "INVALID_REQUEST"
+    with _connect(tls_broker, certs) as after:
+        assert _serial(after) == serial_before
+
+
+def _tls_init_hosts(directory: Path, hosts: str) -> None:
+    from broker.tools.tls_init import init_tls
+
+    init_tls(directory, hosts.split(","))
