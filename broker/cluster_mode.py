@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
-from broker.config import BrokerConfig, ConfigError, Listener, SecurityProtocol
+from broker.config import BrokerConfig, ConfigError, Listener, Password, SecurityProtocol
 from broker.controller_channel import BrokerLifecycle, ControllerChannel
 from broker.controller_handlers import all_controller_handlers
 from broker.dispatch import Dispatcher, load_handlers
@@ -42,12 +42,14 @@ from broker.metadata_follower import MetadataFollower, MetadataView
 from broker.network import Listener as NetworkListener
 from broker.network import NetworkLimits
 from broker.remote_controller import RemoteController
+from broker.security.peer import controller_security
+from broker.security.setup import ListenerSecurity, listener_security
 from broker.telemetry import TimedQuorum
 from controller.apis import ClusterControl
 from controller.elections import PREFERRED, imbalanced_partitions
 from controller.image import Endpoint
 from controller.quorum import NotControllerError, QuorumTimeoutError
-from controller.raft import RaftQuorum, is_raft_connection
+from controller.raft import RaftQuorum, RaftSettings, is_raft_connection
 from controller.service import Controller, ControllerSettings
 from controller.snapshot import encode_record_batches, image_records
 from wire.primitives import DecodeLimits
@@ -79,8 +81,8 @@ class ControllerListener(NetworkListener):
     """The controller listener: Kafka requests, and the quorum's peer connections on the same port."""
 
     def __init__(self, name: str, security_protocol: str, host: str, port: int, handler: Dispatcher,
-                 limits: NetworkLimits, raft: RaftQuorum) -> None:
-        super().__init__(name, security_protocol, host, port, handler, limits)
+                 limits: NetworkLimits, raft: RaftQuorum, setup: ListenerSecurity | None = None) -> None:
+        super().__init__(name, security_protocol, host, port, handler, limits, setup=setup)
         self.raft = raft
 
     async def _accept(self, stream: trio.SocketStream) -> None:
@@ -114,7 +116,9 @@ class ControllerRole:
         config = node.config
         self.node = node
         self.voter_addresses = {voter: (host, port) for voter, host, port in voters}
-        self.raft = RaftQuorum(node.node_id, voters, config.log_dirs[0] / METADATA_DIR)
+        secret = config.get("controller.quorum.secret")
+        self.raft = RaftQuorum(node.node_id, voters, config.log_dirs[0] / METADATA_DIR,
+                               RaftSettings(secret=secret.value if isinstance(secret, Password) else None))
         self.controller = Controller(
             node.node_id,
             TimedQuorum(self.raft, node.metrics),
@@ -140,9 +144,11 @@ class ControllerRole:
         if not configured:
             # No controller listener named: serve on this voter's own address.
             return [Listener(self.listener_name, own[0], own[1], SecurityProtocol.PLAINTEXT)]
-        for lst in configured:
-            if lst.security_protocol is not SecurityProtocol.PLAINTEXT:
-                raise ConfigError("listeners", f"controller listener {lst.name} must be PLAINTEXT for now")
+        secured = [lst.name for lst in configured if lst.security_protocol is not SecurityProtocol.PLAINTEXT]
+        if secured and config.get("controller.quorum.secret") is None:
+            raise ConfigError("controller.quorum.secret",
+                              f"controller listener {secured[0]} is secured but the quorum's own traffic would not "
+                              "be: set controller.quorum.secret (the same on every controller)")
         if not any(lst.port in (own[1], 0) for lst in configured):
             raise ConfigError("controller.quorum.voters",
                               f"node {config.node_id}'s voter port {own[1]} is not a controller listener's port")
@@ -158,8 +164,9 @@ class ControllerRole:
             max_request_memory=config.queued_max_request_bytes,
             frame_read_timeout_s=config.socket_request_read_timeout_ms / 1000,
         )
+        security = listener_security(config, lst, node.scram_credential, node.metrics.authentication)
         return ControllerListener(lst.name, lst.security_protocol.name, lst.host or "0.0.0.0", lst.port,
-                                  self.dispatcher, limits, self.raft)
+                                  self.dispatcher, limits, self.raft, security)
 
     def snapshot_bytes(self) -> tuple[int, bytes]:
         """The image at the oldest retained offset, as record batches (cached per offset)."""
@@ -226,7 +233,8 @@ class ClusterMode:
         self.config = config
         voters = [(v.node_id, v.host, v.port) for v in config.controller_quorum_voters]
         self.view = MetadataView()
-        self.channel = ControllerChannel(voters, f"cormorant-broker-{node.node_id}", node.rng)
+        self.channel = ControllerChannel(voters, f"cormorant-broker-{node.node_id}", node.rng,
+                                         controller_security(config))
         self.controller: ControllerRole | None = None
         self.follower: MetadataFollower | None = None
         self.lifecycle: BrokerLifecycle | None = None

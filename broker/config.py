@@ -860,6 +860,12 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
              "How this broker checks other brokers' certificates: https checks the host name, empty does not."),
         _key("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI",
              "SASL mechanism brokers authenticate to each other with (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)."),
+        _key("sasl.mechanism.controller.protocol", STRING, "GSSAPI",
+             "SASL mechanism brokers authenticate to controllers with (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)."),
+        _key("controller.quorum.secret", PASSWORD, None,
+             "Shared secret of the metadata quorum's voters: their own traffic is encrypted and authenticated "
+             "with it (Fernet: AES-128 and HMAC-SHA256); required when a controller listener is not PLAINTEXT.",
+             cormorant_only=True),
         _key("connections.max.reauth.ms", LONG, "0",
              "Lifetime of a SASL session (KIP-368): clients re-authenticate before it ends, and a connection "
              "whose session has ended is closed at its next request; 0 means sessions do not expire.",
@@ -1097,7 +1103,7 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "sasl.login.read.timeout.ms", "sasl.login.refresh.buffer.seconds",
     "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.window.factor",
     "sasl.login.refresh.window.jitter", "sasl.login.retry.backoff.max.ms",
-    "sasl.login.retry.backoff.ms", "sasl.mechanism.controller.protocol",
+    "sasl.login.retry.backoff.ms",
     "sasl.oauthbearer.jwks.endpoint.refresh.ms",
     "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
     "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",

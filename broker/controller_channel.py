@@ -187,9 +187,10 @@ def _top_level_not_controller(response: Message) -> bool:
 class ControllerChannel:
     """Requests to the controllers of ``voters`` ((node id, host, port))."""
 
-    def __init__(self, voters: Sequence[tuple[int, str, int]], client_id: str, rng: random.Random) -> None:
+    def __init__(self, voters: Sequence[tuple[int, str, int]], client_id: str, rng: random.Random,
+                 security: PeerSecurity | None = None) -> None:
         self.voters = {voter: (host, port) for voter, host, port in voters}
-        self._connections = {voter: _Connection(host, port, client_id) for voter, host, port in voters}
+        self._connections = {voter: _Connection(host, port, client_id, security) for voter, host, port in voters}
         self.rng = rng
         self.active_id: int | None = None
 

@@ -40,7 +40,19 @@ class PeerSecurity:
 
 def inter_broker_security(config: BrokerConfig) -> PeerSecurity | None:
     """The client side of the inter-broker listener; None for PLAINTEXT."""
-    name = config.inter_broker_listener_name
+    return listener_client_security(config, config.inter_broker_listener_name, "sasl.mechanism.inter.broker.protocol")
+
+
+def controller_security(config: BrokerConfig) -> PeerSecurity | None:
+    """How a broker reaches the controllers: the first of ``controller.listener.names``, with
+    ``sasl.mechanism.controller.protocol`` (as Kafka); None for PLAINTEXT."""
+    if not config.controller_listener_names:
+        return None
+    return listener_client_security(config, config.controller_listener_names[0], "sasl.mechanism.controller.protocol")
+
+
+def listener_client_security(config: BrokerConfig, name: str, mechanism_key: str) -> PeerSecurity | None:
+    """The client side of listener ``name``, its SASL mechanism named by ``mechanism_key``."""
     protocol = config.listener_security_protocol_map.get(name)
     if protocol is None or protocol is SecurityProtocol.PLAINTEXT:
         return None
@@ -60,10 +72,10 @@ def inter_broker_security(config: BrokerConfig) -> PeerSecurity | None:
         context.check_hostname = str(setting("ssl.endpoint.identification.algorithm") or "") != ""
     if protocol is SecurityProtocol.SSL:
         return PeerSecurity(context)
-    mechanism = str(setting("sasl.mechanism.inter.broker.protocol"))
+    mechanism = str(setting(mechanism_key))
     key = f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config"
     if mechanism not in PEER_MECHANISMS:
-        raise ConfigError("sasl.mechanism.inter.broker.protocol",
+        raise ConfigError(mechanism_key,
                           f"{mechanism} between brokers is not supported: use one of {', '.join(PEER_MECHANISMS)}")
     text = config.jaas_config(name, mechanism)
     if text is None:

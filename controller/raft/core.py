@@ -114,6 +114,12 @@ class _ControllerTransport(TCPTransport):  # type: ignore[misc]
         self._onNewIncomingConnection(conn)
 
     def _onIncomingMessageReceived(self, conn: Any, message: Any) -> None:
+        encrypted_key_exchange = self._syncObj.encryptor is not None and not conn.sendRandKey
+        if encrypted_key_exchange and isinstance(message, bytes) and len(message) == 32:
+            # With a secret, the first message is the peer's random key (it decrypted: it
+            # knows the secret); pysyncobj answers with its own.
+            super()._onIncomingMessageReceived(conn, message)
+            return
         if isinstance(message, str) and message in self._nodeAddrToNode:
             super()._onIncomingMessageReceived(conn, message)
             return
@@ -216,6 +222,7 @@ class RaftCore:
             deserializer=self._deserialize,
             onStateChanged=self._on_state_changed,
             onReady=self._on_ready,
+            password=settings.secret,
         )
         if transport_class is None:
             transport_class = functools.partial(_ControllerTransport, core=self)

@@ -30,6 +30,9 @@ class RaftSettings:
     append_timeout_s: float = 10.0
     #: Committed records kept in memory for brokers' fetches; older ones are served as a snapshot.
     retained_records: int = 20_000
+    #: Shared secret the voters' traffic is encrypted and authenticated with (pysyncobj's
+    #: Fernet encryptor); None sends it in clear.
+    secret: str | None = field(default=None, repr=False)
 
 
 LEADER = "leader"

@@ -228,13 +228,17 @@ def decode_peer_message(data: bytes) -> Any:
 
 
 def is_raft_connection(preamble: bytes) -> bool:
-    """Whether a connection's first five bytes are pysyncobj's, not a Kafka request.
+    """Whether a connection's first five bytes are pysyncobj's, not a Kafka request or TLS.
 
     pysyncobj frames are a native-order int32 length and a zlib stream (first
-    byte 0x78); a Kafka request is a big-endian int32 size and an int16 API key
-    whose high byte is 0 for every API.
+    byte 0x78) or, with a secret, a Fernet token (base64 text starting "g"); a
+    Kafka request is a big-endian int32 size and an int16 API key whose high byte
+    is 0 for every API; a TLS ClientHello starts with record type 0x16 and major
+    version 3 (a pysyncobj connection's first frame is short: its second byte is 0).
     """
-    return len(preamble) >= 5 and preamble[4] == 0x78
+    if len(preamble) < 5 or (preamble[0] == 0x16 and preamble[1] == 0x03):
+        return False
+    return preamble[4] in (0x78, 0x67)
 
 
 @contextlib.contextmanager

@@ -221,3 +221,25 @@ def test_raft_connections_are_told_from_kafka_requests() -> None:
     kafka = struct.pack(">ihhi", 20, 18, 3, 1)
     assert not is_raft_connection(kafka[:5])
     assert not is_raft_connection(b"\x00\x00")
+
+
+def test_encrypted_raft_connections_and_tls_are_told_apart() -> None:
+    import ssl
+    import struct
+    import zlib
+
+    from pysyncobj.encryptor import getEncryptor
+
+    # With controller.quorum.secret, a voter's first frame is a Fernet token of its random key.
+    token = getEncryptor("secret").encrypt(zlib.compress(encode_peer_message(os.urandom(32)), 3))
+    assert is_raft_connection((struct.pack("i", len(token)) + token)[:5])
+    # A TLS ClientHello (as Python's ssl writes it) on the same port is never taken for pysyncobj.
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+    with pytest.raises(ssl.SSLWantReadError):
+        client.do_handshake()
+    hello = outgoing.read()
+    assert hello[0] == 0x16
+    assert not is_raft_connection(hello[:5])
+    for length in (0x67, 0x78, 0x167, 0x178):  # record lengths whose low byte looks like pysyncobj's
+        assert not is_raft_connection(bytes([0x16, 0x03, 0x01, length >> 8, length & 0xFF]))

@@ -10,6 +10,9 @@ its leader's SIGKILL, and a SCRAM user added through one broker authenticates on
 from __future__ import annotations
 
 import os
+import socket
+import struct
+import zlib
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,7 @@ from broker.client import ClientError, KafkaClient
 from broker.security.client_config import ClientSecurity, client_security
 from broker.security.scram import salted_password
 from broker.tools.tls_init import init_tls
+from controller.raft import encode_peer_message
 from tests.integration.quorum_cluster import Node, QuorumCluster, free_ports
 from tests.replication.test_replication_cluster import (
     consume_all,
@@ -138,3 +142,61 @@ def _try_produce(bootstrap: list[str], values: list[bytes]) -> bool:
     except Exception:
         return False
     return True
+
+
+def test_cluster_with_secured_controller_listeners(tmp_path: Path) -> None:
+    """Registration, heartbeats, AlterPartition and forwarded requests reach the controllers over
+    SASL_SSL as ``User:broker``; the voters' own traffic is encrypted with the quorum secret."""
+    certs = tmp_path / "tls"
+    init_tls(certs, ["127.0.0.1"])
+    overrides = {
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs / "broker-bundle.pem"),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs / "ca.pem"),
+        "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.controller.protocol": "PLAIN",
+        "listener.name.controller.plain.sasl.jaas.config": JAAS,
+        "controller.quorum.secret": "quorum-secret-for-tests",
+        "replica.lag.time.max.ms": "5000",
+    }
+    cluster = QuorumCluster(tmp_path, overrides=overrides)
+    with cluster:
+        create_replicated_topic(cluster, min_isr=2)
+        cluster.wait_value(lambda: partition_state(cluster), lambda p: len(p["isr"]) == 3, 30,
+                           "topic with three in-sync replicas")
+        bootstrap = [n.bootstrap for n in cluster.nodes.values()]
+        values = [f"controller-secured-{i}".encode() for i in range(20)]
+        produce(bootstrap, values)
+        assert consume_all(bootstrap, len(values)) == values
+        authenticated = [e for n in cluster.nodes.values() for e in n.events("sasl_authenticated")
+                         if e.get("listener") == "CONTROLLER"]
+        assert authenticated and {e["principal"] for e in authenticated} == {"User:broker"}
+        # Nothing on the controller port speaks Kafka without TLS and SASL.
+        with pytest.raises(ClientError):
+            with KafkaClient("127.0.0.1", cluster.nodes[1].controller_port, timeout_s=5) as client:
+                client.send(MetadataRequest(topics=[]), MetadataResponse)
+
+        # A voter's hello without the secret (pysyncobj's clear framing) is dropped unanswered.
+        assert _clear_raft_hello_is_dropped(cluster.nodes[1].controller_port, cluster.nodes[2])
+
+        state = partition_state(cluster)
+        leader = cluster.nodes[state["leader"]]
+        leader.kill9()
+        survivors = [n for n in cluster.nodes.values() if n is not leader]
+        cluster.wait_for(lambda: partition_state(cluster, survivors[0])["leader"] in {n.node_id for n in survivors},
+                         30, "a new leader")
+        more = [f"after-{i}".encode() for i in range(10)]
+        cluster.wait_for(lambda: _try_produce([n.bootstrap for n in survivors], more), 60,
+                         "acks=all writes accepted by the survivors")
+        assert consume_all([n.bootstrap for n in survivors], len(values) + len(more))[-len(more):] == more
+
+
+def _clear_raft_hello_is_dropped(port: int | None, claimed: Node) -> bool:
+    """A pysyncobj hello in clear naming another voter: the connection closes without a byte."""
+    assert port is not None
+    hello = zlib.compress(encode_peer_message(f"{claimed.host}:{claimed.controller_port}"), 3)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(struct.pack("i", len(hello)) + hello)
+        try:
+            return sock.recv(1) == b""
+        except (TimeoutError, ConnectionResetError) as ex:
+            return isinstance(ex, ConnectionResetError)
