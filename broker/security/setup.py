@@ -69,6 +69,7 @@ class ListenerSecurity:
                 await tls_stream.do_handshake()
             except trio.BrokenResourceError as ex:
                 self._on_result(self.name, "TLS", False)
+                await _send_alert(stream, tls_stream)
                 cause = ex.__cause__
                 raise CloseConnection("TLS handshake failed",
                                       error=getattr(cause, "reason", None) or str(cause or ex)) from None
@@ -84,6 +85,23 @@ class ListenerSecurity:
             except (PrincipalMappingError, ValueError) as ex:
                 raise CloseConnection("client certificate gives no principal", error=str(ex)) from None
         return tls_stream
+
+
+#: How long the TLS alert of a failed handshake may take to leave.
+ALERT_SEND_TIMEOUT_S = 1.0
+
+
+async def _send_alert(stream: trio.SocketStream, tls_stream: trio.SSLStream[trio.SocketStream]) -> None:
+    """The alert OpenSSL wrote for a failed handshake (protocol_version, unknown_ca...), sent as
+    Kafka's SslTransportLayer does: Trio's SSLStream leaves it unsent when the handshake fails."""
+    outgoing = getattr(tls_stream, "_outgoing", None)
+    if not isinstance(outgoing, ssl.MemoryBIO) or not outgoing.pending:
+        return
+    with trio.move_on_after(ALERT_SEND_TIMEOUT_S):
+        try:
+            await stream.send_all(outgoing.read())
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
 
 
 def _int(value: ConfigValue) -> int:

@@ -22,6 +22,8 @@ from typing import Any
 from . import settings
 
 CLIENTS = ("confluent", "kafka_python", "kcat")
+#: Clients with a roundtrip here but no refusal check.
+MORE_CLIENTS = ("aiokafka", "kafkajs")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,36 @@ class ClientSecurity:
             out["sasl_mechanism"] = self.mechanism
             out["sasl_plain_username"] = self.user
             out["sasl_plain_password"] = self.password
+        return out
+
+    def aiokafka(self) -> dict[str, object]:
+        import ssl
+
+        out: dict[str, object] = {"security_protocol": self.protocol}
+        if self.protocol in ("SSL", "SASL_SSL"):
+            context = ssl.create_default_context(cafile=str(self.ca) if self.ca else None)
+            if self.cert and self.key:
+                context.load_cert_chain(str(self.cert), str(self.key))
+            out["ssl_context"] = context
+        if self.mechanism:
+            out["sasl_mechanism"] = self.mechanism
+            out["sasl_plain_username"] = self.user
+            out["sasl_plain_password"] = self.password
+        return out
+
+    def kafkajs(self) -> dict[str, object]:
+        """kafkajs' ``ssl`` (tls.connect options) and ``sasl`` settings."""
+        out: dict[str, object] = {}
+        if self.protocol in ("SSL", "SASL_SSL"):
+            tls: dict[str, object] = {"rejectUnauthorized": True}
+            if self.ca:
+                tls["ca"] = [self.ca.read_text()]
+            if self.cert and self.key:
+                tls["cert"] = self.cert.read_text()
+                tls["key"] = self.key.read_text()
+            out["ssl"] = tls
+        if self.mechanism:
+            out["sasl"] = {"mechanism": self.mechanism.lower(), "username": self.user, "password": self.password}
         return out
 
     def java(self) -> dict[str, str]:
@@ -212,11 +244,82 @@ def _kcat_refused(bootstrap: str, security: ClientSecurity) -> str:
     return result.stderr.decode(errors="replace")
 
 
+# -- aiokafka --------------------------------------------------------------------------------
+
+def _aiokafka_roundtrip(bootstrap: str, security: ClientSecurity, topic: str, group: str,
+                        values: list[bytes]) -> list[bytes]:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all",
+                                    request_timeout_ms=settings.REQUEST_TIMEOUT_MS, **security.aiokafka())
+        await producer.start()
+        try:
+            for value in values:
+                await producer.send_and_wait(topic, value)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                                    auto_offset_reset="earliest", enable_auto_commit=False, **security.aiokafka())
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            deadline = time.monotonic() + settings.API_TIMEOUT_MS / 1000
+            while len(got) < len(values) and time.monotonic() < deadline:
+                batches = await consumer.getmany(timeout_ms=500)
+                got.extend(m.value or b"" for msgs in batches.values() for m in msgs)
+            if got:
+                await consumer.commit()
+                partitions = consumer.assignment()
+                committed = [await consumer.committed(TopicPartition(tp.topic, tp.partition)) for tp in partitions]
+                assert sum(c or 0 for c in committed) == len(got), f"committed {committed}"
+        finally:
+            await consumer.stop()
+        return got
+
+    return asyncio.run(run())
+
+
+# -- kafkajs ---------------------------------------------------------------------------------
+
+def _kafkajs_roundtrip(bootstrap: str, security: ClientSecurity, topic: str, group: str,
+                       values: list[bytes]) -> list[bytes]:
+    import base64
+
+    from .drivers.kafkajs import KafkajsDriver
+
+    KafkajsDriver.check_available()
+    driver = KafkajsDriver(bootstrap)
+    records = [{"key": None, "value": base64.b64encode(v).decode(), "headers": [], "partition": 0,
+                "timestamp": None} for v in values]
+    driver.call("produce", records=records, topic=topic, acks=-1, compression="none", **security.kafkajs())
+    consumed = driver.call("consume", timeout_s=settings.API_TIMEOUT_MS / 1000 + settings.SUBPROCESS_TIMEOUT_S,
+                           topic=topic, partitions=[0, 1], start="beginning", count=len(values),
+                           timeout_ms=settings.API_TIMEOUT_MS, commit=True, **security.kafkajs())
+    got = [base64.b64decode(r["value"]) for r in consumed["records"]]
+    if got:
+        assert _committed_total(bootstrap, security, consumed["group"]) == len(got)
+    return got
+
+
+def _committed_total(bootstrap: str, security: ClientSecurity, group: str) -> int:
+    """The sum of a group's committed offsets, read with confluent-kafka over the same listener."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, **security.librdkafka()})
+    futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+    result = futures[group].result(timeout=settings.API_TIMEOUT_MS / 1000)
+    return sum(max(tp.offset, 0) for tp in result.topic_partitions)
+
+
 def roundtrip(client: str, bootstrap: str, security: ClientSecurity, topic: str, count: int = 3) -> list[bytes]:
     """Produces ``count`` records and consumes them with a consumer group; returns the values read."""
     values = [f"{client}-{i}".encode() for i in range(count)]
     run = {"confluent": _confluent_roundtrip, "kafka_python": _kafka_python_roundtrip,
-           "kcat": _kcat_roundtrip}[client]
+           "kcat": _kcat_roundtrip, "aiokafka": _aiokafka_roundtrip, "kafkajs": _kafkajs_roundtrip}[client]
     got = run(bootstrap, security, topic, unique(f"group-{client}"), values)
     assert sorted(got) == sorted(values), f"{client} read {got}, expected {values}"
     return got

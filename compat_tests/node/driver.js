@@ -52,6 +52,9 @@ function client(cmd) {
     connectionTimeout: 5000,
     requestTimeout: t.request_ms || 10000,
     retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1000 },
+    // Secured listeners: kafkajs' own ssl (tls.connect options) and sasl settings, as given.
+    ...(cmd.ssl ? { ssl: cmd.ssl } : {}),
+    ...(cmd.sasl ? { sasl: cmd.sasl } : {}),
   })
 }
 
@@ -183,11 +186,17 @@ async function consume(cmd) {
     const timer = setTimeout(finish, cmd.timeout_ms)
     await done
     clearTimeout(timer)
+    if (cmd.commit && !crash && records.length) {
+      const next = {}
+      for (const r of records) next[r.partition] = Math.max(next[r.partition] || 0, r.offset + 1)
+      await consumer.commitOffsets(Object.entries(next).map(([partition, offset]) => (
+        { topic: cmd.topic, partition: Number(partition), offset: String(offset) })))
+    }
   } finally {
     await consumer.disconnect()
   }
   if (crash) throw crash
-  return { records }
+  return { records, group: groupId }
 }
 
 async function withAdmin(cmd, fn) {
