@@ -137,6 +137,50 @@ def _cell(outcomes: list[dict[str, Any]]) -> tuple[str, str]:
     return mark, text.replace("|", "\\|")
 
 
+#: Client parameter values of the security tests, as the matrix names clients.
+_CLIENT_NAMES = {"confluent": "confluent-kafka", "kafka_python": "kafka-python"}
+#: Words of a security test's name and variant, and the feature each names.
+SECURITY_WORDS = {"ssl": "SSL", "tls": "SSL", "mtls": "mTLS", "mutual": "mTLS", "plain": "PLAIN",
+                  "scram": "SCRAM", "oauthbearer": "OAUTHBEARER"}
+_FEATURE_ORDER = ("SSL", "mTLS", "PLAIN", "SCRAM", "OAUTHBEARER")
+
+
+def _security_features(outcome: dict[str, Any]) -> set[str]:
+    """The security features one outcome of the security tests exercises."""
+    if not outcome["scenario"].startswith("security"):
+        return set()
+    words = re.split(r"[^a-z0-9]+", f"{outcome['scenario']} {outcome['variant']}".lower())
+    return {SECURITY_WORDS[w] for w in (re.sub(r"\d+$", "", w) for w in words) if w in SECURITY_WORDS}
+
+
+def security_column(doc: dict[str, Any]) -> dict[str, str]:
+    """Per client, the security features the security tests of one run exercised with it:
+    those that passed, and those that failed (FAIL) — the matrix's security column."""
+    passed: dict[str, set[str]] = defaultdict(set)
+    failed: dict[str, set[str]] = defaultdict(set)
+    for o in doc["results"]:
+        features = _security_features(o)
+        if not features:
+            continue
+        client = o["client"]
+        if client == "several":  # the Java tests name their client in the variant
+            match = re.search(r"variant=(java4?)\b", o["variant"])
+            if match is None:
+                continue
+            client = match.group(1)
+        client = _CLIENT_NAMES.get(client, client)
+        if o["outcome"] in ("failed", "error"):
+            failed[client] |= features
+        elif o["outcome"] == "passed":
+            passed[client] |= features
+    column: dict[str, str] = {}
+    for client in set(passed) | set(failed):
+        good = [f for f in _FEATURE_ORDER if f in passed[client] and f not in failed[client]]
+        bad = [f for f in _FEATURE_ORDER if f in failed[client]]
+        column[client] = ", ".join(good + [f"{f} FAIL" for f in bad])
+    return column
+
+
 def _client_key(client: str) -> tuple[int, str]:
     return (CLIENT_ORDER.index(client) if client in CLIENT_ORDER else len(CLIENT_ORDER), client)
 
@@ -199,11 +243,16 @@ def render(docs: list[dict[str, Any]], versions: dict[str, str], seconds: dict[s
         "",
         "## Clients",
         "",
-        "| client | version |",
-        "| --- | --- |",
+        "Security: what `compat_tests/test_security*.py` ran with the client against Cormorant and "
+        "passed (SSL, mutual TLS, SASL PLAIN, SCRAM-SHA-256/512, OAUTHBEARER: produce, consume in a "
+        "group, refusals); — means none of its security tests ran.",
+        "",
+        "| client | version | security |",
+        "| --- | --- | --- |",
     ]
     present = sorted({o["client"] for d in docs for o in d["results"]}, key=_client_key)
-    lines += [f"| {c} | {versions.get(c, '?')} |" for c in present]
+    security = next((security_column(d) for d in docs if d["target"] == "cormorant"), {})
+    lines += [f"| {c} | {versions.get(c, '?')} | {security.get(c) or '—'} |" for c in present]
     lines.append("")
     for doc in docs:
         lines += render_target(doc, versions, seconds.get(doc["target"]))
