@@ -200,3 +200,28 @@ def _clear_raft_hello_is_dropped(port: int | None, claimed: Node) -> bool:
             return sock.recv(1) == b""
         except (TimeoutError, ConnectionResetError) as ex:
             return isinstance(ex, ConnectionResetError)
+
+
+def test_secured_controller_listener_needs_the_quorum_secret(tmp_path: Path) -> None:
+    """A controller listener that is not PLAINTEXT without controller.quorum.secret fails at
+    start-up with the setting's name: the quorum's own traffic is never left in clear."""
+    import subprocess
+    import sys
+
+    certs = tmp_path / "tls"
+    init_tls(certs, ["127.0.0.1"])
+    port, controller_port = free_ports(2)
+    settings = {
+        "node.id": "1", "process.roles": "broker,controller",
+        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}", "controller.listener.names": "CONTROLLER",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs / "broker-bundle.pem"),
+        "log.dirs": str(tmp_path / "data"),
+    }
+    properties = tmp_path / "server.properties"
+    properties.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    started = subprocess.run([sys.executable, "-m", "broker", "serve", str(properties)],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert started.returncode != 0
+    assert "controller.quorum.secret" in started.stdout + started.stderr
