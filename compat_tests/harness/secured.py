@@ -81,9 +81,9 @@ class ClientSecurity:
             out["sasl_plain_password"] = self.password
         return out
 
-    def kafkajs(self) -> dict[str, object]:
+    def kafkajs(self) -> dict[str, Any]:
         """kafkajs' ``ssl`` (tls.connect options) and ``sasl`` settings."""
-        out: dict[str, object] = {}
+        out: dict[str, Any] = {}
         if self.protocol in ("SSL", "SASL_SSL"):
             tls: dict[str, object] = {"rejectUnauthorized": True}
             if self.ca:
@@ -292,7 +292,7 @@ def _kafkajs_roundtrip(bootstrap: str, security: ClientSecurity, topic: str, gro
 
     KafkajsDriver.check_available()
     driver = KafkajsDriver(bootstrap)
-    records = [{"key": None, "value": base64.b64encode(v).decode(), "headers": [], "partition": 0,
+    records: list[dict[str, Any]] = [{"key": None, "value": base64.b64encode(v).decode(), "headers": [], "partition": 0,
                 "timestamp": None} for v in values]
     driver.call("produce", records=records, topic=topic, acks=-1, compression="none", **security.kafkajs())
     consumed = driver.call("consume", timeout_s=settings.API_TIMEOUT_MS / 1000 + settings.SUBPROCESS_TIMEOUT_S,
