@@ -88,3 +88,32 @@ def test_a_consumer_protocol_group_shows_its_members_and_assignment(broker: Brok
     finally:
         if not closed:
             consumer.close()
+
+
+def test_a_share_group_shows_its_member_and_assignment(tmp_path: Path) -> None:
+    """confluent-kafka has no share consumer: the member joins with ShareGroupHeartbeat, as
+    the broker's share group tests do, and the console shows it from ShareGroupDescribe."""
+    import httpx
+
+    from broker.client import KafkaClient
+    from tests.broker.share.test_share_group_apis import OVERRIDES, heartbeat
+    from tests.broker.test_group_apis import create_topic
+
+    proc = BrokerProcess(tmp_path / "data", OVERRIDES).start()
+    try:
+        with KafkaClient.connect(proc.bootstrap, timeout_s=20) as client:
+            create_topic(client, "shared", 2)
+            joined = heartbeat(client, "share-g", "share-member-1", 0, ["shared"])
+            assert joined.error_code == 0 and joined.assignment is not None
+            with running_console(tmp_path, proc.bootstrap) as console:
+                http = httpx.Client(base_url=console.url, timeout=10)
+
+                def shown() -> str | None:
+                    heartbeat(client, "share-g", "share-member-1", joined.member_epoch)  # stays a member
+                    page = http.get("/part/groups/share-g").text
+                    return page if "share-member-1" in page else None
+
+                page = wait_until(shown, LIVE_S, "the share group's member")
+                assert "share group" in page and "shared-0, shared-1" in page
+    finally:
+        proc.kill9()
