@@ -30,7 +30,10 @@ class AccessPages(Mutations):
             listing = await anyio.to_thread.run_sync(access.describe_acls, self.state.client, principal, resource)
         except (ClientError, ActionError) as ex:
             error = f"DescribeAcls: {ex}"
-        return self.console.render(request, "acls.html", listing=listing, error=error, principal=principal,
+        part = request.url.path.startswith("/part/")
+        if part and listing is None:
+            return self.console.render(request, "result.html", ok=False, message=error)
+        return self.console.render(request, "acls_part.html" if part else "acls.html", listing=listing, error=error, principal=principal,
                                    resource=resource, resource_types=access.RESOURCE_TYPES.values(),
                                    pattern_types=access.PATTERN_TYPES.values(),
                                    operations=access.OPERATIONS.values(), permissions=access.PERMISSIONS.values())
@@ -42,7 +45,8 @@ class AccessPages(Mutations):
             entries = await anyio.to_thread.run_sync(access.describe_quotas, self.state.client)
         except (ClientError, ActionError) as ex:
             error = f"DescribeClientQuotas: {ex}"
-        return self.console.render(request, "quotas.html", entries=entries, error=error,
+        part = request.url.path.startswith("/part/")
+        return self.console.render(request, "quotas_part.html" if part else "quotas.html", entries=entries, error=error,
                                    quota_keys=access.QUOTA_KEYS, entity_types=access.QUOTA_ENTITY_TYPES,
                                    quota_text=access.quota_text)
 
@@ -116,9 +120,9 @@ class AccessPages(Mutations):
 def routes(console: Console) -> list[Route]:
     pages = AccessPages(console)
     return [
-        Route("/acls", pages.acls, methods=["GET"]),
+        Route("/acls", pages.acls, methods=["GET"]), Route("/part/acls", pages.acls),
         Route("/acls", pages.create_acl, methods=["POST"]),
         Route("/acls/delete", pages.delete_acl, methods=["POST"]),
-        Route("/quotas", pages.quotas, methods=["GET"]),
+        Route("/quotas", pages.quotas, methods=["GET"]), Route("/part/quotas", pages.quotas),
         Route("/quotas", pages.alter_quota, methods=["POST"]),
     ]

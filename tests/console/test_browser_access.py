@@ -123,6 +123,13 @@ def test_acls_listed_filtered_added_and_deleted(secured: tuple[BrokerProcess, Co
     wait_until(lambda: "Deleted the ACL" in live_text(browser, "result"), 10, "deleted")
     left = {(b.principal, b.name) for b in _all_acls(admin)}
     assert left == {("User:bob", "billing-"), ("User:carol", "payments")}
+    # The open page follows the cluster without a reload.
+    browser.get(f"{console.url}/acls")
+    dave = AclBinding(ResourceType.TOPIC, "audit", ResourcePatternType.LITERAL, "User:dave", "*",
+                      AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    for future in admin.create_acls([dave], request_timeout=30).values():
+        future.result(timeout=30)
+    wait_until(lambda: "User:dave" in live_text(browser, "acls"), LIVE_S, "a new ACL on the open page")
     assert console_errors(browser) == []
     logs = console.logs()
     assert "action=create_acl" in logs and "action=delete_acl" in logs
