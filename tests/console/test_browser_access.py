@@ -4,6 +4,7 @@ StandardAuthorizer: they show what the cluster holds, each change asks first, an
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,19 @@ def _select(browser: Any, element_id: str, text: str) -> None:
     Select(browser.find_element("id", element_id)).select_by_visible_text(text)
 
 
+def _click_live(browser: Any, css: str) -> None:
+    """Click a button in a live table, again when a live update swapped the table meanwhile."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    for _ in range(20):
+        try:
+            browser.find_element("css selector", css).click()
+            return
+        except StaleElementReferenceException:
+            time.sleep(0.05)
+    raise AssertionError(f"{css} kept being replaced")
+
+
 def _confirm(browser: Any, expected: str) -> None:
     confirm = wait_until(lambda: live_text(browser, "confirm"), 10, "the confirmation")
     assert expected in confirm, confirm
@@ -118,7 +132,7 @@ def test_acls_listed_filtered_added_and_deleted(secured: tuple[BrokerProcess, Co
 
     # Delete alice's binding, exactly that one.
     browser.get(f"{console.url}/acls?principal=User:alice")
-    browser.find_element("css selector", "#acls .delete-acl").click()
+    _click_live(browser, "#acls .delete-acl")
     _confirm(browser, "Delete the ACL: ALLOW User:alice from * to READ on TOPIC 'orders' (LITERAL)?")
     wait_until(lambda: "Deleted the ACL" in live_text(browser, "result"), 10, "deleted")
     left = {(b.principal, b.name) for b in _all_acls(admin)}
@@ -154,7 +168,7 @@ def test_quotas_listed_set_and_removed(secured: tuple[BrokerProcess, ConsoleProc
     table = live_text(browser, "quotas")
     assert "user=alice" in table and "producer_byte_rate" in table and "1048576" in table
     save_screenshot(browser, screenshots_dir(tmp_path), "quotas")
-    browser.find_element("css selector", "#quotas .remove-quota").click()
+    _click_live(browser, "#quotas .remove-quota")
     _confirm(browser, "Remove producer_byte_rate of user 'alice'?")
     wait_until(lambda: "Removed producer_byte_rate" in live_text(browser, "result"), 10, "removed")
     assert _quotas(proc.bootstrap) == {}
