@@ -354,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
     rest, command_config = _command_config(list(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(rest)
     if command_config is not None:
+        # Tools that read more of the file than its security settings (the console) find it here.
+        args.command_config = command_config
         from broker.client import set_default_security
         from broker.config import ConfigError
         from broker.security.client_config import load_client_security

@@ -29,7 +29,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from broker.client import ClientError
-from broker.console import forms
+from broker.console import access_pages, forms
 from broker.console.actions import ActionError, describe_topic_configs
 from broker.console.auth import is_loopback
 from broker.console.charts import human, line_chart
@@ -292,6 +292,7 @@ def create_app(state: ConsoleState, *, poll: bool = True, on_ready: Callable[[],
         Route("/login", console.login_form, methods=["GET"]), Route("/login", console.login, methods=["POST"]),
         Route("/logout", console.logout, methods=["POST"]),
         *forms.routes(console),
+        *access_pages.routes(console),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     middleware = [Middleware(RequestGuard, loopback_only=loopback_only)]

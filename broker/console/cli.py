@@ -27,7 +27,8 @@ DEFAULT_PORT = 9021
 def add_parser(sub: argparse._SubParsersAction[P]) -> P:
     p = sub.add_parser("console", help="serve a web console for a Kafka-compatible cluster")
     p.add_argument("--bootstrap-server", default="127.0.0.1:9092", help="host:port[,host:port...]")
-    p.add_argument("--command-config", type=Path, help="client properties (client.id, request.timeout.ms)")
+    p.add_argument("--command-config", type=Path, help="client properties (client.id, request.timeout.ms, security.protocol, "
+                                                                 "ssl.*, sasl.mechanism, sasl.jaas.config)")
     p.add_argument("--bind", default="127.0.0.1", help="address to listen on (a login is needed off loopback)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="HTTP port (0 picks a free one)")
     p.add_argument("--metrics-url", action="append", default=[],
@@ -88,7 +89,7 @@ def run_console(args: argparse.Namespace) -> int:
     from broker.logging_setup import configure_logging
 
     try:
-        settings = load_client_properties(args.command_config)
+        settings = load_client_properties(Path(args.command_config) if args.command_config else None)
         client = ClusterClient(args.bootstrap_server, settings)
     except (ConsoleConfigError, OSError) as ex:
         print(f"cormorant console: {ex}", file=sys.stderr)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from broker.client import ClientError
 from broker.console.kafka import ClusterClient
@@ -69,6 +69,16 @@ from wire.generated.api_065_describe_transactions import (
 from wire.generated.api_066_list_transactions import (
     ListTransactionsRequest,
     ListTransactionsResponse,
+)
+from wire.generated.api_069_consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupDescribeResponseDescribedGroup,
+)
+from wire.generated.api_077_share_group_describe import (
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareGroupDescribeResponseDescribedGroup,
 )
 from wire.generated.data.consumer_protocol_assignment import ConsumerProtocolAssignment
 
@@ -342,7 +352,48 @@ class Collector:
                         offsets, error = {}, f"OffsetFetch: {offsets}"
                     out[g.group_id] = group_view(g, entry.group_type if entry else "", f"{host}:{port}",
                                                  offsets, ends, error)
+            # KIP-848 consumer groups and share groups: their members come from their own describe APIs.
+            for kind in ("consumer", "share"):
+                modern = [g for g in ids if (entries[g].group_type or "").lower() == kind]
+                if modern:
+                    self._describe_modern(kind, host, port, modern, ends, out, errors)
         return dict(sorted(out.items()))
+
+    def _describe_modern(self, kind: str, host: str, port: int, ids: list[str], ends: Offsets,
+                         out: dict[str, GroupView], errors: list[str]) -> None:
+        api = "ConsumerGroupDescribe" if kind == "consumer" else "ShareGroupDescribe"
+        try:
+            described: list[ConsumerGroupDescribeResponseDescribedGroup] | list[ShareGroupDescribeResponseDescribedGroup]
+            if kind == "consumer":
+                described = self.client.address(host, port, ConsumerGroupDescribeRequest(group_ids=ids),
+                                                 ConsumerGroupDescribeResponse).groups
+            else:
+                described = self.client.address(host, port, ShareGroupDescribeRequest(group_ids=ids),
+                                                 ShareGroupDescribeResponse).groups
+        except ClientError as ex:
+            errors.append(f"{api} on {host}:{port}: {ex}")
+            return
+        for g in described:
+            before = out.get(g.group_id)
+            if g.error_code != ErrorCode.NONE:
+                error = f"{api}: {ErrorCode.for_code(g.error_code).name}"
+                if before is not None:
+                    out[g.group_id] = replace(before, group_type=kind, error=error)
+                continue
+            members = tuple(MemberView(
+                m.member_id, getattr(m, "instance_id", None), m.client_id, m.client_host,
+                tuple(sorted((tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions)))
+                for m in g.members)
+            owner = {tp: m.member_id for m in members for tp in m.assignment}
+            committed = {(p.topic, p.partition): p.committed for p in before.offsets
+                         if p.committed is not None} if before is not None else {}
+            offsets = tuple(PartitionLag(t, p, committed.get((t, p)), ends.get((t, p)), owner.get((t, p), ""))
+                            for t, p in sorted(set(committed) | set(owner)))
+            out[g.group_id] = GroupView(g.group_id, g.group_state, kind, kind, g.assignor_name,
+                                        f"{host}:{port}", members, offsets,
+                                        # DescribeGroups' view of this group is replaced; OffsetFetch's error stays.
+                                        before.error if before is not None and before.error and
+                                        before.error.startswith("OffsetFetch") else None)
 
 
 def group_view(g: DescribeGroupsResponseDescribedGroup, group_type: str, coordinator: str, committed: Offsets,

@@ -3,18 +3,20 @@
 The poller thread and the web handlers share them, so each connection has a
 lock; a connection that fails is dropped and reopened on next use. Every
 request has a deadline (``request.timeout.ms`` of the client properties), so a
-dead broker makes a page show less, never hang.
+dead broker makes a page show less, never hang. Every connection uses the
+client properties' security settings (TLS, SASL), read as the other tools read them.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
 from broker.client import ClientError, KafkaClient, parse_bootstrap
+from broker.security.client_config import ClientSecurity, client_security
 from wire.errors import ErrorCode
 from wire.generated.api_003_metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from wire.generated.api_010_find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
@@ -23,8 +25,10 @@ from wire.primitives import Message
 _R = TypeVar("_R", bound=Message)
 
 DEFAULT_REQUEST_TIMEOUT_MS = 5_000
-#: Client properties the console understands; anything else is refused rather than ignored.
+#: Client properties the console understands, besides ``ssl.*`` and ``sasl.*``; anything else is
+#: refused rather than ignored.
 SUPPORTED_PROPERTIES = {"security.protocol", "client.id", "request.timeout.ms"}
+SUPPORTED_PREFIXES = ("ssl.", "sasl.")
 
 
 class ConsoleConfigError(Exception):
@@ -35,6 +39,7 @@ class ConsoleConfigError(Exception):
 class ClientSettings:
     client_id: str = "cormorant-console"
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_MS / 1000
+    security: ClientSecurity = field(default_factory=ClientSecurity)
 
 
 def load_client_properties(path: Path | None) -> ClientSettings:
@@ -50,12 +55,13 @@ def load_client_properties(path: Path | None) -> ClientSettings:
         if not sep:
             key, _, value = line.partition(":")
         values[key.strip()] = value.strip()
-    unknown = sorted(set(values) - SUPPORTED_PROPERTIES)
+    unknown = sorted(k for k in set(values) - SUPPORTED_PROPERTIES if not k.startswith(SUPPORTED_PREFIXES))
     if unknown:
         raise ConsoleConfigError(f"unsupported client properties: {', '.join(unknown)}")
-    protocol = values.get("security.protocol", "PLAINTEXT").upper()
-    if protocol != "PLAINTEXT":
-        raise ConsoleConfigError(f"security.protocol={protocol} is not supported (PLAINTEXT only)")
+    try:
+        security = client_security(values)
+    except ValueError as ex:  # broker.config.ConfigError, which names the setting
+        raise ConsoleConfigError(f"{getattr(ex, 'key', 'client properties')}: {ex}") from None
     try:
         timeout_ms = int(values.get("request.timeout.ms", DEFAULT_REQUEST_TIMEOUT_MS))
     except ValueError:
@@ -63,7 +69,7 @@ def load_client_properties(path: Path | None) -> ClientSettings:
     if timeout_ms <= 0:
         raise ConsoleConfigError("request.timeout.ms must be positive")
     return ClientSettings(client_id=values.get("client.id", "cormorant-console"),
-                          request_timeout_s=timeout_ms / 1000)
+                          request_timeout_s=timeout_ms / 1000, security=security)
 
 
 class _Connection:
@@ -72,11 +78,14 @@ class _Connection:
         self.lock = threading.Lock()
         self.client: KafkaClient | None = None
 
+    def _open(self) -> KafkaClient:
+        return KafkaClient(self.host, self.port, timeout_s=self.settings.request_timeout_s,
+                           client_id=self.settings.client_id, security=self.settings.security)
+
     def send(self, message: Message, response_type: type[_R], version: int | None) -> _R:
         with self.lock:
             if self.client is None:
-                self.client = KafkaClient(self.host, self.port, timeout_s=self.settings.request_timeout_s,
-                                          client_id=self.settings.client_id)
+                self.client = self._open()
             try:
                 return self.client.send(message, response_type, version)
             except ClientError:
@@ -87,8 +96,7 @@ class _Connection:
     def version_for(self, api_key: int) -> int:
         with self.lock:
             if self.client is None:
-                self.client = KafkaClient(self.host, self.port, timeout_s=self.settings.request_timeout_s,
-                                          client_id=self.settings.client_id)
+                self.client = self._open()
             return self.client.version_for(api_key)
 
     def close(self) -> None:

@@ -49,7 +49,7 @@ BUDGET_MS = 300.0
 SAMPLES = 7
 RETRIABLE = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR}
 PAGES = ("/cluster", "/topics", "/topics?page=4", "/topics?q=topic-09", "/topics/topic-0500", "/groups", "/groups/group-100",
-         "/part/cluster", "/part/topics", "/part/groups")
+         "/part/cluster", "/part/topics", "/part/groups", "/acls", "/quotas")
 
 
 @pytest.fixture(scope="module")

@@ -99,11 +99,17 @@ def test_client_properties(tmp_path: Path) -> None:
     path.write_text("# comment\nclient.id = ops-console\nrequest.timeout.ms: 2500\nsecurity.protocol=PLAINTEXT\n")
     settings = load_client_properties(path)
     assert settings.client_id == "ops-console" and settings.request_timeout_s == 2.5
-    path.write_text("sasl.mechanism=PLAIN\n")
-    with pytest.raises(ConsoleConfigError, match=r"sasl\.mechanism"):
+    path.write_text("bogus.setting=1\n")
+    with pytest.raises(ConsoleConfigError, match=r"bogus\.setting"):
         load_client_properties(path)
-    path.write_text("security.protocol=SSL\n")
-    with pytest.raises(ConsoleConfigError, match="PLAINTEXT only"):
+    path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+                    'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
+                    'username="ops" password="pw";\n')
+    security = load_client_properties(path).security
+    assert (security.protocol, security.mechanism, security.username, security.password) == (
+        "SASL_PLAINTEXT", "SCRAM-SHA-512", "ops", "pw")
+    path.write_text("security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\n")
+    with pytest.raises(ConsoleConfigError, match=r"sasl\.mechanism"):
         load_client_properties(path)
     path.write_text("request.timeout.ms=0\n")
     with pytest.raises(ConsoleConfigError):
@@ -174,7 +180,7 @@ def test_chart_escapes_and_waits_for_two_points() -> None:
     assert "lag &lt;b&gt;" in svg and "<polyline" in svg and "5 ms" in svg
 
 
-ALLOWED = ("broker.console", "broker.client", "broker.logging_setup", "wire")
+ALLOWED = ("broker.console", "broker.client", "broker.security.client_config", "broker.logging_setup", "wire")
 
 
 def test_console_is_a_client_and_imports_no_broker_internals() -> None:
