@@ -179,6 +179,8 @@ class BrokerNode:
         self._dynamic_layers: tuple[dict[str, str], dict[str, str]] = ({}, {})
         self._effective_config = config
         self._shutdown = trio.Event()
+        #: Called once when the node starts stopping (the watchdog disarms its stall abort).
+        self.on_stopping: Callable[[], None] | None = None
         self._broker_epoch = -1
         #: FindCoordinator key type -> the coordinator answering it (group: 0, transaction: 1).
         self.coordinators: dict[int, CoordinatorLookup] = {}
@@ -477,6 +479,8 @@ class BrokerNode:
             task_status.started(names)
             await self._shutdown.wait()
             log.info("broker_stopping", node_id=self.node_id)
+            if self.on_stopping is not None:
+                self.on_stopping()
             if self.cluster is not None:
                 await self.cluster.controlled_shutdown()
             for listener in self.listeners:
@@ -662,6 +666,8 @@ async def serve(config: BrokerConfig, initial_credentials: Sequence[InitialCrede
         settle_heap()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         watchdog = start_watchdog(config.event_loop_slow_step_ms, config.event_loop_stall_abort_ms, node.metrics)
+        if watchdog is not None:
+            node.on_stopping = watchdog.disarm_abort
         metrics = f" metrics={node.metrics_url}" if node.metrics_url else ""
         print(f"cormorant ready listeners={','.join(names)} node_id={config.node_id} cluster_id={node.cluster_id}"
               f"{metrics}", flush=True)

@@ -148,6 +148,12 @@ class SlowStepWatchdog(trio.abc.Instrument):
         self._sampler.start()
         trio.lowlevel.add_instrument(self)
 
+    def disarm_abort(self) -> None:
+        """Slow steps are still logged, but none stops the process any more: once the broker
+        is stopping, closing every log and writing producer snapshots is one-time work that
+        holds up no client (they are being disconnected)."""
+        self.abort_cpu_s = 0.0
+
     def stop(self) -> None:
         try:
             trio.lowlevel.remove_instrument(self)

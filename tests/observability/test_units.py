@@ -109,7 +109,7 @@ def test_dictionary_matches_the_registered_instruments() -> None:
 
 def test_top_renders_lag_and_groups() -> None:
     text = """\
-target_info{service_instance_id="3",cormorant_cluster_id="abc"} 1
+target_info{service_instance_id="3",cormorant_node_id="3",cormorant_cluster_id="abc"} 1
 cormorant_request_duration_seconds_count{api="Produce"} %(n)s
 cormorant_request_duration_seconds_sum{api="Produce"} %(s)s
 cormorant_network_io_bytes_total{direction="receive"} %(b)s
