@@ -33,6 +33,21 @@ def change_of(entry: AlterClientQuotasRequestEntryData) -> QuotaChange | str:
     return [(e.entity_type, e.entity_name) for e in entry.entity], ops
 
 
+def changes_of(
+    entries: Sequence[AlterClientQuotasRequestEntryData],
+) -> tuple[dict[int, tuple[ErrorCode, str | None]], list[tuple[int, QuotaChange]]]:
+    """The request's entries split by index: refusals (INVALID_REQUEST) and changes to make."""
+    refused: dict[int, tuple[ErrorCode, str | None]] = {}
+    changes: list[tuple[int, QuotaChange]] = []
+    for i, entry in enumerate(entries):
+        change = change_of(entry)
+        if isinstance(change, str):
+            refused[i] = (ErrorCode.INVALID_REQUEST, change)
+        else:
+            changes.append((i, change))
+    return refused, changes
+
+
 def entry_of(change: QuotaChange) -> AlterClientQuotasRequestEntryData:
     pairs, ops = change
     return AlterClientQuotasRequestEntryData(

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from broker.controller_handlers._common import call, controller_role
 from broker.dispatch import RequestContext
-from broker.quota_requests import QuotaChange, change_of
-from wire.errors import ErrorCode
+from broker.quota_requests import changes_of
 from wire.generated.api_049_alter_client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
@@ -24,14 +23,7 @@ MAX_VERSION = 1
 
 async def handle(ctx: RequestContext, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
     role = controller_role(ctx)
-    outcomes: dict[int, tuple[ErrorCode, str | None]] = {}
-    changes: list[tuple[int, QuotaChange]] = []
-    for i, entry in enumerate(request.entries):
-        change = change_of(entry)
-        if isinstance(change, str):
-            outcomes[i] = (ErrorCode.INVALID_REQUEST, change)
-        else:
-            changes.append((i, change))
+    outcomes, changes = changes_of(request.entries)
     if changes:
         results, code = await call(role.controller.alter_client_quotas([c for _, c in changes],
                                                                        request.validate_only))

@@ -37,6 +37,7 @@ from broker.coordinator.runtime import (
     ReplayedRecord,
     Shard,
     ShardContext,
+    await_callback,
 )
 from wire.errors import ErrorCode
 
@@ -66,6 +67,7 @@ __all__ = [
     "ReplayedRecord",
     "Shard",
     "ShardContext",
+    "await_callback",
     "java_string_hash",
     "kafka_abs",
     "partition_for",

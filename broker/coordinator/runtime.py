@@ -141,6 +141,25 @@ class ShardContext(Protocol):
 S = TypeVar("S", bound=Shard)
 
 
+_V = TypeVar("_V")
+
+
+async def await_callback(start: Callable[[Callable[[_V], None]], None]) -> _V:
+    """Runs ``start(callback)`` (a shard operation that answers once its records are
+    written) and waits for the callback's value."""
+    box: list[_V] = []
+    done = trio.Event()
+
+    def callback(value: _V) -> None:
+        if not box:
+            box.append(value)
+            done.set()
+
+    start(callback)
+    await done.wait()
+    return box[0]
+
+
 class _State(enum.Enum):
     LOADING = "loading"
     ACTIVE = "active"

@@ -20,12 +20,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
 
-from broker.coordinator import KEY_TYPE_GROUP, CoordinatorRuntime, InternalTopic, ShardContext
+from broker.coordinator import (
+    KEY_TYPE_GROUP,
+    CoordinatorRuntime,
+    InternalTopic,
+    ShardContext,
+    await_callback,
+)
 from broker.group.consumer_group import ConsumerGroup, TopicMetadata
 from broker.group.consumer_shard import (
     ConsumerGroupConfig,
@@ -57,7 +63,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -141,21 +146,6 @@ def consumer_group_config_from(node: BrokerNode) -> ConsumerGroupConfig:
         max_size=c.group_consumer_max_size,
         assignors=c.group_consumer_assignors,
     )
-
-
-async def _await_callback(start: Callable[[Callable[[T], None]], None]) -> T:
-    """Runs ``start(callback)`` and waits for the callback's value."""
-    box: list[T] = []
-    done = trio.Event()
-
-    def callback(value: T) -> None:
-        if not box:
-            box.append(value)
-            done.set()
-
-    start(callback)
-    await done.wait()
-    return box[0]
 
 
 class GroupCoordinator:
@@ -281,7 +271,7 @@ class GroupCoordinator:
         error, shard = self._locate(req.group_id)
         if shard is None:
             return JoinResult(req.member_id, error)
-        return await _await_callback(lambda cb: shard.join_group(req, cb))
+        return await await_callback(lambda cb: shard.join_group(req, cb))
 
     async def sync_group(self, req: SyncRequest) -> SyncResult:
         error, shard = self._locate(req.group_id)
@@ -291,7 +281,7 @@ class GroupCoordinator:
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
         if shard is None:
             return SyncResult(error)
-        return await _await_callback(lambda cb: shard.sync_group(req, cb))
+        return await await_callback(lambda cb: shard.sync_group(req, cb))
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
         error, shard = self._locate(group_id)
@@ -312,7 +302,7 @@ class GroupCoordinator:
         error, shard = self._locate(req.group_id)
         if shard is None:
             return ConsumerHeartbeatResult(error)
-        return await _await_callback(lambda cb: shard.consumer_heartbeat(req, self._subscribed_topics, cb))
+        return await await_callback(lambda cb: shard.consumer_heartbeat(req, self._subscribed_topics, cb))
 
     def _subscribed_topics(self, names: set[str], regexes: set[str]) -> dict[str, TopicMetadata]:
         image = self.node.image
@@ -353,7 +343,7 @@ class GroupCoordinator:
             return {tp: error for tp in offsets}
         if not offsets:
             return {}
-        return await _await_callback(
+        return await await_callback(
             lambda cb: shard.commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets, cb))
 
     async def commit_transactional_offsets(
@@ -372,7 +362,7 @@ class GroupCoordinator:
             return {tp: error for tp in offsets}
         if not offsets:
             return {}
-        return await _await_callback(lambda cb: shard.commit_transactional_offsets(
+        return await await_callback(lambda cb: shard.commit_transactional_offsets(
             group_id, producer_id, producer_epoch, member_id, group_instance_id, generation_id, offsets, cb))
 
     def complete_transaction(self, producer_id: int, partitions: list[int], committed: bool) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from broker.acl_operations import AclOperation, authorize_cluster
 from broker.dispatch import RequestContext
-from broker.quota_requests import QuotaChange, change_of
+from broker.quota_requests import changes_of
 from wire.errors import ErrorCode
 from wire.generated.api_049_alter_client_quotas import (
     AlterClientQuotasRequest,
@@ -43,14 +43,7 @@ def _entry(entity: Sequence[AlterClientQuotasRequestEntityData], code: ErrorCode
 async def handle(ctx: RequestContext, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
     if not authorize_cluster(ctx, AclOperation.ALTER_CONFIGS):
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    outcomes: dict[int, tuple[ErrorCode, str | None]] = {}
-    changes: list[tuple[int, QuotaChange]] = []
-    for i, entry in enumerate(request.entries):
-        change = change_of(entry)
-        if isinstance(change, str):
-            outcomes[i] = (ErrorCode.INVALID_REQUEST, change)
-        else:
-            changes.append((i, change))
+    outcomes, changes = changes_of(request.entries)
     if changes:
         results = await ctx.node.controller.alter_client_quotas([c for _, c in changes], request.validate_only)
         outcomes.update({i: r for (i, _), r in zip(changes, results, strict=True)})

@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
-from broker.coordinator import AppendResult, CoordinatorRuntime, InternalTopic, ShardContext
+from broker.coordinator import (
+    AppendResult,
+    CoordinatorRuntime,
+    InternalTopic,
+    ShardContext,
+    await_callback,
+)
 from broker.group.group import GroupOverview
 from broker.share.dead_letters import DeadLetterWriter
 from broker.share.group import ShareGroup, ShareGroupSettings, TopicIdPartition
@@ -80,19 +86,6 @@ def defaults_from(node: BrokerNode) -> ShareDefaults:
         partition_max_record_locks=c.group_share_partition_max_record_locks,
         max_size=c.group_share_max_size,
     )
-
-
-async def _completed(start: Callable[[Callable[[AppendResult], None]], None]) -> AppendResult:
-    box: list[AppendResult] = []
-    done = trio.Event()
-
-    def callback(result: AppendResult) -> None:
-        box.append(result)
-        done.set()
-
-    start(callback)
-    await done.wait()
-    return box[0]
 
 
 class ShareCoordinator:
@@ -229,7 +222,8 @@ class ShareCoordinator:
         error, shard = await self._shard(group_id, create=True)
         if shard is None:
             return error
-        return (await _completed(lambda cb: shard.set_settings(group_id, settings, cb))).error
+        settled: AppendResult = await await_callback(lambda cb: shard.set_settings(group_id, settings, cb))
+        return settled.error
 
     async def reset_offsets(self, group_id: str, offsets: dict[TopicIdPartition, int]) -> dict[TopicIdPartition, ErrorCode]:
         error, shard = await self._shard(group_id, create=True)
@@ -312,7 +306,8 @@ class ShareCoordinator:
                 code = sp.acknowledge(member_id, first, last, types, now)
                 if code is not ErrorCode.NONE:
                     o.acknowledge_error = code
-            result = await _completed(lambda cb, tp=tp: shard.persist(group, tp, cb))  # type: ignore[misc]
+            result: AppendResult = await await_callback(
+                lambda cb, tp=tp: shard.persist(group, tp, cb))  # type: ignore[misc]
             if result.error is not ErrorCode.NONE and o.acknowledge_error is ErrorCode.NONE:
                 o.acknowledge_error = result.error
         return out
