@@ -3,7 +3,8 @@ and ``kafka.sasl.*`` options, unchanged from what a secured Kafka cluster needs.
 
 One broker serves SSL, mutual TLS (``ssl.client.auth=required``), SASL_SSL and SASL_PLAINTEXT
 listeners (certificates from ``cormorant tls init``, SCRAM credentials from ``serve
---add-scram``, PLAIN users from Kafka's JAAS string). For each, Spark's sink writes rows and
+--add-scram``, PLAIN users from Kafka's JAAS string, OAUTHBEARER with Kafka's unsecured
+login and validator). For each, Spark's sink writes rows and
 Spark's source reads them back, in a batch query and in an ``availableNow`` streaming query
 with a checkpoint; every row is compared. Wrong SCRAM credentials make the query fail with
 Kafka's authentication error, and the same session is served on with the right ones.
@@ -31,6 +32,7 @@ pytestmark = pytest.mark.skipif(settings.target() != "cormorant", reason="secure
 MATRIX_CLIENT = "spark"
 PARTITIONS = 2
 QUERY_TIMEOUT_S = 120
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'username="admin" password="admin-secret" user_alice="alice-secret";')
 
@@ -44,9 +46,11 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def secured(tmp_path_factory: pytest.TempPathFactory, certs: Path, spark_jars: list[str]) -> Iterator[Broker]:
     broker = make_broker(tmp_path_factory.mktemp("spark-secured"), {
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,MTLS://127.0.0.1:0,"
-                     "SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+                     "SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,OAUTH://127.0.0.1:0",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
-                                          "SASL_SSL:SASL_SSL",
+                                          "SASL_SSL:SASL_SSL,OAUTH:SASL_SSL",
+        "listener.name.oauth.sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.oauth.oauthbearer.sasl.jaas.config": f"{OAUTH_MODULE};",
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(certs / "broker-bundle.pem"),
         "ssl.truststore.type": "PEM",
@@ -82,9 +86,16 @@ KINDS: dict[str, tuple[str, Callable[[Path, Path], ClientSecurity]]] = {
 
 def _connection(broker: Broker, certs: Path, kind: str) -> tuple[str, dict[str, str]]:
     """The listener's address and the ``kafka.*`` options a Spark user sets for it."""
-    listener, make = KINDS[kind]
-    security = make(certs / "ca.pem", certs)
-    options = {f"kafka.{key}": value for key, value in security.java().items()}
+    if kind == "sasl_ssl_oauthbearer":
+        # Kafka's unsecured OAUTHBEARER login (an unsigned token from the JAAS options);
+        # Spark's own class path has the jackson it needs.
+        listener = "OAUTH"
+        settings_ = {**ClientSecurity("SASL_SSL", ca=certs / "ca.pem").java(), "sasl.mechanism": "OAUTHBEARER",
+                     "sasl.jaas.config": f'{OAUTH_MODULE} unsecuredLoginStringClaim_sub="spark";'}
+    else:
+        listener, make = KINDS[kind]
+        settings_ = make(certs / "ca.pem", certs).java()
+    options = {f"kafka.{key}": value for key, value in settings_.items()}
     return f"127.0.0.1:{broker.listener_port(listener)}", options  # type: ignore[attr-defined]
 
 
@@ -95,7 +106,7 @@ def _rows(df: Any) -> list[tuple[int, int, bytes | None, bytes | None]]:
     return sorted(out)
 
 
-@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("kind", [*KINDS, "sasl_ssl_oauthbearer"])
 def test_spark_sink_and_source_over_secured_listener(spark: SparkSession, secured: Broker, certs: Path,
                                                      tmp_path: Path, kind: str) -> None:
     bootstrap, security = _connection(secured, certs, kind)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +103,44 @@ def test_without_a_secret_passwords_are_refused() -> None:
     assert passwords.encode_changes({"log.retention.ms": "1000", "listener.name.ssl.ssl.key.password": None},
                                     per_broker=True) == {"log.retention.ms": "1000",
                                                          "listener.name.ssl.ssl.key.password": None}
+
+
+JAVA_DECODER = """
+import javax.crypto.Cipher; import javax.crypto.SecretKeyFactory; import javax.crypto.spec.*;
+import java.nio.charset.StandardCharsets; import java.util.*;
+public class Decode {  // what Kafka's PasswordEncoder.decode does with the JCE
+  public static void main(String[] args) throws Exception {
+    Map<String, String> m = new HashMap<>();
+    for (String kv : args[1].split(",")) { int i = kv.indexOf(':'); m.put(kv.substring(0, i), kv.substring(i + 1)); }
+    Base64.Decoder b64 = Base64.getDecoder();
+    PBEKeySpec spec = new PBEKeySpec(args[0].toCharArray(), b64.decode(m.get("salt")),
+        Integer.parseInt(m.get("iterations")), Integer.parseInt(m.get("keyLength")));
+    SecretKeySpec key = new SecretKeySpec(
+        SecretKeyFactory.getInstance(m.get("keyFactoryAlgorithm")).generateSecret(spec).getEncoded(), "AES");
+    String algorithm = m.get("cipherAlgorithm");
+    Cipher cipher = Cipher.getInstance(algorithm);
+    byte[] iv = b64.decode(m.get("initializationVector"));
+    if (algorithm.contains("GCM"))
+      cipher.init(Cipher.DECRYPT_MODE, key, new GCMParameterSpec(Integer.parseInt(m.get("authenticationTagLength")), iv));
+    else cipher.init(Cipher.DECRYPT_MODE, key, new IvParameterSpec(iv));
+    System.out.print(new String(cipher.doFinal(b64.decode(m.get("encryptedPassword"))), StandardCharsets.UTF_8));
+  }
+}
+"""
+
+
+def test_java_jce_decodes_what_we_encode(tmp_path: Path) -> None:
+    """The JCE (as Kafka's PasswordEncoder uses it) decrypts our values: same key derivation,
+    padding, IV and GCM tag layout."""
+    import shutil
+    import subprocess
+
+    if shutil.which("javac") is None or shutil.which("java") is None:
+        pytest.skip("no JDK (scripts/install_test_deps.sh installs one)")
+    (tmp_path / "Decode.java").write_text(JAVA_DECODER)
+    subprocess.run(["javac", "-d", str(tmp_path), str(tmp_path / "Decode.java")], check=True, timeout=120)
+    for cipher, factory, bits in ((CBC, "PBKDF2WithHmacSHA512", 128), (GCM, "PBKDF2WithHmacSHA256", 256)):
+        encoded = PasswordEncoder("sécret", cipher, bits, factory, 1024).encode("pässword-1")
+        decoded = subprocess.run(["java", "-cp", str(tmp_path), "Decode", "sécret", encoded], capture_output=True,
+                                 check=True, timeout=120).stdout.decode()
+        assert decoded == "pässword-1", (cipher, decoded)
