@@ -59,7 +59,7 @@ from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
 from broker.replication.isr import IsrManager
 from broker.response_errors import ClientErrorLog
 from broker.security.keystore_reload import ListenerKeystores
-from broker.security.password_encoder import DynamicPasswords
+from broker.security.password_encoder import DynamicPasswords, reencode_stored_passwords
 from broker.security.peer import inter_broker_security
 from broker.security.scram import ScramCredential
 from broker.security.scram_admin import alter_credentials
@@ -469,6 +469,7 @@ class BrokerNode:
             self._broker_epoch = await self.controller.register_broker(
                 self.node_id, self._advertised_endpoints(), self.config.broker_rack
             )
+            nursery.start_soon(reencode_stored_passwords, self.dynamic_passwords, self.controller, self.node_id)
             if self.fetchers is not None and self.isr_manager is not None:
                 await nursery.start(self.fetchers.run)
                 await nursery.start(self.isr_manager.run)

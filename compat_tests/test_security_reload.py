@@ -236,6 +236,24 @@ def test_keystore_password_is_stored_encrypted(tls_broker: Broker, certs: Path, 
     assert _wait_for_serial(tls_broker, certs, serial) == serial, "the keystore was not reloaded after a restart"
     assert "dynamic_password_config_ignored" not in tls_broker.log_tail()
 
+    # A rotation: the new secret, with the old one as password.encoder.old.secret; the broker
+    # decodes with the old one and stores the password again under the new one...
+    tls_broker.overrides |= {"password.encoder.secret": "rotated-secret", "password.encoder.old.secret": ENCODER_SECRET}
+    tls_broker.stop()
+    tls_broker.start()
+    assert _wait_for_serial(tls_broker, certs, serial) == serial
+    deadline = time.monotonic() + TIMEOUT_S
+    while "dynamic_passwords_reencoded" not in tls_broker.log_tail() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "dynamic_passwords_reencoded" in tls_broker.log_tail()
+    # ...so the old secret can then go.
+    del tls_broker.overrides["password.encoder.old.secret"]
+    tls_broker.stop()
+    tls_broker.start()
+    assert _wait_for_serial(tls_broker, certs, serial) == serial, "the re-encrypted password does not decode"
+    assert "dynamic_password_config_ignored" not in tls_broker.log_tail()
+    assert _files_holding(tls_broker.work_dir, password.encode()) == []
+
 
 def test_keystore_password_refused_without_encoder_secret(certs: Path, tmp_path: Path) -> None:
     broker = make_broker(tmp_path / "no-secret", {

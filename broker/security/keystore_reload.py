@@ -134,6 +134,8 @@ class ListenerKeystores:
                 continue
             self._stored[security.name] = stored
             wanted = self._passwords.decoded(stored)
+            if wanted == self._in_force[security.name]:
+                continue  # the same settings, stored anew (passwords re-encrypted)
             try:
                 security.tls = rebuild_context(self._config, security.name, wanted, self._in_force[security.name])
             except (ConfigError, OSError, ValueError) as ex:

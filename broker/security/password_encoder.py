@@ -14,7 +14,8 @@ password-type dynamic setting (``listener.name.<l>.ssl.keystore.password``,
 ``listener.name.<l>.<mechanism>.sasl.jaas.config``, ...); a broker without
 ``password.encoder.secret`` refuses to store one ("Password encoder secret not
 configured"), and passwords are per-broker settings only. A stored value that the secret (or
-``password.encoder.old.secret``, for a rotation) cannot decode is ignored, with an error log.
+``password.encoder.old.secret``, for a rotation) cannot decode is ignored, with an error log;
+at start-up, values only the old secret decodes are stored again under the new one.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import base64
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 import structlog
 from cryptography.exceptions import InvalidTag
@@ -33,6 +34,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 
 from broker.config import BrokerConfig, ConfigError, Password
+from controller.image import BROKER_RESOURCE, MetadataImage
+from wire.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
 
@@ -201,6 +204,26 @@ class DynamicPasswords:
                 error = ex
         raise error
 
+    def reencoded(self, configs: Mapping[str, str]) -> dict[str, str | None]:
+        """The stored passwords only ``password.encoder.old.secret`` decodes, encrypted again
+        with ``password.encoder.secret`` (what a rotation leaves to do)."""
+        if self.encoder is None or self.old is None:
+            return {}
+        out: dict[str, str | None] = {}
+        for name, value in configs.items():
+            if not is_password_config(name):
+                continue
+            try:
+                self.encoder.decode(value)
+                continue
+            except PasswordDecodeError:
+                pass
+            try:
+                out[name] = self.encoder.encode(self.old.decode(value))
+            except PasswordDecodeError:
+                continue  # neither secret: decoded() logs it
+        return out
+
     def decoded(self, configs: Mapping[str, str]) -> dict[str, str]:
         """A resource's stored configs with passwords in clear; those that cannot be decoded are
         left out and logged (by name only), as Kafka ignores them."""
@@ -214,3 +237,24 @@ class DynamicPasswords:
             except PasswordDecodeError as ex:
                 log.error("dynamic_password_config_ignored", config=name, reason=str(ex))
         return out
+
+
+class ConfigWriter(Protocol):
+    @property
+    def image(self) -> MetadataImage: ...
+
+    async def alter_configs(self, resource_type: int, resource_name: str, changes: Mapping[str, str | None],
+                            replace_all: bool, validate_only: bool) -> tuple[ErrorCode, str | None]: ...
+
+
+async def reencode_stored_passwords(passwords: DynamicPasswords, controller: ConfigWriter, node_id: int) -> None:
+    """At start-up, as Kafka's brokers do after a secret rotation: this broker's stored passwords
+    that only the old secret decodes are stored again under the new one."""
+    changes = passwords.reencoded(controller.image.broker_config(node_id))
+    if not changes:
+        return
+    code, message = await controller.alter_configs(BROKER_RESOURCE, str(node_id), changes, False, False)
+    if code != ErrorCode.NONE:
+        log.error("dynamic_passwords_reencode_failed", configs=sorted(changes), error=code.name, reason=message)
+    else:
+        log.info("dynamic_passwords_reencoded", configs=sorted(changes))

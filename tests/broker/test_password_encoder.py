@@ -94,6 +94,20 @@ def test_dynamic_passwords_from_the_broker_config() -> None:
         passwords.encode_changes({"listener.name.ssl.ssl.keystore.password": "p"}, per_broker=False)
 
 
+def test_rotation_reencodes_what_only_the_old_secret_decodes() -> None:
+    new, old = PasswordEncoder("new"), PasswordEncoder("old")
+    passwords = DynamicPasswords(new, old)
+    stored = {"listener.name.a.ssl.keystore.password": old.encode("by-old"),
+              "listener.name.b.ssl.keystore.password": new.encode("by-new"),
+              "listener.name.c.ssl.keystore.password": PasswordEncoder("lost").encode("x"),
+              "listener.name.a.ssl.keystore.location": "/k.p12"}
+    changes = passwords.reencoded(stored)
+    assert list(changes) == ["listener.name.a.ssl.keystore.password"]
+    value = changes["listener.name.a.ssl.keystore.password"]
+    assert value is not None and new.decode(value) == "by-old"
+    assert DynamicPasswords(new).reencoded(stored) == {}, "nothing to do without an old secret"
+
+
 def test_without_a_secret_passwords_are_refused() -> None:
     config, _ = build_config({})
     passwords = DynamicPasswords.from_config(config)
