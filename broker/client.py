@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
 
+from broker.config import ConfigError
 from broker.security.client_config import ClientSecurity
 from broker.security.mechanism import AuthenticationFailed
+from broker.security.oauthbearer_login import OAuthBearerClient
 from broker.security.scram import SaslClient
 from wire.errors import ErrorCode
 from wire.frame import decode_response, encode_request_parts
@@ -149,13 +151,17 @@ class KafkaClient:
         if handshake.error_code != ErrorCode.NONE:
             raise ClientError(f"SASL handshake failed ({ErrorCode(handshake.error_code).name}); "
                               f"the broker offers {', '.join(handshake.mechanisms) or 'nothing'}")
-        exchange = SaslClient(mechanism, security.username, security.password)
-        token: bytes | None = exchange.first()
+        exchange: SaslClient | OAuthBearerClient = (
+            OAuthBearerClient(security.oauthbearer) if security.oauthbearer is not None
+            else SaslClient(mechanism, security.username, security.password))
         try:
+            token: bytes | None = exchange.first()
             while token is not None:
                 token = exchange.next(self._sasl_token(token))
         except AuthenticationFailed as ex:
             raise ClientError(f"SASL authentication failed: {ex}") from ex
+        except ConfigError as ex:  # an OAUTHBEARER token that could not be had
+            raise ClientError(f"SASL authentication failed: {ex.key}: {ex}") from ex
 
     def _sasl_token(self, token: bytes) -> bytes:
         version = self.version_for(SaslAuthenticateRequest.API_KEY)

@@ -871,6 +871,23 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
              "whose session has ended is closed at its next request; 0 means sessions do not expire.",
              AT_LEAST_0),
     ]),
+    # --- Encrypted dynamic passwords (broker/security/password_encoder.py) ---------------------
+    *_group("Security", [  # dynamic passwords
+        _key("password.encoder.secret", PASSWORD, None,
+             "Secret that encrypts password-type dynamic configs (listener.name.LISTENER.ssl.keystore.password, "
+             "...) in the metadata log; without it such configs cannot be set dynamically."),
+        _key("password.encoder.old.secret", PASSWORD, None,
+             "The previous secret, while rotating it: stored passwords it encrypted are still decoded."),
+        _key("password.encoder.keyfactory.algorithm", STRING, None,
+             "PBKDF2 algorithm deriving the key from the secret: PBKDF2WithHmacSHA512 when unset, "
+             "PBKDF2WithHmacSHA256 or PBKDF2WithHmacSHA1."),
+        _key("password.encoder.cipher.algorithm", STRING, "AES/CBC/PKCS5Padding",
+             "Cipher encrypting dynamic passwords: AES/CBC/PKCS5Padding or AES/GCM/NoPadding.",
+             OneOf(("AES/CBC/PKCS5Padding", "AES/GCM/NoPadding"))),
+        _key("password.encoder.key.length", INT, "128", "Key length in bits (128, 192 or 256).", Range(min=8)),
+        _key("password.encoder.iterations", INT, "4096", "PBKDF2 iterations.", Range(min=1024)),
+    ]),
+    # --- end of encrypted dynamic passwords ---------------------------------------------------
     *_group("Quotas", [
         _key("quota.window.num", INT, "11", "Samples a client quota's rate is measured over.", AT_LEAST_1),
         _key("quota.window.size.seconds", INT, "1", "Length of each client quota sample.", AT_LEAST_1),
@@ -1074,9 +1091,7 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "metric.reporters", "metrics.num.samples", "metrics.recording.level",
     "metrics.sample.window.ms", "num.replica.alter.log.dirs.threads",
     "offsets.commit.required.acks", "offsets.load.buffer.size", "offsets.topic.compression.codec",
-    "password.encoder.cipher.algorithm", "password.encoder.iterations",
-    "password.encoder.key.length", "password.encoder.keyfactory.algorithm",
-    "password.encoder.old.secret", "password.encoder.secret", "principal.builder.class",
+    "principal.builder.class",
     "producer.purgatory.purge.interval.requests",
     "remote.fetch.max.wait.ms",
     "remote.log.index.file.cache.total.size.bytes", "remote.log.manager.copier.thread.pool.size",

@@ -59,6 +59,7 @@ from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
 from broker.replication.isr import IsrManager
 from broker.response_errors import ClientErrorLog
 from broker.security.keystore_reload import ListenerKeystores
+from broker.security.password_encoder import DynamicPasswords, reencode_stored_passwords
 from broker.security.peer import inter_broker_security
 from broker.security.scram import ScramCredential
 from broker.security.scram_admin import alter_credentials
@@ -170,6 +171,7 @@ class BrokerNode:
             PRODUCE, config.quota_window_size_seconds * 1000, config.quota_window_num, clock_ms,
             lambda: self.image.client_quotas)
         self.client_error_log = ClientErrorLog()
+        self.dynamic_passwords = DynamicPasswords.from_config(config)
         self.listeners: list[Listener] = []
         #: Request and response memory of every client listener (queued.max.request.bytes).
         self.network_memory = NetworkMemory(config.queued_max_request_bytes)
@@ -444,7 +446,7 @@ class BrokerNode:
                          self.dispatcher, limits, self.metrics.connection_callback(lst.name),
                          self.metrics.decode_failure, security, self.network_memory)
             )
-        keystores = ListenerKeystores(self.config, self.node_id, securities)
+        keystores = ListenerKeystores(self.config, self.node_id, securities, self.dynamic_passwords)
         keystores.on_image(self.controller.image)
         self.controller.add_image_listener(keystores.on_image)
         async with trio.open_nursery() as nursery:
@@ -467,6 +469,7 @@ class BrokerNode:
             self._broker_epoch = await self.controller.register_broker(
                 self.node_id, self._advertised_endpoints(), self.config.broker_rack
             )
+            nursery.start_soon(reencode_stored_passwords, self.dynamic_passwords, self.controller, self.node_id)
             if self.fetchers is not None and self.isr_manager is not None:
                 await nursery.start(self.fetchers.run)
                 await nursery.start(self.isr_manager.run)

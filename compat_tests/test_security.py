@@ -35,6 +35,7 @@ from compat_tests.harness.secured import (
     roundtrip,
     secured_java_driver,
     suppressed_client_logs,
+    tls_init,
     unique,
 )
 
@@ -43,15 +44,6 @@ pytestmark = pytest.mark.skipif(settings.target() != "cormorant", reason="secure
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
 P12_PASSWORD = "p12-secret"
-
-
-def _tls_init(directory: Path) -> Path:
-    result = subprocess.run([sys.executable, "-m", "broker", "tls", "init", "--dir", str(directory),
-                             "--hosts", "localhost,127.0.0.1"], capture_output=True, text=True, timeout=60,
-                            cwd=settings.PROJECT_ROOT, check=False)
-    assert result.returncode == 0, result.stderr
-    assert "NOT for production" in result.stdout
-    return directory
 
 
 def _pkcs12(directory: Path) -> Path:
@@ -67,12 +59,12 @@ def _pkcs12(directory: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _tls_init(tmp_path_factory.mktemp("tls"))
+    return tls_init(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")
 def other_ca(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _tls_init(tmp_path_factory.mktemp("other-ca"))
+    return tls_init(tmp_path_factory.mktemp("other-ca"))
 
 
 @pytest.fixture(scope="module")
@@ -404,7 +396,7 @@ def oauth_key() -> Any:
 
 
 @pytest.fixture(scope="module")
-def oauth_broker(tmp_path_factory: pytest.TempPathFactory, oauth_key: Any) -> Iterator[Broker]:
+def oauth_broker(tmp_path_factory: pytest.TempPathFactory, oauth_key: Any, certs: Path) -> Iterator[Broker]:
     import json
 
     import jwt
@@ -414,11 +406,17 @@ def oauth_broker(tmp_path_factory: pytest.TempPathFactory, oauth_key: Any) -> It
     jwks = directory / "jwks.json"
     jwks.write_text(json.dumps({"keys": [{**public, "kid": "key-1", "use": "sig", "alg": "RS256"}]}))
     broker = make_broker(directory, {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,JWKS://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,JWKS:SASL_PLAINTEXT",
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,JWKS://127.0.0.1:0,"
+                     "SASL_SSL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,JWKS:SASL_PLAINTEXT,"
+                                          "SASL_SSL:SASL_SSL",
         "sasl.enabled.mechanisms": "OAUTHBEARER",
         "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
             "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+        "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(certs / "broker-bundle.pem"),
         "listener.name.jwks.sasl.oauthbearer.jwks.endpoint.url": jwks.as_uri(),
         "listener.name.jwks.sasl.oauthbearer.expected.audience": OAUTH_AUDIENCE,
         "listener.name.jwks.sasl.oauthbearer.expected.issuer": OAUTH_ISSUER,
@@ -536,20 +534,86 @@ def test_oauthbearer_bad_tokens_refused(oauth_broker: Broker, oauth_key: Any, ca
     assert "invalid token" in oauth_broker.log_tail()
 
 
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
+
+
 @pytest.mark.parametrize("variant", ["java", "java4"])
-def test_oauthbearer_java_unsecured(oauth_broker: Broker, variant: str) -> None:
+@pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_oauthbearer_java_unsecured(oauth_broker: Broker, certs: Path, variant: str, listener: str) -> None:
+    """Kafka's unsecured login and validator (an unsigned JWS built from the JAAS options)."""
     if not any((settings.JAVA_DIR / "lib").glob("jackson-databind-*.jar")):
-        pytest.skip("kafka-clients' OAUTHBEARER login needs jackson-databind, not in compat_tests/java/lib")
-    security = ClientSecurity("SASL_PLAINTEXT")
-    java_config = {
-        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
-        "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
-                            'unsecuredLoginStringClaim_sub="alice";'}
+        pytest.skip(f"kafka-clients' OAUTHBEARER login needs jackson-databind in compat_tests/java/lib "
+                    f"({settings.INSTALL_HINT})")
+    security = ClientSecurity(listener, ca=certs / "ca.pem" if listener == "SASL_SSL" else None)
+    java_config = {**security.java(), "sasl.mechanism": "OAUTHBEARER",
+                   "sasl.jaas.config": f'{OAUTH_MODULE} unsecuredLoginStringClaim_sub="alice";'}
     try:
-        java_roundtrip(variant, _address(oauth_broker, "SASL_PLAINTEXT"), security, _new_topic(oauth_broker),
+        java_roundtrip(variant, _address(oauth_broker, listener), security, _new_topic(oauth_broker),
                        java_config=java_config)
     except DriverUnavailable as ex:
         pytest.skip(str(ex))
+
+
+@pytest.mark.parametrize("variant", ["java", "java4"])
+def test_oauthbearer_java_jwks(oauth_broker: Broker, oauth_key: Any, tmp_path: Path, variant: str,
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A signed token from a ``file:`` token endpoint (Kafka's OAuthBearerLoginCallbackHandler),
+    validated by the broker against the JWKS; a token signed by another key is refused."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    if not any((settings.JAVA_DIR / "lib").glob("jose4j-*.jar")):
+        pytest.skip(f"kafka-clients' OAUTHBEARER token endpoint needs jose4j in compat_tests/java/lib "
+                    f"({settings.INSTALL_HINT})")
+    token_file = tmp_path / "token.jwt"
+    # Kafka 3.9.1+/4.x clients only read token URLs and files a system property allows.
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={token_file.as_uri()} "
+                                            f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.files={token_file}")
+    java_config = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+                   "sasl.oauthbearer.token.endpoint.url": token_file.as_uri(),
+                   "sasl.login.callback.handler.class":
+                       "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+                   "sasl.jaas.config": f"{OAUTH_MODULE} ;"}
+    security = ClientSecurity("SASL_PLAINTEXT")
+    try:
+        token_file.write_text(_signed_token(oauth_key))
+        java_roundtrip(variant, _address(oauth_broker, "JWKS"), security, _new_topic(oauth_broker),
+                       java_config=java_config)
+        token_file.write_text(_signed_token(rsa.generate_private_key(public_exponent=65537, key_size=2048)))
+        report = java_roundtrip(variant, _address(oauth_broker, "JWKS"), security, _new_topic(oauth_broker),
+                                refused=True, java_config=java_config)
+    except DriverUnavailable as ex:
+        pytest.skip(str(ex))
+    assert "invalid credentials with SASL mechanism OAUTHBEARER" in report, report
+
+
+def _oauth_command_config(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(["security.protocol=SASL_PLAINTEXT", "sasl.mechanism=OAUTHBEARER", *lines]) + "\n")
+    return path
+
+
+def test_tools_with_oauthbearer(oauth_broker: Broker, oauth_key: Any, tmp_path: Path) -> None:
+    """``--command-config`` with OAUTHBEARER, as Kafka's tools: the unsecured login from the JAAS
+    options, and a signed token from a ``file:`` token endpoint on the JWKS listener."""
+    unsecured = _oauth_command_config(tmp_path / "unsecured.properties", [
+        f'sasl.jaas.config={OAUTH_MODULE} unsecuredLoginStringClaim_sub="alice";'])
+    token_file = tmp_path / "token.jwt"
+    token_file.write_text(_signed_token(oauth_key))
+    signed = _oauth_command_config(tmp_path / "signed.properties", [
+        f"sasl.oauthbearer.token.endpoint.url={token_file.as_uri()}",
+        "sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+        f"sasl.jaas.config={OAUTH_MODULE} ;"])
+    for listener, config in (("SASL_PLAINTEXT", unsecured), ("JWKS", signed)):
+        topic = unique("tool-oauth")
+        address = _address(oauth_broker, listener)
+        created = _tool("topics", "--bootstrap-server", address, "create", topic, "--command-config", str(config))
+        assert created.returncode == 0, created.stderr
+        listed = _tool("topics", "--bootstrap-server", address, "list", "--command-config", str(config))
+        assert listed.returncode == 0 and topic in listed.stdout.split(), listed.stderr
+    # An unsigned token on the JWKS listener is refused with Kafka's message.
+    refused_run = _tool("topics", "--bootstrap-server", _address(oauth_broker, "JWKS"), "list",
+                        "--command-config", str(unsecured))
+    assert refused_run.returncode != 0
+    assert "invalid credentials with SASL mechanism OAUTHBEARER" in refused_run.stderr, refused_run.stderr
 
 
 # -- transactions over secured listeners --------------------------------------------------------

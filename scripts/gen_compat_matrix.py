@@ -4,6 +4,9 @@
     python scripts/gen_compat_matrix.py                      # cormorant, then tansu
     python scripts/gen_compat_matrix.py --targets cormorant  # one target
     python scripts/gen_compat_matrix.py --from-json DIR      # re-render saved runs
+    python scripts/gen_compat_matrix.py --json-dir DIR       # both, and keep the runs in DIR
+    python scripts/gen_compat_matrix.py --targets cormorant --json-dir DIR
+                                        # Cormorant again; the Tansu run saved in DIR is kept
 
 Each target is one ``pytest compat_tests`` run with ``CORMORANT_COMPAT_TARGET`` set and
 ``CORMORANT_COMPAT_MATRIX_OUT`` pointing at a JSON file (compat_tests/harness/matrix.py
@@ -276,7 +279,11 @@ def main(argv: list[str] | None = None) -> int:
         for target in targets:
             seconds[target] = run_target(target, json_dir / f"{target}.json", args.pytest_args)
             seconds_file.write_text(json.dumps(seconds))
-    docs = [json.loads((json_dir / f"{t}.json").read_text()) for t in targets]
+    # Runs of other targets saved in the same --json-dir are kept on the page: Cormorant can be
+    # run again alone while the (slower, unchanging) Tansu run is reused.
+    shown = [t for t in TARGETS if t in targets or (not args.from_json and (json_dir / f"{t}.json").is_file())]
+    shown += [t for t in targets if t not in shown]
+    docs = [json.loads((json_dir / f"{t}.json").read_text()) for t in shown]
     Path(args.out).write_text(render(docs, client_versions(), seconds), "utf-8")
     print(f"[gen_compat_matrix] wrote {args.out} (raw results in {json_dir})")
     return 0

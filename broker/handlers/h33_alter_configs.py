@@ -7,7 +7,8 @@ named twice gets INVALID_REQUEST for each copy; a key named twice or a null
 value is INVALID_REQUEST; TOPIC (2) configs must be valid (INVALID_CONFIG) and
 the topic must exist (UNKNOWN_TOPIC_OR_PARTITION); BROKER (4) is "" or this
 broker's id, with dynamically updatable, parseable settings (INVALID_REQUEST
-otherwise); BROKER_LOGGER and any other type are INVALID_REQUEST ("Unknown
+otherwise; passwords are stored encrypted, as IncrementalAlterConfigs stores
+them); BROKER_LOGGER and any other type are INVALID_REQUEST ("Unknown
 resource type"). ``validate_only`` changes nothing. v2 is flexible.
 """
 
@@ -24,6 +25,7 @@ from broker.handlers.h44_incremental_alter_configs import (
     check_keys,
     check_topic_change,
     duplicate_resources,
+    encrypted_passwords,
     validate_broker_configs,
     write_changes,
 )
@@ -58,15 +60,17 @@ async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConf
                 raise AlterError(denied, None)
             check_keys([Op(c.name, SET, c.value) for c in resource.configs])
             configs = {c.name: c.value for c in resource.configs if c.value is not None}
+            stored: dict[str, str | None] = dict(configs)
             if resource.resource_type == BROKER:
                 check_broker_name(ctx.node.node_id, name)
                 validate_broker_configs(configs, per_broker=bool(name))
                 check_dynamic_result(ctx.node, name, configs)
+                stored = encrypted_passwords(ctx.node, name, configs)
             elif resource.resource_type == TOPIC:
                 check_topic_change(ctx, name, configs)
             else:
                 raise AlterError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")
-            await write_changes(ctx, resource.resource_type, name, dict(configs), True, request.validate_only)
+            await write_changes(ctx, resource.resource_type, name, stored, True, request.validate_only)
         except AlterError as ex:
             out.error_code = ex.code
             out.error_message = ex.message

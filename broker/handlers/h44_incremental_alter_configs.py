@@ -164,6 +164,16 @@ def check_dynamic_result(node: BrokerNode, name: str, configs: Mapping[str, str]
         raise AlterError(ErrorCode.INVALID_REQUEST, str(ex)) from None
 
 
+def encrypted_passwords(node: BrokerNode, name: str, changes: Mapping[str, str | None]) -> dict[str, str | None]:
+    """``changes`` as stored: password-type values encrypted with ``password.encoder.secret``,
+    refused without it or at the cluster-default level (Kafka's DynamicBrokerConfig)."""
+    try:
+        return node.dynamic_passwords.encode_changes(changes, per_broker=bool(name))
+    except ConfigError as ex:
+        raise AlterError(ErrorCode.INVALID_REQUEST,
+                         f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {ex}") from None
+
+
 def _list_parts(value: str | None) -> list[str]:
     return [] if not value else [part for part in value.split(",") if part]
 
@@ -309,7 +319,7 @@ async def _alter(ctx: RequestContext, resource_type: int, name: str, ops: list[O
         return
     if resource_type == BROKER:
         check_broker_name(node.node_id, name)
-        current = dict(node.image.broker_config(name))
+        current = node.dynamic_passwords.decoded(node.image.broker_config(name))
         changes = apply_ops(
             current, ops, BROKER_CONFIGS,
             lambda op: f"Config value {OP_NAMES[op.operation].lower()} is not allowed for config key: {op.name}",
@@ -318,7 +328,7 @@ async def _alter(ctx: RequestContext, resource_type: int, name: str, ops: list[O
         validate_broker_configs(merged(current, changes), per_broker=bool(name))
         check_dynamic_result(node, name, merged(current, changes))
         check_listener_stores(node, name, current, merged(current, changes))
-        await write_changes(ctx, BROKER, name, changes, False, validate_only)
+        await write_changes(ctx, BROKER, name, encrypted_passwords(node, name, changes), False, validate_only)
         return
     if resource_type == TOPIC:
         current = dict(node.image.topic_config(name))

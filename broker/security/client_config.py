@@ -2,8 +2,9 @@
 
 The keys are Kafka's: ``security.protocol``, ``ssl.truststore.*``/``ssl.keystore.*`` (PEM or
 PKCS12, as on the broker), ``ssl.endpoint.identification.algorithm`` (``https`` checks the
-broker's host name, empty does not), ``sasl.mechanism`` (PLAIN, SCRAM-SHA-256/512) and
-``sasl.jaas.config`` (the login module's ``username``/``password``).
+broker's host name, empty does not), ``sasl.mechanism`` (PLAIN, SCRAM-SHA-256/512,
+OAUTHBEARER) and ``sasl.jaas.config`` (the login module's ``username``/``password``; for
+OAUTHBEARER, the options of oauthbearer_login.py, with ``sasl.oauthbearer.token.endpoint.url``).
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from pathlib import Path
 
 from broker.config import BROKER_CONFIGS, ConfigError, ConfigValue, read_properties_file
 from broker.security.jaas import JaasError, parse_jaas_config
+from broker.security.oauthbearer_login import OAuthBearerLogin
 from broker.security.tls import load_chain, load_keystore, load_truststore
 
 SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +30,7 @@ class ClientSecurity:
     mechanism: str | None = None
     username: str = ""
     password: str = ""
+    oauthbearer: OAuthBearerLogin | None = None
 
 
 def client_security(properties: Mapping[str, str]) -> ClientSecurity:
@@ -42,11 +45,14 @@ def client_security(properties: Mapping[str, str]) -> ClientSecurity:
         raise ConfigError("sasl.mechanism", f"{mechanism} is not supported: use one of {', '.join(SUPPORTED_MECHANISMS)}")
     jaas = properties.get("sasl.jaas.config")
     if not jaas:
-        raise ConfigError("sasl.jaas.config", "SASL needs sasl.jaas.config with username and password")
+        raise ConfigError("sasl.jaas.config", "SASL needs sasl.jaas.config (the login module and its options)")
     try:
         options = parse_jaas_config(jaas).options
     except JaasError as ex:
         raise ConfigError("sasl.jaas.config", f"invalid JAAS configuration: {ex}") from ex
+    if mechanism == "OAUTHBEARER":
+        return ClientSecurity(protocol, context, mechanism, oauthbearer=OAuthBearerLogin.from_properties(
+            properties, options))
     if "username" not in options or "password" not in options:
         raise ConfigError("sasl.jaas.config", "the login module needs username and password")
     return ClientSecurity(protocol, context, mechanism, options["username"], options["password"])

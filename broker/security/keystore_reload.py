@@ -1,5 +1,6 @@
 """Kafka's dynamic listener update of TLS stores: ``listener.name.<l>.ssl.keystore.*`` (and
-``ssl.truststore.*``) set with IncrementalAlterConfigs on this broker's resource.
+``ssl.truststore.*``) set with IncrementalAlterConfigs on this broker's resource (passwords stored encrypted, see
+password_encoder.py).
 
 The new settings are layered over the static ones, the listener's TLS context is rebuilt and
 swapped in: new connections get the new certificate, open ones keep the one they shook hands
@@ -18,6 +19,7 @@ import structlog
 from cryptography import x509
 
 from broker.config import BROKER_CONFIGS, BrokerConfig, ConfigError, ConfigValue, SecurityProtocol
+from broker.security.password_encoder import DynamicPasswords
 from broker.security.setup import ListenerSecurity
 from broker.security.tls import Setting, load_keystore, server_context
 from controller.image import MetadataImage
@@ -113,19 +115,27 @@ def listener_keys_of(names: Iterable[str]) -> list[str]:
 class ListenerKeystores:
     """Swaps the TLS contexts of this broker's listeners when their dynamic stores change."""
 
-    def __init__(self, config: BrokerConfig, node_id: int, listeners: Iterable[ListenerSecurity]) -> None:
+    def __init__(self, config: BrokerConfig, node_id: int, listeners: Iterable[ListenerSecurity],
+                 passwords: DynamicPasswords) -> None:
         self._config = config
         self._node_id = node_id
+        self._passwords = passwords
         self._listeners = [s for s in listeners if s.tls is not None]
+        #: Per listener: the settings as stored (passwords encrypted), and as in force (in clear).
+        self._stored: dict[str, dict[str, str]] = {s.name: {} for s in self._listeners}
         self._in_force: dict[str, dict[str, str]] = {s.name: {} for s in self._listeners}
 
     def on_image(self, image: MetadataImage) -> None:
         dynamic = image.broker_config(self._node_id)
         for security in self._listeners:
             prefix = f"listener.name.{security.name.lower()}."
-            wanted = {k: v for k, v in dynamic.items() if k.startswith(prefix) and listener_ssl_key(k) is not None}
-            if wanted == self._in_force[security.name]:
+            stored = {k: v for k, v in dynamic.items() if k.startswith(prefix) and listener_ssl_key(k) is not None}
+            if stored == self._stored[security.name]:
                 continue
+            self._stored[security.name] = stored
+            wanted = self._passwords.decoded(stored)
+            if wanted == self._in_force[security.name]:
+                continue  # the same settings, stored anew (passwords re-encrypted)
             try:
                 security.tls = rebuild_context(self._config, security.name, wanted, self._in_force[security.name])
             except (ConfigError, OSError, ValueError) as ex:

@@ -5,8 +5,9 @@ outcome is recorded there at the end of the session, with its client, scenario a
 reason of a skip, xfail or failure. ``scripts/gen_compat_matrix.py`` runs the suite with it
 and turns the files into ``docs/compatibility-matrix.md``.
 
-A test's client is its ``client``, ``producer`` or ``consumer`` parameter, else the module's
-``MATRIX_CLIENT``, else ``several`` (scenarios that drive several clients at once). Its
+A test's client is its ``client``, ``producer`` or ``consumer`` parameter (``confluent`` and
+``kafka_python`` spelled as the matrix spells them), or a ``variant`` parameter naming a Java
+client, else the module's ``MATRIX_CLIENT``, else ``several`` (scenarios that drive several clients at once). Its
 scenario is ``<module>: <test>``; any other parameters (acks, codec, ...) are its variant,
 and a (client, scenario) cell sums up its variants.
 """
@@ -25,6 +26,10 @@ from . import settings
 
 MATRIX_ENV = "CORMORANT_COMPAT_MATRIX_OUT"
 CLIENT_PARAMS = ("client", "producer", "consumer")
+#: The Java security tests name their client (java, java4) in a ``variant`` parameter.
+JAVA_VARIANT_PARAM = "variant"
+#: Parameter values naming a client otherwise than the matrix does.
+CLIENT_ALIASES = {"confluent": "confluent-kafka", "kafka_python": "kafka-python"}
 SEVERAL = "several"
 REASON_CHARS_MAX = 300
 
@@ -47,6 +52,10 @@ def classify(item: pytest.Item) -> tuple[str, str, str]:
         if name in params:
             client = str(params.pop(name))
             break
+    if client is None and params.get(JAVA_VARIANT_PARAM) in ("java", "java4"):
+        client = str(params.pop(JAVA_VARIANT_PARAM))
+    if client is not None:
+        client = CLIENT_ALIASES.get(client, client)
     if client is None:
         module = getattr(item, "module", None)
         client = str(getattr(module, "MATRIX_CLIENT", SEVERAL))

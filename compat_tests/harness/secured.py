@@ -116,6 +116,18 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
+def tls_init(directory: Path) -> Path:
+    """Development certificates for 127.0.0.1/localhost from ``cormorant tls init`` in ``directory``."""
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "broker", "tls", "init", "--dir", str(directory),
+                             "--hosts", "localhost,127.0.0.1"], capture_output=True, text=True, timeout=60,
+                            cwd=settings.PROJECT_ROOT, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "NOT for production" in result.stdout
+    return directory
+
+
 # -- confluent-kafka -------------------------------------------------------------------------
 
 def _confluent_roundtrip(bootstrap: str, security: ClientSecurity, topic: str, group: str,

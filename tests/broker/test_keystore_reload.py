@@ -13,6 +13,7 @@ from broker.security.keystore_reload import (
     check_listener_update,
     listener_keys_of,
 )
+from broker.security.password_encoder import DynamicPasswords
 from broker.security.setup import listener_security
 from broker.tools.tls_init import init_tls
 from controller.image import BROKER_RESOURCE, MetadataImage
@@ -61,7 +62,7 @@ def test_image_swaps_the_context_once(certs: Path) -> None:
     config = _config(certs)
     security = listener_security(config, config.listeners[1], lambda user, mechanism: None, lambda *a: None)
     assert security is not None
-    keystores = ListenerKeystores(config, 1, [security])
+    keystores = ListenerKeystores(config, 1, [security], DynamicPasswords(None))
     original = security.tls
     keystores.on_image(MetadataImage())
     assert security.tls is original

@@ -93,3 +93,106 @@ def test_server_exchange_and_error_challenge() -> None:
                 message(unsecured({"sub": "alice", "exp": NOW + 60}), authzid="bob")):
         with pytest.raises(AuthenticationFailed):
             OAuthBearerServer(validator).evaluate(bad)
+
+
+# -- the client's side: Kafka's login handlers (tools' --command-config) -----------------------
+
+def test_unsecured_login_token_is_accepted_by_the_unsecured_validator() -> None:
+    from broker.security.oauthbearer_login import OAuthBearerClient, OAuthBearerLogin
+
+    login = OAuthBearerLogin({"unsecuredLoginStringClaim_sub": "alice", "unsecuredLoginLifetimeSeconds": "120",
+                              "unsecuredLoginListClaim_scope": ",read,write",
+                              "unsecuredLoginNumberClaim_level": "3",
+                              "unsecuredLoginExtension_traceId": "t-1"}, clock=lambda: NOW)
+    token = login.token()
+    claims = jwt.decode(token, options={"verify_signature": False})
+    assert claims == {"sub": "alice", "scope": ["read", "write"], "level": 3, "iat": NOW, "exp": NOW + 120}
+    assert jwt.get_unverified_header(token) == {"alg": "none"} and token.endswith(".")
+    first = OAuthBearerClient(login).first()
+    assert first == f"n,,\x01auth=Bearer {token}\x01traceId=t-1\x01\x01".encode()
+    server = OAuthBearerServer(UnsecuredValidator(required_scopes=["write"], clock=lambda: NOW + 60))
+    assert server.evaluate(first) == b"" and server.authorization_id == "alice"
+    # Past its lifetime, the same token is refused; the client answers the error challenge with \x01.
+    late = OAuthBearerServer(UnsecuredValidator(clock=lambda: NOW + 121))
+    client = OAuthBearerClient(login)
+    challenge = late.evaluate(client.first())
+    assert client.next(challenge) == b"\x01"
+    with pytest.raises(AuthenticationFailed, match="expired"):
+        late.evaluate(b"\x01")
+
+
+def test_client_security_takes_oauthbearer_from_command_config(tmp_path: Path) -> None:
+    from broker.config import ConfigError
+    from broker.security.client_config import client_security
+
+    module = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
+    security = client_security({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+                                "sasl.jaas.config": f'{module} unsecuredLoginStringClaim_sub="bob";'})
+    assert security.mechanism == "OAUTHBEARER" and security.oauthbearer is not None
+    assert jwt.decode(security.oauthbearer.token(), options={"verify_signature": False})["sub"] == "bob"
+    with pytest.raises(ConfigError, match="unsecuredLoginStringClaim_sub"):
+        client_security({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+                         "sasl.jaas.config": f"{module};"})
+    # A file: token endpoint names a file holding the token, read when connecting.
+    token_file = tmp_path / "token.jwt"
+    token_file.write_text(unsecured({"sub": "carol", "exp": NOW + 600}) + "\n")
+    from_file = client_security({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+                                 "sasl.oauthbearer.token.endpoint.url": token_file.as_uri(),
+                                 "sasl.jaas.config": f"{module};"})
+    assert from_file.oauthbearer is not None
+    assert from_file.oauthbearer.token() == token_file.read_text().strip()
+
+
+def test_token_endpoint_client_credentials_grant(signing_key: rsa.RSAPrivateKey) -> None:
+    """A real HTTP token endpoint on 127.0.0.1: Basic credentials, the grant, the scope; the
+    token is kept until shortly before its exp."""
+    import base64
+    import threading
+    import urllib.parse
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from broker.security.oauthbearer_login import OAuthBearerLogin
+
+    requests: list[tuple[str, dict[str, list[str]]]] = []
+
+    class TokenEndpoint(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            form = urllib.parse.parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+            requests.append((self.headers["Authorization"], form))
+            ok = self.headers["Authorization"] == "Basic " + base64.b64encode(b"tool:tool-secret").decode()
+            body = json.dumps({"access_token": jwt.encode({"sub": "tool", "exp": NOW + 600}, signing_key,
+                                                          algorithm="RS256"), "token_type": "Bearer"}
+                              if ok else {"error": "invalid_client"}).encode()
+            self.send_response(200 if ok else 401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), TokenEndpoint)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/token"
+        now = [NOW]
+        login = OAuthBearerLogin({"clientId": "tool", "clientSecret": "tool-secret", "scope": "kafka"}, url,
+                                 clock=lambda: now[0])
+        token = login.token()
+        assert jwt.decode(token, signing_key.public_key(), algorithms=["RS256"],
+                          options={"verify_exp": False})["sub"] == "tool"
+        assert requests[0][1] == {"grant_type": ["client_credentials"], "scope": ["kafka"]}
+        assert login.token() == token and len(requests) == 1  # cached
+        now[0] = NOW + 590  # within a minute of exp: fetched again
+        login.token()
+        assert len(requests) == 2
+        from broker.config import ConfigError
+
+        with pytest.raises(ConfigError, match="HTTP 401"):
+            OAuthBearerLogin({"clientId": "tool", "clientSecret": "wrong"}, url).token()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
