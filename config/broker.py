@@ -60,8 +60,9 @@ _MS_PER_HOUR: Final = 3_600_000
 class BrokerConfig:
     """The broker's validated configuration.
 
-    Attributes are the Kafka settings with dots as underscores. A few hold the
-    effective value Kafka derives rather than the setting itself: ``node_id``
+    Attributes are the Kafka settings with dots as underscores, filled from the
+    catalog by :func:`build_config` (a setting read only by name, such as the TLS
+    ones, has no attribute: :meth:`get` reads it). A few hold the effective value Kafka derives rather than the setting itself: ``node_id``
     (node.id or broker.id), ``log_dirs`` (log.dirs or log.dir),
     ``log_retention_ms`` (ms, else minutes, else hours; any negative value is -1),
     ``log_roll_ms``/``log_roll_jitter_ms`` (ms, else hours), ``log_flush_interval_ms``
