@@ -5,7 +5,11 @@ One module per area, as Kafka splits its ``ConfigDef`` (``server``, ``log``,
 settings in ``topic``; accepted-but-unimplemented Kafka settings in
 ``unimplemented``). A new setting goes into its area's module, in the list of its
 documentation section; :data:`BROKER_CONFIGS` joins the sections in the order
-docs/configuration.md shows them.
+docs/configuration.md shows them. Code reads a broker setting with
+``BrokerConfig.get(name)``, or as an attribute once ``BrokerConfig`` declares one
+named after it (dots as underscores), which ``build_config`` then fills; a topic
+setting is an attribute of ``TopicConfig`` (one per entry, checked at import).
+Then ``python scripts/gen_config_docs.py`` regenerates docs/configuration.md.
 
 Three kinds of broker key:
 
