@@ -125,8 +125,8 @@ class ControllerRole:
             ControllerSettings(config.num_partitions, config.default_replication_factor,
                                config.unclean_leader_election_enable,
                                max_partitions_per_request=config.max_partitions_per_request,
-                               max_partitions_per_broker=config.max_partitions_per_broker),
-            node.validate_topic_configs,
+                               max_partitions_per_broker=config.max_partitions_per_broker,
+                               config=config),
             node.rng,
         )
         self.raft.add_reset_listener(self.controller.reset_image)

@@ -107,27 +107,6 @@ def read_meta_properties(path: Path) -> dict[str, str]:
     return out
 
 
-def log_config_from(tc: TopicConfig) -> LogConfig:
-    return LogConfig(
-        segment_bytes=tc.segment_bytes,
-        segment_ms=tc.segment_ms,
-        segment_index_bytes=tc.segment_index_bytes,
-        index_interval_bytes=tc.index_interval_bytes,
-        retention_ms=tc.retention_ms,
-        retention_bytes=tc.retention_bytes,
-        file_delete_delay_ms=tc.file_delete_delay_ms,
-        flush_messages=tc.flush_messages,
-        flush_ms=tc.flush_ms,
-        max_message_bytes=tc.max_message_bytes,
-        message_timestamp_type="LogAppendTime" if tc.message_timestamp_type == "LogAppendTime" else "CreateTime",
-        cleanup_policy=frozenset(tc.cleanup_policy),
-        delete_retention_ms=tc.delete_retention_ms,
-        min_cleanable_dirty_ratio=tc.min_cleanable_dirty_ratio,
-        min_compaction_lag_ms=tc.min_compaction_lag_ms,
-        max_compaction_lag_ms=tc.max_compaction_lag_ms,
-    )
-
-
 def cleaner_config_from(config: BrokerConfig) -> CleanerConfig:
     return CleanerConfig(
         enable=config.log_cleaner_enable,
@@ -267,30 +246,28 @@ class BrokerNode:
     def describe_topic_configs(self, overrides: Mapping[str, str]) -> list[ConfigEntry]:
         """A topic's settings as DescribeConfigs and CreateTopics report them, with the
         dynamic broker settings they default from; raises ConfigError."""
-        resolved = TopicConfig.resolve(self.effective_config(self.image), overrides)
+        resolved = TopicConfig.resolve(self.effective_config(self.image).topic_defaults(), overrides)
         per_broker, default = self._dynamic_layers  # as effective_config just read them
-        return resolved.describe(
-            broker_synonyms_of=lambda key: broker_synonym_chain(self.config, key, per_broker, default)
-        )
+        return resolved.describe(lambda key: broker_synonym_chain(self.config, key, per_broker, default))
 
     def topic_config(self, image: MetadataImage, topic: str) -> TopicConfig:
-        broker = self.effective_config(image)
+        defaults = self.effective_config(image).topic_defaults
         overrides = image.topic_config(topic)
         key = (topic, frozenset(overrides.items()))
         cached = self._topic_configs.get(key)
         if cached is None:
             try:
-                cached = TopicConfig.resolve(broker, overrides)
+                cached = TopicConfig.resolve(defaults(), overrides)
             except ConfigError as ex:
                 log.error("topic_config_invalid", topic=topic, key=ex.key, error=str(ex))
-                cached = TopicConfig.resolve(broker, {})
+                cached = TopicConfig.resolve(defaults(), {})
             if len(self._topic_configs) > 10_000:
                 self._topic_configs.clear()
             self._topic_configs[key] = cached
         return cached
 
     def log_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
-        return log_config_from(self.topic_config(image, topic))
+        return self.topic_config(image, topic)
 
     def timestamp_policy_for(self, partition: Partition) -> TimestampPolicy:
         tc = self.topic_config(self.image, partition.topic)
@@ -301,13 +278,6 @@ class BrokerNode:
 
     def min_insync_replicas(self, topic: str) -> int:
         return self.topic_config(self.image, topic).min_insync_replicas
-
-    def validate_topic_configs(self, configs: Mapping[str, str]) -> tuple[str, str] | None:
-        try:
-            TopicConfig.resolve(self.effective_config(self.image), configs)
-        except ConfigError as ex:
-            return ex.key, str(ex)
-        return None
 
     def log_client_error(self, event: str, **context: Any) -> None:
         suppressed = self.client_error_log.admit(event)
@@ -367,7 +337,7 @@ class BrokerNode:
         files = self._open_file_budget()
         self._prepare_log_dirs()
         self.log_manager = LogManager(
-            list(self.config.log_dirs), log_config_from(TopicConfig.resolve(self.config, {})), self.clock_ms,
+            list(self.config.log_dirs), TopicConfig.resolve(self.config.topic_defaults(), {}), self.clock_ms,
             files=files,
         )
         self.metrics.log_recovered(time.monotonic() - started)
@@ -381,8 +351,8 @@ class BrokerNode:
                 TimedQuorum(self.quorum, self.metrics),
                 ControllerSettings(self.config.num_partitions, self.config.default_replication_factor,
                                    max_partitions_per_request=self.config.max_partitions_per_request,
-                                   max_partitions_per_broker=self.config.max_partitions_per_broker),
-                self.validate_topic_configs,
+                                   max_partitions_per_broker=self.config.max_partitions_per_broker,
+                                   config=self.config),
                 self.rng,
             )
             self.controller.replay(list(self.quorum.replay()))

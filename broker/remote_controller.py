@@ -135,7 +135,7 @@ class RemoteController:
                     num_partitions=r.num_partitions,
                     replication_factor=r.replication_factor,
                     assignments=[CreateTopicsRequestCreatableReplicaAssignment(partition_index=i, broker_ids=list(b))
-                                 for i, b in sorted(r.assignments.items())],
+                                 for i, b in r.assignment_pairs()],
                     configs=[CreateTopicsRequestCreatableTopicConfig(name=k, value=v)
                              for k, v in sorted(r.configs.items())],
                 )

@@ -37,7 +37,6 @@ class Partition:
     index: int
     topic_id: uuid.UUID
     log: PartitionLog
-    config: LogConfig
     leader: int
     leader_epoch: int
     partition_epoch: int
@@ -56,6 +55,11 @@ class Partition:
     pending_isr: tuple[int, ...] | None = None
     #: Fetches and acks=all produces waiting for this partition to change.
     waiters: set[trio.Event] = field(default_factory=set)
+
+    @property
+    def config(self) -> LogConfig:
+        """The topic's settings, as the log holds them."""
+        return self.log.config
 
     @property
     def log_start_offset(self) -> int:
@@ -198,7 +202,6 @@ class ReplicaManager:
             index=part.partition,
             topic_id=topic_id,
             log=plog,
-            config=config,
             leader=part.leader,
             leader_epoch=part.leader_epoch,
             partition_epoch=part.partition_epoch,
@@ -219,8 +222,7 @@ class ReplicaManager:
             p.follower_caught_up_ms.setdefault(replica, self.clock_ms())
         p.leader, p.leader_epoch, p.partition_epoch = part.leader, part.leader_epoch, part.partition_epoch
         p.replicas, p.isr = part.replicas, part.isr
-        if config != p.config:
-            p.config = config
+        if config != p.log.config:
             p.log.update_config(config)
         if p.leader == self.node_id and not was_leader:
             self._become_leader(p)

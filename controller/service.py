@@ -23,6 +23,7 @@ from typing import TypeVar
 import structlog
 import trio
 
+from config import BrokerConfig, default_config
 from controller.acls import AclError, AclFilter, StandardAcl, matching_ids, validate_new_acl
 from controller.elections import UNCLEAN, ElectionOutcome, elect_leaders
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
@@ -31,6 +32,8 @@ from controller.quorum import MetadataQuorum, NotControllerError
 from controller.quotas import CLIENT_KEYS, IP, IP_KEYS, QuotaError, check_value, entity_of
 from controller.reassignment import ReassignmentOutcome, alter_reassignments
 from controller.state import apply, apply_all
+from controller.topic_configs import TopicConfigChecker
+from controller.topic_creation import settings_and_assignment_error
 from wire.errors import ErrorCode
 from wire.generated.metadata.rec_000_register_broker_record import (
     RegisterBrokerRecord,
@@ -63,10 +66,6 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 
 _T = TypeVar("_T")
 
-#: Validates topic configs; returns (config name, message) of the first bad one, or None.
-TopicConfigValidator = Callable[[Mapping[str, str]], tuple[str, str] | None]
-
-
 @dataclass(frozen=True, slots=True)
 class ControllerSettings:
     num_partitions: int = 1
@@ -76,6 +75,8 @@ class ControllerSettings:
     #: max.partitions.per.request and max.partitions.per.broker (controller/partition_budget.py).
     max_partitions_per_request: int = 10_000
     max_partitions_per_broker: int = 100_000
+    #: This node's configuration: new and altered topic settings are validated against its defaults.
+    config: BrokerConfig = field(default_factory=default_config)
 
 
 @dataclass(slots=True)
@@ -93,8 +94,15 @@ class TopicRequest:
     name: str
     num_partitions: int = -1
     replication_factor: int = -1
-    assignments: dict[int, list[int]] = field(default_factory=dict)
+    #: partition -> replicas; a request's (partition, replicas) pairs as given, repeats kept
+    assignments: dict[int, list[int]] | list[tuple[int, list[int]]] = field(default_factory=dict)
     configs: dict[str, str] = field(default_factory=dict)
+
+    def assignment_pairs(self) -> list[tuple[int, list[int]]]:
+        """The manual assignment as (partition, replicas) pairs, in request order."""
+        if isinstance(self.assignments, dict):
+            return list(self.assignments.items())
+        return list(self.assignments)
 
 
 def validate_topic_name(name: str) -> str | None:
@@ -165,13 +173,12 @@ class Controller:
         node_id: int,
         quorum: MetadataQuorum,
         settings: ControllerSettings,
-        validate_topic_configs: TopicConfigValidator,
         rng: random.Random,
     ) -> None:
         self.node_id = node_id
         self.quorum = quorum
         self.settings = settings
-        self.validate_topic_configs = validate_topic_configs
+        self.topic_configs = TopicConfigChecker(node_id, settings.config)
         self.rng = rng
         self.image = MetadataImage()
         self._listeners: list[Callable[[MetadataImage], None]] = []
@@ -349,6 +356,13 @@ class Controller:
             res.error, res.message = code, msg
             return res, []
 
+        if validate_topic_name(req.name) is None and self.image.topic(req.name) is None:
+            # Kafka's order: a new topic's settings and manual assignment come first.
+            refused = settings_and_assignment_error(
+                self.image, self.topic_configs, req.configs, req.num_partitions, req.replication_factor,
+                req.assignment_pairs())
+            if refused is not None:
+                return fail(*refused)
         if budget.created >= budget.per_request:  # cheaply, for a request naming a million topics
             return fail(ErrorCode.POLICY_VIOLATION, f"This request would create more than {PER_REQUEST}="
                                                     f"{budget.per_request} partitions.")
@@ -368,22 +382,9 @@ class Controller:
                             f"Topic '{req.name}' collides with existing topic: {other}")
         live = self.image.live_brokers()
         if req.assignments:
-            if req.num_partitions != -1 or req.replication_factor != -1:
-                return fail(ErrorCode.INVALID_REQUEST,
-                            "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
-            indexes = sorted(req.assignments)
-            if indexes != list(range(len(indexes))):
-                return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions should be a consecutive 0-based integer sequence")
-            known = {b for b in self.image.brokers}
-            rf = len(req.assignments[0])
-            for replicas in req.assignments.values():
-                if not replicas or len(set(replicas)) != len(replicas):
-                    return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Duplicate or empty replica assignment")
-                if len(replicas) != rf:
-                    return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "All partitions should have the same number of replicas")
-                if any(r not in known for r in replicas):
-                    return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Replica assignment names a broker that is not registered")
-            assignment = [req.assignments[i] for i in indexes]
+            # Checked above (settings_and_assignment_error): consecutive partitions, same replica counts.
+            assignment = [replicas for _, replicas in sorted(req.assignment_pairs())]
+            rf = len(assignment[0])
             partitions = len(assignment)
         else:
             partitions = self.settings.num_partitions if req.num_partitions == -1 else req.num_partitions
@@ -399,9 +400,6 @@ class Controller:
                 return fail(ErrorCode.INVALID_REPLICATION_FACTOR,
                             f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {len(live)} broker(s) are registered.")
             assignment = self._assign(partitions, rf)
-        bad = self.validate_topic_configs(req.configs)
-        if bad is not None:
-            return fail(ErrorCode.INVALID_CONFIG, bad[1])
         over = budget.admit(assignment)
         if over is not None:
             return fail(*over)
@@ -524,8 +522,11 @@ class Controller:
         async with self._write_lock:
             self.require_active()
             if resource_type == TOPIC_RESOURCE:
-                if self.image.topic(resource_name) is None:
-                    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource_name} does not exist"
+                if not resource_name:
+                    return ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed."
+                problem = validate_topic_name(resource_name)
+                if problem is not None:
+                    return ErrorCode.INVALID_TOPIC_EXCEPTION, problem
                 current = dict(self.image.topic_config(resource_name))
             elif resource_type == BROKER_RESOURCE:
                 if resource_name not in ("", str(self.node_id)) and not (
@@ -542,9 +543,12 @@ class Controller:
                 else:
                     target[key] = value
             if resource_type == TOPIC_RESOURCE:
-                bad = self.validate_topic_configs(target)
+                # Kafka's controller: the settings are validated first, then the topic's existence.
+                bad = self.topic_configs.error(self.image, target)
                 if bad is not None:
-                    return ErrorCode.INVALID_CONFIG, bad[1]
+                    return ErrorCode.INVALID_CONFIG, bad
+                if self.image.topic(resource_name) is None:
+                    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{resource_name}' does not exist."
             if validate_only:
                 return ErrorCode.NONE, None
             records: list[Message] = []

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write ``docs/configuration.md`` from the settings catalog in ``broker/config.py``.
+"""Write ``docs/configuration.md`` from the settings catalog in ``config/catalog/``.
 
 Usage: ``python scripts/gen_config_docs.py [--check]``
 
@@ -18,7 +18,7 @@ OUT = ROOT / "docs" / "configuration.md"
 
 sys.path.insert(0, str(ROOT))
 
-from broker.config import render_configuration_markdown  # noqa: E402
+from config.docs import render_configuration_markdown  # noqa: E402
 
 
 def main() -> int:

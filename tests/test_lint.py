@@ -43,7 +43,7 @@ def test_wire_imports_nothing_of_ours() -> None:
         for line in path.read_text().splitlines():
             stripped = line.strip()
             if stripped.startswith(("import ", "from ")) and any(
-                stripped.split()[1].split(".")[0] == name for name in ("broker", "controller", "trio")
+                stripped.split()[1].split(".")[0] == name for name in ("broker", "config", "controller", "trio")
             ):
                 bad.append(f"{path.relative_to(ROOT)}: {stripped}")
     assert bad == []
@@ -62,7 +62,6 @@ def test_controller_never_imports_broker() -> None:
 # Modules still waiting to be split; no other hand-written module may pass the limit.
 MODULE_LINE_LIMIT = 700
 NOT_YET_SPLIT = {
-    "broker/config.py",
     "broker/log/partition_log.py",
     "broker/group/shard.py",
     "wire/records.py",

@@ -17,7 +17,7 @@ from importlib.metadata import packages_distributions
 
 from tests.shared import ROOT
 
-OWN_PACKAGES = {"broker", "wire", "controller", "tests", "compat_tests"}
+OWN_PACKAGES = {"broker", "wire", "config", "controller", "tests", "compat_tests"}
 #: Modules that a client imports for a feature the tests use (client -> module).
 CLIENT_OPTIONAL_MODULES = {"kafka-python": "snappy"}
 #: Where a module's distribution cannot be looked up because it is not installed here.

@@ -60,7 +60,7 @@ def load_client_properties(path: Path | None) -> ClientSettings:
         raise ConsoleConfigError(f"unsupported client properties: {', '.join(unknown)}")
     try:
         security = client_security(values)
-    except ValueError as ex:  # broker.config.ConfigError, which names the setting
+    except ValueError as ex:  # config.ConfigError, which names the setting
         raise ConsoleConfigError(f"{getattr(ex, 'key', 'client properties')}: {ex}") from None
     try:
         timeout_ms = int(values.get("request.timeout.ms", DEFAULT_REQUEST_TIMEOUT_MS))

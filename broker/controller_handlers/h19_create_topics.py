@@ -1,8 +1,8 @@
 """CreateTopics (19), v0-7, on the controller listener: topics forwarded by brokers.
 
-The broker that received the client's request already answered what it can
-(duplicates, ``__cluster_metadata``, configs, manual assignments); the active
-controller validates again against the current image and writes the records.
+The broker that received the client's request already answered duplicates and
+``__cluster_metadata``; the active controller validates the rest (names, settings,
+manual assignments, placement) against the current image and writes the records.
 Every topic gets NOT_CONTROLLER (41) on a controller that is not active, and
 REQUEST_TIMED_OUT (7) when the quorum does not commit within ``timeout_ms``.
 """
@@ -30,7 +30,7 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             name=t.name,
             num_partitions=t.num_partitions,
             replication_factor=t.replication_factor,
-            assignments={a.partition_index: list(a.broker_ids) for a in t.assignments},
+            assignments=[(a.partition_index, list(a.broker_ids)) for a in t.assignments],
             configs={c.name: c.value for c in t.configs if c.value is not None},
         )
         for t in request.topics

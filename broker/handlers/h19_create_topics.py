@@ -1,9 +1,10 @@
 """CreateTopics (19), v0-7: validate and create topics through the controller.
 
-Validation follows Kafka's controller (ControllerApis, ReplicationControlManager),
-in its order: a name given twice gets one INVALID_REQUEST "Duplicate topic
-name." entry after the others, as KRaft answers (ZooKeeper-era brokers answered
-each copy); ``__cluster_metadata`` cannot be created; then per topic the name
+This handler answers what Kafka's ControllerApis answers: a name given twice gets
+one INVALID_REQUEST "Duplicate topic name." entry after the others, as KRaft
+answers (ZooKeeper-era brokers answered each copy); ``__cluster_metadata`` cannot
+be created. The controller checks the rest (``controller/topic_creation.py``), in
+Kafka's order (ReplicationControlManager): per topic the name
 (INVALID_TOPIC_EXCEPTION, 17), existence (TOPIC_ALREADY_EXISTS, 36), the
 configs (INVALID_CONFIG, 40), the manual assignment (INVALID_REQUEST, 42, or
 INVALID_REPLICA_ASSIGNMENT, 39), then partition count and replication factor
@@ -31,12 +32,11 @@ import trio
 from broker.acl_operations import AclOperation, ResourceType, authorize_cluster, checker
 from broker.config import ConfigError
 from broker.dispatch import RequestContext
-from controller.image import MetadataImage
-from controller.service import CreateTopicResult, TopicRequest, validate_topic_name
+from controller.service import CreateTopicResult, TopicRequest
+from controller.topic_creation import MAX_RECORDS_PER_USER_OP
 from wire.errors import ErrorCode
 from wire.generated.api_019_create_topics import (
     CreateTopicsRequest,
-    CreateTopicsRequestCreatableTopic,
     CreateTopicsResponse,
     CreateTopicsResponseCreatableTopicConfigs,
     CreateTopicsResponseCreatableTopicResult,
@@ -52,79 +52,10 @@ MAX_VERSION = 7
 log = structlog.get_logger(__name__)
 
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
-#: Kafka's controller writes at most this many records for one request (QuorumController).
-MAX_RECORDS_PER_USER_OP = 10_000
-
-
-def manual_assignment_error(
-    image: MetadataImage, replicas: list[int], replication_factor: int | None
-) -> str | None:
-    """Kafka's validateManualPartitionAssignment: a message, or None when the replicas are fine."""
-    if not replicas:
-        return "The manual partition assignment includes an empty replica list."
-    previous: int | None = None
-    for broker_id in sorted(replicas):
-        if broker_id not in image.brokers:
-            return f"The manual partition assignment includes broker {broker_id}, but no such broker is registered."
-        if broker_id == previous:
-            return f"The manual partition assignment includes the broker {previous} more than once."
-        previous = broker_id
-    if replication_factor is not None and len(replicas) != replication_factor:
-        return (
-            f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but this is "
-            f"not consistent with previous partitions, which have {replication_factor} replica(s)."
-        )
-    return None
-
-
-def _precheck(
-    node: BrokerNode, image: MetadataImage, topic: CreateTopicsRequestCreatableTopic, configs: dict[str, str]
-) -> tuple[ErrorCode, str] | None:
-    """The checks Kafka makes before placement, with Kafka's messages.
-
-    Names and existence are left to the controller; these are the checks that come
-    between them and placement in Kafka's order.
-    """
-    if validate_topic_name(topic.name) is not None or image.topic(topic.name) is not None:
-        return None
-    bad = node.validate_topic_configs(configs)
-    if bad is not None:
-        return ErrorCode.INVALID_CONFIG, bad[1]
-    if not topic.assignments:
-        return None
-    if topic.replication_factor != -1:
-        return ErrorCode.INVALID_REQUEST, (
-            "A manual partition assignment was specified, but replication factor was not set to -1."
-        )
-    if topic.num_partitions != -1:
-        return ErrorCode.INVALID_REQUEST, (
-            "A manual partition assignment was specified, but numPartitions was not set to -1."
-        )
-    seen: set[int] = set()
-    rf: int | None = None
-    for a in topic.assignments:
-        if a.partition_index in seen:
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
-                f"Found multiple manual partition assignments for partition {a.partition_index}"
-            )
-        seen.add(a.partition_index)
-        problem = manual_assignment_error(image, a.broker_ids, rf)
-        if problem is not None:
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem
-        rf = len(a.broker_ids)
-        if not any(b.broker_id in a.broker_ids for b in image.live_brokers()):
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
-                f"All brokers specified in the manual partition assignment for partition {a.partition_index} "
-                "are fenced or in controlled shutdown."
-            )
-    if seen != set(range(len(seen))):
-        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence"
-    return None
 
 
 async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     node = ctx.node
-    image = node.image
     counts = Counter(t.name for t in request.topics)
     validate_only = request.validate_only and ctx.api_version >= 1
     results: dict[str, CreateTopicsResponseCreatableTopicResult] = {}
@@ -138,7 +69,6 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
     for topic in request.topics:
         if pacer.tick(1 + len(topic.assignments)):
             await pacer.pause()
-            image = node.image
         if counts[topic.name] > 1 or topic.name == CLUSTER_METADATA_TOPIC:
             continue
         order.append(topic.name)
@@ -148,16 +78,12 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
         # A null value on a new topic sets nothing, as in Kafka; a repeated name keeps its last value.
         configs = {c.name: c.value for c in topic.configs if c.value is not None}
         configs_by_name[topic.name] = configs
-        problem = _precheck(node, image, topic, configs)
-        if problem is not None:
-            results[topic.name] = _failure(topic.name, problem[0], problem[1])
-            continue
         to_create.append(
             TopicRequest(
                 name=topic.name,
                 num_partitions=topic.num_partitions,
                 replication_factor=topic.replication_factor,
-                assignments={a.partition_index: list(a.broker_ids) for a in topic.assignments},
+                assignments=[(a.partition_index, list(a.broker_ids)) for a in topic.assignments],
                 configs=configs,
             )
         )

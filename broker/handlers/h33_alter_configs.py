@@ -23,7 +23,6 @@ from broker.handlers.h44_incremental_alter_configs import (
     check_broker_name,
     check_dynamic_result,
     check_keys,
-    check_topic_change,
     duplicate_resources,
     encrypted_passwords,
     validate_broker_configs,
@@ -66,9 +65,7 @@ async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConf
                 validate_broker_configs(configs, per_broker=bool(name))
                 check_dynamic_result(ctx.node, name, configs)
                 stored = encrypted_passwords(ctx.node, name, configs)
-            elif resource.resource_type == TOPIC:
-                check_topic_change(ctx, name, configs)
-            else:
+            elif resource.resource_type != TOPIC:  # topics: the controller checks them
                 raise AlterError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")
             await write_changes(ctx, resource.resource_type, name, stored, True, request.validate_only)
         except AlterError as ex:

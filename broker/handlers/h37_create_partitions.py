@@ -22,8 +22,8 @@ import trio
 
 from broker.acl_operations import AclOperation, ResourceType, authorize
 from broker.dispatch import RequestContext
-from broker.handlers.h19_create_topics import MAX_RECORDS_PER_USER_OP, manual_assignment_error
 from controller.image import MetadataImage
+from controller.topic_creation import MAX_RECORDS_PER_USER_OP, manual_assignment_error
 from wire.errors import ErrorCode
 from wire.generated.api_037_create_partitions import (
     CreatePartitionsRequest,

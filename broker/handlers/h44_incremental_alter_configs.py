@@ -49,7 +49,6 @@ from broker.handlers.h32_describe_configs import BROKER, BROKER_LOGGER, ROOT_LOG
 from broker.security.keystore_reload import check_listener_update, listener_keys_of
 from broker.share import group_configs as share_configs
 from broker.share.group import ShareGroupSettings
-from controller.service import validate_topic_name
 from wire.errors import ErrorCode
 from wire.generated.api_044_incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
@@ -236,20 +235,6 @@ def merged(current: Mapping[str, str], changes: Mapping[str, str | None]) -> dic
     return out
 
 
-def check_topic_change(ctx: RequestContext, name: str, resulting: Mapping[str, str]) -> None:
-    """Kafka's controller: the configs are validated first, then the topic's existence."""
-    if not name:
-        raise AlterError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
-    problem = validate_topic_name(name)
-    if problem is not None:
-        raise AlterError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-    bad = ctx.node.validate_topic_configs(resulting)
-    if bad is not None:
-        raise AlterError(ErrorCode.INVALID_CONFIG, bad[1])
-    if ctx.node.image.topic(name) is None:
-        raise AlterError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-
-
 async def write_changes(
     ctx: RequestContext,
     resource_type: int,
@@ -336,7 +321,7 @@ async def _alter(ctx: RequestContext, resource_type: int, name: str, ops: list[O
             current, ops, TOPIC_CONFIGS,
             lambda op: f"Can't {OP_NAMES[op.operation]} to key {op.name} because its type is not LIST.",
         )
-        check_topic_change(ctx, name, merged(current, changes))
+        # The controller checks the name, the resulting settings and then the topic's existence.
         await write_changes(ctx, TOPIC, name, changes, False, validate_only)
         return
     if resource_type == share_configs.GROUP:

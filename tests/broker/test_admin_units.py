@@ -17,7 +17,6 @@ from broker.config import (
     TopicConfig,
     build_config,
 )
-from broker.handlers.h19_create_topics import manual_assignment_error
 from broker.handlers.h32_describe_configs import broker_entries, broker_synonym_chain, log4j_level
 from broker.handlers.h44_incremental_alter_configs import (
     APPEND,
@@ -33,6 +32,7 @@ from broker.handlers.h44_incremental_alter_configs import (
     validate_broker_configs,
 )
 from controller.image import BrokerImage, MetadataImage
+from controller.topic_creation import manual_assignment_error
 from wire.errors import ErrorCode
 
 
@@ -148,7 +148,7 @@ def test_dynamic_log_settings_layer_over_static_ones() -> None:
     both = config.with_dynamic({"log.segment.bytes": "2097152"}, {"log.segment.bytes": "4194304",
                                                                   "log.retention.ms": "1000"})
     assert (both.get("log.segment.bytes"), both.log_retention_ms) == (2097152, 1000)
-    assert TopicConfig.resolve(both, {}).segment_bytes == 2097152
-    assert TopicConfig.resolve(both, {"segment.bytes": "1048576"}).segment_bytes == 1048576
+    assert TopicConfig.resolve(both.topic_defaults(), {}).segment_bytes == 2097152
+    assert TopicConfig.resolve(both.topic_defaults(), {"segment.bytes": "1048576"}).segment_bytes == 1048576
     with pytest.raises(ConfigError):
         config.with_dynamic({}, {"log.segment.bytes": "1"})

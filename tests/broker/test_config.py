@@ -792,7 +792,7 @@ def test_describe_broker_settings() -> None:
 def test_topic_defaults_come_from_the_broker() -> None:
     broker = config(log_retention_hours="24", log_segment_bytes="1048576", log_cleanup_policy="compact",
                     message_max_bytes="2000000", min_insync_replicas="2", log_roll_ms="5000")  # fmt: skip
-    topic = TopicConfig.resolve(broker, {})
+    topic = TopicConfig.resolve(broker.topic_defaults(), {})
     assert topic.retention_ms == 24 * 3_600_000
     assert topic.segment_bytes == 1048576
     assert topic.cleanup_policy == ("compact",)
@@ -806,14 +806,14 @@ def test_topic_defaults_come_from_the_broker() -> None:
 
 def test_topic_overrides_win_and_report_their_source() -> None:
     broker = config(log_retention_ms="1000", log_segment_bytes="1048576")
-    topic = TopicConfig.resolve(broker, {"retention.ms": "-1", "cleanup.policy": "compact,delete"})
+    topic = TopicConfig.resolve(broker.topic_defaults(), {"retention.ms": "-1", "cleanup.policy": "compact,delete"})
     assert topic.retention_ms == -1
     assert topic.compact and topic.delete
-    assert topic.source("retention.ms") is ConfigSource.DYNAMIC_TOPIC_CONFIG
-    assert topic.source("segment.bytes") is ConfigSource.STATIC_BROKER_CONFIG
-    assert topic.source("index.interval.bytes") is ConfigSource.DEFAULT_CONFIG
-    assert topic.source("remote.storage.enable") is ConfigSource.DEFAULT_CONFIG
-    entry = topic.describe_entry("retention.ms")
+    assert topic.source("retention.ms", broker.synonyms) is ConfigSource.DYNAMIC_TOPIC_CONFIG
+    assert topic.source("segment.bytes", broker.synonyms) is ConfigSource.STATIC_BROKER_CONFIG
+    assert topic.source("index.interval.bytes", broker.synonyms) is ConfigSource.DEFAULT_CONFIG
+    assert topic.source("remote.storage.enable", broker.synonyms) is ConfigSource.DEFAULT_CONFIG
+    entry = topic.describe_entry("retention.ms", broker.synonyms)
     assert entry.value == "-1"
     assert entry.type is ConfigType.LONG
     assert entry.read_only is False and entry.is_sensitive is False
@@ -822,16 +822,17 @@ def test_topic_overrides_win_and_report_their_source() -> None:
         ("log.retention.ms", ConfigSource.STATIC_BROKER_CONFIG),
         ("log.retention.hours", ConfigSource.DEFAULT_CONFIG),
     ]
-    assert [e.name for e in topic.describe()] == sorted(TOPIC_CONFIGS)
+    assert [e.name for e in topic.describe(broker.synonyms)] == sorted(TOPIC_CONFIGS)
 
 
 def test_topic_source_follows_kafkas_primary_synonym_rule() -> None:
     # Kafka reports a derived broker default (log.retention.hours behind retention.ms)
     # as DEFAULT_CONFIG; only the primary synonym being set counts as the broker's.
-    topic = TopicConfig.resolve(config(log_retention_hours="24"), {})
+    broker = config(log_retention_hours="24")
+    topic = TopicConfig.resolve(broker.topic_defaults(), {})
     assert topic.retention_ms == 24 * 3_600_000
-    assert topic.source("retention.ms") is ConfigSource.DEFAULT_CONFIG
-    cleanup = topic.describe_entry("cleanup.policy")
+    assert topic.source("retention.ms", broker.synonyms) is ConfigSource.DEFAULT_CONFIG
+    cleanup = topic.describe_entry("cleanup.policy", broker.synonyms)
     assert [(s.name, s.source) for s in cleanup.synonyms] == [
         ("log.cleanup.policy", ConfigSource.DEFAULT_CONFIG)
     ]
@@ -856,7 +857,7 @@ def test_topic_source_follows_kafkas_primary_synonym_rule() -> None:
 )
 def test_bad_topic_values_are_rejected(key: str, value: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        TopicConfig.resolve(default_config(), {key: value})
+        TopicConfig.resolve(default_config().topic_defaults(), {key: value})
     assert caught.value.key == key
     assert key in str(caught.value)
 
@@ -877,7 +878,7 @@ def test_bad_topic_values_are_rejected(key: str, value: str) -> None:
     ],
 )
 def test_good_topic_values_are_accepted(key: str, value: str) -> None:
-    topic = TopicConfig.resolve(default_config(), {key: value})
+    topic = TopicConfig.resolve(default_config().topic_defaults(), {key: value})
     assert topic.overrides == {key: value}
 
 
@@ -892,19 +893,17 @@ def test_topic_name_and_null_checks() -> None:
 
 def test_topic_cross_checks() -> None:
     with pytest.raises(ConfigError, match=re.escape("min.compaction.lag.ms")):
-        TopicConfig.resolve(
-            default_config(), {"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"}
+        TopicConfig.resolve(default_config().topic_defaults(), {"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"}
         )
     with pytest.raises(ConfigError, match="Tiered Storage"):
-        TopicConfig.resolve(default_config(), {"remote.storage.enable": "true"})
+        TopicConfig.resolve(default_config().topic_defaults(), {"remote.storage.enable": "true"})
 
 
 def test_topic_timestamp_limits_fall_back_to_the_difference_setting() -> None:
-    topic = TopicConfig.resolve(default_config(), {"message.timestamp.difference.max.ms": "1000"})
+    topic = TopicConfig.resolve(default_config().topic_defaults(), {"message.timestamp.difference.max.ms": "1000"})
     assert topic.timestamp_before_max_ms == 1000
     assert topic.timestamp_after_max_ms == 1000
-    topic = TopicConfig.resolve(
-        default_config(),
+    topic = TopicConfig.resolve(default_config().topic_defaults(),
         {"message.timestamp.difference.max.ms": "1000", "message.timestamp.after.max.ms": "50"},
     )
     assert topic.timestamp_after_max_ms == 50
@@ -912,11 +911,10 @@ def test_topic_timestamp_limits_fall_back_to_the_difference_setting() -> None:
 
 
 def test_compacted_topic_segments_roll_by_compaction_lag() -> None:
-    topic = TopicConfig.resolve(
-        default_config(), {"cleanup.policy": "compact", "max.compaction.lag.ms": "1000"}
+    topic = TopicConfig.resolve(default_config().topic_defaults(), {"cleanup.policy": "compact", "max.compaction.lag.ms": "1000"}
     )
     assert topic.max_segment_ms == 1000
-    topic = TopicConfig.resolve(default_config(), {"max.compaction.lag.ms": "1000"})
+    topic = TopicConfig.resolve(default_config().topic_defaults(), {"max.compaction.lag.ms": "1000"})
     assert topic.max_segment_ms == topic.segment_ms
 
 

@@ -30,7 +30,7 @@ class Clock:
 
 def setup(tmp_path: Path, unclean: bool = False) -> tuple[ClusterControl, Controller, LocalQuorum, Clock]:
     quorum = LocalQuorum(1, tmp_path)
-    controller = Controller(1, quorum, ControllerSettings(1, 1, unclean), lambda configs: None, random.Random(5))
+    controller = Controller(1, quorum, ControllerSettings(1, 1, unclean), random.Random(5))
     clock = Clock()
     control = ClusterControl(controller, CLUSTER_ID, session_timeout_s=9.0, clock=clock)
     control.activate(1)

@@ -18,7 +18,7 @@ from wire.errors import ErrorCode
 
 async def controller_with_brokers(tmp_path: Path, brokers: list[int]) -> Controller:
     settings = ControllerSettings(1, 1, max_partitions_per_request=10, max_partitions_per_broker=12)
-    controller = Controller(1, LocalQuorum(1, tmp_path), settings, lambda configs: None, random.Random(5))
+    controller = Controller(1, LocalQuorum(1, tmp_path), settings, random.Random(5))
     control = ClusterControl(controller, CLUSTER_ID, session_timeout_s=9.0, clock=Clock())
     control.activate(1)
     await join(control, controller, brokers)

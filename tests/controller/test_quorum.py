@@ -18,7 +18,7 @@ from wire.errors import ErrorCode
 
 def make_controller(path: Path, seed: int = 1) -> tuple[Controller, LocalQuorum]:
     quorum = LocalQuorum(1, path)
-    controller = Controller(1, quorum, ControllerSettings(), lambda configs: None, random.Random(seed))
+    controller = Controller(1, quorum, ControllerSettings(), random.Random(seed))
     controller.replay(list(quorum.replay()))
     return controller, quorum
 

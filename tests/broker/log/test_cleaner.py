@@ -49,7 +49,7 @@ from wire.records import (
 
 from .helpers import Clock, ReadBatch, read_all
 
-COMPACT = frozenset({"compact"})
+COMPACT = ("compact",)
 TP = TopicPartition("t", 0)
 KV = tuple[bytes | None, bytes | None]
 
@@ -437,7 +437,7 @@ def test_max_compaction_lag_forces_a_clean_below_the_ratio(compacted: Make, cloc
 def test_the_active_segment_rolls_by_max_compaction_lag(compacted: Make, clock: Clock) -> None:
     config = compact_config(segment_ms=1_000_000, max_compaction_lag_ms=5_000)
     assert config.max_segment_ms == 5_000
-    assert compact_config(cleanup_policy=frozenset({"delete"}), max_compaction_lag_ms=5_000).max_segment_ms == 604_800_000
+    assert compact_config(cleanup_policy=("delete",), max_compaction_lag_ms=5_000).max_segment_ms == 604_800_000
     c = compacted(config)
     c.put((b"k", b"1"))
     clock.advance(5_001)
@@ -760,7 +760,7 @@ def test_retention_during_a_clean_abandons_it(compacted: Make) -> None:
         if step == "cleaned":
             log.delete_records_before(log.segments[1].base_offset, log.log_end_offset)
 
-    c = compacted(compact_config(cleanup_policy=frozenset({"compact", "delete"})), fault_hook=delete_records)
+    c = compacted(compact_config(cleanup_policy=("compact", "delete")), fault_hook=delete_records)
     fill_updates(c, keys=5, rounds=20)
     c.log.roll()
     stats = c.clean()

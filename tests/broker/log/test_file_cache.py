@@ -195,7 +195,7 @@ def test_compaction_races_reads_and_evictions(tmp_path: Path) -> None:
 
     clock = Clock()
     before = open_fds()
-    config = LogConfig(cleanup_policy=frozenset({"compact"}), segment_bytes=1024, index_interval_bytes=128,
+    config = LogConfig(cleanup_policy=("compact",), segment_bytes=1024, index_interval_bytes=128,
                        min_cleanable_dirty_ratio=0.01, file_delete_delay_ms=0)
     manager = LogManager([tmp_path], config, clock, files=FileCache(6))
     logs = [manager.get_or_create(f"c{i}", 0, config) for i in range(4)]

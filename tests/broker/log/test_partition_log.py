@@ -313,7 +313,7 @@ def test_retention_by_size(open_log: OpenLog, clock: Clock) -> None:
 
 def test_no_retention_for_compacted_topics(open_log: OpenLog, clock: Clock) -> None:
     log = open_log(
-        retention_ms=1, retention_bytes=1, cleanup_policy=frozenset({"compact"}), **SMALL
+        retention_ms=1, retention_bytes=1, cleanup_policy=("compact",), **SMALL
     )
     append_many(log, 50)
     assert log.apply_retention(clock.now_ms, log.log_end_offset) == 0
