@@ -15,12 +15,15 @@ import itertools
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import pytest
 
+from .harness import settings
 from .harness.broker import Broker
 from .harness.drivers import ClientError, Driver
 from .harness.groups import GroupMember, GroupOptions
+from .harness.proxy import FaultProxy
 from .harness.scenario import get_driver, unique_topic
 
 #: Clients that consume through consumer groups (kcat with -G).
@@ -35,6 +38,11 @@ NON_EMPTY_GROUP = 68
 RETRIABLE_COORDINATOR_ERRORS = frozenset({14, 15, 16})
 #: Bounds for the waits below: generous for a loaded 2-core machine, still seconds.
 SETTLE_S = 40.0
+#: How long a member that has its partitions is left alone to rebalance on its own.
+QUIET_S = 3.0
+#: Longer than the harness members' poll timeout (200 ms).
+SLOW_ANSWER_S = 0.5
+METADATA, SYNC_GROUP = 3, 14
 
 _groups = itertools.count()
 
@@ -173,6 +181,36 @@ def test_members_split_partitions_and_take_over_from_leavers_and_the_dead(
     assert snapshots[-1] == end
     for before, after in itertools.pairwise(snapshots):
         assert all(after.get(p, 0) >= o for p, o in before.items()), f"committed offsets went back: {snapshots}"
+
+
+@pytest.mark.skipif(settings.target() == "tansu", reason="Tansu cannot advertise the proxy's address")
+@pytest.mark.parametrize("client", GROUP_CLIENTS)
+def test_a_member_with_slow_metadata_and_sync_answers_keeps_its_partitions(
+    broker_factory: Any, client: str, members: list[GroupMember]
+) -> None:
+    """Metadata and SyncGroup answers held back longer than a member's poll timeout (a loaded
+    broker or network) still leave the member owning its partitions and reading from them.
+
+    (kafka-python 3.0.12 drops a join whose poll() timed out during SyncGroup when the leader
+    rejoined only because its topic metadata arrived after its first assignment: it never
+    takes the partitions it assigned itself, stops heartbeating and is expired for good.
+    The harness's members learn their topic after subscribing, so that rejoin never comes.)"""
+    proxy = FaultProxy(delay=lambda api_key: SLOW_ANSWER_S if api_key in (METADATA, SYNC_GROUP) else 0.0)
+    try:
+        broker = broker_factory({"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"})
+        proxy.upstream_port = broker.port
+        driver = get_driver(client, broker)
+        driver.bootstrap = proxy.bootstrap
+        topic, group, n = unique_topic(f"slow-{client}"), unique_group(f"slow-{client}"), 3
+        broker.create_topic(topic, n)
+        a = start(driver, topic, group, members)
+        wait_for(lambda: a.assignment() == frozenset(range(n)), SETTLE_S, "the member owns every partition", members)
+        time.sleep(QUIET_S)  # a member that rejoins on its own does so within a metadata round trip
+        wait_for(lambda: a.assignment() == frozenset(range(n)), SETTLE_S, "the member still owns them", members)
+        produce(broker, topic, {p: 1 for p in range(n)})
+        wait_for(lambda: consumed_all([a], records({p: 1 for p in range(n)})), SETTLE_S, "records read", members)
+    finally:
+        proxy.close()
 
 
 # ---------------------------------------------------------------------------------- static

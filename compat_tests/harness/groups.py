@@ -332,14 +332,14 @@ def _run_kafka_python(r: _Runner) -> None:
             r.emit("assigned", partitions=sorted(tp.partition for tp in assigned))
 
     consumer = KafkaConsumer(**config)
-    if not o.instance_id:
-        # Learn the topic's partitions before joining. Otherwise a leader that joins at once
-        # (group.initial.rebalance.delay.ms=0) assigns nothing and rejoins when the metadata
-        # lands, and kafka-python can lose that rejoin (as Kafka's own client could before
-        # KAFKA-9815). Static members keep the plain path: with the all-topics fetch a static
-        # leader was seen to rejoin after its first assignment, which the static test forbids.
-        consumer.partitions_for_topic(r.topic)
     consumer.subscribe([r.topic], listener=Listener())
+    # Learn the topic's partitions after subscribing, before the first poll. kafka-python
+    # notes the subscribed topics' partitions when metadata arrives; a leader that assigned
+    # before it had them rejoins once they land, and 3.0.12 loses a rejoin that only this
+    # triggered if poll() times out during its SyncGroup (the leader never takes its new
+    # assignment, stops heartbeating and is expired by the coordinator). Asked before
+    # subscribing, the answer lands with nothing subscribed and changes nothing.
+    consumer.partitions_for_topic(r.topic)
     try:
         while not r.done():
             batch = consumer.poll(timeout_ms=200)

@@ -1,12 +1,14 @@
-"""A loopback TCP proxy that can lose responses, for the exactly-once scenarios.
+"""A loopback TCP proxy that can lose or hold back responses, for fault scenarios.
 
 Clients talk to the proxy; the broker advertises the proxy's address (the test starts it
 with ``advertised.listeners``), so every connection a client opens goes through it. The
 proxy reads Kafka frames in both directions: it remembers each request's api key by
 correlation id, and for a response ``drop(api_key)`` says to lose, it closes both sides of
 the connection instead of forwarding it — the request was handled, its answer never
-arrives, and the client retries on a new connection. Each connection uses two daemon
-threads; ``close()`` stops everything.
+arrives, and the client retries on a new connection. A response for which
+``delay(api_key)`` gives seconds is forwarded that much later, and the responses behind it
+on its connection with it (as from a slow broker or network). Each connection uses two
+daemon threads; ``close()`` stops everything.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import contextlib
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 
 _SIZE = struct.Struct(">i")
@@ -46,9 +49,12 @@ def _read_frame(sock: socket.socket) -> bytes | None:
 
 
 class FaultProxy:
-    def __init__(self, drop: Callable[[int], bool] | None = None) -> None:
-        """``drop(api_key)`` is asked for each response; True loses it (and the connection)."""
+    def __init__(self, drop: Callable[[int], bool] | None = None,
+                 delay: Callable[[int], float] | None = None) -> None:
+        """``drop(api_key)`` is asked for each response; True loses it (and the connection).
+        ``delay(api_key)``: seconds to hold the response back before forwarding it."""
         self.drop = drop or (lambda api_key: False)
+        self.delay = delay or (lambda api_key: 0.0)
         self.upstream_port: int | None = None
         self.dropped: list[int] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -110,6 +116,9 @@ class FaultProxy:
             if self.drop(api_key):
                 self.dropped.append(api_key)
                 break
+            held_s = self.delay(api_key)
+            if held_s > 0:
+                time.sleep(held_s)
             try:
                 client.sendall(frame)
             except OSError:
