@@ -252,7 +252,8 @@ class ClusterMode:
             incarnation = uuid.UUID(int=node.rng.getrandbits(128), version=4)
             self.lifecycle = BrokerLifecycle(self.heartbeat_channel, node.node_id, node.cluster_id, incarnation,
                                              config.broker_heartbeat_interval_ms / 1000,
-                                             lambda: self.view.image.offset)
+                                             lambda: self.view.image.offset,
+                                             config.broker_session_timeout_ms / 1000)
         self.remote = RemoteController(self.channel, lambda: self.view.image, self.view.add_listener,
                                        self.view.wait_for, self._register)
         self.quorum: QuorumHandle = self.controller.raft if self.controller is not None else _NoQuorum()

@@ -319,6 +319,7 @@ class BrokerLifecycle:
         incarnation_id: uuid.UUID,
         heartbeat_interval_s: float,
         metadata_offset: Callable[[], int],
+        session_timeout_s: float | None = None,
     ) -> None:
         self.channel = channel
         self.broker_id = broker_id
@@ -326,6 +327,12 @@ class BrokerLifecycle:
         self.incarnation_id = incarnation_id
         self.heartbeat_interval_s = heartbeat_interval_s
         self.metadata_offset = metadata_offset
+        # One heartbeat attempt waits at most two heartbeat intervals, and at most half a session
+        # (as Kafka bounds its heartbeat requests, KAFKA-14392): a controller cut off (packets
+        # dropped, no reset) must not hold the heartbeats until the new controller's session for
+        # this broker (broker.session.timeout.ms, counted from its activation) has expired.
+        attempt = min(REQUEST_TIMEOUT_S, max(0.5, 2 * heartbeat_interval_s))
+        self.heartbeat_attempt_timeout_s = attempt if session_timeout_s is None else min(attempt, session_timeout_s / 2)
         self.broker_epoch = -1
         self.fenced = True
         self.unfenced = trio.Event()
@@ -377,12 +384,9 @@ class BrokerLifecycle:
             want_fence=False,
             want_shut_down=want_shut_down,
         )
-        # One attempt waits at most two heartbeat intervals: a controller cut off (packets dropped,
-        # no reset) must not hold the heartbeats until the new controller's session for this
-        # broker (broker.session.timeout.ms) has expired.
         reply = await self.channel.send_to_active(
             request, BrokerHeartbeatResponse, timeout_s=REQUEST_TIMEOUT_S,
-            attempt_timeout_s=min(REQUEST_TIMEOUT_S, max(0.5, 2 * self.heartbeat_interval_s)))
+            attempt_timeout_s=self.heartbeat_attempt_timeout_s)
         code = ErrorCode.for_code(reply.error_code)
         if code == ErrorCode.NONE:
             if self.fenced and not reply.is_fenced:
