@@ -223,16 +223,21 @@ class ControllerChannel:
         """
         answers: dict[int, tuple[int, int]] = {}  # voter -> (epoch, leader)
         majority = len(self.voters) // 2 + 1
+        asked = len(self.voters)
         done = trio.Event()
 
         async def ask(voter: int) -> None:
+            nonlocal asked
             try:
                 reply = await self.send(voter, describe_quorum_request(), DescribeQuorumResponse,
                                         timeout_s=timeout_s)
+                answers[voter] = quorum_leader_and_epoch(reply)
             except ChannelError:
-                return
-            answers[voter] = quorum_leader_and_epoch(reply)
-            if len(answers) >= majority and any(leader in self.voters for _, leader in answers.values()):
+                pass
+            finally:
+                asked -= 1
+            named = any(leader in self.voters for _, leader in answers.values())
+            if (len(answers) >= majority and named) or asked == 0:
                 done.set()
 
         order = list(self.voters)

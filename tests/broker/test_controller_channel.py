@@ -114,3 +114,21 @@ def test_a_request_queued_behind_a_hanging_one_gives_up_in_its_own_time() -> Non
             nursery.cancel_scope.cancel()
 
     trio.run(main)
+
+
+def test_voters_that_refuse_at_once_are_not_waited_for() -> None:
+    # Two controllers stopped (their connections refused at once): the one left answers alone.
+    class Refusing(Voters):
+        async def send(self, voter: int, message: Message, response_type: Any, timeout_s: float = 5.0,
+                       version: int | None = None) -> Any:
+            if voter != 1:
+                raise ChannelError(f"voter {voter}: connection refused")
+            return quorum_reply(4, 1)
+
+    async def main() -> None:
+        channel = Refusing({}, 3)
+        started = trio.current_time()
+        assert await channel.find_active() == 1
+        assert trio.current_time() - started < 0.01
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
