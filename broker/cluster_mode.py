@@ -235,6 +235,11 @@ class ClusterMode:
         self.view = MetadataView()
         self.channel = ControllerChannel(voters, f"cormorant-broker-{node.node_id}", node.rng,
                                          controller_security(config))
+        # Registration and heartbeats have connections of their own (Kafka's "heartbeat" channel):
+        # never queued behind an AlterPartition, a forwarded request or a metadata fetch that
+        # waits on a controller the network cut off, while the session runs out.
+        self.heartbeat_channel = ControllerChannel(voters, f"cormorant-broker-{node.node_id}-heartbeat", node.rng,
+                                                   controller_security(config))
         self.controller: ControllerRole | None = None
         self.follower: MetadataFollower | None = None
         self.lifecycle: BrokerLifecycle | None = None
@@ -245,9 +250,10 @@ class ClusterMode:
             if self.controller is None:
                 self.follower = MetadataFollower(self.channel, node.node_id, node.cluster_id, self.view)
             incarnation = uuid.UUID(int=node.rng.getrandbits(128), version=4)
-            self.lifecycle = BrokerLifecycle(self.channel, node.node_id, node.cluster_id, incarnation,
+            self.lifecycle = BrokerLifecycle(self.heartbeat_channel, node.node_id, node.cluster_id, incarnation,
                                              config.broker_heartbeat_interval_ms / 1000,
-                                             lambda: self.view.image.offset)
+                                             lambda: self.view.image.offset,
+                                             config.broker_session_timeout_ms / 1000)
         self.remote = RemoteController(self.channel, lambda: self.view.image, self.view.add_listener,
                                        self.view.wait_for, self._register)
         self.quorum: QuorumHandle = self.controller.raft if self.controller is not None else _NoQuorum()
@@ -273,6 +279,7 @@ class ClusterMode:
             self._nursery = None
             with trio.CancelScope(shield=True):
                 await self.channel.aclose()
+                await self.heartbeat_channel.aclose()
 
     async def _follow_local_log(self, role: ControllerRole) -> None:
         # A combined node serves its own replica of the log once it has caught up.

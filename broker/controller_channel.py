@@ -57,6 +57,8 @@ METADATA_TOPIC_ID = uuid.UUID(int=1)
 METADATA_VERSION_RANGE = (7, 21)
 REQUEST_TIMEOUT_S = 5.0
 CONNECT_TIMEOUT_S = 2.0
+#: How long the search for the active controller waits for the voters' answers.
+FIND_ACTIVE_TIMEOUT_S = 1.0
 #: Largest response accepted from a controller.
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 RETRY_BACKOFF_MIN_S = 0.05
@@ -138,17 +140,27 @@ class _Connection:
 
     async def request(self, message: Message, response_type: type[_R], timeout_s: float,
                       version: int | None = None) -> _R:
-        async with self._lock:
-            try:
-                with trio.fail_after(timeout_s):
-                    stream = self._stream or await self._open()
-                    return await self._exchange(stream, message, self._version(message, version), response_type)
-            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as ex:
-                await self.aclose()
-                raise ChannelError(f"{self.host}:{self.port}: {ex!r}") from ex
-            except ChannelError:
-                await self.aclose()
-                raise
+        # The timeout covers the wait for the connection too: a request queued behind one that
+        # hangs on a controller cut off from the network gives up in its own time.
+        try:
+            with trio.fail_after(timeout_s):
+                await self._lock.acquire()
+        except trio.TooSlowError as ex:
+            raise ChannelError(f"{self.host}:{self.port}: busy for {timeout_s}s") from ex
+        try:
+            with trio.fail_after(timeout_s):
+                stream = self._stream or await self._open()
+                return await self._exchange(stream, message, self._version(message, version), response_type)
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as ex:
+            await self.aclose()
+            raise ChannelError(f"{self.host}:{self.port}: {ex!r}") from ex
+        except BaseException:
+            # ChannelError, or cancelled mid-exchange: what is left on the stream belongs to
+            # no request any more.
+            await self.aclose()
+            raise
+        finally:
+            self._lock.release()
 
     async def _exchange(self, stream: trio.abc.Stream, message: Message, version: int,
                         response_type: type[_R]) -> _R:
@@ -201,20 +213,47 @@ class ControllerChannel:
     def forget_active(self) -> None:
         self.active_id = None
 
-    async def find_active(self) -> int:
-        """Asks the controllers, in random order, who leads the quorum."""
+    async def find_active(self, timeout_s: float = FIND_ACTIVE_TIMEOUT_S) -> int:
+        """Asks every controller at once who leads the quorum, and believes the newest epoch.
+
+        One at a time, a controller cut off from the network would cost a whole timeout, and one
+        that has not heard of the election yet would name the leader it lost. The answers of a
+        majority include one from a voter that took part in the latest election (two majorities
+        meet), so the search ends once a majority answered, or at ``timeout_s``.
+        """
+        answers: dict[int, tuple[int, int]] = {}  # voter -> (epoch, leader)
+        majority = len(self.voters) // 2 + 1
+        asked = len(self.voters)
+        done = trio.Event()
+
+        async def ask(voter: int) -> None:
+            nonlocal asked
+            try:
+                reply = await self.send(voter, describe_quorum_request(), DescribeQuorumResponse,
+                                        timeout_s=timeout_s)
+                answers[voter] = quorum_leader_and_epoch(reply)
+            except ChannelError:
+                pass
+            finally:
+                asked -= 1
+            named = any(leader in self.voters for _, leader in answers.values())
+            if (len(answers) >= majority and named) or asked == 0:
+                done.set()
+
         order = list(self.voters)
         self.rng.shuffle(order)
-        for voter in order:
-            try:
-                reply = await self.send(voter, describe_quorum_request(), DescribeQuorumResponse, timeout_s=1.0)
-            except ChannelError:
-                continue
-            leader = quorum_leader(reply)
-            if leader in self.voters:
-                self.active_id = leader
-                return leader
-        raise ChannelError("no controller knows an active controller")
+        async with trio.open_nursery() as nursery:
+            for voter in order:
+                nursery.start_soon(ask, voter)
+            with trio.move_on_after(timeout_s):
+                await done.wait()
+            nursery.cancel_scope.cancel()
+        named = [(epoch, leader) for epoch, leader in answers.values() if leader in self.voters]
+        if not named:
+            raise ChannelError("no controller knows an active controller")
+        _, leader = max(named)
+        self.active_id = leader
+        return leader
 
     async def send_to_active(
         self,
@@ -260,10 +299,15 @@ def describe_quorum_request() -> DescribeQuorumRequest:
 
 
 def quorum_leader(reply: DescribeQuorumResponse) -> int:
+    return quorum_leader_and_epoch(reply)[1]
+
+
+def quorum_leader_and_epoch(reply: DescribeQuorumResponse) -> tuple[int, int]:
+    """(epoch, leader id) as the answering voter knows them."""
     for topic in reply.topics:
         for partition in topic.partitions:
-            return partition.leader_id
-    return -1
+            return partition.leader_epoch, partition.leader_id
+    return -1, -1
 
 
 # ---------------------------------------------------------------- registration and heartbeats
@@ -280,6 +324,7 @@ class BrokerLifecycle:
         incarnation_id: uuid.UUID,
         heartbeat_interval_s: float,
         metadata_offset: Callable[[], int],
+        session_timeout_s: float | None = None,
     ) -> None:
         self.channel = channel
         self.broker_id = broker_id
@@ -287,6 +332,12 @@ class BrokerLifecycle:
         self.incarnation_id = incarnation_id
         self.heartbeat_interval_s = heartbeat_interval_s
         self.metadata_offset = metadata_offset
+        # One heartbeat attempt waits at most two heartbeat intervals, and at most half a session
+        # (as Kafka bounds its heartbeat requests, KAFKA-14392): a controller cut off (packets
+        # dropped, no reset) must not hold the heartbeats until the new controller's session for
+        # this broker (broker.session.timeout.ms, counted from its activation) has expired.
+        attempt = min(REQUEST_TIMEOUT_S, max(0.5, 2 * heartbeat_interval_s))
+        self.heartbeat_attempt_timeout_s = attempt if session_timeout_s is None else min(attempt, session_timeout_s / 2)
         self.broker_epoch = -1
         self.fenced = True
         self.unfenced = trio.Event()
@@ -338,12 +389,9 @@ class BrokerLifecycle:
             want_fence=False,
             want_shut_down=want_shut_down,
         )
-        # One attempt waits at most two heartbeat intervals: a controller cut off (packets dropped,
-        # no reset) must not hold the heartbeats until the new controller's session for this
-        # broker (broker.session.timeout.ms) has expired.
         reply = await self.channel.send_to_active(
             request, BrokerHeartbeatResponse, timeout_s=REQUEST_TIMEOUT_S,
-            attempt_timeout_s=min(REQUEST_TIMEOUT_S, max(0.5, 2 * self.heartbeat_interval_s)))
+            attempt_timeout_s=self.heartbeat_attempt_timeout_s)
         code = ErrorCode.for_code(reply.error_code)
         if code == ErrorCode.NONE:
             if self.fenced and not reply.is_fenced:

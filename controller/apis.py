@@ -11,7 +11,8 @@ the election parts of ReplicationControlManager:
   in sync for get it as leader.
 - Sessions live in the active controller's memory, not in the log: a broker
   without a heartbeat for ``broker.session.timeout.ms`` is fenced, and a newly
-  active controller starts every broker's session afresh.
+  active controller starts every broker's session afresh. Time the controller
+  itself did not run (its session check came late) is not counted against them.
 - Fencing a broker removes it from ISRs (never emptying one) and moves the
   leadership of its partitions to the first live replica in the ISR; with
   ``unclean.leader.election.enable`` false and no live ISR member, the partition
@@ -57,6 +58,8 @@ log = structlog.get_logger(__name__)
 
 #: How often the active controller looks for expired sessions (at most).
 SESSION_CHECK_INTERVAL_S = 0.5
+#: A session check this late means the controller itself did not run meanwhile.
+STALL_CREDIT_MIN_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,8 +212,12 @@ class ClusterControl:
     async def run(self) -> None:
         """Fences brokers whose sessions expire, while this node is the active controller."""
         interval = min(SESSION_CHECK_INTERVAL_S, self.session_timeout_s / 4)
+        checked = self.clock()
         while True:
             await trio.sleep(interval)
+            now = self.clock()
+            self.credit_stall(now - checked - interval)
+            checked = now
             if not self.controller.quorum.is_leader():
                 continue
             try:
@@ -220,6 +227,16 @@ class ClusterControl:
                 await self._expire_sessions()
             except (NotControllerError, QuorumTimeoutError) as ex:
                 log.info("controller_task_deferred", reason=str(ex))
+
+    def credit_stall(self, late_s: float) -> None:
+        """The session check ran ``late_s`` late: this process did not run (a stalled event loop,
+        a paused or starved process). Heartbeats that arrived meanwhile still wait in the sockets,
+        unread, so that silence is not the brokers': their sessions are extended by it."""
+        if late_s < STALL_CREDIT_MIN_S:
+            return  # scheduling jitter
+        for broker_id in self._last_contact:
+            self._last_contact[broker_id] += late_s
+        log.info("controller_stall_credited", stalled_s=round(late_s, 3))
 
     async def _expire_sessions(self) -> None:
         now = self.clock()

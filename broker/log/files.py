@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,16 +103,33 @@ def write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
     power loss; the caller syncs later.
     """
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    # One writer of a file at a time (Kafka's CheckpointFile writes are synchronized): the
+    # periodic checkpoint runs in a worker thread while a follower's truncation checkpoints on
+    # the event loop, and two writers of one ``.tmp`` either mix their bytes or find it renamed
+    # away under them (FileNotFoundError, which stopped the broker).
+    with _writer_lock(tmp):
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
     if sync:
         fsync_dir(path.parent)
+
+
+_writer_locks: dict[Path, threading.Lock] = {}
+_writer_locks_guard = threading.Lock()
+
+
+def _writer_lock(path: Path) -> threading.Lock:
+    with _writer_locks_guard:
+        lock = _writer_locks.get(path)
+        if lock is None:
+            lock = _writer_locks[path] = threading.Lock()
+        return lock

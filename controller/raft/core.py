@@ -15,7 +15,8 @@ from typing import Any
 import structlog
 from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.node import Node, TCPNode
-from pysyncobj.tcp_connection import TcpConnection
+from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
+from pysyncobj.tcp_connection import monotonicTime as _monotonic
 from pysyncobj.transport import TCPTransport
 
 from controller.image import MetadataImage
@@ -45,6 +46,38 @@ from wire.exceptions import DecodeError
 log = structlog.get_logger(__name__)
 
 
+def expire_stalled_connects(connections: Mapping[Any, Any], timeout_s: float,
+                            now: Callable[[], float] = _monotonic) -> list[Any]:
+    """Drops the connection attempts that have not completed within ``timeout_s``; returns
+    the nodes they were for.
+
+    pysyncobj checks a connection's timeout only when its socket has an event or it sends.
+    A connect whose SYN a network partition dropped has neither: it waits on the kernel's SYN
+    retransmissions (1, 2, 4, 8, 16 s apart), so after the partition heals a voter stays cut
+    off from the leader — and its broker serves stale metadata — until the next
+    retransmission, up to tens of seconds later. Dropped here, the attempt is made afresh
+    ``connection_retry_s`` later, with a new SYN that gets through as soon as the link is back.
+    """
+    expired = []
+    for node, conn in list(connections.items()):
+        if conn.state != CONNECTION_STATE.CONNECTING:
+            continue
+        started = getattr(conn, "_TcpConnection__lastReadTime", None)  # set when connect() began
+        if isinstance(started, float) and now() - started > timeout_s:
+            conn.disconnect()
+            expired.append(node)
+    return expired
+
+
+def tune_socket(sock: socket.socket, user_timeout_s: float) -> None:
+    """Bounds how long sent data may stay unacknowledged (Linux TCP_USER_TIMEOUT); keepalive
+    only probes idle connections, so a link that died with data in flight needs this too."""
+    option = getattr(socket, "TCP_USER_TIMEOUT", None)
+    if option is None:
+        return
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, option, int(user_timeout_s * 1000))
+
 
 class _Voter(Node):  # type: ignore[misc]
     # Sets of nodes iterate in hash order; int hashes keep that order the same in every
@@ -72,6 +105,7 @@ class _ControllerTransport(TCPTransport):  # type: ignore[misc]
     def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any, *, core: RaftCore) -> None:
         self._journal = core.journal
         self._guard = core.guard
+        self._user_timeout_s = core.settings.tcp_user_timeout_s
         self._adopted: collections.deque[socket.socket] = collections.deque()
         super().__init__(syncObj, selfNode, otherNodes)
         core.transport = self
@@ -91,7 +125,17 @@ class _ControllerTransport(TCPTransport):  # type: ignore[misc]
     def _onTick(self) -> None:
         while self._adopted:
             self._accept(self._adopted.popleft())
+        conf = self._syncObj.conf
+        for node in expire_stalled_connects(self._connections, conf.connectionTimeout):
+            log.info("raft_connect_timed_out", peer=getattr(node, "id", str(node)),
+                     timeout_s=conf.connectionTimeout)
         super()._onTick()
+
+    def _onOutgoingConnected(self, conn: Any) -> None:
+        sock = getattr(conn, "_TcpConnection__socket", None)
+        if isinstance(sock, socket.socket):
+            tune_socket(sock, self._user_timeout_s)
+        super()._onOutgoingConnected(conn)
 
     def _accept(self, sock: socket.socket) -> None:
         conf = self._syncObj.conf
@@ -99,6 +143,7 @@ class _ControllerTransport(TCPTransport):  # type: ignore[misc]
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, conf.sendBufferSize)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, conf.recvBufferSize)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            tune_socket(sock, self._user_timeout_s)
             sock.setblocking(False)
         except OSError:
             sock.close()
@@ -213,6 +258,7 @@ class RaftCore:
             logCompactionMinEntries=settings.snapshot_min_entries,
             logCompactionMinTime=settings.snapshot_min_interval_s,
             logCompactionBatchSize=settings.snapshot_chunk_bytes,
+            tcp_keepalive=settings.tcp_keepalive,
             commandsWaitLeader=False,
             dynamicMembershipChange=False,
             journalFile=self.journal,

@@ -15,8 +15,15 @@ class RaftSettings:
     election_timeout_min_s: float = 0.6
     election_timeout_max_s: float = 1.5
     heartbeat_interval_s: float = 0.1
-    #: A connection that has been silent this long is considered dead.
+    #: A connection that has been silent this long is considered dead; so is a connection
+    #: attempt that has not completed in this time.
     connection_timeout_s: float = 2.0
+    #: TCP keepalive of the voters' connections (idle s, probe interval s, probes) and the
+    #: longest time sent data may stay unacknowledged: a link that died silently (a network
+    #: partition drops every packet, the peer's close included) is noticed in seconds, not
+    #: when the kernel gives up on it minutes later.
+    tcp_keepalive: tuple[int, int, int] = (1, 1, 2)
+    tcp_user_timeout_s: float = 4.0
     connection_retry_s: float = 0.5
     #: A leader that has not heard from a majority for this long steps down.
     leader_fallback_timeout_s: float = 3.0

@@ -230,3 +230,41 @@ def test_producer_id_blocks_need_a_current_broker_epoch(tmp_path: Path) -> None:
         quorum.close()
 
     run(main)
+
+
+def test_a_new_controller_counts_sessions_from_its_activation(tmp_path: Path) -> None:
+    """As Kafka rebuilds its BrokerHeartbeatManager on activation: silence under the previous
+    controller (its heartbeats went there, or were lost with it) is not held against a broker."""
+    async def main() -> None:
+        control, controller, quorum, clock = setup(tmp_path)
+        epochs = await join(control, controller, [1, 2, 3])
+        clock.now += 30.0  # the brokers heartbeated to another controller meanwhile
+        control.activate(2)
+        await control._expire_sessions()
+        assert not any(controller.image.brokers[b].fenced for b in epochs)
+        clock.now += 5.0
+        for broker_id in (1, 2):
+            await control.heartbeat(broker_id, epochs[broker_id], controller.image.offset, False, False)
+        clock.now += 4.5  # 9.5 s since the activation; 3 never reached this controller
+        await control._expire_sessions()
+        assert [b for b in epochs if controller.image.brokers[b].fenced] == [3]
+        quorum.close()
+
+    run(main)
+
+
+def test_time_the_controller_did_not_run_is_not_held_against_brokers(tmp_path: Path) -> None:
+    async def main() -> None:
+        control, controller, quorum, clock = setup(tmp_path)
+        epochs = await join(control, controller, [1, 2])
+        clock.now += 10.0  # the controller's process was stalled: its check comes 9.5 s late
+        control.credit_stall(9.5)
+        await control._expire_sessions()
+        assert not any(controller.image.brokers[b].fenced for b in epochs)
+        control.credit_stall(0.1)  # jitter: no credit
+        clock.now += 9.0
+        await control._expire_sessions()
+        assert all(controller.image.brokers[b].fenced for b in epochs)
+        quorum.close()
+
+    run(main)

@@ -89,3 +89,31 @@ def test_malformed_files_are_rejected(tmp_path: Path, content: str) -> None:
 def test_topic_with_whitespace_cannot_be_written(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         OffsetCheckpointFile(tmp_path / "cp").write({TopicPartition("a b", 0): 1})
+
+
+def test_two_writers_of_one_checkpoint_never_collide(tmp_path: Path) -> None:
+    """The periodic checkpoint (a worker thread) and a follower's truncation (the event loop)
+    write the same file at the same time: neither may fail, and the file is always one of the
+    two, whole (they once shared the ``.tmp`` file, and one found it renamed away)."""
+    import threading
+
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    contents = [{TopicPartition("t", p): p * 1000 + who for p in range(200)} for who in range(2)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def write(offsets: dict[TopicPartition, int]) -> None:
+        start.wait()
+        try:
+            for _ in range(300):
+                OffsetCheckpointFile(path).write(offsets)
+        except Exception as ex:  # reported by the test thread
+            errors.append(ex)
+
+    threads = [threading.Thread(target=write, args=(offsets,)) for offsets in contents]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors[:1]
+    assert OffsetCheckpointFile(path).read() in contents
