@@ -67,7 +67,6 @@ NOT_YET_SPLIT = {
     "broker/group/shard.py",
     "wire/records.py",
     "broker/log/cleaner.py",
-    "broker/log/producer_state.py",
 }
 
 

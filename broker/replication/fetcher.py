@@ -4,7 +4,7 @@ One fetch loop per leader broker carries every partition this broker follows fro
 (Kafka's ReplicaFetcherThread): a Fetch (v12, ``replica_id`` set, with each partition's
 ``current_leader_epoch`` and ``last_fetched_epoch``) long-polls the leader on the
 inter-broker listener; the batches come back with the leader's offsets, epochs and
-timestamps and are appended as they are (:meth:`PartitionLog.append_as_follower`), which
+timestamps and are appended as they are (:meth:`Partition.append_records_to_follower`), which
 also extends the leader-epoch cache. When the leader answers with a diverging epoch
 (KIP-320) the follower truncates its log where the two part and fetches again; the
 producer state and the high watermark follow the log (:meth:`ReplicaManager.after_truncation`).
@@ -24,6 +24,7 @@ import trio
 
 from broker.controller_channel import ChannelError, PeerConnection
 from broker.log.errors import LogError
+from broker.log.producer_state import ProducerStateError
 from broker.peers import broker_address
 from broker.replica_manager import Partition, ReplicaManager
 from broker.security.peer import PeerSecurity
@@ -230,13 +231,11 @@ class _LeaderFetcher:
             records = pd.records
             if isinstance(records, bytes | bytearray | memoryview) and len(records) > 0:
                 try:
-                    p.log.append_as_follower(bytes(records))
-                except LogError as ex:
+                    p.append_records_to_follower(bytes(records))
+                except (LogError, ProducerStateError) as ex:
                     log.warning("replica_append_failed", topic=p.topic, partition=p.index, error=repr(ex))
                     self._stall(p)
                     return
-                p.producer_state.sync()
-                p.wake()
             rm.set_follower_high_watermark(p, pd.high_watermark)
             return
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
