@@ -19,7 +19,9 @@ from broker.limits import describe_error
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.log.producer_state import ProducerStateConfig, ProducerStateManager
-from broker.replication import delayed_produce
+from broker.pacing import Pacer
+from broker.replication import delayed_produce, fetch
+from broker.replication.fetch import FetchParams, FetchSlot
 from broker.replication.partition import Partition
 from controller.image import MetadataImage, PartitionImage, TopicImage
 
@@ -272,6 +274,20 @@ class ReplicaManager:
         os.sync()
 
     # ------------------------------------------------------------ waiting
+
+    async def fetch_records(
+        self,
+        requested: Iterable[FetchSlot],
+        params: FetchParams,
+        pacer: Pacer,
+        *,
+        on_follower_out_of_isr: Callable[[], None] | None = None,
+        on_wait: Callable[[int], None] | None = None,
+    ) -> tuple[list[FetchSlot], int]:
+        """Reads the partitions of a Fetch (Kafka's fetchMessages and Partition.fetchRecords,
+        :mod:`broker.replication.fetch`); returns the answered slots and the record bytes read."""
+        return await fetch.fetch_records(self, requested, params, pacer, on_follower_out_of_isr=on_follower_out_of_isr,
+                                         on_wait=on_wait)
 
     async def wait_for_change(self, partitions: Iterable[Partition], deadline: float) -> None:
         """Returns when any of ``partitions`` changes (append, HW move, leadership) or at
