@@ -251,16 +251,7 @@ class _LeaderFetcher:
         """Kafka's follower truncation by epoch: to where the leader's epoch ends, or where
         ours ends if our log knows that epoch under a different end."""
         end = p.log.log_end_offset
-        if leader_epoch < 0 or leader_end < 0:
-            target = min(p.high_watermark, end)
-        else:
-            mine_epoch, mine_end = p.log.end_offset_for_epoch(leader_epoch)
-            if mine_epoch < 0 or mine_end < 0:
-                target = min(leader_end, end)
-            elif mine_epoch != leader_epoch:
-                target = min(mine_end, end)
-            else:
-                target = min(leader_end, mine_end)
+        target = divergence_truncation_offset(p, leader_epoch, leader_end)
         log.info("replica_truncating", topic=p.topic, partition=p.index, leader=self.leader,
                  diverging_epoch=leader_epoch, leader_end_offset=leader_end, log_end_offset=end, truncate_to=target)
         self.owner.truncate(p, target)
@@ -284,3 +275,18 @@ class _LeaderFetcher:
             self.owner.truncate(p, p.high_watermark)
         else:
             self._stall(p)
+
+
+def divergence_truncation_offset(p: Partition, leader_epoch: int, leader_end: int) -> int:
+    """Where a follower truncates when the leader answers a diverging epoch (Kafka's
+    truncation by leader epoch): where the leader's epoch ends, or where ours ends if our
+    log knows that epoch under a different end."""
+    end = p.log.log_end_offset
+    if leader_epoch < 0 or leader_end < 0:
+        return min(p.high_watermark, end)
+    mine_epoch, mine_end = p.log.end_offset_for_epoch(leader_epoch)
+    if mine_epoch < 0 or mine_end < 0:
+        return min(leader_end, end)
+    if mine_epoch != leader_epoch:
+        return min(mine_end, end)
+    return min(leader_end, mine_end)

@@ -138,12 +138,22 @@ class Partition:
 
     # ------------------------------------------------------------ high watermark
 
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The ISR plus the replicas this leader asked to add and has not seen committed
+        (Kafka's maximalIsr): the controller may already count them in the ISR, and elect
+        one of them, so the high watermark must wait for them too."""
+        pending = self.pending_isr
+        if pending is None:
+            return self.isr
+        return self.isr + tuple(r for r in pending if r not in self.isr)
+
     def maybe_increment_high_watermark(self) -> bool:
-        """HW = the smallest log end offset over the ISR; it only moves forward."""
+        """HW = the smallest log end offset over the maximal ISR; it only moves forward."""
         if self.leader != self.local_id:
             return False
         hw = self.log.log_end_offset
-        for replica in self.isr:
+        for replica in self.maximal_isr:
             if replica != self.local_id:
                 hw = min(hw, self.follower_end_offsets.get(replica, self.high_watermark))
         if hw > self.high_watermark:

@@ -150,3 +150,19 @@ def test_a_marker_waiting_for_replication_answers_not_leader_when_leadership_mov
 
     results = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert results == [ErrorCode.NOT_LEADER_OR_FOLLOWER]
+
+
+def test_the_high_watermark_waits_for_a_replica_the_leader_asked_to_add(logs: LogManager) -> None:
+    """The controller may count a replica in the ISR (and elect it) as soon as it accepts the
+    leader's AlterPartition, before the leader hears of it: until then the leader's high
+    watermark counts the replica it asked to add (Kafka's maximal ISR)."""
+    rm, p = leader(logs)
+    rm.apply_image(image(1, 3, isr=(1,)))
+    p.append_records_to_leader(batch(0), origin=AppendOrigin.CLIENT)
+    assert p.high_watermark == 1
+    rm.record_follower_fetch(p, 2, 1)  # caught up: the leader asks for ISR (1, 2)
+    p.pending_isr = (1, 2)
+    p.append_records_to_leader(batch(1), origin=AppendOrigin.CLIENT)
+    assert p.high_watermark == 1  # replica 2 has not fetched offset 1 yet
+    rm.record_follower_fetch(p, 2, 2)
+    assert p.high_watermark == 2
