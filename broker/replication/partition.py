@@ -258,6 +258,10 @@ class Partition:
         DelayedProduce check): NONE once it passed, an error once it never will here,
         None while it may still come."""
         if self.high_watermark >= required_offset:
+            # An ISR that shrank below min.insync.replicas lets the high watermark pass at once:
+            # the write is on fewer replicas than asked (Kafka's checkEnoughReplicasReachOffset).
+            if len(self.maximal_isr) < self.min_insync_replicas_of(self.topic):
+                return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             return ErrorCode.NONE
         if not self.online or self.leader != self.local_id:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER  # leadership moved while waiting

@@ -167,7 +167,10 @@ class Simulation:
         self.partition_epoch += 1
         self.image = self._image()
         for broker in self.brokers.values():
-            broker.inbox.append((self.step + self.rng.randint(0, self.config.max_image_delay), self.image))
+            # Late, but in order: a broker applies the metadata log in offset order.
+            after = broker.inbox[-1][0] if broker.inbox else self.step
+            arrives = max(after, self.step + self.rng.randint(0, self.config.max_image_delay))
+            broker.inbox.append((arrives, self.image))
 
     def _elect(self) -> None:
         """A new leader from the live ISR (clean election only), or none."""
@@ -356,6 +359,7 @@ class Simulation:
         self.now_ms += self.rng.randint(0, 200)
         for each in self.brokers.values():
             self._deliver(each)
+        self._check()  # what the new metadata did, before the step's action
         action = self.rng.choices(("produce", "fetch", "alter_isr", "elect", "crash", "restart"),
                                   (c.produce, c.fetch, c.alter_isr, c.elect, c.crash, c.restart))[0]
         broker = self.brokers[self.rng.choice(BROKERS)]

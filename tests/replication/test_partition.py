@@ -166,3 +166,23 @@ def test_the_high_watermark_waits_for_a_replica_the_leader_asked_to_add(logs: Lo
     assert p.high_watermark == 1  # replica 2 has not fetched offset 1 yet
     rm.record_follower_fetch(p, 2, 2)
     assert p.high_watermark == 2
+
+
+def test_an_isr_shrinking_below_min_isr_after_the_append_is_not_acknowledged(logs: LogManager) -> None:
+    """The shrink itself moves the high watermark past the write (the leader alone is the ISR),
+    yet the write is on fewer replicas than min.insync.replicas: Kafka answers
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND, and so does the one wait here."""
+    rm, p = leader(logs, min_isr=2)
+    info = p.append_records_to_leader(batch(0), origin=AppendOrigin.CLIENT, required_acks=-1)
+    outcome: list[ErrorCode] = []
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait_for_replication, [(p, info.last_offset + 1, outcome.append)], 30_000)
+            await trio.sleep(1)
+            assert outcome == []
+            rm.apply_image(image(1, 3, isr=(1,)))
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert p.high_watermark == 1
+    assert outcome == [ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND]
