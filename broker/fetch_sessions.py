@@ -21,10 +21,14 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from wire.errors import ErrorCode
 from wire.generated.api_001_fetch import (
+    FetchRequest,
     FetchRequestFetchPartition,
     FetchRequestFetchTopic,
     FetchRequestForgottenTopic,
+    FetchResponse,
+    FetchResponseFetchableTopicResponse,
     FetchResponsePartitionData,
 )
 
@@ -140,3 +144,67 @@ class FetchSessionCache:
         session = FetchSession(session_id, by_id, partitions=partitions, last_used_ms=now)
         self._sessions[session_id] = session
         return session
+
+
+@dataclass(slots=True)
+class SessionFetch:
+    """A Fetch request seen through its session: the partitions to read, in order."""
+
+    session: FetchSession | None
+    epoch: int
+    by_id: bool
+    wanted: list[tuple[PartitionKey, CachedPartition]]
+
+
+def open_fetch(sessions: FetchSessionCache, request: FetchRequest, api_version: int) -> SessionFetch | ErrorCode:
+    """The partitions a Fetch reads: its session's after the incremental changes, or the
+    request's own (a full fetch). An unknown session or a wrong epoch is the error."""
+    by_id = api_version >= 13
+    epoch = request.session_epoch if api_version >= 7 else FINAL_EPOCH
+    if epoch > INITIAL_EPOCH:
+        session = sessions.get(request.session_id)
+        if session is None:
+            return ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        if session.epoch != epoch:
+            return ErrorCode.INVALID_FETCH_SESSION_EPOCH
+        session.update(request.topics, request.forgotten_topics_data)
+        session.epoch = next_epoch(epoch)
+        return SessionFetch(session, epoch, by_id, list(session.partitions.items()))
+    if request.session_id != 0:
+        sessions.remove(request.session_id)  # a new full fetch (epoch 0) or a close (-1)
+    return SessionFetch(None, epoch, by_id, [
+        ((t.topic_id if by_id else t.topic, fp.partition), CachedPartition(t.topic, t.topic_id, fp))
+        for t in request.topics
+        for fp in t.partitions
+    ])
+
+
+def build_response(sessions: FetchSessionCache, fetch: SessionFetch,
+                   answers: list[FetchResponsePartitionData]) -> FetchResponse:
+    """The response to ``fetch``, whose partitions got ``answers`` (in order): all of them,
+    or for an incremental fetch only what changed; opens a session for a full fetch."""
+    session = fetch.session
+    response = FetchResponse(session_id=0)
+    if session is not None:
+        response.session_id = session.id
+    elif fetch.epoch == INITIAL_EPOCH:
+        created = sessions.create(fetch.by_id, dict(fetch.wanted))
+        if created is not None:
+            response.session_id = created.id
+    # Only a session remembers what it was told; sessionless fetches skip the bookkeeping.
+    tracked = response.session_id != 0
+    current: FetchResponseFetchableTopicResponse | None = None
+    for (key, cached), pd in zip(fetch.wanted, answers, strict=True):
+        must_respond = cached.note_response(pd) if tracked else True
+        if session is not None:
+            # Incremental: only what changed; a partition that returned records goes last.
+            if not must_respond:
+                continue
+            if pd.records is not None and len(pd.records) > 0:
+                session.move_to_end(key)
+        # Consecutive partitions of one topic share an entry, as Kafka groups them.
+        if current is None or current.topic != cached.topic or current.topic_id != cached.topic_id:
+            current = FetchResponseFetchableTopicResponse(topic=cached.topic, topic_id=cached.topic_id)
+            response.responses.append(current)
+        current.partitions.append(pd)
+    return response

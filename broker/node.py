@@ -363,6 +363,7 @@ class BrokerNode:
             {(tp.topic, tp.partition): hw for tp, hw in self.log_manager.read_high_watermarks().items()},
             producer_state_config=ProducerStateConfig(self.config.producer_id_expiration_ms),
             clock_ms=self.clock_ms,
+            min_insync_replicas=self.min_insync_replicas,
         )
         self.replica_manager.apply_image(self.controller.image)
         self.controller.add_image_listener(self.replica_manager.apply_image)

@@ -12,73 +12,26 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 
 import structlog
-import trio
 
 from broker.limits import describe_error
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
-from broker.log.partition_log import PartitionLog
 from broker.log.producer_state import ProducerStateConfig, ProducerStateManager
+from broker.pacing import Pacer
+from broker.replication import delayed_produce, fetch
+from broker.replication.fetch import FetchParams, FetchSlot
+from broker.replication.partition import Partition
 from controller.image import MetadataImage, PartitionImage, TopicImage
+
+__all__ = ["Partition", "ReplicaManager"]
 
 log = structlog.get_logger(__name__)
 
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@dataclass(eq=False, slots=True)
-class Partition:
-    topic: str
-    index: int
-    topic_id: uuid.UUID
-    log: PartitionLog
-    leader: int
-    leader_epoch: int
-    partition_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    #: Idempotent and transactional producers of this partition (dedup, LSO, aborted txns).
-    producer_state: ProducerStateManager
-    high_watermark: int = 0
-    #: Log end offsets of the followers, from their fetch offsets (leader only).
-    follower_end_offsets: dict[int, int] = field(default_factory=dict)
-    #: When each follower was last caught up with this leader's log end (ms).
-    follower_caught_up_ms: dict[int, int] = field(default_factory=dict)
-    #: Each follower's previous fetch: (when, this leader's log end offset then).
-    follower_last_fetch: dict[int, tuple[int, int]] = field(default_factory=dict)
-    #: The ISR this leader asked the controller for and has not seen committed yet.
-    pending_isr: tuple[int, ...] | None = None
-    #: Fetches and acks=all produces waiting for this partition to change.
-    waiters: set[trio.Event] = field(default_factory=set)
-
-    @property
-    def config(self) -> LogConfig:
-        """The topic's settings, as the log holds them."""
-        return self.log.config
-
-    @property
-    def log_start_offset(self) -> int:
-        return self.log.log_start_offset
-
-    @property
-    def log_end_offset(self) -> int:
-        return self.log.log_end_offset
-
-    @property
-    def last_stable_offset(self) -> int:
-        """read_committed consumers stop here: before the first open transaction, or the
-        first one whose marker is not yet below the high watermark."""
-        return self.producer_state.last_stable_offset(self.high_watermark)
-
-    def wake(self) -> None:
-        for event in self.waiters:
-            event.set()
-        self.waiters.clear()
 
 
 class ReplicaManager:
@@ -91,8 +44,11 @@ class ReplicaManager:
         *,
         producer_state_config: ProducerStateConfig | None = None,
         clock_ms: Callable[[], int] | None = None,
+        min_insync_replicas: Callable[[str], int] | None = None,
     ) -> None:
         self.node_id = node_id
+        #: ``min.insync.replicas`` of a topic (its config: topic override, else the broker's).
+        self.min_insync_replicas = min_insync_replicas or (lambda _topic: 1)
         self.producer_state_config = producer_state_config or ProducerStateConfig()
         self.clock_ms = clock_ms or _wall_clock_ms
         self.log_manager = log_manager
@@ -208,6 +164,8 @@ class ReplicaManager:
             replicas=part.replicas,
             isr=part.isr,
             producer_state=ProducerStateManager.load(plog, self.producer_state_config, self.clock_ms),
+            local_id=self.node_id,
+            min_insync_replicas_of=self.min_insync_replicas,
             high_watermark=max(hw, plog.log_start_offset),
         )
         self.partitions[(topic, part.partition)] = p
@@ -244,6 +202,7 @@ class ReplicaManager:
 
     def _remove(self, key: tuple[str, int]) -> None:
         p = self.partitions.pop(key)
+        p.online = False
         p.wake()
         self.log_manager.delete_partition(p.topic, p.index)
         log.info("partition_removed", topic=p.topic, partition=p.index)
@@ -260,17 +219,7 @@ class ReplicaManager:
 
     def maybe_advance_high_watermark(self, p: Partition) -> bool:
         """HW = the smallest log end offset over the ISR; it only moves forward."""
-        if p.leader != self.node_id:
-            return False
-        hw = p.log.log_end_offset
-        for replica in p.isr:
-            if replica != self.node_id:
-                hw = min(hw, p.follower_end_offsets.get(replica, p.high_watermark))
-        if hw > p.high_watermark:
-            p.high_watermark = hw
-            p.wake()
-            return True
-        return False
+        return p.maybe_increment_high_watermark()
 
     def record_follower_fetch(self, p: Partition, replica: int, fetch_offset: int) -> None:
         """A follower fetched from ``fetch_offset``: everything below it is on its log.
@@ -324,19 +273,24 @@ class ReplicaManager:
 
     # ------------------------------------------------------------ waiting
 
+    async def fetch_records(
+        self,
+        requested: Iterable[FetchSlot],
+        params: FetchParams,
+        pacer: Pacer,
+        *,
+        on_follower_out_of_isr: Callable[[], None] | None = None,
+        on_wait: Callable[[int], None] | None = None,
+    ) -> tuple[list[FetchSlot], int]:
+        """Reads the partitions of a Fetch (Kafka's fetchMessages and Partition.fetchRecords,
+        :mod:`broker.replication.fetch`); returns the answered slots and the record bytes read."""
+        return await fetch.fetch_records(self, requested, params, pacer, on_follower_out_of_isr=on_follower_out_of_isr,
+                                         on_wait=on_wait)
+
     async def wait_for_change(self, partitions: Iterable[Partition], deadline: float) -> None:
         """Returns when any of ``partitions`` changes (append, HW move, leadership) or at
         ``deadline`` (trio time)."""
-        event = trio.Event()
-        watched = list(partitions)
-        for p in watched:
-            p.waiters.add(event)
-        try:
-            with trio.move_on_at(deadline):
-                await event.wait()
-        finally:
-            for p in watched:
-                p.waiters.discard(event)
+        await delayed_produce.wait_for_change(partitions, deadline)
 
 
 def _indexes_of(image: MetadataImage, topic: str) -> list[int]:

@@ -521,7 +521,7 @@ class Telemetry:
                value(lambda: sum(1 for p in self._led() if len(p.isr) < len(p.replicas))))
         updown("cormorant.replication.under_min_isr", "{partition}",
                "Partitions led here whose ISR is below min.insync.replicas (acks=all fails).",
-               value(lambda: sum(1 for p in self._led() if len(p.isr) < node.min_insync_replicas(p.topic))))
+               value(lambda: sum(1 for p in self._led() if p.under_min_isr)))
         gauge("cormorant.replication.follower.lag", "{record}",
               "Records each follower of a partition led here is behind the leader's log end.",
               self._follower_lag)

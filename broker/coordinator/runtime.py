@@ -37,7 +37,9 @@ import trio
 
 from broker.coordinator.hashing import partition_for
 from broker.log.errors import LogError, RecordBatchTooLargeError, RecordTooLargeError
-from broker.replica_manager import Partition, ReplicaManager
+from broker.log.producer_state import AppendOrigin
+from broker.replica_manager import ReplicaManager
+from broker.replication.partition import AppendRefusedError, Partition
 from controller.image import MetadataImage
 from wire.errors import ErrorCode
 from wire.exceptions import CorruptRecordError
@@ -233,7 +235,6 @@ class CoordinatorRuntime(Generic[S]):
         clock_ms: Callable[[], int],
         rng: random.Random,
         append_timeout_ms: int,
-        min_insync_replicas: Callable[[], int],
     ) -> None:
         self.name = name
         self.node_id = node_id
@@ -244,7 +245,6 @@ class CoordinatorRuntime(Generic[S]):
         self.rng = rng
         self.append_timeout_ms = append_timeout_ms
         self._create_topic = create_topic
-        self._min_insync_replicas = min_insync_replicas
         self._image = image
         self._owned: dict[int, _Owned[S]] = {}
         self._load_queue: deque[_Owned[S]] = deque()
@@ -521,8 +521,6 @@ class CoordinatorRuntime(Generic[S]):
             result = AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         elif not records:
             result = AppendResult(ErrorCode.NONE)
-        elif len(partition.isr) < self._min_insync_replicas():
-            result = AppendResult(ErrorCode.NOT_ENOUGH_REPLICAS)
         else:
             now = self.clock_ms()
             batch = bytearray(build_batch(
@@ -530,7 +528,9 @@ class CoordinatorRuntime(Generic[S]):
                 producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=transactional,
             ))
             try:
-                info = partition.log.append_as_leader(batch, partition.leader_epoch)
+                info = partition.append_records_to_leader(batch, origin=AppendOrigin.COORDINATOR)
+            except AppendRefusedError as ex:
+                result = AppendResult(ex.code)
             except RecordTooLargeError:
                 result = AppendResult(ErrorCode.MESSAGE_TOO_LARGE)
             except RecordBatchTooLargeError:
@@ -539,8 +539,6 @@ class CoordinatorRuntime(Generic[S]):
                 log.exception("coordinator_append_failed", coordinator=self.name, partition=owner.partition)
                 result = AppendResult(ErrorCode.KAFKA_STORAGE_ERROR)
             else:
-                self.replica_manager.maybe_advance_high_watermark(partition)
-                partition.wake()
                 if on_complete is not None:
                     self._pending.append(_PendingAppend(
                         owner, partition, info.last_offset + 1,
@@ -560,14 +558,14 @@ class CoordinatorRuntime(Generic[S]):
             self._completions = []
             waiting: list[_PendingAppend] = []
             for pa in self._pending:
-                p = pa.log_partition
-                if (self._owned.get(pa.owner.partition) is not pa.owner
-                        or self.replica_manager.get(p.topic, p.index) is not p or p.leader != self.node_id):
+                # The partition's own delayed-produce check, as Produce and markers use.
+                outcome = pa.log_partition.replication_outcome(pa.required_high_watermark)
+                if self._owned.get(pa.owner.partition) is not pa.owner:
                     ready.append((pa.on_complete, AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)))
-                elif p.high_watermark >= pa.required_high_watermark:
+                elif outcome is ErrorCode.NONE:
                     ready.append((pa.on_complete, pa.result))
-                elif len(p.isr) < self._min_insync_replicas():
-                    ready.append((pa.on_complete, AppendResult(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)))
+                elif outcome is not None:
+                    ready.append((pa.on_complete, AppendResult(outcome)))
                 elif now >= pa.deadline:
                     ready.append((pa.on_complete, AppendResult(ErrorCode.REQUEST_TIMED_OUT)))
                 else:

@@ -176,7 +176,6 @@ class GroupCoordinator:
             clock_ms=node.clock_ms,
             rng=node.rng,
             append_timeout_ms=c.offsets_commit_timeout_ms,
-            min_insync_replicas=lambda: node.min_insync_replicas(OFFSETS_TOPIC),
         )
         self._topics = frozenset(node.image.topic_ids)
         self._active = False

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from broker.acl_operations import AclOperation, authorize_cluster
 from broker.dispatch import RequestContext
-from broker.transaction.append import write_txn_markers
+from broker.transaction.write_markers import write_txn_markers
 from wire.errors import ErrorCode
 from wire.generated.api_027_write_txn_markers import (
     WriteTxnMarkersRequest,

@@ -1,6 +1,8 @@
 """The log of one partition: the owner of its offsets.
 
-Mirrors Kafka's UnifiedLog and LocalLog (local storage only) and LogLoader.
+Mirrors Kafka's UnifiedLog and LocalLog (local storage only); loading and crash
+recovery are :mod:`broker.log.loader` (Kafka's LogLoader), retention, DeleteRecords,
+the cleaner's swaps and replication truncation :mod:`broker.log.segment_changes`.
 A partition directory ``<topic>-<partition>`` holds segments in offset
 order; the last one is active and takes appends. This class assigns offsets
 on the leader (rewriting each batch's base offset and leader epoch in its
@@ -33,19 +35,15 @@ readable while it is being sent, even past an eviction or a deletion.
 
 from __future__ import annotations
 
-import bisect
-import os
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import structlog
 
 from broker.log.config import LogConfig
 from broker.log.errors import (
-    CorruptIndexError,
     OffsetOutOfRangeError,
     OffsetsOutOfOrderError,
     RecordBatchTooLargeError,
@@ -54,18 +52,14 @@ from broker.log.errors import (
 )
 from broker.log.file_cache import DEFAULT_FILE_CACHE, FileCache
 from broker.log.files import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIXES,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
     TopicPartition,
     fsync_dir,
-    offset_from_file_name,
     parse_partition_dir_name,
 )
-from broker.log.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from broker.log.leader_epoch import LeaderEpochCache
 from broker.log.segment import LogSegment, TimestampAndOffset
+from broker.log.segment_changes import LogEnd as _LogEnd
+from broker.log.segment_changes import SegmentChanges, _floor_index
 from wire.exceptions import CorruptRecordError
 from wire.records import (
     NO_TIMESTAMP,
@@ -120,14 +114,6 @@ class FetchData:
     first_offset: int
 
 
-class _LogEnd(NamedTuple):
-    """The log end offset with the active segment and its size at that moment."""
-
-    offset: int
-    segment: LogSegment
-    position: int
-
-
 @dataclass(frozen=True, slots=True)
 class _Batch:
     position: int  # in the caller's buffer
@@ -137,7 +123,7 @@ class _Batch:
     max_timestamp: int
 
 
-class PartitionLog:
+class PartitionLog(SegmentChanges):
     """The segments and offsets of one partition. Open with :meth:`open`."""
 
     def __init__(
@@ -151,6 +137,7 @@ class PartitionLog:
         recovery_point: int,
         epoch_cache: LeaderEpochCache,
         files: FileCache = DEFAULT_FILE_CACHE,
+        dir_needs_fsync: bool = False,
     ) -> None:
         self._dir = directory
         self._files = files
@@ -166,7 +153,8 @@ class PartitionLog:
         self._last_flush_ms = clock_ms()
         # Kafka fsyncs a rolled segment soon after the roll, off the append path.
         self._roll_flush_offset: int | None = None
-        self._dir_needs_fsync = False
+        # A new partition's directory is made durable by its first flush, as Kafka's LocalLog does.
+        self._dir_needs_fsync = dir_needs_fsync
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         # Counts truncations, so work prepared from older contents (the cleaner's) sees it is stale.
         self._truncations = 0
@@ -186,133 +174,11 @@ class PartitionLog:
         had_clean_shutdown: bool = False,
         files: FileCache = DEFAULT_FILE_CACHE,
     ) -> PartitionLog:
-        """Load (or create) the partition in ``directory``.
+        """Load (or create) the partition in ``directory`` (:func:`broker.log.loader.load_log`)."""
+        from broker.log.loader import load_log  # the loader builds this class
 
-        ``recovery_point`` and ``log_start_offset`` come from the log
-        directory's checkpoints. Stray files from interrupted deletes and
-        cleanings are removed or completed as Kafka does; segments with
-        missing or corrupt indexes are rebuilt; without a clean shutdown,
-        everything from the recovery point on is re-validated and cut at the
-        first bad batch.
-        """
-        parse_partition_dir_name(directory.name)  # refuse a directory that is not a partition's
-        try:
-            directory.mkdir(parents=True)
-            fresh = True
-        except FileExistsError:
-            fresh = False
-        if fresh:
-            segments: list[LogSegment] = []
-            needs_rebuild: set[LogSegment] = set()
-        else:
-            names = _remove_temp_files_and_complete_swaps(directory)
-            segments, needs_rebuild = _open_segments(directory, names, config, clock_ms, files)
-        try:
-            return cls._load(
-                directory,
-                config,
-                clock_ms,
-                segments,
-                needs_rebuild,
-                recovery_point=recovery_point,
-                log_start_offset=log_start_offset,
-                had_clean_shutdown=had_clean_shutdown,
-                files=files,
-                fresh=fresh,
-            )
-        except BaseException:
-            for segment in segments:
-                segment.close_handles()
-            raise
-
-    @classmethod
-    def _load(
-        cls,
-        directory: Path,
-        config: LogConfig,
-        clock_ms: Callable[[], int],
-        segments: list[LogSegment],
-        needs_rebuild: set[LogSegment],
-        *,
-        recovery_point: int,
-        log_start_offset: int,
-        had_clean_shutdown: bool,
-        files: FileCache,
-        fresh: bool,
-    ) -> PartitionLog:
-        tp = parse_partition_dir_name(directory.name)
-        epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
-        if not had_clean_shutdown and segments:
-            segments = _recover_from(segments, recovery_point, epoch_cache, tp, needs_rebuild)
-        for segment in segments:
-            if segment in needs_rebuild:
-                log.warning(
-                    "index_rebuilt",
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    base_offset=segment.base_offset,
-                )
-                segment.recover(on_batch=_epoch_restorer(epoch_cache))
-
-        if segments and segments[-1].next_offset < log_start_offset:
-            # The segments are older than the checkpointed log start: files were removed by hand.
-            log.warning(
-                "log_behind_log_start_offset",
-                topic=tp.topic,
-                partition=tp.partition,
-                log_end_offset=segments[-1].next_offset,
-                log_start_offset=log_start_offset,
-            )
-            for segment in segments:
-                segment.delete()
-            segments = []
-            epoch_cache.clear()
-        if not segments:
-            segments = [
-                LogSegment.create(
-                    directory,
-                    log_start_offset,
-                    index_interval_bytes=config.index_interval_bytes,
-                    max_index_bytes=config.segment_index_bytes,
-                    clock_ms=clock_ms,
-                    files=files,
-                    fresh_directory=fresh,
-                )
-            ]
-            if not fresh:
-                fsync_dir(directory)
-
-        log_end_offset = segments[-1].next_offset
-        start = min(max(log_start_offset, segments[0].base_offset), log_end_offset)
-        recovery_point = (
-            log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
-        )
-        epoch_cache.truncate_from_end(log_end_offset, sync=False)
-        epoch_cache.truncate_from_start(start, sync=False)
-        segments[-1].load_indexes()  # now, rather than in the middle of the first append
-        partition_log = cls(
-            directory,
-            config,
-            clock_ms,
-            segments,
-            log_start_offset=start,
-            recovery_point=recovery_point,
-            epoch_cache=epoch_cache,
-            files=files,
-        )
-        # A new partition's directory is made durable by its first flush, as Kafka's LocalLog does.
-        partition_log._dir_needs_fsync = fresh
-        log.debug(
-            "log_loaded",
-            topic=tp.topic,
-            partition=tp.partition,
-            segments=len(segments),
-            log_start_offset=start,
-            log_end_offset=log_end_offset,
-            recovery_point=recovery_point,
-            clean_shutdown=had_clean_shutdown,
-        )
-        return partition_log
+        return load_log(directory, config, clock_ms, recovery_point, log_start_offset=log_start_offset,
+                        had_clean_shutdown=had_clean_shutdown, files=files)
 
     # -- state -------------------------------------------------------------------
 
@@ -722,279 +588,6 @@ class PartitionLog:
             return None
         return segment.max_timestamp_record()
 
-    # -- retention and deletion -----------------------------------------------------------
-
-    def apply_retention(self, now_ms: int, high_watermark: int) -> int:
-        """Delete old segments; returns how many went.
-
-        Only segments wholly below ``high_watermark`` are candidates. In
-        Kafka's order: segments below the log start offset, then (with
-        ``cleanup.policy=delete``) by ``retention.bytes`` and by
-        ``retention.ms`` against each segment's largest timestamp. If every
-        segment qualifies, the log first rolls so an empty active segment
-        remains. Also unlinks deleted segments whose delay has passed.
-        """
-        self._check_open()
-        self._delete_expired_files(now_ms)
-        deleted = self._delete_old_segments(
-            lambda segment, following: (
-                following is not None and following.base_offset <= self._log_start_offset
-            ),
-            high_watermark,
-            "log_start_offset",
-        )
-        if not self._config.delete_enabled:
-            return deleted
-        retention_bytes = self._config.retention_bytes
-        if retention_bytes >= 0:
-            excess = self.size - retention_bytes
-
-            def over_size(segment: LogSegment, following: LogSegment | None) -> bool:
-                nonlocal excess
-                if excess - segment.size < 0:
-                    return False
-                excess -= segment.size
-                return True
-
-            if excess >= 0:
-                deleted += self._delete_old_segments(over_size, high_watermark, "retention_bytes")
-        retention_ms = self._config.retention_ms
-        if retention_ms >= 0:
-            deleted += self._delete_old_segments(
-                lambda segment, following: now_ms - segment.largest_timestamp > retention_ms,
-                high_watermark,
-                "retention_ms",
-            )
-        return deleted
-
-    def delete_records_before(self, offset: int, high_watermark: int) -> int:
-        """DeleteRecords: move the log start offset up to ``offset``; returns the new log start offset.
-
-        Segments wholly below it are deleted. ``offset`` may not pass the high
-        watermark (:class:`OffsetOutOfRangeError`).
-        """
-        self._check_open()
-        if offset < 0:
-            raise ValueError(f"negative offset {offset}")
-        if offset > high_watermark:
-            raise OffsetOutOfRangeError(offset, self._log_start_offset, high_watermark)
-        self._increment_log_start_offset(offset, "delete_records")
-        self._delete_old_segments(
-            lambda segment, following: (
-                following is not None and following.base_offset <= self._log_start_offset
-            ),
-            high_watermark,
-            "log_start_offset",
-        )
-        return self._log_start_offset
-
-    def _delete_old_segments(
-        self,
-        predicate: Callable[[LogSegment, LogSegment | None], bool],
-        high_watermark: int,
-        reason: str,
-    ) -> int:
-        segments = self._segments
-        deletable: list[LogSegment] = []
-        for index, segment in enumerate(segments):
-            following = segments[index + 1] if index + 1 < len(segments) else None
-            upper = following.base_offset if following is not None else self._end.offset
-            if following is None and segment.size == 0:
-                break
-            if high_watermark < upper or not predicate(segment, following):
-                break
-            deletable.append(segment)
-        if not deletable:
-            return 0
-        if len(deletable) == len(segments):
-            # A log always keeps one segment: roll so the new, empty one stays.
-            self._roll(self._end.offset, reason)
-        self._segments = self._segments[len(deletable) :]
-        self._retire(deletable)
-        log.info(
-            "segments_deleted",
-            topic=self._tp.topic,
-            partition=self._tp.partition,
-            reason=reason,
-            base_offsets=[segment.base_offset for segment in deletable],
-        )
-        self._increment_log_start_offset(self._segments[0].base_offset, reason)
-        return len(deletable)
-
-    def _increment_log_start_offset(self, offset: int, reason: str) -> None:
-        if offset <= self._log_start_offset:
-            return
-        self._log_start_offset = offset
-        self._epoch_cache.truncate_from_start(offset)
-        log.info(
-            "log_start_offset_incremented",
-            topic=self._tp.topic,
-            partition=self._tp.partition,
-            log_start_offset=offset,
-            reason=reason,
-        )
-
-    def _retire(self, segments: Sequence[LogSegment]) -> None:
-        """Take segments out of the log: renamed ``.deleted`` now, unlinked after the delay."""
-        due = self._clock_ms() + self._config.file_delete_delay_ms
-        for segment in segments:
-            segment.rename_to_deleted()
-            self._pending_deletes.append((due, segment))
-        self._dir_needs_fsync = True
-
-    def _delete_expired_files(self, now_ms: int) -> None:
-        keep = []
-        for due, segment in self._pending_deletes:
-            if due <= now_ms:
-                segment.delete()
-            else:
-                keep.append((due, segment))
-        self._pending_deletes = keep
-
-    # -- compaction ---------------------------------------------------------------------------
-
-    def replace_segments(
-        self,
-        new_segment: LogSegment,
-        old_segments: Sequence[LogSegment],
-        on_step: Callable[[str], None] | None = None,
-    ) -> None:
-        """Swap a cleaned segment in for ``old_segments`` (Kafka's LocalLog.replaceSegments).
-
-        ``old_segments`` are consecutive segments of this log below the active
-        one; ``new_segment`` starts at the first one's base offset, holds what
-        the cleaner kept of them, and its files carry the ``.cleaned`` suffix,
-        fsynced. The steps keep every crash recoverable by
-        :func:`_remove_temp_files_and_complete_swaps`:
-
-        1. the new files are renamed ``.cleaned`` → ``.swap`` (the ``.log``
-           first: a ``.swap`` next to a ``.cleaned`` is discarded), then the
-           directory is fsynced, so the renames below can never be durable
-           while this one is not; from here a restart completes the swap;
-        2. the new segment replaces the old ones in memory;
-        3. each old segment is renamed ``.deleted`` and unlinked after
-           ``file.delete.delay.ms``, so reads already under way finish;
-        4. the new files lose ``.swap`` and the directory is fsynced.
-
-        ``on_step`` (fault injection for tests) is called after step 1
-        (``"swap"``), after each old segment in step 3 (``"retire"``) and after
-        step 4 (``"swapped"``). If this raises part-way, the files on disk are
-        still complete at the next start, but the log in memory must not be
-        cleaned again before then.
-        """
-        self._check_open()
-        segments = self._segments
-        if not old_segments or new_segment.base_offset != old_segments[0].base_offset:
-            raise ValueError("a cleaned segment must start where the segments it replaces start")
-        start = next((i for i, s in enumerate(segments) if s is old_segments[0]), None)
-        end = None if start is None else start + len(old_segments)
-        if (
-            start is None
-            or end is None
-            or end >= len(segments)
-            or any(a is not b for a, b in zip(segments[start:end], old_segments, strict=True))
-        ):
-            raise ValueError("only consecutive segments below the active one can be replaced")
-        new_segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
-        fsync_dir(self._dir)
-        if on_step is not None:
-            on_step("swap")
-        self._segments = (*segments[:start], new_segment, *segments[end:])
-        due = self._clock_ms() + self._config.file_delete_delay_ms
-        for segment in old_segments:
-            segment.rename_to_deleted()
-            self._pending_deletes.append((due, segment))
-            if on_step is not None:
-                on_step("retire")
-        new_segment.change_file_suffixes(SWAP_SUFFIX, "")
-        fsync_dir(self._dir)
-        if on_step is not None:
-            on_step("swapped")
-        log.info(
-            "segments_replaced",
-            topic=self._tp.topic,
-            partition=self._tp.partition,
-            base_offset=new_segment.base_offset,
-            replaced=[segment.base_offset for segment in old_segments],
-            size=new_segment.size,
-        )
-
-    # -- truncation (replication) ---------------------------------------------------------------
-
-    def truncate_to(self, offset: int) -> bool:
-        """Remove every batch holding an offset at or above ``offset``; True if the log changed.
-
-        A batch straddling ``offset`` goes entirely, so the log end offset can
-        end up below ``offset`` (never above). The leader epoch cache is cut
-        at the new log end. The caller must then rewrite the recovery point
-        checkpoint (the manager's ``truncate_to`` does), or a crash could
-        skip recovery of offsets rewritten after the truncation.
-        """
-        self._check_open()
-        if offset < 0:
-            raise ValueError(f"negative offset {offset}")
-        if offset >= self._end.offset:
-            # A leader that assigned an epoch but appended nothing leaves an entry at the log end.
-            self._epoch_cache.truncate_from_end(self._end.offset)
-            return False
-        segments = self._segments
-        if segments[0].base_offset > offset:
-            self.truncate_fully_and_start_at(offset)
-            return True
-        keep = tuple(segment for segment in segments if segment.base_offset <= offset)
-        removed = segments[len(keep) :]
-        self._truncations += 1
-        self._segments = keep
-        self._retire(removed)
-        active = keep[-1]
-        active.truncate_to(offset)
-        self._end = _LogEnd(active.next_offset, active, active.size)
-        self._epoch_cache.truncate_from_end(self._end.offset)
-        self._log_start_offset = min(self._log_start_offset, self._end.offset)
-        self._recovery_point = min(self._recovery_point, self._end.offset)
-        if self._roll_flush_offset is not None and self._roll_flush_offset > self._end.offset:
-            self._roll_flush_offset = None
-        log.info(
-            "log_truncated",
-            topic=self._tp.topic,
-            partition=self._tp.partition,
-            target_offset=offset,
-            log_end_offset=self._end.offset,
-            segments_removed=len(removed),
-        )
-        return True
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Empty the log and restart it at ``offset`` (a follower far behind the leader's log start)."""
-        self._check_open()
-        if offset < 0:
-            raise ValueError(f"negative offset {offset}")
-        self._truncations += 1
-        self._retire(self._segments)
-        segment = LogSegment.create(
-            self._dir,
-            offset,
-            index_interval_bytes=self._config.index_interval_bytes,
-            max_index_bytes=self._config.segment_index_bytes,
-            clock_ms=self._clock_ms,
-            files=self._files,
-        )
-        segment.load_indexes()
-        self._segments = (segment,)
-        self._end = _LogEnd(offset, segment, 0)
-        self._log_start_offset = offset
-        self._recovery_point = offset
-        self._roll_flush_offset = None
-        self._epoch_cache.clear()
-        fsync_dir(self._dir)
-        self._dir_needs_fsync = False
-        log.info(
-            "log_truncated_fully",
-            topic=self._tp.topic,
-            partition=self._tp.partition,
-            log_start_offset=offset,
-        )
-
     # -- lifecycle ---------------------------------------------------------------------
 
     def close(self, *, sync: bool = True) -> None:
@@ -1053,181 +646,3 @@ def _largest_timestamp(batches: Sequence[_Batch], no_timestamp_offset: int) -> t
         if batch.max_timestamp > best[0]:
             best = (batch.max_timestamp, batch.last_offset)
     return best
-
-
-# -- loading helpers -------------------------------------------------------------------
-
-
-def _floor_index(segments: Sequence[LogSegment], offset: int) -> int:
-    """The index of the segment that would hold ``offset`` (the first one if it is below them all)."""
-    return max(bisect.bisect_right(segments, offset, key=_base_offset) - 1, 0)
-
-
-def _base_offset(segment: LogSegment) -> int:
-    return segment.base_offset
-
-
-def _file_names(directory: Path) -> list[str]:
-    """The regular files of ``directory``, sorted (the entry types come with the listing: no stat each)."""
-    with os.scandir(directory) as entries:
-        return sorted(entry.name for entry in entries if entry.is_file())
-
-
-def _remove_temp_files_and_complete_swaps(directory: Path) -> list[str]:
-    """Kafka's handling of files left by an interrupted delete, clean or segment swap.
-
-    ``.deleted`` and ``.cleaned`` files are removed. A ``.swap`` segment is a
-    finished replacement: the segments it covers are removed and it is
-    renamed into place, unless it belongs to an unfinished split (at or
-    above the first ``.cleaned`` offset), in which case it is removed too.
-    Index files without a ``.log`` are removed (the segment's are rebuilt).
-    Returns the names of the files left.
-    """
-    min_cleaned_offset = None
-    swap_files = []
-    names = _file_names(directory)
-    for name in names:
-        path = directory / name
-        if name.endswith(DELETED_SUFFIX):
-            _remove(path, "deleted")
-        elif name.endswith(CLEANED_SUFFIX):
-            offset = _offset_or_none(name)
-            if offset is not None:
-                min_cleaned_offset = (
-                    offset if min_cleaned_offset is None else min(min_cleaned_offset, offset)
-                )
-            _remove(path, "cleaned")
-        elif name.endswith(SWAP_SUFFIX):
-            swap_files.append(path)
-    valid_swaps = []
-    for path in swap_files:
-        offset = _offset_or_none(path.name)
-        if min_cleaned_offset is not None and offset is not None and offset >= min_cleaned_offset:
-            _remove(path, "incomplete_split")
-        else:
-            valid_swaps.append(path)
-    swap_logs = [p for p in valid_swaps if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
-    if swap_logs:
-        lowest = min(offset_from_file_name(p.name) for p in swap_logs)
-        highest = max(
-            LogSegment.scan_next_offset(p, offset_from_file_name(p.name)) for p in swap_logs
-        )
-        for path in directory.iterdir():
-            offset = _offset_or_none(path.name)
-            if (
-                path.is_file()
-                and path.name.endswith(_SEGMENT_SUFFIXES)  # not, e.g., producer state snapshots
-                and offset is not None
-                and lowest <= offset < highest
-            ):
-                _remove(path, "replaced_by_swap")
-    for path in valid_swaps:
-        path.rename(path.with_name(path.name[: -len(SWAP_SUFFIX)]))
-    if swap_files or any(n.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)) for n in names):
-        names = _file_names(directory)  # something was removed or renamed
-    logs = {name[: -len(LOG_SUFFIX)] for name in names if name.endswith(LOG_SUFFIX)}
-    left = []
-    for name in names:
-        orphan = any(name.endswith(suffix) and name[: -len(suffix)] not in logs for suffix in INDEX_SUFFIXES)
-        if orphan:
-            _remove(directory / name, "orphaned_index")
-        else:
-            left.append(name)
-    return left
-
-
-_SEGMENT_SUFFIXES = (LOG_SUFFIX, *INDEX_SUFFIXES)
-
-
-def _offset_or_none(name: str) -> int | None:
-    try:
-        return offset_from_file_name(name)
-    except ValueError:
-        return None
-
-
-def _remove(path: Path, reason: str) -> None:
-    log.info("stray_file_removed", file=str(path), reason=reason)
-    path.unlink(missing_ok=True)
-
-
-def _open_segments(
-    directory: Path, names: Sequence[str], config: LogConfig, clock_ms: Callable[[], int], files: FileCache
-) -> tuple[list[LogSegment], set[LogSegment]]:
-    """Every ``.log`` among ``names`` in offset order, and those whose indexes need a rebuild."""
-    bases = sorted(
-        offset
-        for name in names
-        if name.endswith(LOG_SUFFIX) and (offset := _offset_or_none(name)) is not None
-    )
-    segments: list[LogSegment] = []
-    needs_rebuild: set[LogSegment] = set()
-    try:
-        for base_offset in bases:
-            segment = LogSegment.open(
-                directory,
-                base_offset,
-                index_interval_bytes=config.index_interval_bytes,
-                max_index_bytes=config.segment_index_bytes,
-                clock_ms=clock_ms,
-                files=files,
-            )
-            segments.append(segment)
-            try:
-                segment.sanity_check()
-            except CorruptIndexError as exc:
-                log.warning("index_corrupt", segment=str(segment.log_path), error=str(exc))
-                needs_rebuild.add(segment)
-    except BaseException:
-        for segment in segments:
-            segment.close_handles()
-        raise
-    return segments, needs_rebuild
-
-
-def _epoch_restorer(cache: LeaderEpochCache) -> Callable[[RecordBatchHeader], None]:
-    """Recovery's hook: an epoch newer than the cache knows starts at this batch (as Kafka)."""
-
-    def restore(header: RecordBatchHeader) -> None:
-        epoch = header.partition_leader_epoch
-        latest = cache.latest_epoch
-        if epoch >= 0 and (latest is None or epoch > latest):
-            cache.assign(epoch, header.base_offset)
-
-    return restore
-
-
-def _recover_from(
-    segments: list[LogSegment],
-    recovery_point: int,
-    epoch_cache: LeaderEpochCache,
-    tp: TopicPartition,
-    needs_rebuild: set[LogSegment],
-) -> list[LogSegment]:
-    """Re-validate the segments from the one holding the recovery point; drop all after a cut."""
-    restore = _epoch_restorer(epoch_cache)
-    for index in range(_floor_index(segments, recovery_point), len(segments)):
-        segment = segments[index]
-        # At or past the recovery point: the log's next flush makes the rebuilt indexes durable.
-        truncated = segment.recover(on_batch=restore, sync_indexes=False)
-        needs_rebuild.discard(segment)
-        log.debug(
-            "segment_recovered",
-            topic=tp.topic,
-            partition=tp.partition,
-            base_offset=segment.base_offset,
-            bytes_truncated=truncated,
-        )
-        if truncated:
-            for later in segments[index + 1 :]:
-                later.delete()
-            if index + 1 < len(segments):
-                log.warning(
-                    "segments_deleted",
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    reason="after_corruption",
-                    base_offsets=[s.base_offset for s in segments[index + 1 :]],
-                )
-            return segments[: index + 1]
-    return segments

@@ -19,22 +19,18 @@ and the first offset of its ongoing transaction. From that it
 A producer this partition does not know is accepted at any sequence, as Kafka
 does since KIP-360: its state may have expired or been deleted with the log.
 
-Persistence: ``<offset>.snapshot`` files in the partition directory, Kafka's
-version-1 layout (int16 version, uint32 CRC-32C of the rest, an array of 46-byte
-entries), written at a segment roll (when the new segment starts exactly
-where the state ends) and at a clean shutdown. Kafka writes one entry per
-producer holding only its last batch; here a producer has one entry per
-retained batch, oldest first, so all five survive a restart. Kafka's own
-reader keeps the last entry of each producer — exactly what Kafka would have
-written — so the files stay readable by Kafka's tools. Loading takes the newest
-readable snapshot at or below the log end and replays every batch after it
-(after a crash, those batches were validated by the log's recovery), which
-also rebuilds the aborted-transaction index from there.
+Appending (Kafka's UnifiedLog.append): the partition asks :meth:`ProducerStateManager.analyze_append`
+(or :meth:`~ProducerStateManager.analyze_marker`) before it writes, the log appends, and
+:meth:`~ProducerStateManager.update` records what the log appended. The producer state never
+writes to the log itself.
 
-Appends that bypass :meth:`ProducerStateManager.append` (a coordinator writing
-its internal topic, replication) are picked up by :meth:`sync`, which replays
-whatever the log gained since the state was last brought up to date; a
-replication truncation must call :meth:`truncate_and_reload`.
+Persistence: ``<offset>.snapshot`` files in the partition directory
+(:mod:`broker.log.producer_snapshot`), written at a segment roll (when the new segment starts
+exactly where the state ends) and at a clean shutdown. Loading takes the newest readable
+snapshot at or below the log end and replays every batch after it (after a crash, those
+batches were validated by the log's recovery), which also rebuilds the aborted-transaction
+index from there. Changes made to the log other than by appending (truncation, retention,
+cleaning) are picked up by :meth:`~ProducerStateManager.sync`.
 
 Not thread-safe: call from the partition's single writer.
 """
@@ -42,322 +38,73 @@ Not thread-safe: call from the partition's single writer.
 from __future__ import annotations
 
 import bisect
-import enum
-import struct
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import crc32c
 import structlog
 
-from broker.log.files import write_atomically
 from broker.log.partition_log import AppendInfo
+from broker.log.producer_entry import (
+    NUM_BATCHES_TO_RETAIN,
+    AppendOrigin,
+    BatchMetadata,
+    CompletedTxn,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    ProducerAppendInfo,
+    ProducerStateEntry,
+    ProducerStateError,
+    TransactionCoordinatorFencedError,
+    TxnMetadata,
+    VerificationGuard,
+    VerificationStateEntry,
+)
+from broker.log.producer_snapshot import (
+    SNAPSHOT_SUFFIX,
+    CorruptSnapshotError,
+    read_snapshot,
+    write_snapshot,
+)
 from broker.log.txn_index import AbortedTxn, TransactionIndexes
 from wire.exceptions import CorruptRecordError
 from wire.records import (
-    NO_PRODUCER_EPOCH,
-    NO_SEQUENCE,
-    NO_TIMESTAMP,
     ControlRecordType,
     RecordBatchHeader,
-    build_control_batch,
     iter_records,
     parse_control_record,
     read_batch_header,
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from broker.log.partition_log import PartitionLog
     from broker.log.segment import LogSegment
 
+__all__ = [
+    "NUM_BATCHES_TO_RETAIN",
+    "AppendOrigin",
+    "BatchMetadata",
+    "CorruptSnapshotError",
+    "InvalidProducerEpochError",
+    "InvalidTxnStateError",
+    "OutOfOrderSequenceError",
+    "ProducerAppendPlan",
+    "ProducerDescription",
+    "ProducerStateConfig",
+    "ProducerStateEntry",
+    "ProducerStateError",
+    "ProducerStateManager",
+    "TransactionCoordinatorFencedError",
+    "VerificationGuard",
+    "read_marker",
+    "read_snapshot",
+    "write_snapshot",
+]
+
 log = structlog.get_logger(__name__)
-
-#: Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN: the client's max in-flight requests.
-NUM_BATCHES_TO_RETAIN = 5
-SNAPSHOT_SUFFIX = ".snapshot"
-PRODUCER_SNAPSHOT_VERSION = 1
-_INT32_MAX = 2**31 - 1
-NO_OFFSET = -1
-
-_SNAPSHOT_HEADER = struct.Struct(">hI")
-_SNAPSHOT_COUNT = struct.Struct(">i")
-_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
-assert _SNAPSHOT_ENTRY.size == 46
-
-
-# -- errors ----------------------------------------------------------------------------------
-
-
-class ProducerStateError(Exception):
-    """An append the producer state refuses; nothing was written."""
-
-
-class OutOfOrderSequenceError(ProducerStateError):
-    """OUT_OF_ORDER_SEQUENCE_NUMBER: a gap in the producer's sequence numbers."""
-
-
-class InvalidProducerEpochError(ProducerStateError):
-    """INVALID_PRODUCER_EPOCH: the batch or marker carries an epoch older than the producer's."""
-
-
-class InvalidTxnStateError(ProducerStateError):
-    """INVALID_TXN_STATE: a write outside the transaction state the partition knows."""
-
-
-class TransactionCoordinatorFencedError(ProducerStateError):
-    """TRANSACTION_COORDINATOR_FENCED: a marker from an older coordinator epoch."""
-
-
-class CorruptSnapshotError(Exception):
-    """A snapshot file that fails its version, size or CRC check; it is deleted and skipped."""
-
-
-class AppendOrigin(enum.Enum):
-    """Who is appending: clients get full validation, replication none (Kafka's AppendOrigin)."""
-
-    CLIENT = "client"
-    COORDINATOR = "coordinator"
-    REPLICATION = "replication"
-
-
-# -- state -----------------------------------------------------------------------------------
-
-
-def decrement_sequence(sequence: int, decrement: int) -> int:
-    """Kafka's DefaultRecordBatch.decrementSequence: subtract, wrapping below 0 to int32 max."""
-    if sequence < decrement:
-        return _INT32_MAX - (decrement - sequence) + 1
-    return sequence - decrement
-
-
-def in_sequence(last_seq: int, next_seq: int) -> bool:
-    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _INT32_MAX)
-
-
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
-    """One retained batch of a producer: its last sequence and offset, and how many it spans."""
-
-    last_seq: int
-    last_offset: int
-    offset_delta: int
-    timestamp: int
-
-    @property
-    def first_seq(self) -> int:
-        return decrement_sequence(self.last_seq, self.offset_delta)
-
-    @property
-    def first_offset(self) -> int:
-        return self.last_offset - self.offset_delta
-
-
-@dataclass(slots=True)
-class ProducerStateEntry:
-    producer_id: int
-    producer_epoch: int = NO_PRODUCER_EPOCH
-    coordinator_epoch: int = -1
-    last_timestamp: int = NO_TIMESTAMP
-    current_txn_first_offset: int | None = None
-    batches: deque[BatchMetadata] = field(default_factory=deque)
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.batches
-
-    @property
-    def first_seq(self) -> int:
-        return self.batches[0].first_seq if self.batches else NO_SEQUENCE
-
-    @property
-    def last_seq(self) -> int:
-        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
-
-    @property
-    def last_data_offset(self) -> int:
-        return self.batches[-1].last_offset if self.batches else NO_OFFSET
-
-    def copy_without_batches(self) -> ProducerStateEntry:
-        return ProducerStateEntry(
-            self.producer_id, self.producer_epoch, self.coordinator_epoch, self.last_timestamp,
-            self.current_txn_first_offset,
-        )
-
-    def maybe_update_producer_epoch(self, producer_epoch: int) -> None:
-        if self.producer_epoch != producer_epoch:
-            self.batches.clear()
-            self.producer_epoch = producer_epoch
-
-    def add_batch(self, producer_epoch: int, last_seq: int, last_offset: int, offset_delta: int,
-                  timestamp: int) -> None:
-        self.maybe_update_producer_epoch(producer_epoch)
-        self._add_batch_metadata(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
-        self.last_timestamp = timestamp
-
-    def _add_batch_metadata(self, batch: BatchMetadata) -> None:
-        if len(self.batches) == NUM_BATCHES_TO_RETAIN:
-            self.batches.popleft()
-        self.batches.append(batch)
-
-    def update(self, other: ProducerStateEntry) -> None:
-        """Fold in what one append did (Kafka's ProducerStateEntry.update)."""
-        self.maybe_update_producer_epoch(other.producer_epoch)
-        for batch in other.batches:
-            self._add_batch_metadata(batch)
-        self.coordinator_epoch = other.coordinator_epoch
-        self.current_txn_first_offset = other.current_txn_first_offset
-        self.last_timestamp = other.last_timestamp
-
-    def find_duplicate_batch(self, header: RecordBatchHeader) -> BatchMetadata | None:
-        if header.producer_epoch != self.producer_epoch:
-            return None
-        first, last = header.base_sequence, header.last_sequence
-        for batch in self.batches:
-            if batch.first_seq == first and batch.last_seq == last:
-                return batch
-        return None
-
-
-@dataclass(slots=True)
-class TxnMetadata:
-    producer_id: int
-    first_offset: int
-    last_offset: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CompletedTxn:
-    producer_id: int
-    first_offset: int
-    last_offset: int
-    is_aborted: bool
-
-
-class VerificationGuard:
-    """A token naming one verification of one producer's first transactional write (KIP-890).
-
-    Only the guard handed out when the verification began lets that write in,
-    so a verification answered after the transaction was aborted and another
-    begun (the ABA case) cannot admit the write.
-    """
-
-    __slots__ = ()
-
-
-@dataclass(slots=True)
-class VerificationStateEntry:
-    timestamp: int
-    lowest_sequence: int
-    epoch: int
-    guard: VerificationGuard = field(default_factory=VerificationGuard)
-
-    def maybe_update_lowest_sequence_and_epoch(self, sequence: int, epoch: int) -> None:
-        if epoch > self.epoch:
-            self.lowest_sequence = sequence
-            self.epoch = epoch
-        elif epoch == self.epoch:
-            self.lowest_sequence = min(sequence, self.lowest_sequence)
-
-
-class ProducerAppendInfo:
-    """Validates the batches of one producer within one append (Kafka's ProducerAppendInfo)."""
-
-    def __init__(
-        self,
-        topic_partition: str,
-        producer_id: int,
-        current: ProducerStateEntry,
-        origin: AppendOrigin,
-        verification: VerificationStateEntry | None,
-    ) -> None:
-        self.topic_partition = topic_partition
-        self.producer_id = producer_id
-        self.current = current
-        self.origin = origin
-        self.verification = verification
-        self.updated = current.copy_without_batches()
-        self.started_transactions: list[TxnMetadata] = []
-
-    def _check_producer_epoch(self, producer_epoch: int, offset: int) -> None:
-        current = self.updated.producer_epoch
-        if producer_epoch < current:
-            message = (f"Epoch of producer {self.producer_id} at offset {offset} in {self.topic_partition}"
-                       f" is {producer_epoch}, which is smaller than the last seen epoch {current}")
-            if self.origin is AppendOrigin.REPLICATION:
-                log.warning("stale_producer_epoch_replicated", partition=self.topic_partition,
-                            producer_id=self.producer_id, epoch=producer_epoch, current_epoch=current)
-            else:
-                raise InvalidProducerEpochError(message)
-
-    def _check_sequence(self, producer_epoch: int, first_seq: int, offset: int) -> None:
-        verification = self.verification
-        if verification is not None and first_seq > verification.lowest_sequence:
-            raise OutOfOrderSequenceError(
-                f"Out of order sequence number for producer {self.producer_id} at offset {offset} in"
-                f" partition {self.topic_partition}: {first_seq} (incoming seq. number),"
-                f" {verification.lowest_sequence} (earliest seen sequence)")
-        if producer_epoch != self.updated.producer_epoch:
-            if first_seq != 0 and self.updated.producer_epoch != NO_PRODUCER_EPOCH:
-                raise OutOfOrderSequenceError(
-                    f"Invalid sequence number for new epoch of producer {self.producer_id} at offset {offset}"
-                    f" in partition {self.topic_partition}: {producer_epoch} (request epoch), {first_seq}"
-                    f" (seq. number), {self.updated.producer_epoch} (current producer epoch)")
-            return
-        if not self.updated.is_empty:
-            current_last_seq = self.updated.last_seq
-        elif producer_epoch == self.current.producer_epoch:
-            current_last_seq = self.current.last_seq
-        else:
-            current_last_seq = NO_SEQUENCE
-        # No known epoch (records deleted by retention or DeleteRecords): any sequence goes.
-        if not (self.current.producer_epoch == NO_PRODUCER_EPOCH or in_sequence(current_last_seq, first_seq)):
-            raise OutOfOrderSequenceError(
-                f"Out of order sequence number for producer {self.producer_id} at offset {offset} in"
-                f" partition {self.topic_partition}: {first_seq} (incoming seq. number),"
-                f" {current_last_seq} (current end sequence number)")
-
-    def append_data_batch(self, header: RecordBatchHeader, first_offset: int, last_offset: int) -> None:
-        epoch = header.producer_epoch
-        self._check_producer_epoch(epoch, first_offset)
-        if self.origin is AppendOrigin.CLIENT:
-            self._check_sequence(epoch, header.base_sequence, first_offset)
-        self.updated.add_batch(epoch, header.last_sequence, last_offset, last_offset - first_offset,
-                               header.max_timestamp)
-        ongoing = self.updated.current_txn_first_offset
-        if ongoing is not None and not header.is_transactional:
-            raise InvalidTxnStateError(
-                f"Expected transactional write from producer {self.producer_id} at offset {first_offset}"
-                f" in partition {self.topic_partition}")
-        if ongoing is None and header.is_transactional:
-            self.updated.current_txn_first_offset = first_offset
-            self.started_transactions.append(TxnMetadata(self.producer_id, first_offset))
-
-    def append_end_txn_marker(self, control_type: ControlRecordType, coordinator_epoch: int,
-                              producer_epoch: int, offset: int, timestamp: int) -> CompletedTxn | None:
-        self._check_producer_epoch(producer_epoch, offset)
-        if self.updated.coordinator_epoch > coordinator_epoch:
-            if self.origin is AppendOrigin.REPLICATION:
-                log.info("stale_coordinator_epoch_replicated", partition=self.topic_partition,
-                         producer_id=self.producer_id, coordinator_epoch=coordinator_epoch,
-                         current=self.updated.coordinator_epoch)
-            else:
-                raise TransactionCoordinatorFencedError(
-                    f"Invalid coordinator epoch for producerId {self.producer_id} at offset {offset} in"
-                    f" partition {self.topic_partition}: {coordinator_epoch} (zombie),"
-                    f" {self.updated.coordinator_epoch} (current)")
-        first = self.updated.current_txn_first_offset
-        # A marker for a transaction with no data here moves nothing (no LSO, no index entry).
-        completed = (CompletedTxn(self.producer_id, first, offset, control_type is ControlRecordType.ABORT)
-                     if first is not None else None)
-        self.updated.maybe_update_producer_epoch(producer_epoch)
-        self.updated.coordinator_epoch = coordinator_epoch
-        self.updated.current_txn_first_offset = None
-        self.updated.last_timestamp = timestamp
-        return completed
-
 
 @dataclass(frozen=True, slots=True)
 class ProducerStateConfig:
@@ -380,9 +127,13 @@ class ProducerDescription:
 
 
 @dataclass(slots=True)
-class _PendingUpdate:
+class ProducerAppendPlan:
+    """What one append does to the producer state, applied once the log has written it."""
+
     producers: dict[int, ProducerAppendInfo]
     completed: list[CompletedTxn]
+    #: Producers whose transactional write this is: their verification is used up.
+    verified: frozenset[int]
 
 
 # -- the manager -----------------------------------------------------------------------------
@@ -417,6 +168,11 @@ class ProducerStateManager:
     @property
     def config(self) -> ProducerStateConfig:
         return self._config
+
+    @property
+    def log(self) -> PartitionLog:
+        """The log this state follows."""
+        return self._log
 
     @property
     def map_end_offset(self) -> int:
@@ -480,7 +236,7 @@ class ProducerStateManager:
                 info = self._prepare(header.producer_id, AppendOrigin.REPLICATION)
                 completed: CompletedTxn | None = None
                 if header.is_control:
-                    marker = _read_marker(segment.read_batch(position, header))
+                    marker = read_marker(segment.read_batch(position, header))
                     if marker is not None:
                         completed = info.append_end_txn_marker(
                             marker[0], marker[1], header.producer_epoch, header.base_offset, marker[2])
@@ -599,16 +355,30 @@ class ProducerStateManager:
         bases = [s.base_offset for s in self._log.segments]
         return bases[max(bisect.bisect_right(bases, offset) - 1, 0)]
 
-    def _analyze(self, headers: Sequence[tuple[int, RecordBatchHeader]], first_offset: int,
-                 origin: AppendOrigin, verification_guard: VerificationGuard | None,
-                 ) -> _PendingUpdate | BatchMetadata:
-        """Kafka's analyzeAndValidateProducerState, before anything is written. Returns the
-        updates to apply after the write, or the metadata of the batch this one duplicates."""
+    def analyze_append(
+        self,
+        headers: Sequence[tuple[int, RecordBatchHeader]],
+        first_offset: int,
+        origin: AppendOrigin,
+        verification_guard: VerificationGuard | None = None,
+        buffer: bytes | bytearray | memoryview | None = None,
+    ) -> ProducerAppendPlan | BatchMetadata:
+        """Kafka's analyzeAndValidateProducerState, before anything is written.
+
+        ``headers`` are the batches about to be appended, the first at ``first_offset``
+        (a leader's offsets; a follower's batches carry their own, pass their first).
+        Returns what :meth:`update` applies once the log has appended them, or, for a
+        client's exact retry, the metadata of the batch it duplicates (append nothing).
+        Raises a :class:`ProducerStateError` for a sequence gap, a stale epoch or a write
+        outside the known transaction state. Control batches (replicated markers) are
+        read from ``buffer``.
+        """
+        self.sync()
         producers: dict[int, ProducerAppendInfo] = {}
         completed: list[CompletedTxn] = []
         offset = first_offset
-        for _, header in headers:
-            base = offset
+        for position, header in headers:
+            base = header.base_offset if origin is AppendOrigin.REPLICATION else offset
             last = base + header.last_offset_delta
             offset = last + 1
             pid = header.producer_id
@@ -619,7 +389,7 @@ class ProducerStateManager:
                 duplicate = entry.find_duplicate_batch(header) if entry is not None else None
                 if duplicate is not None:
                     return duplicate
-            if (origin is not AppendOrigin.REPLICATION and header.is_transactional
+            if (origin is AppendOrigin.CLIENT and header.is_transactional
                     and not header.is_control and self._config.transaction_verification_enabled
                     and not self.has_ongoing_transaction(pid)):
                 state = self._verification.get(pid)
@@ -629,76 +399,48 @@ class ProducerStateManager:
             if info is None:
                 info = producers[pid] = self._prepare(pid, origin)
             if header.is_control:
-                raise ValueError("control batches go through append_marker")
-            info.append_data_batch(header, base, last)
-        return _PendingUpdate(producers, completed)
+                if buffer is None:
+                    raise ValueError("a leader's markers go through analyze_marker")
+                marker = read_marker(buffer, position)
+                if marker is not None:
+                    done = info.append_end_txn_marker(marker[0], marker[1], header.producer_epoch, base, marker[2])
+                    if done is not None:
+                        completed.append(done)
+            else:
+                info.append_data_batch(header, base, last)
+        return ProducerAppendPlan(producers, completed,
+                                  frozenset(h.producer_id for _, h in headers if h.producer_id >= 0 and h.is_transactional))
 
-    def append(
-        self,
-        data: bytearray,
-        headers: Sequence[tuple[int, RecordBatchHeader]],
-        leader_epoch: int,
-        *,
-        origin: AppendOrigin = AppendOrigin.CLIENT,
-        verification_guard: VerificationGuard | None = None,
-    ) -> AppendInfo:
-        """Validate the producer state of ``data`` (batches already checked by
-        ``validate_produce``), append it as leader and record what it did.
-
-        An exact retry of a retained batch appends nothing and returns that batch's
-        offsets, with its timestamp as the log append time (as Kafka). Raises a
-        :class:`ProducerStateError` (nothing written) for a sequence gap, a stale
-        epoch or a write outside the known transaction state.
-        """
-        self.sync()
-        plog = self._log
-        end_before = plog.log_end_offset
-        outcome = self._analyze(headers, end_before, origin, verification_guard)
-        if isinstance(outcome, BatchMetadata):
-            log.info("duplicate_batch", partition=self._tp, producer_id=headers[0][1].producer_id,
-                     first_sequence=headers[0][1].base_sequence, first_offset=outcome.first_offset)
-            return AppendInfo(outcome.first_offset, outcome.last_offset, outcome.timestamp,
-                              outcome.last_offset, outcome.timestamp, plog.log_start_offset, 0, 0, 0)
-        for _, header in headers:
-            if header.producer_id >= 0 and header.is_transactional:
-                self._verification.pop(header.producer_id, None)
-        info = plog.append_as_leader(data, leader_epoch, validated=True)
-        self._after_append(end_before, info, outcome)
-        return info
-
-    def append_marker(
+    def analyze_marker(
         self,
         control_type: ControlRecordType,
         producer_id: int,
         producer_epoch: int,
         coordinator_epoch: int,
-        leader_epoch: int,
-        *,
+        timestamp: int,
         origin: AppendOrigin = AppendOrigin.COORDINATOR,
-    ) -> AppendInfo:
-        """Write a COMMIT or ABORT marker for ``producer_id`` (WriteTxnMarkers)."""
+    ) -> ProducerAppendPlan:
+        """Check a COMMIT or ABORT marker the leader is about to append at the log end
+        (WriteTxnMarkers): a zombie coordinator or a stale epoch is refused."""
         self.sync()
-        plog = self._log
-        end_before = plog.log_end_offset
-        now = self._clock_ms()
-        info_ = self._prepare(producer_id, origin)
-        completed = info_.append_end_txn_marker(control_type, coordinator_epoch, producer_epoch, end_before, now)
-        batch = bytearray(build_control_batch(control_type, producer_id, producer_epoch, coordinator_epoch,
-                                              timestamp_ms=now))
-        info = plog.append_as_leader(batch, leader_epoch)
-        self._after_append(end_before, info, _PendingUpdate({producer_id: info_},
-                                                             [completed] if completed is not None else []))
-        return info
+        info = self._prepare(producer_id, origin)
+        completed = info.append_end_txn_marker(
+            control_type, coordinator_epoch, producer_epoch, self._log.log_end_offset, timestamp)
+        return ProducerAppendPlan({producer_id: info}, [completed] if completed is not None else [], frozenset())
 
-    def _after_append(self, end_before: int, info: AppendInfo, pending: _PendingUpdate) -> None:
-        if info.first_offset != end_before:
-            raise AssertionError(f"append landed at {info.first_offset}, expected {end_before}")
+    def update(self, end_before: int, info: AppendInfo, plan: ProducerAppendPlan) -> None:
+        """Record what the log appended (``info``, the log end having been ``end_before``)
+        with the checks :meth:`analyze_append` made of it (Kafka's ProducerStateManager.update)."""
+        if info.first_offset < end_before or info.batch_count == 0:
+            raise AssertionError(f"append landed at {info.first_offset}, expected at least {end_before}")
         if any(s.base_offset == end_before for s in self._log.segments[1:]) and end_before > self._last_snapshot_offset:
             # Rolled right where the state ends: snapshot it for the new segment, as Kafka.
             self._write_snapshot(end_before)
-        for producer_info in pending.producers.values():
+        for producer_id in plan.verified:
+            self._verification.pop(producer_id, None)
+        for producer_info in plan.producers.values():
             self._apply(producer_info)
-        for completed in pending.completed:
+        for completed in plan.completed:
             self._complete(completed)
         self._map_end_offset = info.last_offset + 1
 
@@ -829,69 +571,14 @@ class ProducerStateManager:
         return [offset for offset, _ in self._snapshot_files()]
 
 
-def _read_marker(batch: bytes) -> tuple[ControlRecordType, int, int] | None:
-    """(type, coordinator epoch, timestamp) of a control batch's marker; None when the cleaner
-    emptied the batch or the record is not a marker."""
+def read_marker(batch: bytes | bytearray | memoryview, position: int = 0) -> tuple[ControlRecordType, int, int] | None:
+    """(type, coordinator epoch, timestamp) of the control batch at ``position``; None when
+    the cleaner emptied the batch or the record is not a marker."""
     try:
-        for record in iter_records(batch, 0, verify_crc=False):
+        for record in iter_records(batch, position, verify_crc=False):
             control_type, coordinator_epoch = parse_control_record(record)
             return control_type, coordinator_epoch, record.timestamp
     except CorruptRecordError:
-        header = read_batch_header(batch, 0)
+        header = read_batch_header(batch, position)
         log.warning("unreadable_control_batch", offset=header.base_offset)
     return None
-
-
-# -- snapshot files ------------------------------------------------------------------------------
-
-
-def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry], *, sync: bool = True) -> None:
-    """Write ``entries`` atomically in Kafka's snapshot layout (one entry per retained batch)."""
-    body = bytearray()
-    count = 0
-    for entry in entries:
-        txn_first = -1 if entry.current_txn_first_offset is None else entry.current_txn_first_offset
-        rows: list[BatchMetadata | None] = list(entry.batches) or [None]
-        for i, batch in enumerate(rows):
-            last = i == len(rows) - 1
-            if batch is None:
-                seq, offset, delta, timestamp = NO_SEQUENCE, NO_OFFSET, 0, entry.last_timestamp
-            else:
-                seq, offset, delta = batch.last_seq, batch.last_offset, batch.offset_delta
-                timestamp = entry.last_timestamp if last else batch.timestamp
-            body += _SNAPSHOT_ENTRY.pack(entry.producer_id, entry.producer_epoch, seq, offset, delta,
-                                         timestamp, entry.coordinator_epoch, txn_first)
-            count += 1
-    payload = _SNAPSHOT_COUNT.pack(count) + body
-    data = _SNAPSHOT_HEADER.pack(PRODUCER_SNAPSHOT_VERSION, crc32c.crc32c(payload)) + payload
-    write_atomically(path, data, sync=sync)
-
-
-def read_snapshot(path: Path) -> list[ProducerStateEntry]:
-    data = path.read_bytes()
-    if len(data) < _SNAPSHOT_HEADER.size + _SNAPSHOT_COUNT.size:
-        raise CorruptSnapshotError(f"{path.name}: {len(data)} bytes is too short")
-    version, crc = _SNAPSHOT_HEADER.unpack_from(data, 0)
-    if version != PRODUCER_SNAPSHOT_VERSION:
-        raise CorruptSnapshotError(f"{path.name}: unknown version {version}")
-    if crc32c.crc32c(data[_SNAPSHOT_HEADER.size:]) != crc:
-        raise CorruptSnapshotError(f"{path.name}: CRC mismatch")
-    (count,) = _SNAPSHOT_COUNT.unpack_from(data, _SNAPSHOT_HEADER.size)
-    pos = _SNAPSHOT_HEADER.size + _SNAPSHOT_COUNT.size
-    if count < 0 or len(data) - pos != count * _SNAPSHOT_ENTRY.size:
-        raise CorruptSnapshotError(f"{path.name}: {count} entries do not fill {len(data) - pos} bytes")
-    entries: dict[int, ProducerStateEntry] = {}
-    for _ in range(count):
-        pid, epoch, seq, offset, delta, timestamp, coordinator_epoch, txn_first = _SNAPSHOT_ENTRY.unpack_from(
-            data, pos)
-        pos += _SNAPSHOT_ENTRY.size
-        entry = entries.get(pid)
-        if entry is None:
-            entry = entries[pid] = ProducerStateEntry(pid, epoch)
-        entry.maybe_update_producer_epoch(epoch)
-        if offset >= 0:
-            entry._add_batch_metadata(BatchMetadata(seq, offset, delta, timestamp))
-        entry.coordinator_epoch = coordinator_epoch
-        entry.current_txn_first_offset = txn_first if txn_first >= 0 else None
-        entry.last_timestamp = timestamp
-    return list(entries.values())

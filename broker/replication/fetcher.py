@@ -4,7 +4,7 @@ One fetch loop per leader broker carries every partition this broker follows fro
 (Kafka's ReplicaFetcherThread): a Fetch (v12, ``replica_id`` set, with each partition's
 ``current_leader_epoch`` and ``last_fetched_epoch``) long-polls the leader on the
 inter-broker listener; the batches come back with the leader's offsets, epochs and
-timestamps and are appended as they are (:meth:`PartitionLog.append_as_follower`), which
+timestamps and are appended as they are (:meth:`Partition.append_records_to_follower`), which
 also extends the leader-epoch cache. When the leader answers with a diverging epoch
 (KIP-320) the follower truncates its log where the two part and fetches again; the
 producer state and the high watermark follow the log (:meth:`ReplicaManager.after_truncation`).
@@ -24,6 +24,7 @@ import trio
 
 from broker.controller_channel import ChannelError, PeerConnection
 from broker.log.errors import LogError
+from broker.log.producer_state import ProducerStateError
 from broker.peers import broker_address
 from broker.replica_manager import Partition, ReplicaManager
 from broker.security.peer import PeerSecurity
@@ -230,13 +231,11 @@ class _LeaderFetcher:
             records = pd.records
             if isinstance(records, bytes | bytearray | memoryview) and len(records) > 0:
                 try:
-                    p.log.append_as_follower(bytes(records))
-                except LogError as ex:
+                    p.append_records_to_follower(bytes(records))
+                except (LogError, ProducerStateError) as ex:
                     log.warning("replica_append_failed", topic=p.topic, partition=p.index, error=repr(ex))
                     self._stall(p)
                     return
-                p.producer_state.sync()
-                p.wake()
             rm.set_follower_high_watermark(p, pd.high_watermark)
             return
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -252,16 +251,7 @@ class _LeaderFetcher:
         """Kafka's follower truncation by epoch: to where the leader's epoch ends, or where
         ours ends if our log knows that epoch under a different end."""
         end = p.log.log_end_offset
-        if leader_epoch < 0 or leader_end < 0:
-            target = min(p.high_watermark, end)
-        else:
-            mine_epoch, mine_end = p.log.end_offset_for_epoch(leader_epoch)
-            if mine_epoch < 0 or mine_end < 0:
-                target = min(leader_end, end)
-            elif mine_epoch != leader_epoch:
-                target = min(mine_end, end)
-            else:
-                target = min(leader_end, mine_end)
+        target = divergence_truncation_offset(p, leader_epoch, leader_end)
         log.info("replica_truncating", topic=p.topic, partition=p.index, leader=self.leader,
                  diverging_epoch=leader_epoch, leader_end_offset=leader_end, log_end_offset=end, truncate_to=target)
         self.owner.truncate(p, target)
@@ -285,3 +275,18 @@ class _LeaderFetcher:
             self.owner.truncate(p, p.high_watermark)
         else:
             self._stall(p)
+
+
+def divergence_truncation_offset(p: Partition, leader_epoch: int, leader_end: int) -> int:
+    """Where a follower truncates when the leader answers a diverging epoch (Kafka's
+    truncation by leader epoch): where the leader's epoch ends, or where ours ends if our
+    log knows that epoch under a different end."""
+    end = p.log.log_end_offset
+    if leader_epoch < 0 or leader_end < 0:
+        return min(p.high_watermark, end)
+    mine_epoch, mine_end = p.log.end_offset_for_epoch(leader_epoch)
+    if mine_epoch < 0 or mine_end < 0:
+        return min(leader_end, end)
+    if mine_epoch != leader_epoch:
+        return min(mine_end, end)
+    return min(leader_end, mine_end)

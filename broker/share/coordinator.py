@@ -105,8 +105,7 @@ class ShareCoordinator:
             name="share", node_id=node.node_id, topic=topic, image=node.image,
             replica_manager=node.replica_manager, shard_factory=self._new_shard,
             create_topic=self._create_topic, clock_ms=node.clock_ms, rng=node.rng,
-            append_timeout_ms=c.offsets_commit_timeout_ms,
-            min_insync_replicas=lambda: node.min_insync_replicas(SHARE_STATE_TOPIC))
+            append_timeout_ms=c.offsets_commit_timeout_ms)
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self.dead_letters: Callable[[ShareGroup, str, int, list[ArchivedRecord]], None] | None = \
             DeadLetterWriter(node)

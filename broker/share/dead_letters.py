@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.log.producer_state import AppendOrigin
 from broker.share.group import ShareGroup
 from broker.share.partition import ArchivedRecord
 from wire.records import NewRecord, Record, build_batch, iter_batch_headers, iter_records
@@ -77,12 +78,11 @@ class DeadLetterWriter:
         if not copies:
             return
         try:
-            target.log.append_as_leader(bytearray(build_batch(copies)), target.leader_epoch)
+            target.append_records_to_leader(bytearray(build_batch(copies)), origin=AppendOrigin.COORDINATOR,
+                                            required_acks=1)
         except Exception:
             log.exception("dead_letter_append_failed", group_id=group.group_id, topic=target_name)
             return
-        rm.maybe_advance_high_watermark(target)
-        target.wake()
         log.info("dead_letters_written", group_id=group.group_id, topic=target_name, count=len(copies))
 
     @staticmethod

@@ -12,6 +12,7 @@ reach partition leaders through WriteTxnMarkers.
   AddPartitionsToTxn, EndTxn, ...), timeouts and expiration.
 - :mod:`broker.transaction.markers`: sending markers and completing transactions.
 - :mod:`broker.transaction.producer_ids`: producer id blocks from the controller.
-- :mod:`broker.transaction.append`: the produce path's idempotent and
-  transactional checks, and writing markers.
+- :mod:`broker.transaction.verification`: verifying a transaction's first write
+  to a partition with the coordinator (KIP-890), for produces of transactional batches.
+- :mod:`broker.transaction.write_markers`: the partition leader's side of WriteTxnMarkers.
 """

@@ -41,7 +41,6 @@ from broker.coordinator import (
     ShardContext,
 )
 from broker.network import ConnectionInfo
-from broker.transaction.append import OffsetsMarkerListener
 from broker.transaction.markers import (
     NetworkMarkerSender,
     PendingCompleteTxn,
@@ -57,6 +56,7 @@ from broker.transaction.metadata import (
 from broker.transaction.producer_ids import ProducerIdManager, ProducerIdsUnavailableError
 from broker.transaction.records import key_bytes, value_bytes
 from broker.transaction.shard import TransactionShard
+from broker.transaction.write_markers import OffsetsMarkerListener
 from controller.image import MetadataImage
 from controller.service import TopicRequest
 from wire.errors import ErrorCode
@@ -173,7 +173,6 @@ class TransactionCoordinator:
             clock_ms=node.clock_ms,
             rng=node.rng,
             append_timeout_ms=APPEND_TIMEOUT_MS,
-            min_insync_replicas=lambda: node.min_insync_replicas(TRANSACTION_STATE_TOPIC),
         )
         self.producer_ids = ProducerIdManager(self._allocate_producer_ids)
         self.markers = TransactionMarkerChannel(self, NetworkMarkerSender(node, node.peers), self._leader_of)

@@ -55,8 +55,7 @@ class World:
             name="group", node_id=1, topic=InternalTopic(TOPIC, PARTITIONS, 1, {}), image=image(),
             replica_manager=self.rm,
             shard_factory=lambda ctx: GroupShard(ctx, GroupConfig(initial_rebalance_delay_ms=0)),
-            create_topic=no_create, clock_ms=clock_ms, rng=random.Random(1), append_timeout_ms=5000,
-            min_insync_replicas=lambda: 1)
+            create_topic=no_create, clock_ms=clock_ms, rng=random.Random(1), append_timeout_ms=5000)
 
     def close(self) -> None:
         self.log_manager.close(0)

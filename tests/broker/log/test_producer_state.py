@@ -13,16 +13,24 @@ from broker.log import PartitionLog
 from broker.log.producer_state import (
     NUM_BATCHES_TO_RETAIN,
     AppendOrigin,
+    BatchMetadata,
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,
     ProducerStateConfig,
     ProducerStateManager,
     TransactionCoordinatorFencedError,
+    VerificationGuard,
     read_snapshot,
 )
 from broker.log.txn_index import AbortedTxn
-from wire.records import ControlRecordType, NewRecord, build_batch, read_batch_header
+from wire.records import (
+    ControlRecordType,
+    NewRecord,
+    build_batch,
+    build_control_batch,
+    read_batch_header,
+)
 
 from .conftest import OpenLog
 from .helpers import Clock
@@ -39,8 +47,16 @@ def batch(seq: int, records: int = 1, *, pid: int = PID, epoch: int = 0, txn: bo
     ))
 
 
-def append(state: ProducerStateManager, data: bytearray, **kwargs: object) -> tuple[int, int]:
-    info = state.append(data, [(0, read_batch_header(data))], 0, **kwargs)  # type: ignore[arg-type]
+def append(state: ProducerStateManager, data: bytearray, *, origin: AppendOrigin = AppendOrigin.CLIENT,
+           verification_guard: VerificationGuard | None = None) -> tuple[int, int]:
+    """The leader's append as the partition makes it: analyze, append to the log, update."""
+    plog = state.log
+    end = plog.log_end_offset
+    plan = state.analyze_append([(0, read_batch_header(data))], end, origin, verification_guard)
+    if isinstance(plan, BatchMetadata):
+        return plan.first_offset, plan.last_offset
+    info = plog.append_as_leader(data, 0, validated=True)
+    state.update(end, info, plan)
     return info.first_offset, info.last_offset
 
 
@@ -49,12 +65,22 @@ def open_state(open_log: OpenLog, clock: Clock, **config: object) -> tuple[Parti
     return plog, ProducerStateManager.load(plog, ProducerStateConfig(), clock)
 
 
+def marker(state: ProducerStateManager, control_type: ControlRecordType, pid: int, epoch: int,
+           coordinator_epoch: int) -> int:
+    plan = state.analyze_marker(control_type, pid, epoch, coordinator_epoch, NOW)
+    end = state.log.log_end_offset
+    info = state.log.append_as_leader(bytearray(build_control_batch(control_type, pid, epoch, coordinator_epoch,
+                                                                    timestamp_ms=NOW)), 0)
+    state.update(end, info, plan)
+    return info.first_offset
+
+
 def commit(state: ProducerStateManager, pid: int = PID, epoch: int = 0, coordinator_epoch: int = 0) -> int:
-    return state.append_marker(ControlRecordType.COMMIT, pid, epoch, coordinator_epoch, 0).first_offset
+    return marker(state, ControlRecordType.COMMIT, pid, epoch, coordinator_epoch)
 
 
 def abort(state: ProducerStateManager, pid: int = PID, epoch: int = 0, coordinator_epoch: int = 0) -> int:
-    return state.append_marker(ControlRecordType.ABORT, pid, epoch, coordinator_epoch, 0).first_offset
+    return marker(state, ControlRecordType.ABORT, pid, epoch, coordinator_epoch)
 
 
 # -- idempotence ---------------------------------------------------------------------------------

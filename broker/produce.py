@@ -1,0 +1,103 @@
+"""The produce path of one partition (Kafka's ReplicaManager.appendRecords, for one
+partition of a Produce request): check the partition, validate its record data, verify
+a transaction's first write with the coordinator, and append through
+:meth:`Partition.append_records_to_leader`. The handler (:mod:`broker.handlers.h00_produce`)
+decodes, calls this per partition, waits for acks=all and answers.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import structlog
+
+from broker.dispatch import RequestContext
+from broker.limits import describe_error
+from broker.log.producer_state import AppendOrigin
+from broker.pacing import OFF_LOOP_RECORD_BYTES, off_loop
+from broker.replication.delayed_produce import PendingWrite
+from broker.replication.partition import AppendRefusedError
+from broker.transaction.verification import verify_transactional_write
+from broker.validation import RecordValidationError, validate_produce
+from controller.image import INTERNAL_TOPICS
+from wire.errors import ErrorCode
+from wire.generated.api_000_produce import (
+    ProduceRequestPartitionProduceData,
+    ProduceResponseBatchIndexAndErrorMessage,
+    ProduceResponsePartitionProduceResponse,
+)
+
+log = structlog.get_logger(__name__)
+
+
+def _set_error(p_resp: ProduceResponsePartitionProduceResponse, code: ErrorCode) -> None:
+    p_resp.error_code = code
+
+
+async def append_to_partition(
+    ctx: RequestContext,
+    topic: str,
+    pdata: ProduceRequestPartitionProduceData,
+    acks: int,
+    transactional_id: str | None,
+    p_resp: ProduceResponsePartitionProduceResponse,
+) -> PendingWrite | None:
+    """Append one partition's data; fills ``p_resp`` (its error code, else the offsets).
+    Returns the write to wait for (acks=all) when it was appended."""
+    node = ctx.node
+    if topic in INTERNAL_TOPICS:
+        # Only the coordinators write there (not through Produce), as in Kafka.
+        p_resp.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+        p_resp.error_message = f"Cannot append to internal topic {topic}"
+        return None
+    partition = node.replica_manager.get(topic, pdata.index)
+    if partition is None:
+        p_resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return None
+    records = pdata.records
+    try:
+        partition.check_leader_append(acks)
+        if not isinstance(records, (bytes, bytearray, memoryview)):  # absent, or a file region
+            raise AppendRefusedError(ErrorCode.INVALID_RECORD)
+        validate = partial(
+            validate_produce, records, ctx.api_version, partition.config, node.clock_ms(),
+            node.timestamp_policy_for(partition), topic_partition=f"{topic}-{pdata.index}",
+            target=node.target_compression_for(partition),
+        )
+        # A large batch's copy and CRC would hold the loop; crc32c releases the GIL.
+        validated = (await off_loop(validate, lane="records") if len(records) >= OFF_LOOP_RECORD_BYTES
+                     else validate())
+        span = node.tracing.start_append(topic, pdata.index, validated.data, validated.batches,
+                                         validated.record_count) if node.tracing.active else None
+        guard = await verify_transactional_write(partition, validated, transactional_id, ctx.api_version,
+                                                 node.transaction_coordinator)
+        info = partition.append_records_to_leader(validated.data, origin=AppendOrigin.CLIENT, required_acks=acks,
+                                                  batches=validated.batches, verification_guard=guard)
+    except RecordValidationError as ex:
+        p_resp.error_code = ex.code
+        p_resp.error_message = ex.message
+        p_resp.record_errors = [
+            ProduceResponseBatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+            for i, m in ex.record_errors
+        ]
+        node.log_client_error("produce_rejected", topic=topic, partition=pdata.index,
+                              error=ex.code.name, reason=ex.message, client_id=ctx.client_id)
+        return None
+    except AppendRefusedError as ex:
+        p_resp.error_code = ex.code
+        p_resp.error_message = ex.message
+        return None
+    except OSError as ex:
+        # The write may have partly landed: never answer -1 (clients turn it into duplicates).
+        p_resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+        p_resp.error_message = describe_error(ex)
+        log.error("append_failed", topic=topic, partition=pdata.index, error=p_resp.error_message)
+        return None
+    node.metrics.record_produce(validated.record_count, len(validated.data))
+    node.metrics.record_batches(validated.batches)
+    if span is not None:
+        node.tracing.end_append(span, info.first_offset)
+    p_resp.base_offset = info.first_offset
+    p_resp.log_append_time_ms = info.log_append_time_ms
+    p_resp.log_start_offset = partition.log_start_offset
+    return partition, info.last_offset + 1, partial(_set_error, p_resp)

@@ -1,0 +1,100 @@
+"""Verification of a transaction's first write to a partition (KIP-890 part 1), on the
+produce path (Kafka's ReplicaManager.appendRecords with transaction verification).
+
+A partition's first transactional write of a transaction is verified with the
+transaction coordinator before it is appended: the partition must be in the
+producer's ongoing transaction, else INVALID_TXN_STATE, so a write that arrives
+after its transaction ended cannot open a transaction nobody will ever close.
+Only produces carrying transactional batches come here.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from broker.log.producer_state import VerificationGuard
+from broker.replication.partition import AppendRefusedError, Partition
+from broker.validation import ValidatedRecords
+from wire.errors import ErrorCode
+from wire.records import (
+    ATTRIBUTES_OFFSET,
+    MAGIC_OFFSET,
+    MAGIC_V2,
+    PRODUCER_ID_OFFSET,
+    TRANSACTIONAL_FLAG_MASK,
+)
+
+#: Produce v11 is the first whose clients understand TRANSACTION_ABORTABLE (KIP-890).
+TRANSACTION_ABORTABLE_PRODUCE_VERSION = 11
+
+# Verification failures an old client would not retry: NOT_ENOUGH_REPLICAS makes it retry
+# the produce without a metadata refresh (as Kafka).
+_RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+})
+
+
+def has_transactional_records(records: object) -> bool:
+    """Whether the first batch has a producer id and the transactional flag (Kafka's
+    ProduceRequest.hasTransactionalRecords looks at each partition's first batch)."""
+    if not isinstance(records, (bytes, bytearray, memoryview)):
+        return False
+    if len(records) < PRODUCER_ID_OFFSET + 8 or records[MAGIC_OFFSET] != MAGIC_V2:
+        return False
+    producer_id = int.from_bytes(records[PRODUCER_ID_OFFSET:PRODUCER_ID_OFFSET + 8], "big", signed=True)
+    return producer_id >= 0 and bool(records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG_MASK)
+
+
+class TransactionVerifier(Protocol):
+    async def verify_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Per partition: NONE if it is in the producer's ongoing transaction, else the reason."""
+        ...
+
+
+async def verify_transactional_write(
+    partition: Partition,
+    validated: ValidatedRecords,
+    transactional_id: str | None,
+    api_version: int,
+    verifier: TransactionVerifier | None,
+) -> VerificationGuard | None:
+    """The guard the append must carry, once the coordinator has verified the partition
+    (None when there is nothing to verify); raises :class:`AppendRefusedError`."""
+    state = partition.producer_state
+    transactional = [h for _, h in validated.batches if h.producer_id >= 0 and h.is_transactional]
+    if not transactional or not state.config.transaction_verification_enabled:
+        return None
+    first = transactional[0]
+    guard = state.maybe_start_verification(first.producer_id, first.base_sequence, first.producer_epoch)
+    if guard is not None:
+        await _verify(partition, transactional_id, first.producer_id, first.producer_epoch, api_version, verifier)
+    return guard
+
+
+async def _verify(partition: Partition, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                  api_version: int, verifier: TransactionVerifier | None) -> None:
+    tp = (partition.topic, partition.index)
+    if transactional_id is None:
+        raise AppendRefusedError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if verifier is None:
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    else:
+        error = (await verifier.verify_partitions(transactional_id, producer_id, producer_epoch, [tp])).get(
+            tp, ErrorCode.NONE)
+    if error is ErrorCode.NONE:
+        return
+    # What the partition leader's verification manager makes of the coordinator's answer.
+    if error is ErrorCode.PRODUCER_FENCED:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
+    elif error is ErrorCode.TRANSACTION_ABORTABLE and api_version < TRANSACTION_ABORTABLE_PRODUCE_VERSION:
+        error = ErrorCode.INVALID_TXN_STATE
+    if error is ErrorCode.INVALID_TXN_STATE:
+        raise AppendRefusedError(error, "Partition was not added to the transaction")
+    if error in _RETRY_AS_NOT_ENOUGH_REPLICAS:
+        raise AppendRefusedError(
+            ErrorCode.NOT_ENOUGH_REPLICAS,
+            f"Unable to verify the partition has been added to the transaction. Underlying error: {error.name}")
+    raise AppendRefusedError(error)
