@@ -325,6 +325,23 @@ def _check_host_port(key: str, value: ConfigValue) -> None:
 _UUID_RE: Final = re.compile(r"[A-Za-z0-9_-]{22}(?:==)?")
 
 
+def connection_overrides(key: str, text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides`` (``host:count,...``) as a map; ConfigError if malformed."""
+    overrides: dict[str, int] = {}
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        host, sep, count = entry.rpartition(":")
+        if not sep or not host or not count.strip().isdigit():
+            raise _invalid(key, text, f"Invalid connection override {entry}: expected host:count")
+        overrides[host.strip().strip("[]")] = int(count)
+    return overrides
+
+
+def _check_connection_overrides(key: str, value: ConfigValue) -> None:
+    connection_overrides(key, str(value))
+
+
 def _check_cluster_id(key: str, value: ConfigValue) -> None:
     if not _UUID_RE.fullmatch(str(value)):
         raise _invalid(
@@ -871,10 +888,36 @@ _BROKER_KEYS: Final[list[ConfigKey]] = [
              "whose session has ended is closed at its next request; 0 means sessions do not expire.",
              AT_LEAST_0),
     ]),
+    # ---- Quotas, connection limits and the authorizer's audit log (issue 16): one block, to move as a whole.
     *_group("Quotas", [
         _key("quota.window.num", INT, "11", "Samples a client quota's rate is measured over.", AT_LEAST_1),
         _key("quota.window.size.seconds", INT, "1", "Length of each client quota sample.", AT_LEAST_1),
+        _key("controller.quota.window.num", INT, "11",
+             "Samples a controller mutation quota's token bucket is sized by (its burst is num - 1 windows).",
+             AT_LEAST_1),
+        _key("controller.quota.window.size.seconds", INT, "1",
+             "Length of each controller mutation quota sample.", AT_LEAST_1),
+        _key("max.connections.per.ip.overrides", STRING, "",
+             "Per-IP or hostname overrides of max.connections.per.ip, as host:count,host:count.",
+             Check(_check_connection_overrides, "host:count,... (count at least 0)"), CLUSTER_WIDE),
+        _key("max.connection.creation.rate", INT, str(INT_MAX),
+             "Most new connections the broker accepts per second (over quota.window.num windows); an "
+             "acceptor over it waits before accepting more. listener.name.<l>.max.connection.creation.rate "
+             "sets one listener's own bound; the inter-broker listener is bound only by its own.",
+             AT_LEAST_0, CLUSTER_WIDE),
     ]),
+    *_group("Audit", [
+        _key("authorizer.audit.log.file", STRING, "",
+             "File the authorizer's decisions are written to as JSON lines (kafka.authorizer.logger: every "
+             "denial, every allowed create, delete, alter and alter-configs); empty writes them to the "
+             "broker's own log.", cormorant_only=True),
+        _key("authorizer.audit.log.max.bytes", LONG, "104857600",
+             "Size at which the audit log file is rotated.", Range(min=1024), cormorant_only=True),
+        _key("authorizer.audit.log.backup.count", INT, "10",
+             "Rotated audit log files kept (file.1 ... file.N); the oldest is deleted.", AT_LEAST_1,
+             cormorant_only=True),
+    ]),
+    # ---- end of the issue 16 block.
     *_group("Authorization", [
         _key("authorizer.class.name", STRING, "",
              "The authorizer: empty for none (every client may do everything, ACL APIs answer "
@@ -1052,8 +1095,7 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "controller.quorum.append.linger.ms", "controller.quorum.bootstrap.servers",
     "controller.quorum.election.backoff.max.ms", "controller.quorum.election.timeout.ms",
     "controller.quorum.fetch.timeout.ms", "controller.quorum.request.timeout.ms",
-    "controller.quorum.retry.backoff.ms", "controller.quota.window.num",
-    "controller.quota.window.size.seconds", "controller.socket.timeout.ms",
+    "controller.quorum.retry.backoff.ms", "controller.socket.timeout.ms",
     "create.topic.policy.class.name", "delegation.token.expiry.check.interval.ms",
     "delegation.token.expiry.time.ms", "delegation.token.master.key",
     "delegation.token.max.lifetime.ms", "delegation.token.secret.key",
@@ -1066,7 +1108,6 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "group.share.max.session.timeout.ms", "group.share.min.heartbeat.interval.ms",
     "group.share.min.record.lock.duration.ms", "group.share.min.session.timeout.ms", "inter.broker.protocol.version", "kafka.metrics.polling.interval.secs",
     "kafka.metrics.reporters", "log.dir.failure.timeout.ms", "log.initial.task.delay.ms",
-    "max.connection.creation.rate", "max.connections.per.ip.overrides",
     "max.request.partition.size.limit", "metadata.log.dir",
     "metadata.log.max.record.bytes.between.snapshots", "metadata.log.max.snapshot.interval.ms",
     "metadata.log.segment.bytes", "metadata.log.segment.min.bytes", "metadata.log.segment.ms",
@@ -1139,18 +1180,20 @@ UNIMPLEMENTED_KAFKA_PREFIXES: Final[tuple[str, ...]] = (
 
 
 _JAAS_SUFFIX: Final = ".sasl.jaas.config"
+#: Connection limits a listener may set for itself (listener.name.<l>.<key>), as Kafka's (issue 16 block).
+PER_LISTENER_CONNECTION_KEYS: Final = frozenset({"max.connections", "max.connection.creation.rate"})
 
 
 def listener_override(key: str) -> tuple[str, str] | None:
     """``(listener name, setting)`` of a per-listener override ``listener.name.<l>.<setting>``
-    that Cormorant applies (a security setting, or ``<mechanism>.sasl.jaas.config``)."""
+    that Cormorant applies (a security setting, a connection limit, or ``<mechanism>.sasl.jaas.config``)."""
     if not key.startswith("listener.name."):
         return None
     listener, _, setting = key[len("listener.name."):].partition(".")
     if not listener or not setting:
         return None
     known = BROKER_CONFIGS.get(setting)
-    if (known is not None and known.group == "Security") or (
+    if (known is not None and known.group == "Security") or setting in PER_LISTENER_CONNECTION_KEYS or (
         setting.endswith(_JAAS_SUFFIX) and "." not in setting[: -len(_JAAS_SUFFIX)]
     ):
         return listener.upper(), setting
@@ -1491,6 +1534,14 @@ class BrokerConfig:
     delete_topic_enable: bool
     quota_window_num: int
     quota_window_size_seconds: int
+    # issue 16 block: connection limits, controller mutation quota window, audit log
+    controller_quota_window_num: int
+    controller_quota_window_size_seconds: int
+    max_connections_per_ip_overrides: str
+    max_connection_creation_rate: int
+    authorizer_audit_log_file: str
+    authorizer_audit_log_max_bytes: int
+    authorizer_audit_log_backup_count: int
     authorizer_class_name: str
     super_users: frozenset[str]
     allow_everyone_if_no_acl_found: bool
@@ -2213,6 +2264,13 @@ def build_config(raw: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
         delete_topic_enable=values.bool_of("delete.topic.enable"),
         quota_window_num=values.int_of("quota.window.num"),
         quota_window_size_seconds=values.int_of("quota.window.size.seconds"),
+        controller_quota_window_num=values.int_of("controller.quota.window.num"),
+        controller_quota_window_size_seconds=values.int_of("controller.quota.window.size.seconds"),
+        max_connections_per_ip_overrides=values.str_of("max.connections.per.ip.overrides"),
+        max_connection_creation_rate=values.int_of("max.connection.creation.rate"),
+        authorizer_audit_log_file=values.str_of("authorizer.audit.log.file"),
+        authorizer_audit_log_max_bytes=values.int_of("authorizer.audit.log.max.bytes"),
+        authorizer_audit_log_backup_count=values.int_of("authorizer.audit.log.backup.count"),
         authorizer_class_name=values.str_of("authorizer.class.name"),
         super_users=frozenset(p.strip() for p in (values.opt_str_of("super.users") or "").split(";") if p.strip()),
         allow_everyone_if_no_acl_found=values.bool_of("allow.everyone.if.no.acl.found"),

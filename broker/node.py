@@ -34,6 +34,7 @@ from broker.config import (
     broker_synonym_chain,
     dynamic_log_layers,
 )
+from broker.connection_quotas import ConnectionQuotas
 from broker.coordinator import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, CoordinatorLookup
 from broker.dispatch import Dispatcher, load_handlers
 from broker.fetch_sessions import FetchSessionCache
@@ -52,7 +53,7 @@ from broker.metrics import BrokerMetrics, DisabledMetrics
 from broker.network import Listener, NetworkLimits, NetworkMemory
 from broker.pacing import SWITCH_INTERVAL_S, full_collections
 from broker.peers import PeerBrokers
-from broker.quota_manager import PRODUCE, ClientQuotaManager
+from broker.quotas import QuotaManagers
 from broker.remote_controller import RemoteController
 from broker.replica_manager import Partition, ReplicaManager
 from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
@@ -165,10 +166,9 @@ class BrokerNode:
         self.authorizer = StandardAuthorizer(
             AuthorizerRules(config.super_users, config.allow_everyone_if_no_acl_found), lambda: self.image,
         ) if config.authorizer_class_name else None
-        #: producer_byte_rate quotas (ClientQuotaRecords of the image), as Kafka's produce quota manager.
-        self.produce_quotas = ClientQuotaManager(
-            PRODUCE, config.quota_window_size_seconds * 1000, config.quota_window_num, clock_ms,
-            lambda: self.image.client_quotas)
+        #: Client quotas (ClientQuotaRecords of the image), as Kafka's quota managers.
+        self.quotas = QuotaManagers.from_config(config, clock_ms, lambda: self.image.client_quotas)
+        self.quotas.on_throttle = self.metrics.throttled
         self.client_error_log = ClientErrorLog()
         self.listeners: list[Listener] = []
         #: Request and response memory of every client listener (queued.max.request.bytes).
@@ -435,6 +435,9 @@ class BrokerNode:
         if self.cluster is not None:
             broker_listeners = self.cluster.broker_listeners()
         securities: list[ListenerSecurity] = []
+        self.connection_quotas = ConnectionQuotas(
+            self.config, [lst.name for lst in broker_listeners], self.clock_ms, lambda: self.image.client_quotas,
+            self.metrics.acceptor_blocked)
         for lst in broker_listeners:
             security = listener_security(self.config, lst, self.scram_credential, self.metrics.authentication)
             if security is not None:
@@ -442,7 +445,8 @@ class BrokerNode:
             self.listeners.append(
                 Listener(lst.name, lst.security_protocol.name, lst.host or "0.0.0.0", lst.port,
                          self.dispatcher, limits, self.metrics.connection_callback(lst.name),
-                         self.metrics.decode_failure, security, self.network_memory)
+                         self.metrics.decode_failure, security, self.network_memory, self.connection_quotas,
+                         self.metrics.connection_refused)
             )
         keystores = ListenerKeystores(self.config, self.node_id, securities)
         keystores.on_image(self.controller.image)

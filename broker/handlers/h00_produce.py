@@ -23,6 +23,7 @@ from broker.dispatch import RequestContext
 from broker.limits import describe_error
 from broker.network import CloseConnection
 from broker.pacing import OFF_LOOP_RECORD_BYTES, off_loop
+from broker.quota_manager import PRODUCE
 from broker.replica_manager import Partition
 from broker.transaction.append import ProduceAppendError, append_produce, has_transactional_records
 from broker.validation import RecordValidationError, validate_produce
@@ -153,9 +154,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 partition.wake()
                 if acks == -1:
                     waiting.append((partition, info.last_offset + 1, p_resp))
-    # producer_byte_rate: the client waits throttle_time_ms (KIP-219); the channel itself is not muted.
-    response.throttle_time_ms = node.produce_quotas.record(ctx.principal.name, ctx.client_id or "", sum(
-        len(p.records) for t in request.topic_data for p in t.partition_data if p.records is not None))
+    # producer_byte_rate: the dispatcher puts the throttle in the response and mutes the connection.
+    ctx.throttle.add(PRODUCE, node.quotas.produce.record(ctx.principal.name, ctx.client_id or "", sum(
+        len(p.records) for t in request.topic_data for p in t.partition_data if p.records is not None)))
     if acks == 0:
         if failed:
             raise CloseConnection("produce with acks=0 failed", client_id=ctx.client_id)

@@ -32,6 +32,7 @@ from broker.fetch_sessions import (
 from broker.limits import describe_error
 from broker.log.errors import OffsetOutOfRangeError
 from broker.pacing import Pacer
+from broker.quota_manager import FETCH
 from broker.replica_manager import Partition
 from wire.errors import ErrorCode
 from wire.generated.api_001_fetch import (
@@ -127,8 +128,15 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
 
     deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
     read_committed = request.isolation_level == READ_COMMITTED and ctx.api_version >= 4
+    user, client_id = ctx.principal.name, ctx.client_id or ""
+    max_bytes = request.max_bytes
+    if follower < 0:
+        # No fetch returns more than the consumer quota allows in a window (Kafka's getMaxValueInQuotaWindow).
+        window_max = node.quotas.fetch.max_value_in_window(user, client_id)
+        if window_max is not None:
+            max_bytes = max(min(max_bytes, int(window_max)), 1)
     while True:
-        total = await _read_all(slots, request.max_bytes, read_committed, pacer, follower >= 0)
+        total = await _read_all(slots, max_bytes, read_committed, pacer, follower >= 0)
         live = [p for _, _, p in slots if p is not None]
         if total >= request.min_bytes or not live or trio.current_time() >= deadline:
             break
@@ -139,6 +147,10 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             await rm.wait_for_change(live, deadline)
         finally:
             node.metrics.fetch_waiting(-1)
+    if follower < 0:
+        throttled = _throttled_response(ctx, total, session)
+        if throttled is not None:
+            return throttled
     node.metrics.record_fetch(total, follower=follower >= 0)
 
     response = FetchResponse(session_id=0)
@@ -165,6 +177,21 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             response.responses.append(current)
         current.partitions.append(pd)
     return response
+
+
+def _throttled_response(ctx: RequestContext, total: int, session: FetchSession | None) -> FetchResponse | None:
+    """consumer_byte_rate and request_percentage, as Kafka's handleFetchRequest: a fetch over either
+    quota returns no data (its bytes are not counted) and only the throttle time; a session keeps
+    what it was last told, so the next fetch returns this data. A new full fetch opens no session."""
+    quotas = ctx.node.quotas
+    user, client_id = ctx.principal.name, ctx.client_id or ""
+    fetch_ms = quotas.fetch.record(user, client_id, total)
+    request_ms = quotas.record_request_time(ctx.throttle)
+    if fetch_ms == 0 and request_ms == 0:
+        return None
+    quotas.fetch.unrecord(user, client_id, total)
+    ctx.throttle.add(FETCH, fetch_ms)
+    return FetchResponse(session_id=session.id if session is not None else 0)
 
 
 def _check_leadership(ctx: RequestContext, partition: Partition, fp: FetchRequestFetchPartition) -> ErrorCode:
