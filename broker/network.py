@@ -97,6 +97,9 @@ class ConnectionInfo:
     append_lock: trio.Lock = field(default_factory=trio.Lock)
     #: Trio time until which no request is read from this connection (KIP-219 muting).
     muted_until: float = 0.0
+    #: Once throttled, a connection's requests are handled one at a time, each after the mute,
+    #: as Kafka handles every connection's (requests read ahead cannot slip past a throttle).
+    throttle_lock: trio.Lock = field(default_factory=trio.Lock)
 
     def mute(self, throttle_ms: int) -> None:
         """Stops reading requests from this connection for ``throttle_ms`` from now (a quota's
@@ -512,7 +515,13 @@ class Connection:
 
     async def _run_request(self, frame: bytearray, slot: _Slot, reserved: int) -> None:
         try:
-            slot.response = await self.handler.handle(self.info, frame)
+            if self.info.muted_until:
+                async with self.info.throttle_lock:
+                    while self.info.muted_until > trio.current_time():
+                        await trio.sleep_until(self.info.muted_until)
+                    slot.response = await self.handler.handle(self.info, frame)
+            else:
+                slot.response = await self.handler.handle(self.info, frame)
             if slot.response is not None:
                 size = _in_memory_bytes(slot.response)
                 self.memory.responses += size

@@ -7,8 +7,8 @@ id), (default user, default client id), default user, client id, default client 
 that fall under the same quota entity share its rate. The rate is Kafka's windowed Rate:
 ``quota.window.num`` samples of ``quota.window.size.seconds``, the elapsed time counted as at
 least ``num - 1`` whole windows. A request that takes the rate over the bound is throttled for
-``(rate - bound) / bound * window`` ms, at most one window (Kafka's
-QuotaUtils.boundedThrottleTime); the response carries it in ``throttle_time_ms`` and clients
+``(rate - bound) / bound * window`` ms (Kafka's QuotaUtils.throttleTime; for the request quota at
+most one window, QuotaUtils.boundedThrottleTime); the response carries it in ``throttle_time_ms`` and clients
 that throttle themselves (KIP-219: the Java client) wait that long, and the broker mutes the
 connection for as long (``ConnectionInfo.mute``), so clients that ignore the throttle time
 (librdkafka) are held too.
@@ -76,6 +76,8 @@ class ClientQuotaManager:
     def __init__(self, key: str, window_ms: int, windows: int, clock_ms: Callable[[], int],
                  quotas: Callable[[], Mapping[QuotaEntity, Mapping[str, float]]]) -> None:
         self.key = key
+        #: Throttles at most one window (the request quota), as Kafka's ClientRequestQuotaManager.
+        self.bounded = key == REQUEST
         self.window_ms = window_ms
         self.windows = windows
         self.clock_ms = clock_ms
@@ -119,8 +121,10 @@ class ClientQuotaManager:
         observed = rate.rate(now)
         if observed <= bound:
             return 0
-        # QuotaUtils.boundedThrottleTime: never more than one window.
-        return min(round((observed - bound) / bound * rate.elapsed_ms(now)), self.window_ms)
+        throttle = round((observed - bound) / bound * rate.elapsed_ms(now))
+        # Byte rates use QuotaUtils.throttleTime as it is; the request quota bounds it by one window
+        # (ClientRequestQuotaManager: QuotaUtils.boundedThrottleTime).
+        return min(throttle, self.window_ms) if self.bounded else throttle
 
     def _purge(self, now_ms: int) -> None:
         # Entities idle for a whole quota period are forgotten (Kafka expires idle quota sensors),

@@ -129,7 +129,8 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
     read_committed = request.isolation_level == READ_COMMITTED and ctx.api_version >= 4
     user, client_id = ctx.principal.name, ctx.client_id or ""
-    max_bytes = request.max_bytes
+    # The broker's fetch.max.bytes bounds every fetch too (KafkaApis.handleFetchRequest).
+    max_bytes = min(request.max_bytes, node.config.fetch_max_bytes)
     if follower < 0:
         # No fetch returns more than the consumer quota allows in a window (Kafka's getMaxValueInQuotaWindow).
         window_max = node.quotas.fetch.max_value_in_window(user, client_id)
