@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 import trio
 
+from broker.audit_log import AuditLog
 from broker.authorizer import StandardAuthorizer
 from broker.cluster_mode import ClusterMode, QuorumHandle, quorum_cluster_id
 from broker.config import (
@@ -165,6 +166,8 @@ class BrokerNode:
         #: Kafka's StandardAuthorizer when authorizer.class.name names it; None: everything is allowed.
         self.authorizer = StandardAuthorizer(
             AuthorizerRules(config.super_users, config.allow_everyone_if_no_acl_found), lambda: self.image,
+            AuditLog(config.authorizer_audit_log_file, config.authorizer_audit_log_max_bytes,
+                     config.authorizer_audit_log_backup_count),
         ) if config.authorizer_class_name else None
         #: Client quotas (ClientQuotaRecords of the image), as Kafka's quota managers.
         self.quotas = QuotaManagers.from_config(config, clock_ms, lambda: self.image.client_quotas)

@@ -133,7 +133,7 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
     to_create: list[TopicRequest] = []
     order: list[str] = []
     # CREATE on the cluster covers every topic; otherwise CREATE on each (as Kafka).
-    may_create = (None if authorize_cluster(ctx, AclOperation.CREATE, log_denied=False)
+    may_create = (None if authorize_cluster(ctx, AclOperation.CREATE, log_denied=False, log_allowed=True)
                   else checker(ctx, AclOperation.CREATE, ResourceType.TOPIC))
     pacer = ctx.pacer
     for topic in request.topics:
