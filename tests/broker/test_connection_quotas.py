@@ -15,20 +15,21 @@ import pytest
 from broker.client import ClientError, KafkaClient, parse_bootstrap
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.test_client_quotas import alter, entry
+from tests.observability.helpers import MetricsBroker, scrape, value
 from wire.frame import encode_request
 from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
 
-Start = Callable[[dict[str, str]], BrokerProcess]
+Start = Callable[[dict[str, str]], MetricsBroker]
 
 WINDOWS = {"quota.window.num": "2", "quota.window.size.seconds": "1"}
 
 
 @pytest.fixture
 def start(tmp_path: Path) -> Iterator[Start]:
-    started: list[BrokerProcess] = []
+    started: list[MetricsBroker] = []
 
-    def run(overrides: dict[str, str]) -> BrokerProcess:
-        b = BrokerProcess(tmp_path / f"data{len(started)}", {**WINDOWS, **overrides}).start()
+    def run(overrides: dict[str, str]) -> MetricsBroker:
+        b = MetricsBroker(tmp_path / f"data{len(started)}", {**WINDOWS, **overrides}).start()
         started.append(b)
         return b
 
@@ -71,6 +72,9 @@ def test_per_ip_limit_and_override_close_the_extra_connection(start: Start) -> N
         for c in clients:
             c.close()
     assert "connection_refused" in broker.logs()
+    refused = value(scrape(broker.metrics_url), "cormorant_network_connection_refused_total",
+                    reason="max_connections_per_ip")
+    assert refused >= 1
 
 
 def test_max_connections_waits_for_a_slot(start: Start) -> None:
@@ -87,6 +91,9 @@ def test_max_connections_waits_for_a_slot(start: Start) -> None:
         first.close()
         waiting.settimeout(10)
         assert len(waiting.recv(4)) == 4  # accepted once a slot freed, and answered
+        blocked = value(scrape(broker.metrics_url), "cormorant_network_acceptor_blocked_time_seconds_total",
+                        listener="PLAINTEXT")
+        assert blocked >= 0.9
     finally:
         waiting.close()
         second.close()
@@ -113,6 +120,8 @@ def test_creation_rates(start: Start) -> None:
         except ClientError:
             refused += 1  # held for the throttle time, then closed unserved
     assert refused > 0
+    assert value(scrape(broker.metrics_url), "cormorant_network_connection_refused_total",
+                 reason="connection_creation_rate_per_ip") == refused
     time.sleep(2.1)  # the windows have passed: accepted again
     with connect(broker) as c:
         assert served(c)
