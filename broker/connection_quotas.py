@@ -177,6 +177,8 @@ class ConnectionQuotas:
         return throttle
 
     def _record(self, rate: WindowedRate, bound: float, now_ms: int) -> int:
+        if bound >= INT_MAX:  # no bound set: nothing to measure
+            return 0
         rate.record(1, now_ms)
         observed = rate.rate(now_ms)
         if bound <= 0:

@@ -283,7 +283,12 @@ class Listener:
                 continue
             refusal: Exception | None = None
             if self.quotas is not None:
-                await self.quotas.wait_for_slot(self.name)
+                try:
+                    await self.quotas.wait_for_slot(self.name)
+                except BaseException:  # stopped accepting while this one waited
+                    with trio.CancelScope(shield=True):
+                        await stream.aclose()
+                    raise
                 try:
                     self.quotas.admit(self.name, peer[0])
                 except (TooManyConnections, ConnectionThrottled) as ex:
