@@ -97,8 +97,8 @@ class ConnectionInfo:
     append_lock: trio.Lock = field(default_factory=trio.Lock)
     #: Trio time until which no request is read from this connection (KIP-219 muting).
     muted_until: float = 0.0
-    #: Once throttled, a connection's requests are handled one at a time, each after the mute,
-    #: as Kafka handles every connection's (requests read ahead cannot slip past a throttle).
+    #: Once throttled, a connection's requests are read and handled one at a time, each after the
+    #: mute, as Kafka handles every connection's (requests read ahead cannot slip past a throttle).
     throttle_lock: trio.Lock = field(default_factory=trio.Lock)
 
     def mute(self, throttle_ms: int) -> None:
@@ -390,6 +390,9 @@ class Connection:
         self._last_activity = trio.current_time()
         #: Bytes of this connection's responses built and not sent yet.
         self._unsent = 0
+        #: Requests of this connection being handled, and where the reader waits for them.
+        self._running = 0
+        self._handled = trio.lowlevel.ParkingLot()
 
     def _touch(self) -> None:
         self._last_activity = trio.current_time()
@@ -465,6 +468,10 @@ class Connection:
     async def _reader(self, nursery: trio.Nursery) -> None:
         head = bytearray(4)
         while True:
+            # A throttled connection is read as Kafka reads every connection: one request at a
+            # time, the next once the last is answered and its throttle time is over.
+            while self.info.muted_until and self._running:
+                await self._handled.park()
             await self._wait_unmuted()
             if not await self._read_exactly(head, 4):
                 return
@@ -494,6 +501,7 @@ class Connection:
             except BaseException:
                 self.memory.release(size)
                 raise
+            self._running += 1
             nursery.start_soon(self._run_request, frame, slot, size)
 
     async def _read_frame(self, size: int, deadline: float) -> bytearray:
@@ -537,6 +545,8 @@ class Connection:
             del frame
             self.memory.release(reserved)
             self._in_flight.release()
+            self._running -= 1
+            self._handled.unpark_all()
             slot.done.set()
 
     async def _writer(self, cancel: trio.CancelScope) -> None:
