@@ -76,17 +76,26 @@ _N = TypeVar("_N", bound=str | None)
 
 
 def authorize(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, name: str,
-              log_denied: bool = True) -> bool:
+              log_denied: bool = True, log_allowed: bool | None = None) -> bool:
     """Whether the caller of ``ctx`` may perform ``operation`` on one resource."""
     authorizer = ctx.node.authorizer
     if authorizer is None:
         return True
     return authorizer.authorize(str(ctx.principal), ctx.client_host, operation, resource_type, name,
-                                log_denied, ctx.conn.listener).allowed
+                                log_denied, ctx.conn.listener, _api_name(ctx.header.request_api_key),
+                                log_allowed).allowed
 
 
-def authorize_cluster(ctx: RequestContext, operation: AclOperation, log_denied: bool = True) -> bool:
-    return authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME, log_denied)
+def _api_name(api_key: int) -> str:
+    from wire.generated.registry import API_SPECS
+
+    spec = API_SPECS.get(api_key)
+    return spec.name if spec is not None else str(api_key)
+
+
+def authorize_cluster(ctx: RequestContext, operation: AclOperation, log_denied: bool = True,
+                      log_allowed: bool | None = None) -> bool:
+    return authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME, log_denied, log_allowed)
 
 
 def authorized_names(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType,

@@ -85,7 +85,8 @@ class ControllerListener(NetworkListener):
         super().__init__(name, security_protocol, host, port, handler, limits, setup=setup)
         self.raft = raft
 
-    async def _accept(self, stream: trio.SocketStream) -> None:
+    async def _accept(self, stream: trio.SocketStream, peer: tuple[str, int],
+                      refusal: Exception | None = None) -> None:
         preamble = await _peek(stream, PEEK_BYTES, PEEK_TIMEOUT_S)
         if preamble is not None and is_raft_connection(preamble):
             # Nothing was read: pysyncobj takes over the socket as it was accepted.
@@ -93,7 +94,7 @@ class ControllerListener(NetworkListener):
             await stream.aclose()
             self.raft.adopt_connection(sock)
             return
-        await super()._accept(stream)
+        await super()._accept(stream, peer, refusal)
 
 
 async def _peek(stream: trio.SocketStream, size: int, timeout_s: float) -> bytes | None:

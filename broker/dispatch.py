@@ -23,6 +23,7 @@ import structlog
 from broker.network import CloseConnection, ConnectionInfo
 from broker.pacing import OFF_LOOP_ENTRIES, OFF_LOOP_FRAME_BYTES, Pacer, off_loop, release
 from broker.principal import ANONYMOUS, KafkaPrincipal
+from broker.quotas import RequestThrottle
 from broker.response_errors import BrokerErrorLog, error_code_counts
 from wire.errors import ErrorCode
 from wire.exceptions import DecodeError, UnsupportedVersionError
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 PRODUCE = 0
+FETCH = 1
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 Handler = Callable[["RequestContext", Any], Awaitable[Message | None]]
@@ -67,6 +69,8 @@ class RequestContext:
         return self.conn.peer_host
     #: Handlers looping over the request's entries tick it (see broker/pacing.py).
     pacer: Pacer = field(default_factory=Pacer)
+    #: Quota throttling of this request: handlers add theirs, the dispatcher applies it.
+    throttle: RequestThrottle = field(default_factory=lambda: RequestThrottle("", ""))
 
     @property
     def api_version(self) -> int:
@@ -171,6 +175,9 @@ class Dispatcher:
             metrics.record_errors(entry.api_key, {ErrorCode.INVALID_REQUEST: 1})
             return refusal
         ctx = RequestContext(self.node, conn, request.header, conn.principal, pacer)
+        quotas = self.node.quotas
+        ctx.throttle = quotas.start_request(pre.api_key, conn.principal.name, request.header.client_id or "",
+                                            _follower_fetch(pre.api_key, request.body))
         tracing = self.node.tracing
         span = tracing.start_request(pre.api_key, pre.api_version, request.header.client_id,
                                      (conn.peer_host, conn.peer_port), request.body) if tracing.active else None
@@ -196,8 +203,13 @@ class Dispatcher:
             metrics.record_request(entry.api_key, time.perf_counter() - started)
             if response is None and span is not None:
                 tracing.end_request(span, [], failure)
+            _, throttle_ms = quotas.finish_request(ctx.throttle)
+            # KIP-219: the response says how long to wait and the connection is muted as long.
+            conn.mute(throttle_ms)
         if response is None:
             return None
+        if throttle_ms > 0 and hasattr(response, "throttle_time_ms"):
+            response.throttle_time_ms = throttle_ms
         large = ctx.pacer.entries >= OFF_LOOP_ENTRIES
         # Counting the error codes of a million entries is work that grows with the request too.
         codes = await off_loop(error_code_counts, response) if large else error_code_counts(response)
@@ -223,6 +235,15 @@ class Dispatcher:
         if large or pacer.large:
             await release(pacer, request.body, response)
         return encoded
+
+
+def _follower_fetch(api_key: int, body: Message) -> bool:
+    """A Fetch from a follower replica (exempt from client quotas, as in Kafka)."""
+    if api_key != FETCH:
+        return False
+    replica_id: int = getattr(body, "replica_id", -1)
+    state = getattr(body, "replica_state", None)
+    return replica_id >= 0 or (state is not None and state.replica_id >= 0)
 
 
 def _api_name(api_key: int) -> str:

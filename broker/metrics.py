@@ -41,6 +41,12 @@ SLOW_STEP_BOUNDS_S: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 
 BATCH_BYTES_BOUNDS: tuple[float, ...] = (
     128, 512, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576, 4_194_304, 16_777_216,
 )
+#: Quota throttle times (milliseconds): a few ms up to the longest window.
+THROTTLE_BOUNDS_MS: tuple[float, ...] = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 30_000)
+#: Client quota types a response can be throttled by (Kafka's QuotaType), always exported.
+QUOTA_TYPES = ("produce", "fetch", "request", "controller_mutation")
+#: Why a connection was closed on arrival by the connection quotas.
+CONNECTION_REFUSALS = ("max_connections_per_ip", "connection_creation_rate_per_ip")
 BATCH_RECORDS_BOUNDS: tuple[float, ...] = (1, 2, 5, 10, 50, 100, 500, 1000, 5000, 10_000)
 
 #: Reasons a request frame was rejected before a handler saw it.
@@ -116,6 +122,11 @@ class BrokerMetrics:
         self.request_errors: Counter[tuple[int, int]] = Counter()
         #: (listener, mechanism, "success" | "failure") -> authentications; TLS handshakes as mechanism "TLS".
         self.authentications: Counter[tuple[str, str, str]] = Counter()
+        # quotas (no user or client id attributes: the series stay bounded by the quota types)
+        self.throttle_time = {quota_type: Histogram(THROTTLE_BOUNDS_MS) for quota_type in QUOTA_TYPES}
+        self.connections_refused: Counter[str] = Counter({reason: 0 for reason in CONNECTION_REFUSALS})
+        #: listener -> seconds its acceptor waited for a connection slot or the creation rate.
+        self.acceptor_blocked_s: dict[str, float] = {}
         # event loop
         self.slow_step_duration = Histogram(SLOW_STEP_BOUNDS_S)
         self.longest_step_source: Callable[[], float] | None = None
@@ -160,6 +171,7 @@ class BrokerMetrics:
         """The ``on_connection_change`` callback for one listener."""
         self.connections[listener] += 0
         self.connections_opened[listener] += 0
+        self.acceptor_blocked_s.setdefault(listener, 0.0)
 
         def change(delta: int) -> None:
             self.connections[listener] += delta
@@ -178,6 +190,18 @@ class BrokerMetrics:
     def authentication(self, listener: str, mechanism: str, succeeded: bool) -> None:
         """A SASL exchange or a TLS handshake ended."""
         self.authentications[(listener, mechanism, "success" if succeeded else "failure")] += 1
+
+    # ------------------------------------------------------------ quotas
+
+    def throttled(self, quota_type: str, throttle_ms: int) -> None:
+        """A response throttled (its connection muted) by a client quota."""
+        self.throttle_time[quota_type].record(throttle_ms)
+
+    def connection_refused(self, reason: str) -> None:
+        self.connections_refused[reason] += 1
+
+    def acceptor_blocked(self, listener: str, seconds: float) -> None:
+        self.acceptor_blocked_s[listener] = self.acceptor_blocked_s.get(listener, 0.0) + seconds
 
     # ------------------------------------------------------------ event loop
 
@@ -333,6 +357,15 @@ class DisabledMetrics(BrokerMetrics):
         pass
 
     def slow_task_step(self, seconds: float) -> None:
+        pass
+
+    def throttled(self, quota_type: str, throttle_ms: int) -> None:
+        pass
+
+    def connection_refused(self, reason: str) -> None:
+        pass
+
+    def acceptor_blocked(self, listener: str, seconds: float) -> None:
         pass
 
     def response_sent(self, frame_bytes: int) -> None:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 import trio
 
+from broker.connection_quotas import ConnectionQuotas, ConnectionThrottled, TooManyConnections
 from broker.principal import ANONYMOUS, KafkaPrincipal
 from wire.frame import EncodedFrame
 from wire.regions import FileRegion
@@ -49,6 +50,10 @@ READ_CHUNK = 64 * 1024
 MIN_FRAME_RATE = 256 * 1024
 FRAME_GRACE_S = 5.0
 
+
+#: accept() errors that mean "out of resources for now" (trio.serve_listeners' list).
+_ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+ACCEPT_RETRY_S = 0.1
 
 _PEER_GONE = {errno.ECONNRESET, errno.EPIPE, errno.EBADF, errno.ENOTCONN, errno.ETIMEDOUT}
 
@@ -90,6 +95,17 @@ class ConnectionInfo:
     frame_limit: int | None = None
     #: Held while a Produce appends: a connection's produces append in arrival order.
     append_lock: trio.Lock = field(default_factory=trio.Lock)
+    #: Trio time until which no request is read from this connection (KIP-219 muting).
+    muted_until: float = 0.0
+    #: Once throttled, a connection's requests are read and handled one at a time, each after the
+    #: mute, as Kafka handles every connection's (requests read ahead cannot slip past a throttle).
+    throttle_lock: trio.Lock = field(default_factory=trio.Lock)
+
+    def mute(self, throttle_ms: int) -> None:
+        """Stops reading requests from this connection for ``throttle_ms`` from now (a quota's
+        throttle, as Kafka's muted channel): clients that ignore ``throttle_time_ms`` wait too."""
+        if throttle_ms > 0:
+            self.muted_until = max(self.muted_until, trio.current_time() + throttle_ms / 1000)
 
 
 class ConnectionSetup(Protocol):
@@ -205,8 +221,13 @@ class Listener:
         on_protocol_error: Callable[[str], None] | None = None,
         setup: ConnectionSetup | None = None,
         memory: NetworkMemory | None = None,
+        quotas: ConnectionQuotas | None = None,
+        on_refused: Callable[[str], None] | None = None,
     ) -> None:
         self.setup = setup
+        #: max.connections and the other connection quotas; None: only ``limits.max_connections``.
+        self.quotas = quotas
+        self._on_refused = on_refused
         self.name = name
         self.memory = memory if memory is not None else NetworkMemory(limits.max_request_memory)
         self.security_protocol = security_protocol
@@ -235,10 +256,44 @@ class Listener:
             await self.bind()
         async with trio.open_nursery() as nursery:
             with self._cancel:
-                await trio.serve_listeners(self._accept, self._sockets, handler_nursery=nursery)
+                async with trio.open_nursery() as acceptors:
+                    for sock in self._sockets:
+                        acceptors.start_soon(self._accept_loop, sock, nursery)
             # Stopped accepting: open connections go on until close_connections().
             for sock in self._sockets:
                 await sock.aclose()
+
+    async def _accept_loop(self, sock: trio.SocketListener, nursery: trio.Nursery) -> None:
+        """Kafka's acceptor: one connection at a time, waiting for a slot (and the creation rate)
+        after each, so a listener at its limit leaves the next connections in the backlog."""
+        while True:
+            try:
+                stream = await sock.accept()
+            except OSError as ex:
+                if ex.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                # Out of descriptors or memory: retry shortly, as trio.serve_listeners does.
+                log.error("accept_failed", listener=self.name, error=os.strerror(ex.errno or 0))
+                await trio.sleep(ACCEPT_RETRY_S)
+                continue
+            try:
+                peer = stream.socket.getpeername()
+            except OSError:  # gone already
+                await stream.aclose()
+                continue
+            refusal: Exception | None = None
+            if self.quotas is not None:
+                try:
+                    await self.quotas.wait_for_slot(self.name)
+                except BaseException:  # stopped accepting while this one waited
+                    with trio.CancelScope(shield=True):
+                        await stream.aclose()
+                    raise
+                try:
+                    self.quotas.admit(self.name, peer[0])
+                except (TooManyConnections, ConnectionThrottled) as ex:
+                    refusal = ex
+            nursery.start_soon(self._accept, stream, peer, refusal)
 
     def stop_accepting(self) -> None:
         self._cancel.cancel()
@@ -248,15 +303,16 @@ class Listener:
         for scope in list(self._connections):
             scope.cancel()
 
-    async def _accept(self, stream: trio.SocketStream) -> None:
+    async def _accept(self, stream: trio.SocketStream, peer: tuple[str, int],
+                      refusal: Exception | None = None) -> None:
         self._next_id += 1
         sock = stream.socket
-        try:
-            peer = sock.getpeername()
-        except OSError:
-            await stream.aclose()
+        if refusal is not None:
+            await self._refuse(stream, peer[0], refusal)
             return
-        if self._open >= self.limits.max_connections or self._draining:
+        if (self.quotas is None and self._open >= self.limits.max_connections) or self._draining:
+            if self.quotas is not None:
+                self.quotas.release(self.name, peer[0])
             log.warning("connection_refused", listener=self.name, reason="connection limit")
             await stream.aclose()
             return
@@ -281,8 +337,30 @@ class Listener:
         finally:
             self._connections.discard(scope)
             self._open -= 1
+            if self.quotas is not None:
+                self.quotas.release(self.name, peer[0])
             if self._on_connection_change:
                 self._on_connection_change(-1)
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+
+    async def _refuse(self, stream: trio.SocketStream, host: str, refusal: Exception) -> None:
+        try:
+            if isinstance(refusal, ConnectionThrottled):
+                # Held unserved for the throttle time, then closed (Kafka's delayed close).
+                log.debug("connection_throttled", listener=self.name, peer=host, throttle_ms=refusal.throttle_ms)
+                if self._on_refused is not None:
+                    self._on_refused("connection_creation_rate_per_ip")
+                with trio.move_on_after(refusal.throttle_ms / 1000):
+                    await trio.sleep_forever()
+            elif isinstance(refusal, TooManyConnections):
+                log.info("connection_refused", listener=self.name, peer=host,
+                         reason="address already has the configured maximum of connections",
+                         limit=refusal.limit)
+                if self._on_refused is not None:
+                    self._on_refused("max_connections_per_ip")
+        finally:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
@@ -312,6 +390,9 @@ class Connection:
         self._last_activity = trio.current_time()
         #: Bytes of this connection's responses built and not sent yet.
         self._unsent = 0
+        #: Requests of this connection being handled, and where the reader waits for them.
+        self._running = 0
+        self._handled = trio.lowlevel.ParkingLot()
 
     def _touch(self) -> None:
         self._last_activity = trio.current_time()
@@ -377,12 +458,26 @@ class Connection:
         self._pending = self._pending[k:]  # a view: no copy of what is left
         return k
 
+    async def _wait_unmuted(self) -> None:
+        # Muted by a throttled response: the next request stays in the socket buffer until
+        # the throttle time is over. Only this connection's reader sleeps.
+        while self.info.muted_until > trio.current_time():
+            await trio.sleep_until(self.info.muted_until)
+            self._touch()
+
     async def _reader(self, nursery: trio.Nursery) -> None:
         head = bytearray(4)
         while True:
+            # A throttled connection is read as Kafka reads every connection: one request at a
+            # time, the next once the last is answered and its throttle time is over.
+            while self.info.muted_until and self._running:
+                await self._handled.park()
+            await self._wait_unmuted()
             if not await self._read_exactly(head, 4):
                 return
             self._touch()
+            # The reader may have been waiting for this frame when a throttle began.
+            await self._wait_unmuted()
             (size,) = _SIZE.unpack(head)
             limit = self.info.frame_limit or self.limits.max_frame_bytes
             if size < 0 or size > limit:
@@ -406,6 +501,7 @@ class Connection:
             except BaseException:
                 self.memory.release(size)
                 raise
+            self._running += 1
             nursery.start_soon(self._run_request, frame, slot, size)
 
     async def _read_frame(self, size: int, deadline: float) -> bytearray:
@@ -432,7 +528,13 @@ class Connection:
 
     async def _run_request(self, frame: bytearray, slot: _Slot, reserved: int) -> None:
         try:
-            slot.response = await self.handler.handle(self.info, frame)
+            if self.info.muted_until:
+                async with self.info.throttle_lock:
+                    while self.info.muted_until > trio.current_time():
+                        await trio.sleep_until(self.info.muted_until)
+                    slot.response = await self.handler.handle(self.info, frame)
+            else:
+                slot.response = await self.handler.handle(self.info, frame)
             if slot.response is not None:
                 size = _in_memory_bytes(slot.response)
                 self.memory.responses += size
@@ -443,6 +545,8 @@ class Connection:
             del frame
             self.memory.release(reserved)
             self._in_flight.release()
+            self._running -= 1
+            self._handled.unpark_all()
             slot.done.set()
 
     async def _writer(self, cancel: trio.CancelScope) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 import trio
 
+from broker.audit_log import AuditLog
 from broker.authorizer import StandardAuthorizer
 from broker.cluster_mode import ClusterMode, QuorumHandle, quorum_cluster_id
 from broker.config import (
@@ -34,6 +35,7 @@ from broker.config import (
     broker_synonym_chain,
     dynamic_log_layers,
 )
+from broker.connection_quotas import ConnectionQuotas
 from broker.coordinator import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, CoordinatorLookup
 from broker.dispatch import Dispatcher, load_handlers
 from broker.fetch_sessions import FetchSessionCache
@@ -52,7 +54,7 @@ from broker.metrics import BrokerMetrics, DisabledMetrics
 from broker.network import Listener, NetworkLimits, NetworkMemory
 from broker.pacing import SWITCH_INTERVAL_S, full_collections
 from broker.peers import PeerBrokers
-from broker.quota_manager import PRODUCE, ClientQuotaManager
+from broker.quotas import QuotaManagers
 from broker.remote_controller import RemoteController
 from broker.replica_manager import Partition, ReplicaManager
 from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
@@ -144,11 +146,12 @@ class BrokerNode:
         #: Kafka's StandardAuthorizer when authorizer.class.name names it; None: everything is allowed.
         self.authorizer = StandardAuthorizer(
             AuthorizerRules(config.super_users, config.allow_everyone_if_no_acl_found), lambda: self.image,
+            AuditLog(config.authorizer_audit_log_file, config.authorizer_audit_log_max_bytes,
+                     config.authorizer_audit_log_backup_count),
         ) if config.authorizer_class_name else None
-        #: producer_byte_rate quotas (ClientQuotaRecords of the image), as Kafka's produce quota manager.
-        self.produce_quotas = ClientQuotaManager(
-            PRODUCE, config.quota_window_size_seconds * 1000, config.quota_window_num, clock_ms,
-            lambda: self.image.client_quotas)
+        #: Client quotas (ClientQuotaRecords of the image), as Kafka's quota managers.
+        self.quotas = QuotaManagers.from_config(config, clock_ms, lambda: self.image.client_quotas)
+        self.quotas.on_throttle = self.metrics.throttled
         self.client_error_log = ClientErrorLog()
         self.dynamic_passwords = DynamicPasswords.from_config(config)
         self.listeners: list[Listener] = []
@@ -408,6 +411,9 @@ class BrokerNode:
         if self.cluster is not None:
             broker_listeners = self.cluster.broker_listeners()
         securities: list[ListenerSecurity] = []
+        self.connection_quotas = ConnectionQuotas(
+            self.config, [lst.name for lst in broker_listeners], self.clock_ms, lambda: self.image.client_quotas,
+            self.metrics.acceptor_blocked)
         for lst in broker_listeners:
             security = listener_security(self.config, lst, self.scram_credential, self.metrics.authentication)
             if security is not None:
@@ -415,7 +421,8 @@ class BrokerNode:
             self.listeners.append(
                 Listener(lst.name, lst.security_protocol.name, lst.host or "0.0.0.0", lst.port,
                          self.dispatcher, limits, self.metrics.connection_callback(lst.name),
-                         self.metrics.decode_failure, security, self.network_memory)
+                         self.metrics.decode_failure, security, self.network_memory, self.connection_quotas,
+                         self.metrics.connection_refused)
             )
         keystores = ListenerKeystores(self.config, self.node_id, securities, self.dynamic_passwords)
         keystores.on_image(self.controller.image)

@@ -7,10 +7,11 @@ id), (default user, default client id), default user, client id, default client 
 that fall under the same quota entity share its rate. The rate is Kafka's windowed Rate:
 ``quota.window.num`` samples of ``quota.window.size.seconds``, the elapsed time counted as at
 least ``num - 1`` whole windows. A request that takes the rate over the bound is throttled for
-``(rate - bound) / bound * window`` ms, at most one window (Kafka's
-QuotaUtils.boundedThrottleTime); the response carries it in ``throttle_time_ms`` and clients
-that throttle themselves (KIP-219: the Java client) wait that long. Cormorant does not mute the
-channel yet, so clients that ignore the throttle time (librdkafka) are not held.
+``(rate - bound) / bound * window`` ms (Kafka's QuotaUtils.throttleTime; for the request quota at
+most one window, QuotaUtils.boundedThrottleTime); the response carries it in ``throttle_time_ms`` and clients
+that throttle themselves (KIP-219: the Java client) wait that long, and the broker mutes the
+connection for as long (``ConnectionInfo.mute``), so clients that ignore the throttle time
+(librdkafka) are held too.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ from dataclasses import dataclass, field
 
 from controller.quotas import CLIENT_ID, USER, QuotaEntity
 
+#: Idle rates are looked for once per this many recordings.
+PURGE_EVERY = 1024
+
 PRODUCE, FETCH = "producer_byte_rate", "consumer_byte_rate"
+REQUEST, CONTROLLER_MUTATION = "request_percentage", "controller_mutation_rate"
 
 
 def quota_for(quotas: Mapping[QuotaEntity, Mapping[str, float]], key: str, user: str,
@@ -66,24 +71,49 @@ class WindowedRate:
 
 
 class ClientQuotaManager:
-    """One quota type (produce or fetch bytes) for every client of this broker."""
+    """One rate quota type (produce bytes, fetch bytes, request time) for every client of this broker."""
 
     def __init__(self, key: str, window_ms: int, windows: int, clock_ms: Callable[[], int],
                  quotas: Callable[[], Mapping[QuotaEntity, Mapping[str, float]]]) -> None:
         self.key = key
+        #: Throttles at most one window (the request quota), as Kafka's ClientRequestQuotaManager.
+        self.bounded = key == REQUEST
         self.window_ms = window_ms
         self.windows = windows
         self.clock_ms = clock_ms
         self._quotas = quotas
         self._rates: dict[QuotaEntity, WindowedRate] = {}
+        self._recorded = 0
 
-    def record(self, user: str, client_id: str, size: int) -> int:
-        """Counts ``size`` bytes for the client; the throttle time in ms (0 within the quota)."""
+    def applies(self, user: str, client_id: str) -> bool:
+        return quota_for(self._quotas(), self.key, user, client_id) is not None
+
+    def max_value_in_window(self, user: str, client_id: str) -> float | None:
+        """Most the client may use in one quota window (Kafka's getMaxValueInQuotaWindow: the bound
+        times ``num - 1`` windows); None without a quota. Bounds one fetch's size."""
+        applying = quota_for(self._quotas(), self.key, user, client_id)
+        if applying is None:
+            return None
+        return applying[1] * (self.windows - 1) * self.window_ms / 1000
+
+    def unrecord(self, user: str, client_id: str, size: float) -> None:
+        """Takes back what :meth:`record` counted (a throttled fetch returns no data)."""
+        applying = quota_for(self._quotas(), self.key, user, client_id)
+        rate = self._rates.get(applying[0]) if applying is not None else None
+        if rate is not None:
+            rate.record(-size, self.clock_ms())
+
+    def record(self, user: str, client_id: str, size: float) -> int:
+        """Counts ``size`` (bytes, or request time in percent-seconds) for the client; the throttle
+        time in ms (0 within the quota)."""
         applying = quota_for(self._quotas(), self.key, user, client_id)
         if applying is None:
             return 0
         entity, bound = applying
         now = self.clock_ms()
+        self._recorded += 1
+        if self._recorded % PURGE_EVERY == 0:
+            self._purge(now)
         rate = self._rates.get(entity)
         if rate is None:
             rate = self._rates[entity] = WindowedRate(self.window_ms, self.windows)
@@ -91,5 +121,14 @@ class ClientQuotaManager:
         observed = rate.rate(now)
         if observed <= bound:
             return 0
-        # QuotaUtils.boundedThrottleTime: never more than one window.
-        return min(round((observed - bound) / bound * rate.elapsed_ms(now)), self.window_ms)
+        throttle = round((observed - bound) / bound * rate.elapsed_ms(now))
+        # Byte rates use QuotaUtils.throttleTime as it is; the request quota bounds it by one window
+        # (ClientRequestQuotaManager: QuotaUtils.boundedThrottleTime).
+        return min(throttle, self.window_ms) if self.bounded else throttle
+
+    def _purge(self, now_ms: int) -> None:
+        # Entities idle for a whole quota period are forgotten (Kafka expires idle quota sensors),
+        # so one rate per client id ever seen is not kept for ever.
+        horizon = now_ms - self.window_ms * self.windows
+        for entity in [e for e, r in self._rates.items() if not r.samples or r.samples[-1][0] < horizon]:
+            del self._rates[entity]

@@ -406,6 +406,10 @@ class Telemetry:
         return [
             HistogramSpec("cormorant.request.duration", "s",
                           "Time from a decoded request to its response, by Kafka API.", by_api),
+            HistogramSpec("cormorant.quota.throttle_time", "ms",
+                          "Throttle time of responses throttled by a client quota (the connection is muted as "
+                          "long), by quota type.",
+                          lambda: [({"quota_type": t}, h) for t, h in m.throttle_time.items()]),
             HistogramSpec("cormorant.eventloop.slow_step.duration", "s",
                           "Event-loop task steps longer than event.loop.slow.step.ms (each logged with its stack).",
                           single(m.slow_step_duration)),
@@ -459,6 +463,13 @@ class Telemetry:
                 "Ended SASL exchanges and TLS handshakes (mechanism TLS), by listener, mechanism and result.",
                 lambda _: [Observation(n, {"listener": listener, "mechanism": mechanism, "result": result})
                            for (listener, mechanism, result), n in list(m.authentications.items())])
+        counter("cormorant.network.connection.refused", "{connection}",
+                "Connections closed on arrival by the connection quotas, by reason.",
+                by("reason", lambda: list(m.connections_refused.items())))
+        counter("cormorant.network.acceptor.blocked_time", "s",
+                "Time a listener's acceptor waited before accepting (max.connections, "
+                "max.connection.creation.rate), by listener.",
+                by("listener", lambda: list(m.acceptor_blocked_s.items())))
         updown("cormorant.network.memory", "By",
                "Bytes held for requests (reserved as announced, read or being handled) and for responses built "
                "and not yet sent.",

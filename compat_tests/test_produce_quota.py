@@ -1,6 +1,6 @@
 """A producer_byte_rate quota slows a Java producer down without errors: the broker answers
-each produce with Kafka's throttle_time_ms and the Java client (KIP-219) waits it out. Cormorant
-does not mute the channel yet, so clients that ignore the throttle time (librdkafka) are not held.
+each produce with Kafka's throttle_time_ms and the Java client (KIP-219) waits it out (the broker
+also mutes the connection as long; test_quota_rates.py holds librdkafka to a quota too).
 
 Short windows (``quota.window.num=2``, ``quota.window.size.seconds=1``) keep the run short:
 600 kB at 100 kB/s take at least 5 s once the first second's allowance is spent."""

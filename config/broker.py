@@ -138,6 +138,13 @@ class BrokerConfig:
     delete_topic_enable: bool
     quota_window_num: int
     quota_window_size_seconds: int
+    controller_quota_window_num: int
+    controller_quota_window_size_seconds: int
+    max_connections_per_ip_overrides: str
+    max_connection_creation_rate: int
+    authorizer_audit_log_file: str
+    authorizer_audit_log_max_bytes: int
+    authorizer_audit_log_backup_count: int
     authorizer_class_name: str
     super_users: frozenset[str]
     allow_everyone_if_no_acl_found: bool

@@ -11,6 +11,7 @@ from broker.acl_operations import AclOperation, ResourceType, authorize, checker
 from broker.dispatch import RequestContext
 from broker.network import CloseConnection
 from broker.produce import append_to_partition
+from broker.quota_manager import PRODUCE
 from broker.replication.delayed_produce import PendingWrite, wait_for_replication
 from broker.transaction.verification import has_transactional_records
 from wire.errors import ErrorCode
@@ -59,9 +60,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 failed = failed or pending is None
                 if pending is not None and acks == -1:
                     waiting.append(pending)
-    # producer_byte_rate: the client waits throttle_time_ms (KIP-219); the channel itself is not muted.
-    response.throttle_time_ms = node.produce_quotas.record(ctx.principal.name, ctx.client_id or "", sum(
-        len(p.records) for t in request.topic_data for p in t.partition_data if p.records is not None))
+    # producer_byte_rate: the dispatcher puts the throttle in the response and mutes the connection.
+    ctx.throttle.add(PRODUCE, node.quotas.produce.record(ctx.principal.name, ctx.client_id or "", sum(
+        len(p.records) for t in request.topic_data for p in t.partition_data if p.records is not None)))
     if acks == 0:
         if failed:
             raise CloseConnection("produce with acks=0 failed", client_id=ctx.client_id)

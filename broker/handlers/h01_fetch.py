@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from broker.acl_operations import AclOperation, replica_or_topic_checker
 from broker.dispatch import RequestContext
-from broker.fetch_sessions import CachedPartition, build_response, open_fetch
+from broker.fetch_sessions import CachedPartition, SessionFetch, build_response, open_fetch
+from broker.quota_manager import FETCH
 from broker.replication.fetch import FetchParams, FetchSlot
 from wire.errors import ErrorCode
 from wire.generated.api_001_fetch import (
@@ -52,15 +53,41 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             pd.records = b""
         return FetchSlot(name, cached.request, pd)
 
-    params = FetchParams(follower, request.max_wait_ms, request.min_bytes, request.max_bytes,
+    # The broker's fetch.max.bytes bounds every fetch too (KafkaApis.handleFetchRequest).
+    max_bytes = min(request.max_bytes, node.config.fetch_max_bytes)
+    if follower < 0:
+        # No fetch returns more than the consumer quota allows in a window (Kafka's getMaxValueInQuotaWindow).
+        window_max = node.quotas.fetch.max_value_in_window(ctx.principal.name, ctx.client_id or "")
+        if window_max is not None:
+            max_bytes = max(min(max_bytes, int(window_max)), 1)
+    params = FetchParams(follower, request.max_wait_ms, request.min_bytes, max_bytes,
                          read_committed=request.isolation_level == READ_COMMITTED)
     isr_manager = node.isr_manager
     slots, total = await node.replica_manager.fetch_records(
         (slot(cached) for _, cached in fetch.wanted), params, ctx.pacer,
         on_follower_out_of_isr=isr_manager.poke if isr_manager is not None else None,
         on_wait=node.metrics.fetch_waiting)
+    if follower < 0:
+        throttled = _throttled_response(ctx, total, fetch)
+        if throttled is not None:
+            return throttled
     node.metrics.record_fetch(total, follower=follower >= 0)
     return build_response(node.fetch_sessions, fetch, [slot.response for slot in slots])
+
+
+def _throttled_response(ctx: RequestContext, total: int, fetch: SessionFetch) -> FetchResponse | None:
+    """consumer_byte_rate and request_percentage, as Kafka's handleFetchRequest: a fetch over either
+    quota returns no data (its bytes are not counted) and only the throttle time; a session keeps
+    what it was last told, so the next fetch returns this data. A new full fetch opens no session."""
+    quotas = ctx.node.quotas
+    user, client_id = ctx.principal.name, ctx.client_id or ""
+    fetch_ms = quotas.fetch.record(user, client_id, total)
+    request_ms = quotas.record_request_time(ctx.throttle)
+    if fetch_ms == 0 and request_ms == 0:
+        return None
+    quotas.fetch.unrecord(user, client_id, total)
+    ctx.throttle.add(FETCH, fetch_ms)
+    return FetchResponse(session_id=fetch.session.id if fetch.session is not None else 0)
 
 
 def error_response(request: FetchRequest, code: ErrorCode) -> FetchResponse:

@@ -32,6 +32,7 @@ import trio
 from broker.acl_operations import AclOperation, ResourceType, authorize_cluster, checker
 from broker.config import ConfigError
 from broker.dispatch import RequestContext
+from broker.quota_manager import CONTROLLER_MUTATION
 from controller.service import CreateTopicResult, TopicRequest
 from controller.topic_creation import MAX_RECORDS_PER_USER_OP
 from wire.errors import ErrorCode
@@ -63,7 +64,7 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
     to_create: list[TopicRequest] = []
     order: list[str] = []
     # CREATE on the cluster covers every topic; otherwise CREATE on each (as Kafka).
-    may_create = (None if authorize_cluster(ctx, AclOperation.CREATE, log_denied=False)
+    may_create = (None if authorize_cluster(ctx, AclOperation.CREATE, log_denied=False, log_allowed=True)
                   else checker(ctx, AclOperation.CREATE, ResourceType.TOPIC))
     pacer = ctx.pacer
     for topic in request.topics:
@@ -98,6 +99,8 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             _failure(t.name, ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
             for t in request.topics
         ])
+    if to_create and not validate_only:
+        to_create = _within_mutation_quota(ctx, to_create, results)
     if to_create:
         created: list[CreateTopicResult] | None = None
         timeout_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else float("inf")
@@ -124,6 +127,24 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             node.log_client_error("create_topic_rejected", topic=r.name, error=ErrorCode(r.error_code).name,
                                   reason=r.error_message, client_id=ctx.client_id)
     return response
+
+
+def _within_mutation_quota(ctx: RequestContext, topics: list[TopicRequest],
+                           results: dict[str, CreateTopicsResponseCreatableTopicResult]) -> list[TopicRequest]:
+    """controller_mutation_rate (KIP-599): each topic's partitions are counted in order; from v6 a
+    topic arriving once the quota is exceeded gets THROTTLING_QUOTA_EXCEEDED."""
+    quota = ctx.node.quotas.controller_mutation.for_request(API_KEY, ctx.api_version, ctx.principal.name,
+                                                            ctx.client_id or "")
+    allowed = []
+    for topic in topics:
+        partitions = len(topic.assignments) or (ctx.node.config.num_partitions if topic.num_partitions == -1
+                                                else topic.num_partitions)
+        if quota.record(partitions):
+            allowed.append(topic)
+        else:
+            results[topic.name] = _failure(topic.name, *quota.error)
+    ctx.throttle.add(CONTROLLER_MUTATION, quota.throttle_ms)
+    return allowed
 
 
 def _failure(name: str, code: ErrorCode, message: str | None) -> CreateTopicsResponseCreatableTopicResult:

@@ -20,6 +20,7 @@ import trio
 
 from broker.acl_operations import AclOperation, ResourceType, authorize, checker
 from broker.dispatch import RequestContext
+from broker.quota_manager import CONTROLLER_MUTATION
 from wire.errors import ErrorCode
 from wire.generated.api_020_delete_topics import (
     DeleteTopicsRequest,
@@ -125,6 +126,16 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
                    "The provided topic name maps to an ID that was already supplied.")
         else:
             id_to_name[found] = name
+    if id_to_name:
+        # controller_mutation_rate (KIP-599): each topic's partitions, in order; strict from v5.
+        quota = node.quotas.controller_mutation.for_request(API_KEY, ctx.api_version, ctx.principal.name,
+                                                            ctx.client_id or "")
+        for topic_id, name in list(id_to_name.items()):
+            deleted = image.topic(name)
+            if not quota.record(len(deleted.partitions) if deleted is not None else 0):
+                del id_to_name[topic_id]
+                answer(name, topic_id, *quota.error)
+        ctx.throttle.add(CONTROLLER_MUTATION, quota.throttle_ms)
     if id_to_name:
         outcome: dict[str, ErrorCode] | None = None
         timeout_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else float("inf")

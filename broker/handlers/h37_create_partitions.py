@@ -22,6 +22,7 @@ import trio
 
 from broker.acl_operations import AclOperation, ResourceType, authorize
 from broker.dispatch import RequestContext
+from broker.quota_manager import CONTROLLER_MUTATION
 from controller.image import MetadataImage
 from controller.topic_creation import MAX_RECORDS_PER_USER_OP, manual_assignment_error
 from wire.errors import ErrorCode
@@ -110,6 +111,19 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
             _result(t.name, ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
             for t in request.topics
         ])
+    if changes and not request.validate_only:
+        # controller_mutation_rate (KIP-599): the new partitions of each topic, in order; strict from v3.
+        quota = node.quotas.controller_mutation.for_request(API_KEY, ctx.api_version, ctx.principal.name,
+                                                            ctx.client_id or "")
+        allowed = []
+        for change in changes:
+            existing = image.topic(change[0])
+            if quota.record(change[1] - (len(existing.partitions) if existing is not None else 0)):
+                allowed.append(change)
+            else:
+                results[change[0]] = _result(change[0], *quota.error)
+        changes = allowed
+        ctx.throttle.add(CONTROLLER_MUTATION, quota.throttle_ms)
     if changes:
         outcome: dict[str, tuple[ErrorCode, str | None]] | None = None
         timeout_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else float("inf")

@@ -47,6 +47,7 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigKey]] = MappingProxyType({
         security.SECURITY,
         security.PASSWORD_ENCODER,
         quotas.QUOTAS,
+        quotas.AUDIT,
         security.AUTHORIZATION,
         server.CORMORANT,
     )
@@ -60,18 +61,20 @@ TOPIC_CONFIGS: Final[Mapping[str, ConfigKey]] = MappingProxyType({k.name: k for 
 #: The documentation section whose settings may be overridden per listener.
 SECURITY_SECTION: Final = "Security"
 _JAAS_SUFFIX: Final = ".sasl.jaas.config"
+#: Connection limits a listener may set for itself (listener.name.<l>.<key>), as Kafka's.
+PER_LISTENER_CONNECTION_KEYS: Final = frozenset({"max.connections", "max.connection.creation.rate"})
 
 
 def listener_override(key: str) -> tuple[str, str] | None:
     """``(listener name, setting)`` of a per-listener override ``listener.name.<l>.<setting>``
-    that Cormorant applies (a security setting, or ``<mechanism>.sasl.jaas.config``)."""
+    that Cormorant applies (a security setting, a connection limit, or ``<mechanism>.sasl.jaas.config``)."""
     if not key.startswith("listener.name."):
         return None
     listener, _, setting = key[len("listener.name."):].partition(".")
     if not listener or not setting:
         return None
     known = BROKER_CONFIGS.get(setting)
-    if (known is not None and known.group == SECURITY_SECTION) or (
+    if (known is not None and known.group == SECURITY_SECTION) or setting in PER_LISTENER_CONNECTION_KEYS or (
         setting.endswith(_JAAS_SUFFIX) and "." not in setting[: -len(_JAAS_SUFFIX)]
     ):
         return listener.upper(), setting

@@ -100,10 +100,12 @@ LISTENERS_AND_NETWORK: Final[list[ConfigKey]] = group("Listeners and network", [
         CLUSTER_WIDE),
     key("num.io.threads", INT, "8",
         "Accepted for compatibility; Cormorant does not use a request thread pool.", AT_LEAST_1, CLUSTER_WIDE),
-    key("max.connections", INT, str(INT_MAX), "Most client connections the broker holds at once.", AT_LEAST_0,
-        CLUSTER_WIDE),
-    key("max.connections.per.ip", INT, str(INT_MAX), "Most connections from one IP address.", AT_LEAST_0,
-        CLUSTER_WIDE),
+    key("max.connections", INT, str(INT_MAX),
+        "Most client connections the broker holds at once, all listeners together: at the limit a "
+        "listener stops accepting until one closes (listener.name.<l>.max.connections bounds one "
+        "listener; the inter-broker listener is bound only by its own).", AT_LEAST_0, CLUSTER_WIDE),
+    key("max.connections.per.ip", INT, str(INT_MAX),
+        "Most connections from one IP address; one more is closed at once.", AT_LEAST_0, CLUSTER_WIDE),
     key("fetch.max.bytes", INT, "57671680", "Most bytes returned for one fetch request.", Range(min=1024)),
     key("max.incremental.fetch.session.cache.slots", INT, "1000",
         "Most incremental fetch sessions kept at once.", AT_LEAST_0),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.quota_manager import PRODUCE, ClientQuotaManager, WindowedRate, quota_for
+from broker.quota_manager import PRODUCE, REQUEST, ClientQuotaManager, WindowedRate, quota_for
 from controller.quotas import QuotaEntity
 
 
@@ -39,10 +39,30 @@ def test_throttle_time_is_kafkas() -> None:
     manager = ClientQuotaManager(PRODUCE, 1000, 11, lambda: now[0], lambda: quotas)
     assert manager.record("alice", "c", 5000) == 0  # 500 B/s over 10 s
     assert manager.record("bob", "c", 10**9) == 0  # no quota applies to bob
-    # 20 000 bytes at t=0 over a 10 s window: 2000 B/s, twice the bound: (2000 - 1000) / 1000 * 10 s,
-    # bounded by one window (1 s), as Kafka's boundedThrottleTime.
-    assert manager.record("alice", "c", 15_000) == 1000
+    # 20 000 bytes at t=0 over a 10 s window: 2000 B/s, twice the bound: (2000 - 1000) / 1000 * 10 s
+    # (byte rates are not bounded by a window, as Kafka's ClientQuotaManager).
+    assert manager.record("alice", "c", 15_000) == 10_000
     wide = ClientQuotaManager(PRODUCE, 20_000, 2, lambda: now[0], lambda: quotas)
     assert wide.record("alice", "c", 30_000) == 10_000  # 1500 B/s over 20 s: half a window over
+    # The request quota bounds its throttle by one window (ClientRequestQuotaManager).
+    requests = ClientQuotaManager(REQUEST, 1000, 11, lambda: now[0], lambda: {(("user", "alice"),): {REQUEST: 10.0}})
+    assert requests.record("alice", "c", 1000.0) == 1000
     now[0] = 20_000
     assert manager.record("alice", "c", 100) == 0  # the burst has left the window
+
+
+def test_controller_mutation_token_bucket() -> None:
+    from broker.quotas import ControllerMutationQuotaManager
+
+    now = [0]
+    quotas = {(("user", None),): {"controller_mutation_rate": 2.0}}
+    manager = ControllerMutationQuotaManager(1000, 11, lambda: now[0], lambda: quotas)
+    # A full bucket of (11 - 1) windows x 2 = 20 partitions; one request may overdraw it.
+    assert manager.record("u", "c", 15, strict=True) == (True, 0)
+    assert manager.record("u", "c", 10, strict=True) == (True, 2500)  # -5 tokens: 2.5 s to refill
+    assert manager.record("u", "c", 1, strict=True) == (False, 2500)  # exceeded: refused, not counted
+    assert manager.record("u", "c", 1, strict=False) == (True, 3000)  # permissive: counted, throttled
+    now[0] = 3000
+    assert manager.record("u", "c", 1, strict=True) == (True, 500)  # refilled to 0, then -1
+    assert manager.record("nobody", "c", 1, strict=True) == (False, 500)  # the same default-user bucket
+    assert ControllerMutationQuotaManager(1000, 11, lambda: 0, lambda: {}).record("u", "c", 99, True) is None

@@ -83,7 +83,7 @@ def test_explicit_settings_reach_their_attribute() -> None:
 def test_the_catalog_is_the_area_modules_in_documentation_order() -> None:
     sections = [server.NODE_AND_CLUSTER, server.LISTENERS_AND_NETWORK, log.TOPICS_AND_LOGS, log.LOG_CLEANER,
                 replication.REPLICATION, group.CONSUMER_GROUPS_AND_OFFSETS, group.CONSUMER_GROUP_PROTOCOL,
-                group.SHARE_GROUPS, transaction.TRANSACTIONS, security.SECURITY, security.PASSWORD_ENCODER, quotas.QUOTAS,
+                group.SHARE_GROUPS, transaction.TRANSACTIONS, security.SECURITY, security.PASSWORD_ENCODER, quotas.QUOTAS, quotas.AUDIT,
                 security.AUTHORIZATION, server.CORMORANT]
     names = [k.name for section in sections for k in section]
     assert names == list(BROKER_CONFIGS)

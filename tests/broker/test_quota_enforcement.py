@@ -1,0 +1,169 @@
+"""Client quotas enforced by a real broker process: the throttled connection is muted (KIP-219)
+while the others are served, consumer_byte_rate empties throttled fetches, controller_mutation_rate
+refuses (strict versions) or only throttles (permissive ones), request_percentage throttles a busy
+client and not an idle one.
+
+Short windows (``quota.window.num=2``, one-second windows) keep each test within seconds."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from broker.client import KafkaClient, parse_bootstrap
+from tests.broker.broker_process import BrokerProcess
+from tests.broker.test_client_quotas import alter, entry
+from wire.errors import ErrorCode
+from wire.generated.api_000_produce import (
+    ProduceRequest,
+    ProduceRequestPartitionProduceData,
+    ProduceRequestTopicProduceData,
+    ProduceResponse,
+)
+from wire.generated.api_001_fetch import (
+    FetchRequest,
+    FetchRequestFetchPartition,
+    FetchRequestFetchTopic,
+    FetchResponse,
+)
+from wire.generated.api_003_metadata import MetadataRequest, MetadataResponse
+from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
+from wire.generated.api_019_create_topics import (
+    CreateTopicsRequest,
+    CreateTopicsRequestCreatableTopic,
+    CreateTopicsResponse,
+)
+from wire.generated.api_020_delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from wire.records import NewRecord, build_batch
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("quota-enforcement") / "data", {
+        "quota.window.num": "2", "quota.window.size.seconds": "1",
+        "controller.quota.window.num": "2", "controller.quota.window.size.seconds": "1",
+    }).start()
+    try:
+        yield b
+    finally:
+        assert b.stop() == 0, b.logs()[-3000:]
+
+
+def client(broker: BrokerProcess, client_id: str) -> KafkaClient:
+    host, port = parse_bootstrap(broker.bootstrap)
+    return KafkaClient(host, port, timeout_s=20, client_id=client_id)
+
+
+def create(c: KafkaClient, topics: dict[str, int], version: int = 7) -> CreateTopicsResponse:
+    return c.send(CreateTopicsRequest(timeout_ms=10_000, topics=[
+        CreateTopicsRequestCreatableTopic(name=name, num_partitions=partitions, replication_factor=1)
+        for name, partitions in topics.items()]), CreateTopicsResponse, version)
+
+
+def delete(c: KafkaClient, names: list[str], version: int) -> DeleteTopicsResponse:
+    return c.send(DeleteTopicsRequest(topic_names=names, timeout_ms=10_000), DeleteTopicsResponse, version)
+
+
+def produce(c: KafkaClient, topic: str, batches: int, size: int = 10_000) -> ProduceResponse:
+    # One batch of ``batches`` records (a produce carries one batch per partition).
+    data = build_batch([NewRecord(key=b"k", value=bytes(size), timestamp=None) for _ in range(batches)])
+    return c.send(ProduceRequest(acks=1, timeout_ms=5000, topic_data=[ProduceRequestTopicProduceData(
+        name=topic, partition_data=[ProduceRequestPartitionProduceData(index=0, records=data)])]),
+        ProduceResponse, 9)
+
+
+def fetch(c: KafkaClient, topic: str, offset: int) -> FetchResponse:
+    return c.send(FetchRequest(max_wait_ms=0, min_bytes=0, max_bytes=10 << 20, topics=[FetchRequestFetchTopic(
+        topic=topic, partitions=[FetchRequestFetchPartition(partition=0, fetch_offset=offset,
+                                                            partition_max_bytes=10 << 20)])]),
+        FetchResponse, 12)
+
+
+def test_throttled_connection_is_muted_and_others_are_served(broker: BrokerProcess) -> None:
+    with client(broker, "admin") as admin:
+        assert create(admin, {"muted": 1}).topics[0].error_code == 0
+        assert alter(admin, entry({"client-id": "muted-producer"}, producer_byte_rate=50_000.0)) == [0]
+    with client(broker, "muted-producer") as slow, client(broker, "other") as other:
+        # 100 kB in the first window at 50 kB/s: twice the bound, so (2 - 1) x the 1 s window.
+        reply = produce(slow, "muted", 10)
+        assert reply.responses[0].partition_responses[0].error_code == 0
+        assert 1000 <= reply.throttle_time_ms <= 1050
+        muted_for: list[float] = []
+
+        def next_request() -> None:
+            started = time.monotonic()
+            slow.send(ApiVersionsRequest(), ApiVersionsResponse, 0)
+            muted_for.append(time.monotonic() - started)
+
+        waiter = threading.Thread(target=next_request)
+        waiter.start()
+        started = time.monotonic()
+        other.send(ApiVersionsRequest(), ApiVersionsResponse, 0)
+        served_in = time.monotonic() - started
+        waiter.join(timeout=10)
+        assert muted_for, "the muted connection never answered"
+        # Not read for the throttle time (less what passed since the response), yet answered after it.
+        assert 0.7 <= muted_for[0] < 5.0, muted_for
+        assert served_in < 0.5, served_in
+
+
+def test_consumer_byte_rate_empties_throttled_fetches(broker: BrokerProcess) -> None:
+    with client(broker, "admin") as admin:
+        assert create(admin, {"consumed": 1}).topics[0].error_code == 0
+        for _ in range(20):
+            produce(admin, "consumed", 1)
+        assert alter(admin, entry({"client-id": "reader"}, consumer_byte_rate=50_000.0)) == [0]
+    with client(broker, "reader") as reader:
+        first = fetch(reader, "consumed", 0)
+        records = first.responses[0].partitions[0].records
+        assert first.throttle_time_ms == 0 and records is not None
+        # No fetch returns more than one window's allowance (the bound times num - 1 windows).
+        assert 0 < len(records) <= 50_000 + 10_200
+        offset = len(records) // 10_070
+        throttled = fetch(reader, "consumed", offset)
+        while throttled.throttle_time_ms == 0:  # bounded: the log holds 200 kB, four windows' worth
+            offset += 1
+            throttled = fetch(reader, "consumed", offset)
+        assert throttled.responses == [] and throttled.error_code == 0
+        assert 0 < throttled.throttle_time_ms <= 2000
+
+
+def test_controller_mutation_rate_strict_and_permissive(broker: BrokerProcess) -> None:
+    with client(broker, "admin") as admin:
+        assert alter(admin, entry({"client-id": "creator"}, controller_mutation_rate=2.0)) == [0]
+    with client(broker, "creator") as creator:
+        # The bucket holds 2 partitions (num - 1 windows of 2/s). The first topic overdraws it to -3
+        # and is created; the next one finds the quota exceeded.
+        strict = create(creator, {"mutation-a": 5, "mutation-b": 1})
+        assert [(t.name, t.error_code) for t in strict.topics] == [
+            ("mutation-a", 0), ("mutation-b", ErrorCode.THROTTLING_QUOTA_EXCEEDED)]
+        assert strict.topics[1].error_message == "The throttling quota has been exceeded."
+        assert strict.throttle_time_ms == 1500
+        # The connection was muted 1.5 s, which refilled the bucket to 0. CreateTopics v5 predates
+        # KIP-599's strict mode: both topics are created, the response only throttled (6 over: 3 s).
+        permissive = create(creator, {"mutation-c": 5, "mutation-d": 1}, version=5)
+        assert [t.error_code for t in permissive.topics] == [0, 0]
+        assert 2900 <= permissive.throttle_time_ms <= 3000
+        # DeleteTopics is strict from v5, permissive before.
+        deleted = delete(creator, ["mutation-a", "mutation-c"], 5)
+        assert {r.name: r.error_code for r in deleted.responses} == {
+            "mutation-a": 0, "mutation-c": ErrorCode.THROTTLING_QUOTA_EXCEEDED}
+        assert delete(creator, ["mutation-c", "mutation-d"], 4).responses[0].error_code == 0
+    with client(broker, "admin") as admin:  # no quota for this client id
+        assert create(admin, {"mutation-e": 50}).throttle_time_ms == 0
+
+
+def test_request_percentage_throttles_a_busy_client_only(broker: BrokerProcess) -> None:
+    with client(broker, "admin") as admin:
+        assert alter(admin, entry({"client-id": "busy"}, request_percentage=1.0)) == [0]
+    with client(broker, "busy") as busy, client(broker, "idle") as idle:
+        deadline = time.monotonic() + 20
+        throttle = 0
+        while throttle == 0 and time.monotonic() < deadline:
+            # 1 % of the event loop is 10 ms a second: a few hundred Metadata requests exceed it.
+            throttle = busy.send(MetadataRequest(topics=None), MetadataResponse, 9).throttle_time_ms
+        assert 0 < throttle <= 1000
+        assert idle.send(MetadataRequest(topics=None), MetadataResponse, 9).throttle_time_ms == 0
