@@ -5,7 +5,10 @@ Usage: ``python scripts/gen_wire.py [--schemas DIR] [--newer-schemas DIR] [--out
 
 The schemas are read from ``../shared/kafka-protocol`` (beside the project root) by
 default; they are never copied into the project, and neither is their prose. The APIs
-in ``NEWER_APIS`` come from Kafka 4.3's schemas (``../shared/kafka-protocol-4.3``). For
+Kafka 4.3's schemas (``../shared/kafka-protocol-4.3``) are merged in: every API both
+define is generated from 4.3's schema, extended down to 3.9's lowest version, with
+the fields that only those older versions had (see :func:`merge_schemas`), so 4.3's
+new versions are spoken while 3.9's clients keep theirs. For
 every struct and every version the generator emits a straight-line decode and
 encode function, then keeps one copy of each distinct function body, so versions
 with the same layout share code. Consecutive fixed-width fields are read and
@@ -30,9 +33,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SCHEMAS = ROOT.parent / "shared" / "kafka-protocol"
 NEWER_SCHEMAS_NAME = "kafka-protocol-4.3"  # beside the 3.9 schemas
-#: APIs generated from the newer (Kafka 4.3) schemas, whose versions are a superset of
-#: 3.9's for these keys: ConsumerGroupHeartbeat and ConsumerGroupDescribe v0-1 (KIP-848).
-NEWER_APIS = frozenset({68, 69, 76, 77, 78, 79, 90, 91, 92})
+#: APIs kept at their 3.9 schemas: Vote renamed its fields in 4.x (the quorum here is not
+#: Kafka's Raft, and these messages are never spoken).
+OLDER_APIS = frozenset({52})
+#: APIs taken from 4.3 as they are: the share-group RPCs of KIP-932 were early access
+#: in 3.9 and changed their version 0 since.
+REDEFINED_APIS = frozenset({76, 77, 78, 79, 83, 84, 85, 86, 87})
 DEFAULT_OUT = ROOT / "wire" / "generated"
 
 BANNER = (
@@ -851,8 +857,91 @@ def describe(spec: SchemaSpec) -> str:
     return text
 
 
+def _field_layout(spec: SchemaSpec, struct: StructSpec, v: int) -> tuple[object, ...]:
+    """What decides the bytes of ``struct`` at version ``v``: every field present, in order."""
+    out: list[object] = []
+    for f in struct.fields:
+        if v not in f.versions:
+            continue
+        flexible = v in f.flexible_override if f.flexible_override is not None else v in spec.flexible
+        sub = _field_layout(spec, f.struct, v) if f.struct is not None else None
+        out.append((f.name, f.type, v in f.nullable, f.tag if v in f.tagged else None, flexible, sub))
+    return tuple(out)
+
+
+def merge_schemas(older: SchemaSpec, newer: SchemaSpec) -> SchemaSpec:
+    """``newer`` (4.3) extended down to ``older``'s (3.9) lowest version.
+
+    Kafka 4 dropped old versions (KIP-896) and with them fields only those versions had
+    (ListOffsets v0's MaxNumOffsets, OffsetCommit v1's CommitTimestamp, ...); those fields
+    are put back where 3.9 had them. Every version must then lay out exactly as the schema
+    that defines it, or generation stops.
+    """
+    merged_ids: set[int] = set()
+
+    def merge(old: StructSpec, new: StructSpec) -> None:
+        if id(new) in merged_ids:
+            return
+        merged_ids.add(id(new))
+        new_by_name = {f.name: f for f in new.fields}
+        position = 0
+        for f in old.fields:
+            if f.name in new_by_name:
+                nf = new_by_name[f.name]
+                position = new.fields.index(nf) + 1
+                if f.struct is not None and nf.struct is not None:
+                    merge(f.struct, nf.struct)
+                continue
+            if f.struct is not None or f.versions.high >= newer.valid.low:
+                raise SystemExit(f"{newer.name}: cannot merge {old.name}.{f.name} from the older schema")
+            new.fields.insert(position, f)
+            position += 1
+
+    if older.flexible != newer.flexible:
+        raise SystemExit(f"{newer.name}: flexible versions differ between the schemas")
+    newer_layouts = {v: _field_layout(newer, newer.top, v) for v in range(newer.valid.low, newer.valid.high + 1)}
+    merge(older.top, newer.top)
+    own_low = newer.valid.low
+    newer.valid = Versions(min(older.valid.low, newer.valid.low), newer.valid.high)
+    # Versions 3.9 deprecated, and those Kafka 4 removed, stay deprecated.
+    deprecated_high = max(own_low - 1, older.deprecated.high, newer.deprecated.high)
+    if deprecated_high >= newer.valid.low:
+        newer.deprecated = Versions(newer.valid.low, deprecated_high)
+    for v in range(newer.valid.low, newer.valid.high + 1):
+        layout = _field_layout(newer, newer.top, v)
+        if (v in older.valid and layout != _field_layout(older, older.top, v)) or layout != newer_layouts.get(v, layout):
+            raise SystemExit(f"{newer.name} v{v}: the merged layout differs from a source schema's")
+    return newer
+
+
+def newer_api_schemas(
+    newer: Path, older_by_key: dict[int, dict[str, SchemaSpec]], older_apis: frozenset[int] = OLDER_APIS
+) -> list[SchemaSpec]:
+    """The request and response schemas taken from Kafka 4.3: APIs new in 4.3, and every API
+    both define (merged with 3.9's, see :func:`merge_schemas`) except ``older_apis``.
+    Schemas 4.3 only keeps as removed stubs (no fields) stay 3.9's."""
+    out: list[SchemaSpec] = []
+    for p in sorted((newer / "messages").glob("*Re*.json")):
+        if not p.stem.endswith(("Request", "Response")):
+            continue
+        raw = load_json(p)
+        key = raw.get("apiKey")
+        if not isinstance(key, int) or key in older_apis or "fields" not in raw:
+            continue
+        s = parse_schema(p)
+        if s.kind not in ("request", "response"):
+            continue
+        old = older_by_key.get(key, {}).get(s.kind)
+        if old is not None and old.name == s.name and key not in REDEFINED_APIS:
+            s = merge_schemas(old, s)
+        elif old is not None and key not in REDEFINED_APIS and old.valid.low < s.valid.low:
+            raise SystemExit(f"{s.name}: renamed from {old.name} and drops its versions below {s.valid.low}")
+        out.append(s)
+    return out
+
+
 def generate(schemas: Path, out: Path, newer: Path | None = None,
-             newer_apis: frozenset[int] = NEWER_APIS) -> None:
+             older_apis: frozenset[int] = OLDER_APIS) -> None:
     messages = schemas / "messages"
     if out.exists():
         shutil.rmtree(out)
@@ -871,15 +960,9 @@ def generate(schemas: Path, out: Path, newer: Path | None = None,
         else:
             others.append(s)
     if newer is not None:
-        # Keys new in 4.3 (absent from the 3.9 schemas) are found by their apiKey.
-        for p in sorted((newer / "messages").glob("*Re*.json")):
-            if not p.stem.endswith(("Request", "Response")):
-                continue
-            if load_json(p).get("apiKey") not in newer_apis:
-                continue
-            s = parse_schema(p)
-            if s.kind in ("request", "response") and s.api_key in newer_apis:
-                by_key.setdefault(s.api_key, {})[s.kind] = s
+        for s in newer_api_schemas(newer, by_key, older_apis):
+            assert s.api_key is not None
+            by_key.setdefault(s.api_key, {})[s.kind] = s
 
     registry_imports: list[str] = []
     registry_rows: list[str] = []
@@ -971,7 +1054,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--schemas", type=Path, default=DEFAULT_SCHEMAS)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--newer-schemas", type=Path, default=None,
-                    help=f"Kafka 4.3 schemas for the APIs in NEWER_APIS (default: {NEWER_SCHEMAS_NAME} "
+                    help=f"Kafka 4.3 schemas, merged over 3.9's (default: {NEWER_SCHEMAS_NAME} "
                          "beside --schemas)")
     args = ap.parse_args(argv)
     if args.newer_schemas is None:
