@@ -1,4 +1,4 @@
-"""Produce (0), v0-11: validate each partition's batch, assign offsets by rewriting
+"""Produce (0), v0-12: validate each partition's batch, assign offsets by rewriting
 the batch header in place, append, and answer now (acks 0/1) or once the high
 watermark passes the batch (acks=all).
 
@@ -6,7 +6,7 @@ Batches with a producer id go through the partition's producer state
 (:mod:`broker.transaction.append`): an exact retry gets its original offset,
 a gap OUT_OF_ORDER_SEQUENCE_NUMBER, a stale epoch INVALID_PRODUCER_EPOCH, and
 a transaction's first write to a partition is verified with the transaction
-coordinator. v0-2 carry legacy message sets, up-converted to magic 2 on append. Errors are
+coordinator (v12 on transactions v2: added to the transaction by it). v0-2 carry legacy message sets, up-converted to magic 2 on append. Errors are
 per partition. With acks=0 nothing is answered, and any error closes the
 connection so the client notices, as Kafka does.
 """
@@ -40,7 +40,7 @@ log = structlog.get_logger(__name__)
 
 API_KEY = 0
 MIN_VERSION = 0
-MAX_VERSION = 11
+MAX_VERSION = 12
 
 
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:

@@ -6,7 +6,9 @@ partition's first transactional write of a transaction is verified with the
 transaction coordinator first (KIP-890 part 1): the partition must be in the
 producer's ongoing transaction, else INVALID_TXN_STATE, so a write that
 arrives after its transaction ended cannot open a transaction nobody will
-ever close. Then :meth:`ProducerStateManager.append` deduplicates, checks
+ever close. With transactions v2 (Produce v12+ and ``transaction.version`` 2)
+the client sends no AddPartitionsToTxn: the coordinator adds the partition
+instead of verifying it (KIP-890 part 2). Then :meth:`ProducerStateManager.append` deduplicates, checks
 sequences and epochs, and appends.
 
 Markers (Kafka's KafkaApis.handleWriteTxnMarkersRequest): each COMMIT or ABORT
@@ -60,6 +62,8 @@ log = structlog.get_logger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
 #: Produce v11 is the first whose clients understand TRANSACTION_ABORTABLE (KIP-890).
 TRANSACTION_ABORTABLE_PRODUCE_VERSION = 11
+#: Produce v12+ on transactions v2: the partition leader adds the partition to the transaction.
+TRANSACTIONS_V2_PRODUCE_VERSION = 12
 
 _STATE_ERRORS: dict[type[ProducerStateError], ErrorCode] = {
     OutOfOrderSequenceError: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -109,6 +113,17 @@ class TransactionVerifier(Protocol):
         """Per partition: NONE if it is in the producer's ongoing transaction, else the reason."""
         ...
 
+    def transactions_v2_enabled(self) -> bool:
+        """Whether the cluster's transaction.version is 2 (KIP-890 part 2)."""
+        ...
+
+    async def add_partitions_for_produce(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Transactions v2: add the partitions to the producer's transaction (it sends no
+        AddPartitionsToTxn); per partition NONE, else the reason."""
+        ...
+
 
 async def append_produce(
     partition: Partition,
@@ -142,6 +157,9 @@ async def _verify(partition: Partition, transactional_id: str | None, producer_i
         raise ProduceAppendError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if verifier is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    elif api_version >= TRANSACTIONS_V2_PRODUCE_VERSION and verifier.transactions_v2_enabled():
+        error = (await verifier.add_partitions_for_produce(transactional_id, producer_id, producer_epoch, [tp])).get(
+            tp, ErrorCode.NONE)
     else:
         error = (await verifier.verify_partitions(transactional_id, producer_id, producer_epoch, [tp])).get(
             tp, ErrorCode.NONE)
