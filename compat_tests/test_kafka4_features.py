@@ -23,8 +23,8 @@ from compat_tests.harness.drivers import Record
 from compat_tests.harness.scenario import BASE_TIMESTAMP_MS, get_driver, unique_topic
 from compat_tests.harness.transactions import TxnSpec, consume_isolated, produce_transactions
 from wire.errors import ErrorCode
-from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
 from wire.generated.api_010_find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
 from wire.generated.api_057_update_features import (
     UpdateFeaturesRequest,
     UpdateFeaturesRequestFeatureUpdateKey,
