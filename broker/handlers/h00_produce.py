@@ -1,4 +1,4 @@
-"""Produce (0), v0-12: validate each partition's batch, assign offsets by rewriting
+"""Produce (0), v0-13: validate each partition's batch, assign offsets by rewriting
 the batch header in place, append, and answer now (acks 0/1) or once the high
 watermark passes the batch (acks=all).
 
@@ -7,12 +7,14 @@ Batches with a producer id go through the partition's producer state
 a gap OUT_OF_ORDER_SEQUENCE_NUMBER, a stale epoch INVALID_PRODUCER_EPOCH, and
 a transaction's first write to a partition is verified with the transaction
 coordinator (v12 on transactions v2: added to the transaction by it). v0-2 carry legacy message sets, up-converted to magic 2 on append. Errors are
-per partition. With acks=0 nothing is answered, and any error closes the
+per partition. v13 names topics by id (KIP-516): an id the metadata does not know gets
+UNKNOWN_TOPIC_ID. With acks=0 nothing is answered, and any error closes the
 connection so the client notices, as Kafka does.
 """
 
 from __future__ import annotations
 
+import uuid
 from functools import partial
 
 import structlog
@@ -40,7 +42,7 @@ log = structlog.get_logger(__name__)
 
 API_KEY = 0
 MIN_VERSION = 0
-MAX_VERSION = 12
+MAX_VERSION = 13
 
 
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
@@ -60,9 +62,11 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     pacer = ctx.pacer
     # One connection's produces append in the order they arrived, as Kafka's one request at a
     # time per connection does: a pause below must not let a later request overtake.
+    by_id = ctx.api_version >= 13
     async with ctx.conn.append_lock:
         for topic in request.topic_data:
-            t_resp = ProduceResponseTopicProduceResponse(name=topic.name)
+            name = _topic_name(ctx, topic.topic_id) if by_id else topic.name
+            t_resp = ProduceResponseTopicProduceResponse(name=topic.name, topic_id=topic.topic_id)
             response.responses.append(t_resp)
             for pdata in topic.partition_data:
                 if pacer.tick():
@@ -73,21 +77,25 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                     p_resp.error_code = ErrorCode.INVALID_REQUIRED_ACKS
                     failed = True
                     continue
+                if name is None:
+                    p_resp.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                    failed = True
+                    continue
                 if untransacted:
                     p_resp.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                     failed = True
                     continue
-                if not may_write(topic.name):
+                if not may_write(name):
                     p_resp.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                     failed = True
                     continue
-                if topic.name in INTERNAL_TOPICS:
+                if name in INTERNAL_TOPICS:
                     # Only the coordinators write there (not through Produce), as in Kafka.
                     p_resp.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
-                    p_resp.error_message = f"Cannot append to internal topic {topic.name}"
+                    p_resp.error_message = f"Cannot append to internal topic {name}"
                     failed = True
                     continue
-                partition = rm.get(topic.name, pdata.index)
+                partition = rm.get(name, pdata.index)
                 if partition is None:
                     p_resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     failed = True
@@ -96,7 +104,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                     p_resp.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
                     failed = True
                     continue
-                if acks == -1 and len(partition.isr) < node.min_insync_replicas(topic.name):
+                if acks == -1 and len(partition.isr) < node.min_insync_replicas(name):
                     p_resp.error_code = ErrorCode.NOT_ENOUGH_REPLICAS
                     failed = True
                     continue
@@ -108,7 +116,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 try:
                     validate = partial(
                         validate_produce, records, ctx.api_version, partition.config, node.clock_ms(),
-                        node.timestamp_policy_for(partition), topic_partition=f"{topic.name}-{pdata.index}",
+                        node.timestamp_policy_for(partition), topic_partition=f"{name}-{pdata.index}",
                         target=node.target_compression_for(partition),
                     )
                     # A large batch's copy and CRC would hold the loop; crc32c releases the GIL.
@@ -121,11 +129,11 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                         ProduceResponseBatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
                         for i, m in ex.record_errors
                     ]
-                    node.log_client_error("produce_rejected", topic=topic.name, partition=pdata.index,
+                    node.log_client_error("produce_rejected", topic=name, partition=pdata.index,
                                           error=ex.code.name, reason=ex.message, client_id=ctx.client_id)
                     failed = True
                     continue
-                span = node.tracing.start_append(topic.name, pdata.index, validated.data, validated.batches,
+                span = node.tracing.start_append(name, pdata.index, validated.data, validated.batches,
                                                  validated.record_count) if node.tracing.active else None
                 try:
                     info = await append_produce(partition, validated, request.transactional_id, ctx.api_version,
@@ -139,7 +147,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                     # The write may have partly landed: never answer -1 (clients turn it into duplicates).
                     p_resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
                     p_resp.error_message = describe_error(ex)
-                    log.error("append_failed", topic=topic.name, partition=pdata.index, error=p_resp.error_message)
+                    log.error("append_failed", topic=name, partition=pdata.index, error=p_resp.error_message)
                     failed = True
                     continue
                 node.metrics.record_produce(validated.record_count, len(validated.data))
@@ -198,12 +206,18 @@ async def _wait_for_replication(
         p_resp.error_code = ErrorCode.REQUEST_TIMED_OUT
 
 
+def _topic_name(ctx: RequestContext, topic_id: uuid.UUID) -> str | None:
+    topic = ctx.node.image.topics_by_id.get(topic_id)
+    return None if topic is None else topic.name
+
+
 def error_response(request: ProduceRequest, code: ErrorCode) -> ProduceResponse:
     """Every partition gets ``code`` (used when the handler failed before appending)."""
     return ProduceResponse(
         responses=[
             ProduceResponseTopicProduceResponse(
                 name=t.name,
+                topic_id=t.topic_id,
                 partition_responses=[
                     ProduceResponsePartitionProduceResponse(index=p.index, error_code=code, base_offset=-1)
                     for p in t.partition_data

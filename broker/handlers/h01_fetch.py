@@ -1,4 +1,4 @@
-"""Fetch (1), v4-17: read from partition logs, long-polling until ``min_bytes`` arrive
+"""Fetch (1), v4-18: read from partition logs, long-polling until ``min_bytes`` arrive
 or ``max_wait_ms`` passes. A waiting fetch is woken by appends and high-watermark
 moves, never by polling.
 
@@ -47,7 +47,7 @@ log = structlog.get_logger(__name__)
 
 API_KEY = 1
 MIN_VERSION = 4
-MAX_VERSION = 17
+MAX_VERSION = 18
 
 READ_COMMITTED = 1
 

@@ -40,7 +40,7 @@ MAX_VERSION = 5
 
 NO_LEADER_EPOCH = -1
 LOAD_IN_PROGRESS_VERSION = 2
-TRANSACTION_ABORTABLE_VERSION = 5
+TRANSACTION_ABORTABLE_VERSION = 4
 #: TxnOffsetCommit v5+ with transaction.version 2: the offsets partition is added to the
 #: transaction by the broker, the client sends no AddOffsetsToTxn (KIP-890 part 2).
 TRANSACTIONS_V2_VERSION = 5
