@@ -277,7 +277,8 @@ class TransactionCoordinator:
             return error
         if metadata is None or current is not shard or current.coordinator_epoch != coordinator_epoch:
             return ErrorCode.NOT_COORDINATOR
-        value = None if transit.txn_state is S.DEAD else value_bytes(transit)
+        value = None if transit.txn_state is S.DEAD else value_bytes(
+            transit, level(self.node.image.features, TRANSACTION_VERSION))
         record = CoordinatorRecord(key_bytes(transactional_id), value)
         result = await _await_append(lambda cb: shard.ctx.append([record], cb))
         error = ErrorCode.NONE if result.error is ErrorCode.NONE else _append_error(result.error)

@@ -128,8 +128,8 @@ class TransactionMetadata:
     #: The bumped epoch of a fence may not have reached the log; do not bump again.
     has_failed_epoch_fence: bool = False
     next_producer_id: int = NO_PRODUCER_ID
-    #: The transaction version of the client's last change (2: transactions v2). Not in the
-    #: log records written here (TransactionLogValue v0): a reloaded transaction reads as 0.
+    #: The transaction version of the client's last change (2: transactions v2); in the log
+    #: from transaction.version 1 (TransactionLogValue v1, tag 2).
     client_transaction_version: int = 0
 
     @property
