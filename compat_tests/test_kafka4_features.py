@@ -9,17 +9,24 @@
   committed records. With transaction.version downgraded to 1 it falls back to v1 (no bump),
   as a Java 3.9 producer always does.
 - group.version 0 turns the consumer rebalance protocol off (UNSUPPORTED_VERSION), as Kafka.
+- Java's Admin.describeFeatures/updateFeatures (3.9 and 4.3) see and change the levels; the
+  ``cormorant features`` command run as a user runs it describes them as kafka-features.sh.
 """
 
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 import time
 import uuid
+
+import pytest
 
 from broker.client import KafkaClient
 from compat_tests.harness.broker import Broker
 from compat_tests.harness.drivers import Record
+from compat_tests.harness.drivers.jsonproc import JsonProcessDriver
 from compat_tests.harness.scenario import BASE_TIMESTAMP_MS, get_driver, unique_topic
 from compat_tests.harness.transactions import TxnSpec, consume_isolated, produce_transactions
 from wire.errors import ErrorCode
@@ -154,3 +161,47 @@ def test_group_version_zero_turns_the_consumer_protocol_off(broker: Broker) -> N
             assert r.error_code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
             time.sleep(0.2)
     assert r.error_code == ErrorCode.NONE
+
+
+@pytest.mark.parametrize("client", ["java", "java4"])
+def test_java_admin_describes_and_updates_features(broker: Broker, client: str) -> None:
+    driver = get_driver(client, broker)
+    assert isinstance(driver, JsonProcessDriver)
+    epoch, finalized, supported = _finalized(broker)
+    described = driver.call("describe_features")
+    assert described["finalized"] == finalized
+    assert {k: tuple(v) for k, v in described["supported"].items()} == supported
+    assert described["epoch"] >= epoch
+    # A dry run changes nothing; a refused downgrade says why; a safe one is seen by Admin.
+    assert driver.call("update_feature", feature="share.version", level=0, upgrade_type="safe_downgrade",
+                       validate_only=True)["error"] is None
+    assert _finalized(broker)[1]["share.version"] == 1
+    refused = driver.call("update_feature", feature="metadata.version", level=21, upgrade_type="unsafe_downgrade")
+    assert refused["error"] == "InvalidUpdateVersionException"
+    try:
+        assert driver.call("update_feature", feature="share.version", level=0,
+                           upgrade_type="safe_downgrade")["error"] is None
+        assert "share.version" not in driver.call("describe_features")["finalized"]
+    finally:
+        assert _update(broker, "share.version", 1, upgrade_type=1).error_code == ErrorCode.NONE
+    assert driver.call("describe_features")["finalized"]["share.version"] == 1
+
+
+def test_features_command_describes_and_changes_levels(broker: Broker) -> None:
+    def features(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "broker", "features", "--bootstrap-server", broker.bootstrap,
+                               *args], capture_output=True, text=True, timeout=60, check=False)
+
+    described = features("describe")
+    assert described.returncode == 0, described.stderr
+    epoch = _finalized(broker)[0]
+    assert (f"Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 4.0-IV3\t"
+            f"FinalizedVersionLevel: 4.0-IV3\tEpoch: {epoch}") in described.stdout.splitlines()
+    downgraded = features("downgrade", "--feature", "group.version=0")
+    assert (downgraded.returncode, downgraded.stdout) == (0, "group.version was disabled.\n")
+    try:
+        assert "group.version" not in _finalized(broker)[1]
+    finally:
+        upgraded = features("upgrade", "--feature", "group.version=1")
+        assert (upgraded.returncode, upgraded.stdout) == (0, "group.version was upgraded to 1.\n")
+    assert _finalized(broker)[1]["group.version"] == 1
