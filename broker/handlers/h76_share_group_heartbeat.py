@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 
 from broker.dispatch import RequestContext
-from controller.features import SHARE_VERSION, level
+from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
 from wire.errors import ErrorCode
 from wire.generated.api_076_share_group_heartbeat import (
     ShareGroupHeartbeatRequest,
@@ -42,10 +42,8 @@ def invalid_reason(request: ShareGroupHeartbeatRequest) -> str | None:
 
 
 async def handle(ctx: RequestContext, request: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse:
-    if level(ctx.node.image.features, SHARE_VERSION) < 1:
-        # As Kafka 4: share groups need share.version 1.
-        return ShareGroupHeartbeatResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
-                                           error_message="Share groups are not enabled (share.version is 0).")
+    if not share_groups_enabled(ctx.node.image):
+        return ShareGroupHeartbeatResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED_MESSAGE)
     reason = invalid_reason(request)
     if reason is not None:
         return ShareGroupHeartbeatResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=reason)
