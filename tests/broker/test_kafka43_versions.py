@@ -61,10 +61,20 @@ from wire.generated.api_028_txn_offset_commit import (
     TxnOffsetCommitRequestTopic,
     TxnOffsetCommitResponse,
 )
+from wire.generated.api_044_incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsRequestAlterableConfig,
+    IncrementalAlterConfigsRequestAlterConfigsResource,
+    IncrementalAlterConfigsResponse,
+)
 from wire.generated.api_060_describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from wire.generated.api_066_list_transactions import (
     ListTransactionsRequest,
     ListTransactionsResponse,
+)
+from wire.generated.api_074_list_config_resources import (
+    ListConfigResourcesRequest,
+    ListConfigResourcesResponse,
 )
 from wire.records import NewRecord, build_batch, iter_batch_headers, iter_records
 
@@ -233,3 +243,34 @@ def test_txn_offset_commit_v4_answers_transaction_abortable(client: KafkaClient)
 
     assert commit(4) == ErrorCode.TRANSACTION_ABORTABLE
     assert commit(3) == ErrorCode.INVALID_TXN_STATE
+
+
+def test_list_config_resources(client: KafkaClient) -> None:
+    topic_id(client, "v43-configs")
+    altered = client.send(IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequestAlterConfigsResource(
+        resource_type=32, resource_name="v43-config-group", configs=[IncrementalAlterConfigsRequestAlterableConfig(
+            name="share.record.lock.duration.ms", config_operation=0, value="15000")])]),
+        IncrementalAlterConfigsResponse)
+    assert altered.responses[0].error_code == ErrorCode.NONE, altered.responses[0].error_message
+
+    def listed(types: list[int], version: int = 1) -> tuple[int, list[tuple[int, str]]]:
+        r = client.send(ListConfigResourcesRequest(resource_types=types), ListConfigResourcesResponse, version)
+        return r.error_code, [(c.resource_type, c.resource_name) for c in r.config_resources]
+
+    error, every = listed([])
+    assert error == ErrorCode.NONE
+    assert (32, "v43-config-group") in every and (2, "v43-configs") in every
+    assert (4, "1") in every and (8, "1") in every
+    assert [kind for kind, _ in every] == sorted((kind for kind, _ in every), key=[32, 16, 8, 4, 2].index)
+    assert listed([4, 8]) == (ErrorCode.NONE, [(8, "1"), (4, "1")])
+    assert listed([2])[1] == [(2, name) for name in sorted(name for kind, name in every if kind == 2)]
+    assert listed([64]) == (ErrorCode.UNSUPPORTED_VERSION, [])
+    # v0 (ListClientMetricsResources) lists client metrics subscriptions only: none here.
+    assert listed([], 0) == (ErrorCode.NONE, [])
+
+
+def test_client_telemetry_is_not_advertised(client: KafkaClient) -> None:
+    """As a Kafka 4.3 broker without a ClientTelemetry receiver plugin: GetTelemetrySubscriptions
+    (71) and PushTelemetry (72) are left out of ApiVersions; ListConfigResources (74) is in."""
+    assert 71 not in client.api_versions and 72 not in client.api_versions
+    assert (client.api_versions[74].min_version, client.api_versions[74].max_version) == (0, 1)
