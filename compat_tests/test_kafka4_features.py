@@ -9,6 +9,10 @@
   committed records. With transaction.version downgraded to 1 it falls back to v1 (no bump),
   as a Java 3.9 producer always does.
 - group.version 0 turns the consumer rebalance protocol off (UNSUPPORTED_VERSION), as Kafka.
+- A Java 4.3 producer and consumer-protocol group member speak Kafka 4.3's newest versions
+  (Produce 13, Fetch 18, ListOffsets 11, Metadata 13, OffsetCommit/OffsetFetch 10: topics
+  by id; its classic consumer stays on OffsetCommit/OffsetFetch 9) and read back exactly
+  what was written.
 - Java's Admin.describeFeatures/updateFeatures (3.9 and 4.3) see and change the levels; the
   ``cormorant features`` command run as a user runs it describes them as kafka-features.sh.
 """
@@ -20,6 +24,7 @@ import subprocess
 import sys
 import time
 import uuid
+from typing import Any
 
 import pytest
 
@@ -27,6 +32,8 @@ from broker.client import KafkaClient
 from compat_tests.harness.broker import Broker
 from compat_tests.harness.drivers import Record
 from compat_tests.harness.drivers.jsonproc import JsonProcessDriver
+from compat_tests.harness.groups import GroupOptions
+from compat_tests.harness.proxy import FaultProxy
 from compat_tests.harness.scenario import BASE_TIMESTAMP_MS, get_driver, unique_topic
 from compat_tests.harness.transactions import TxnSpec, consume_isolated, produce_transactions
 from wire.errors import ErrorCode
@@ -205,3 +212,25 @@ def test_features_command_describes_and_changes_levels(broker: Broker) -> None:
         upgraded = features("upgrade", "--feature", "group.version=1")
         assert (upgraded.returncode, upgraded.stdout) == (0, "group.version was upgraded to 1.\n")
     assert _finalized(broker)[1]["group.version"] == 1
+
+
+def test_java4_clients_speak_kafka_4_3_versions(broker_factory: Any) -> None:
+    proxy = FaultProxy()  # records the version of every request on its way
+    try:
+        broker = broker_factory({"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"})
+        proxy.upstream_port = broker.port
+        driver = get_driver("java4", broker)
+        driver.bootstrap = proxy.bootstrap
+        topic = unique_topic("v43-java4")
+        broker.create_topic(topic, PARTITIONS)
+        records = _records("v43", 6)
+        deliveries = driver.produce(topic, records, acks=-1)
+        # The consumer rebalance protocol's consumer (KIP-848) commits and fetches offsets by topic id.
+        consumed = driver.group_consume(topic, f"v43-group-{next(_ids)}", count=len(records),
+                                        options=GroupOptions(group_protocol="consumer"))
+        assert sorted(consumed) == sorted((d.partition, d.offset) for d in deliveries)
+        used = proxy.requests
+        for api_key, version in ((0, 13), (1, 18), (2, 11), (3, 13), (8, 10), (9, 10), (68, 1)):
+            assert (api_key, version) in used, (api_key, version, sorted(used))
+    finally:
+        proxy.close()
