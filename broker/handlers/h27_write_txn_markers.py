@@ -6,8 +6,9 @@ coordinator's epoch (a marker from an older coordinator is
 TRANSACTION_COORDINATOR_FENCED, one with an older producer epoch
 INVALID_PRODUCER_EPOCH), answered once replicated. The coordinator on this
 broker sends its own markers here too, through the dispatcher. v1 is flexible. v2 (KIP-1228) names each marker's transaction
-version; markers are checked as before (an older producer epoch is fenced), and this
-broker's coordinator still sends v1.
+version: a transactions-v2 marker must carry an epoch above the producer's last one (its
+EndTxn bumped it), else INVALID_PRODUCER_EPOCH; others only not below it. This broker's
+coordinator still sends v1.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteT
     if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return await write_txn_markers(node, request, REQUEST_TIMEOUT_MS,
-                                   node.transaction_coordinator.offsets_marker_listener())
+                                   node.transaction_coordinator.offsets_marker_listener(), ctx.api_version)
 
 
 def error_response(request: WriteTxnMarkersRequest, code: ErrorCode) -> WriteTxnMarkersResponse:

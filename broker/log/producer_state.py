@@ -336,8 +336,16 @@ class ProducerAppendInfo:
             self.started_transactions.append(TxnMetadata(self.producer_id, first_offset))
 
     def append_end_txn_marker(self, control_type: ControlRecordType, coordinator_epoch: int,
-                              producer_epoch: int, offset: int, timestamp: int) -> CompletedTxn | None:
+                              producer_epoch: int, offset: int, timestamp: int,
+                              transaction_version: int = 0) -> CompletedTxn | None:
         self._check_producer_epoch(producer_epoch, offset)
+        current = self.updated.producer_epoch
+        if transaction_version >= 2 and self.origin is not AppendOrigin.REPLICATION and producer_epoch <= current:
+            # KIP-1228: a transactions-v2 marker carries the epoch its EndTxn bumped, so one at
+            # the producer's current epoch is a zombie's.
+            raise InvalidProducerEpochError(
+                f"Epoch of producer {self.producer_id} at offset {offset} in {self.topic_partition} is"
+                f" {producer_epoch}, which is not greater than the last seen epoch {current} (transactions v2)")
         if self.updated.coordinator_epoch > coordinator_epoch:
             if self.origin is AppendOrigin.REPLICATION:
                 log.info("stale_coordinator_epoch_replicated", partition=self.topic_partition,
@@ -675,14 +683,17 @@ class ProducerStateManager:
         leader_epoch: int,
         *,
         origin: AppendOrigin = AppendOrigin.COORDINATOR,
+        transaction_version: int = 0,
     ) -> AppendInfo:
-        """Write a COMMIT or ABORT marker for ``producer_id`` (WriteTxnMarkers)."""
+        """Write a COMMIT or ABORT marker for ``producer_id`` (WriteTxnMarkers); a transactions-v2
+        marker (``transaction_version`` 2) must carry an epoch above the producer's (KIP-1228)."""
         self.sync()
         plog = self._log
         end_before = plog.log_end_offset
         now = self._clock_ms()
         info_ = self._prepare(producer_id, origin)
-        completed = info_.append_end_txn_marker(control_type, coordinator_epoch, producer_epoch, end_before, now)
+        completed = info_.append_end_txn_marker(control_type, coordinator_epoch, producer_epoch, end_before, now,
+                                                transaction_version)
         batch = bytearray(build_control_batch(control_type, producer_id, producer_epoch, coordinator_epoch,
                                               timestamp_ms=now))
         info = plog.append_as_leader(batch, leader_epoch)

@@ -62,6 +62,8 @@ log = structlog.get_logger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
 #: Produce v11 is the first whose clients understand TRANSACTION_ABORTABLE (KIP-890).
 TRANSACTION_ABORTABLE_PRODUCE_VERSION = 11
+#: WriteTxnMarkers v2 names each marker's transaction version (KIP-1228).
+MARKER_TRANSACTION_VERSION_VERSION = 2
 #: Produce v12+ on transactions v2: the partition leader adds the partition to the transaction.
 TRANSACTIONS_V2_PRODUCE_VERSION = 12
 
@@ -190,6 +192,7 @@ async def write_txn_markers(
     request: WriteTxnMarkersRequest,
     timeout_ms: int,
     offsets_marker_listener: OffsetsMarkerListener | None = None,
+    api_version: int = 1,
 ) -> WriteTxnMarkersResponse:
     """Write each marker to the partitions this broker leads and wait until they are replicated."""
     rm = node.replica_manager
@@ -199,6 +202,7 @@ async def write_txn_markers(
         result = WriteTxnMarkersResponseWritableTxnMarkerResult(producer_id=marker.producer_id)
         response.markers.append(result)
         control_type = ControlRecordType.COMMIT if marker.transaction_result else ControlRecordType.ABORT
+        transaction_version = marker.transaction_version if api_version >= MARKER_TRANSACTION_VERSION_VERSION else 0
         offsets_partitions: list[int] = []
         for topic in marker.topics:
             t_result = WriteTxnMarkersResponseWritableTxnMarkerTopicResult(name=topic.name)
@@ -219,7 +223,8 @@ async def write_txn_markers(
                 try:
                     info = partition.producer_state.append_marker(
                         control_type, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
-                        partition.leader_epoch, origin=AppendOrigin.COORDINATOR)
+                        partition.leader_epoch, origin=AppendOrigin.COORDINATOR,
+                        transaction_version=transaction_version)
                 except ProducerStateError as ex:
                     p_result.error_code = state_error_code(ex)
                     log.info("txn_marker_refused", topic=topic.name, partition=index, producer_id=marker.producer_id,
