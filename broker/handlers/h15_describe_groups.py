@@ -6,7 +6,8 @@ as Kafka does. A group this coordinator does not know is described as
 classic group; ConsumerGroupDescribe describes it). v3 can ask for the authorized operations: with no
 authorizer every operation a group supports (READ, DELETE, DESCRIBE); v4 adds
 the members' group instance ids. v6 (KIP-1043) answers a group that is not there (or not
-a classic group) GROUP_ID_NOT_FOUND, still described as ``Dead``.
+a classic group) GROUP_ID_NOT_FOUND ("Group X is not a classic group." for a consumer-protocol group), still
+described as ``Dead``.
 """
 
 from __future__ import annotations
@@ -60,7 +61,10 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
         error, summary = coordinator.describe_group(group_id)
         message = None
         if ctx.api_version >= 6 and error is ErrorCode.NONE and summary.state == GroupState.DEAD.value:
-            error, message = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+            _, consumer_group = coordinator.describe_consumer_group(group_id)
+            error, message = ErrorCode.GROUP_ID_NOT_FOUND, (
+                f"Group {group_id} is not a classic group." if consumer_group is not None
+                else f"Group {group_id} not found.")
         response.groups.append(DescribeGroupsResponseDescribedGroup(
             error_code=error,
             error_message=message,
