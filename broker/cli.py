@@ -6,6 +6,7 @@
 ``cormorant share-groups ...`` does the same for share groups;
 ``cormorant partitions reassign|status|elect-leaders`` moves partitions and elects leaders;
 ``cormorant transactions ...`` lists and describes transactional ids;
+``cormorant features describe|upgrade|downgrade|disable`` shows and changes cluster features;
 ``cormorant acls --add|--list|--remove ...`` manages ACLs with kafka-acls.sh's options;
 ``cormorant configs --entity-type users|clients|ips ...`` describes and alters client quotas;
 ``cormorant dump-log FILE`` prints a segment's batches like Kafka's dump-log tool;
@@ -126,6 +127,12 @@ def _transactions(args: argparse.Namespace) -> int:
     from broker.tools.transactions import run_transactions
 
     return run_transactions(args)
+
+
+def _features(args: argparse.Namespace) -> int:
+    from broker.tools.features import run_features
+
+    return run_features(args)
 
 
 def _acls(args: argparse.Namespace) -> int:
@@ -259,6 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
     from broker.tools.transactions import add_parser as add_transactions_parser
 
     add_transactions_parser(sub).set_defaults(func=_transactions)
+
+    from broker.tools.features import add_parser as add_features_parser
+
+    add_features_parser(sub).set_defaults(func=_features)
 
     from broker.console.cli import add_parser as add_console_parser
 

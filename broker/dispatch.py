@@ -258,11 +258,16 @@ def invalid_request_response(api_key: int, api_version: int, correlation_id: int
     it; None when it has not, and the connection is closed instead."""
     from wire.generated.registry import API_SPECS
 
-    response = API_SPECS[api_key].response()
+    response_type = API_SPECS[api_key].response
+    response = response_type()
     if not hasattr(response, "error_code"):
         return None
     response.error_code = ErrorCode.INVALID_REQUEST
     try:
+        # An ignorable field is dropped silently where the version lacks it (Metadata before v13).
+        if getattr(response_type.decode(response.encode(api_version), api_version), "error_code", None) \
+                != ErrorCode.INVALID_REQUEST:
+            return None
         return encode_response(response, api_version, correlation_id)
     except UnsupportedVersionError:  # the field exists only in later versions
         return None

@@ -24,9 +24,11 @@ from broker.controller_channel import (
     ControllerChannel,
     ControllerRequestError,
 )
+from broker.feature_requests import forward_update_features
 from broker.quota_requests import QuotaChange, forward_alter_client_quotas
 from controller.acls import AclFilter, StandardAcl
 from controller.elections import PREFERRED, ElectionOutcome
+from controller.features import FeatureUpdate
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
 from controller.reassignment import ReassignmentOutcome
 from controller.service import CreateTopicResult, TopicRequest
@@ -333,6 +335,11 @@ class RemoteController:
                                   validate_only: bool) -> list[tuple[ErrorCode, str | None]]:
         return await forward_alter_client_quotas(self.channel, self.request_timeout_s, self._wait_for_image,
                                                  PROPAGATION_WAIT_S, changes, validate_only)
+
+    async def update_features(self, updates: Sequence[FeatureUpdate],
+                              validate_only: bool) -> tuple[ErrorCode, str | None]:
+        return await forward_update_features(self.channel, self.request_timeout_s, self._wait_for_image,
+                                             PROPAGATION_WAIT_S, updates, validate_only)
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         reply = await self.channel.send_to_active(

@@ -26,6 +26,7 @@ import trio
 from config import BrokerConfig, default_config
 from controller.acls import AclError, AclFilter, StandardAcl, matching_ids, validate_new_acl
 from controller.elections import UNCLEAN, ElectionOutcome, elect_leaders
+from controller.features import FeatureUpdate, bootstrap_records, plan_update
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
 from controller.partition_budget import PER_REQUEST, PartitionBudget
 from controller.quorum import MetadataQuorum, NotControllerError
@@ -44,7 +45,6 @@ from wire.generated.metadata.rec_003_partition_record import PartitionRecord
 from wire.generated.metadata.rec_004_config_record import ConfigRecord
 from wire.generated.metadata.rec_008_unfence_broker_record import UnfenceBrokerRecord
 from wire.generated.metadata.rec_009_remove_topic_record import RemoveTopicRecord
-from wire.generated.metadata.rec_012_feature_level_record import FeatureLevelRecord
 from wire.generated.metadata.rec_014_client_quota_record import (
     ClientQuotaRecord,
     ClientQuotaRecordEntityData,
@@ -60,8 +60,6 @@ log = structlog.get_logger(__name__)
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-#: metadata.version feature level of Kafka 3.9 (3.9-IV0).
-METADATA_VERSION_LEVEL = 21
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 _T = TypeVar("_T")
@@ -253,8 +251,18 @@ class Controller:
         """Writes the records a brand-new cluster starts with."""
         async with self._write_lock:
             self.require_active()
-            if "metadata.version" not in self.image.features:
-                await self._write([FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION_LEVEL)])
+            await self._write(list(bootstrap_records(self.image.features)))
+
+    async def update_features(
+        self, updates: Sequence[FeatureUpdate], validate_only: bool
+    ) -> tuple[ErrorCode, str | None]:
+        """UpdateFeatures on the active controller: every update is applied, or none."""
+        async with self._write_lock:
+            self.require_active()
+            error, message, records = plan_update(self.image.features, updates)
+            if error is ErrorCode.NONE and not validate_only:
+                await self._write(list(records))
+            return error, message
 
     async def register_broker(
         self, broker_id: int, endpoints: Sequence[Endpoint], rack: str | None

@@ -231,7 +231,10 @@ def _unregister(image: MetadataImage, rec: UnregisterBrokerRecord) -> MetadataIm
 
 def _feature(image: MetadataImage, rec: FeatureLevelRecord) -> MetadataImage:
     features = dict(image.features)
-    features[rec.name] = rec.feature_level
+    if rec.feature_level == 0 and rec.name != "metadata.version":
+        features.pop(rec.name, None)  # level 0: the feature is no longer finalized
+    else:
+        features[rec.name] = rec.feature_level
     return replace(image, features=features)
 
 

@@ -1,7 +1,8 @@
 """ApiVersions (18), v0-4, on the controller listener: the controller APIs this node serves.
 
 Same checks as the broker listener's (KIP-511 software name and version); the list
-is the controller listener's own table.
+is the controller listener's own table; the features are the quorum's (as
+``kafka-features.sh --bootstrap-controller`` reads them).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import re
 
 from broker.controller_handlers._common import controller_role
 from broker.dispatch import RequestContext
+from broker.feature_requests import add_features
 from wire.errors import ErrorCode
 from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
 
@@ -21,9 +23,12 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-_.]*[a-zA-Z0-9])?$")
 
 
 async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
-    response = ApiVersionsResponse(api_keys=controller_role(ctx).dispatcher.api_versions())
+    role = controller_role(ctx)
+    response = ApiVersionsResponse(api_keys=role.dispatcher.api_versions())
     if ctx.api_version >= 3 and not (
         _SOFTWARE.match(request.client_software_name) and _SOFTWARE.match(request.client_software_version)
     ):
         response.error_code = ErrorCode.INVALID_REQUEST
+    elif ctx.api_version >= 3:
+        add_features(response, role.controller.image)
     return response

@@ -1,4 +1,4 @@
-"""Fetch (1), v4-17: the partitions are read by the replica manager
+"""Fetch (1), v4-18: the partitions are read by the replica manager
 (:meth:`ReplicaManager.fetch_records`, :mod:`broker.replication.fetch`: leadership and
 epoch checks, divergence, isolation level, long-polling), record data going out as file
 regions with ``os.sendfile``. Fetch sessions (v7+, KIP-227, :mod:`broker.fetch_sessions`):
@@ -27,7 +27,7 @@ from wire.generated.api_001_fetch import (
 
 API_KEY = 1
 MIN_VERSION = 4
-MAX_VERSION = 17
+MAX_VERSION = 18
 
 READ_COMMITTED = 1
 

@@ -1,12 +1,13 @@
-"""ListOffsets (2), v0-9: offsets by timestamp, from the partition leader's log.
+"""ListOffsets (2), v0-11: offsets by timestamp, from the partition leader's log.
 
 Targets (Kafka's ``ListOffsetsRequest`` constants): EARLIEST (-2) is the log
 start offset; LATEST (-1) the high watermark for consumers (the last stable
 offset under read_committed, v2+; the log end offset for a follower's
 ``replica_id``); MAX_TIMESTAMP (-3, v7+) the first record holding the largest
 timestamp (KIP-734); EARLIEST_LOCAL (-4, v8+) the log start offset, as there is
-no tiered storage; LATEST_TIERED (-5, v9+) -1 with leader epoch -1, as Kafka
-answers without tiered storage. A timestamp finds the first record whose
+no tiered storage; LATEST_TIERED (-5, v9+) and EARLIEST_PENDING_UPLOAD (-6, v11+, KIP-1023)
+-1 with leader epoch -1, as Kafka answers without tiered storage (v10's timeout
+bounds remote reads, of which there are none here). A timestamp finds the first record whose
 timestamp is at or above it (the time index narrows the scan; the batch is
 decoded for the exact record). Lookups that land at or past the last offset a
 client may read answer -1/-1, so nothing beyond the high watermark leaks.
@@ -42,7 +43,7 @@ from wire.records import NO_TIMESTAMP
 
 API_KEY = 2
 MIN_VERSION = 0
-MAX_VERSION = 9
+MAX_VERSION = 11
 
 log = structlog.get_logger(__name__)
 
@@ -51,6 +52,7 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 #: Lowest request version allowed to ask for each special target.
 TARGET_MIN_VERSION = {
     EARLIEST_TIMESTAMP: 1,
@@ -58,6 +60,7 @@ TARGET_MIN_VERSION = {
     MAX_TIMESTAMP: 7,
     EARLIEST_LOCAL_TIMESTAMP: 8,
     LATEST_TIERED_TIMESTAMP: 9,
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP: 11,
 }
 CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
@@ -231,7 +234,7 @@ def _offset_for_timestamp(
         else:
             epoch = cache.epoch_for_offset(start)
         return NO_TIMESTAMP, start, epoch
-    if target == LATEST_TIERED_TIMESTAMP:
+    if target in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
         # Without tiered storage Kafka answers offset -1 with leader epoch -1.
         result: tuple[int, int, int | None] | None = (NO_TIMESTAMP, -1, -1)
     elif target == MAX_TIMESTAMP:

@@ -1,9 +1,11 @@
-"""Metadata (3), v0-12: brokers, cluster id, topics, partitions, leaders and epochs.
+"""Metadata (3), v0-13: brokers, cluster id, topics, partitions, leaders and epochs.
 
 Topics are null (v1+) for "all topics"; v0's empty list also means all. Unknown
 topics are created when both the request (v4+) and ``auto.create.topics.enable``
 allow it. Brokers are listed with their endpoint on the listener the request
 arrived on. Topic ids from v10; a request by id alone (v12+) is answered by id.
+v13 adds a top-level error code (KIP-1102's REBOOTSTRAP_REQUIRED, which a broker never
+sets itself: a malformed request gets INVALID_REQUEST there).
 v8+ can ask for each topic's authorized operations, v8-10 for the cluster's
 (KIP-430; from v11 DescribeCluster answers that): without an authorizer, every
 operation the resource type supports, as Kafka reports.
@@ -39,7 +41,7 @@ from wire.primitives import ZERO_UUID
 
 API_KEY = 3
 MIN_VERSION = 0
-MAX_VERSION = 12
+MAX_VERSION = 13
 
 #: The versions whose response carries the cluster's authorized operations.
 CLUSTER_OPERATIONS_VERSIONS = range(8, 11)

@@ -1,4 +1,4 @@
-"""OffsetCommit (8), v0-9: store a group's committed offsets in ``__consumer_offsets``.
+"""OffsetCommit (8), v0-10: store a group's committed offsets in ``__consumer_offsets``.
 
 Acknowledged once the records are committed (acks=all inside the broker).
 Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION; the rest go to
@@ -12,7 +12,8 @@ have: every partition gets UNSUPPORTED_VERSION, as Kafka 3.9 in KRaft mode
 answers. v1 carries a commit timestamp per partition (-1: now); v2-4 a
 retention time (-1: the broker's ``offsets.retention.minutes``; otherwise the
 offset expires that long after the commit); v6 the leader epoch; v7 the group
-instance id.
+instance id; v10 (KIP-848) names topics by id: an id the metadata does not know gets
+UNKNOWN_TOPIC_ID.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from wire.generated.api_008_offset_commit import (
 
 API_KEY = 8
 MIN_VERSION = 0
-MAX_VERSION = 9
+MAX_VERSION = 10
 
 DEFAULT_TIMESTAMP = -1
 DEFAULT_RETENTION_TIME = -1
@@ -49,17 +50,23 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
     group_allowed = authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id)
     may_read = checker(ctx, AclOperation.READ, ResourceType.TOPIC)
     pacer = ctx.pacer
+    by_id = version >= 10
+    names: list[str | None] = []
     for topic in request.topics:
-        known = image.topic(topic.name)
+        known = image.topics_by_id.get(topic.topic_id) if by_id else image.topic(topic.name)
+        name = (known.name if known is not None else None) if by_id else topic.name
+        names.append(name)
+        if name is None:
+            continue
         for p in topic.partitions:
             if pacer.tick():
                 await pacer.pause()
-            tp = (topic.name, p.partition_index)
+            tp = (name, p.partition_index)
             if version == 0:
                 errors[tp] = ErrorCode.UNSUPPORTED_VERSION
             elif not group_allowed:
                 errors[tp] = ErrorCode.GROUP_AUTHORIZATION_FAILED
-            elif not may_read(topic.name):
+            elif not may_read(name):
                 errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif known is None or p.partition_index not in known.partitions:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -80,11 +87,12 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
             offsets,
         ))
     response = OffsetCommitResponse()
-    for topic in request.topics:
-        t = OffsetCommitResponseTopic(name=topic.name)
+    for topic, name in zip(request.topics, names, strict=True):
+        t = OffsetCommitResponseTopic(name=topic.name, topic_id=topic.topic_id)
         for p in topic.partitions:
             t.partitions.append(OffsetCommitResponsePartition(
-                partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)]))
+                partition_index=p.partition_index,
+                error_code=ErrorCode.UNKNOWN_TOPIC_ID if name is None else errors[(name, p.partition_index)]))
             if pacer.tick():
                 await pacer.pause()
         response.topics.append(t)

@@ -1,4 +1,4 @@
-"""OffsetFetch (9), v0-9: a group's committed offsets (-1 where there is none).
+"""OffsetFetch (9), v0-10: a group's committed offsets (-1 where there is none).
 
 v0 read offsets from ZooKeeper, which a KRaft broker does not have: every
 partition gets UNSUPPORTED_VERSION, as Kafka 3.9 answers in KRaft mode. v1
@@ -7,11 +7,15 @@ null topics ("every partition with an offset"); v5 returns the leader epoch;
 v7 ``require_stable`` (pending commits answer UNSTABLE_OFFSET_COMMIT, which
 clients retry); v8 (KIP-709) asks for several groups at once, each answered
 with its own error; v9 (KIP-848) names the member, whose epoch a consumer-protocol
-group checks (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID). Before v2 a group-level error has nowhere to go and the
+group checks (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID); v10 names topics by id (a
+requested id the metadata does not know: UNKNOWN_TOPIC_ID; with all topics asked for,
+offsets of topics that are gone are left out). Before v2 a group-level error has nowhere to go and the
 answer holds no partitions, as Kafka's.
 """
 
 from __future__ import annotations
+
+import uuid
 
 from broker.acl_operations import AclOperation, ResourceType, authorize, checker
 from broker.dispatch import RequestContext
@@ -26,12 +30,14 @@ from wire.generated.api_009_offset_fetch import (
     OffsetFetchResponseTopic,
     OffsetFetchResponseTopics,
 )
+from wire.primitives import ZERO_UUID
 
 API_KEY = 9
 MIN_VERSION = 0
-MAX_VERSION = 9
+MAX_VERSION = 10
 
 MULTI_GROUP_VERSION = 8
+TOPIC_ID_VERSION = 10
 NO_LEADER_EPOCH = -1
 UNAUTHORIZED_OFFSET = FetchedOffset(-1, None, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
@@ -80,14 +86,37 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
     require_stable = request.require_stable if version >= 7 else False
     if version >= MULTI_GROUP_VERSION:
         response = OffsetFetchResponse()
+        by_id = version >= TOPIC_ID_VERSION
+        image = ctx.node.image
         for g in request.groups:
-            wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+            unknown_ids: list[tuple[uuid.UUID, list[int]]] = []
+            wanted: list[tuple[str, list[int]]] | None
+            if g.topics is None:
+                wanted = None
+            elif by_id:
+                wanted = []
+                for t in g.topics:
+                    known = image.topics_by_id.get(t.topic_id)
+                    if known is None:
+                        unknown_ids.append((t.topic_id, list(t.partition_indexes)))
+                    else:
+                        wanted.append((known.name, list(t.partition_indexes)))
+            else:
+                wanted = [(t.name, list(t.partition_indexes)) for t in g.topics]
             member = (g.member_id, g.member_epoch) if version >= 9 else None
             error, topics = await _group_offsets(ctx, g.group_id, wanted, require_stable, member)
             group = OffsetFetchResponseGroup(group_id=g.group_id, error_code=error)
             response.groups.append(group)
+            if error is ErrorCode.NONE:
+                group.topics.extend(OffsetFetchResponseTopics(topic_id=tid, partitions=[
+                    OffsetFetchResponsePartitions(partition_index=i, committed_offset=-1, metadata="",
+                                                  error_code=ErrorCode.UNKNOWN_TOPIC_ID) for i in indexes])
+                    for tid, indexes in unknown_ids)
             for name, parts in topics:
-                group_topic = OffsetFetchResponseTopics(name=name)
+                topic_id = image.topic_ids.get(name)
+                if by_id and topic_id is None:
+                    continue  # offsets of a topic that is gone: it has no id to be named by
+                group_topic = OffsetFetchResponseTopics(name=name, topic_id=topic_id or ZERO_UUID)
                 group.topics.append(group_topic)
                 for index, o in parts:
                     group_topic.partitions.append(OffsetFetchResponsePartitions(
@@ -105,9 +134,9 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
                                              error_code=ErrorCode.UNSUPPORTED_VERSION)
                 for p in t.partition_indexes])
             for t in requested or []])
-    wanted = None if requested is None and version >= 2 else [(t.name, list(t.partition_indexes))
+    wanted_v1 = None if requested is None and version >= 2 else [(t.name, list(t.partition_indexes))
                                                                for t in requested or []]
-    error, topics = await _group_offsets(ctx, request.group_id, wanted, require_stable)
+    error, topics = await _group_offsets(ctx, request.group_id, wanted_v1, require_stable)
     response_v1 = OffsetFetchResponse(error_code=error)
     for name, parts in topics:
         topic = OffsetFetchResponseTopic(name=name)

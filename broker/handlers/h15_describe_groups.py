@@ -1,11 +1,13 @@
-"""DescribeGroups (15), v0-5: state, protocol and members of groups.
+"""DescribeGroups (15), v0-6: state, protocol and members of groups.
 
 Member metadata and assignments are filled in only while the group is Stable,
 as Kafka does. A group this coordinator does not know is described as
 ``Dead`` without an error, and so is a consumer-protocol group (Kafka 4: it is not a
 classic group; ConsumerGroupDescribe describes it). v3 can ask for the authorized operations: with no
 authorizer every operation a group supports (READ, DELETE, DESCRIBE); v4 adds
-the members' group instance ids.
+the members' group instance ids. v6 (KIP-1043) answers a group that is not there (or not
+a classic group) GROUP_ID_NOT_FOUND ("Group X is not a classic group." for a consumer-protocol group), still
+described as ``Dead``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from broker.acl_operations import (
     authorized_operations,
 )
 from broker.dispatch import RequestContext
+from broker.group.group import GroupState
 from wire.errors import ErrorCode
 from wire.generated.api_015_describe_groups import (
     DescribeGroupsRequest,
@@ -28,7 +31,7 @@ from wire.generated.api_015_describe_groups import (
 
 API_KEY = 15
 MIN_VERSION = 0
-MAX_VERSION = 5
+MAX_VERSION = 6
 
 
 async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
@@ -56,8 +59,15 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
                                        else OPERATIONS_NOT_REQUESTED)))
             continue
         error, summary = coordinator.describe_group(group_id)
+        message = None
+        if ctx.api_version >= 6 and error is ErrorCode.NONE and summary.state == GroupState.DEAD.value:
+            _, consumer_group = coordinator.describe_consumer_group(group_id)
+            error, message = ErrorCode.GROUP_ID_NOT_FOUND, (
+                f"Group {group_id} is not a classic group." if consumer_group is not None
+                else f"Group {group_id} not found.")
         response.groups.append(DescribeGroupsResponseDescribedGroup(
             error_code=error,
+            error_message=message,
             group_id=group_id,
             group_state=summary.state,
             protocol_type=summary.protocol_type,

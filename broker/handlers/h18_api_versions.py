@@ -1,9 +1,9 @@
-"""ApiVersions (18), v0-4: the API keys and versions this broker speaks.
+"""ApiVersions (18), v0-4: the API keys and versions this broker speaks, and (v3+) the
+cluster's features (KIP-584): the levels this software supports, the finalized levels of
+the metadata log, and their epoch (the metadata offset), as Kafka 4 brokers answer.
 
 v3+ carries the client's software name and version (KIP-511), which must be
 non-empty and made of ASCII alphanumerics, '.', '-' and '_' — else INVALID_REQUEST.
-Feature tags are left out: their values are defaults here, and librdkafka before
-2.2 (kcat on Debian 12) mis-parses tagged fields in this response.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from broker.dispatch import RequestContext
+from broker.feature_requests import add_features
 from wire.errors import ErrorCode
 from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
 
@@ -27,4 +28,6 @@ async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersion
         _SOFTWARE.match(request.client_software_name) and _SOFTWARE.match(request.client_software_version)
     ):
         response.error_code = ErrorCode.INVALID_REQUEST
+    elif ctx.api_version >= 3:
+        add_features(response, ctx.node.image)
     return response

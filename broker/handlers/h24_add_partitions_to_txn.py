@@ -63,13 +63,15 @@ async def _one(
             if (topic.name, index) not in partitions:
                 partitions.append((topic.name, index))
     failed: dict[tuple[str, int], ErrorCode] = {}
-    txn_allowed = (authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) if txn.verify_only
+    # v4+ (batched) comes from brokers: verify-only, or adding for a Produce on transactions v2.
+    from_broker = ctx.api_version >= BATCHED_VERSION
+    txn_allowed = (authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) if txn.verify_only or from_broker
                    else authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn.transactional_id))
     may_write = checker(ctx, AclOperation.WRITE, ResourceType.TOPIC)
     for tp in partitions:
         t = image.topic(tp[0])
         if not txn_allowed:
-            failed[tp] = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED if txn.verify_only
+            failed[tp] = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED if txn.verify_only or from_broker
                           else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         elif not may_write(tp[0]):
             failed[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -83,8 +85,9 @@ async def _one(
     elif txn.verify_only:
         errors = coordinator.verify_partitions_now(txn.transactional_id, txn.producer_id, txn.producer_epoch, partitions)
     else:
-        error = await coordinator.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
-                                                 set(partitions), ctx.conn)
+        error = await coordinator.add_partitions(
+            txn.transactional_id, txn.producer_id, txn.producer_epoch, set(partitions),
+            None if from_broker else ctx.conn, client_transaction_version=2 if from_broker else 0)
         if error is ErrorCode.PRODUCER_FENCED and ctx.api_version < PRODUCER_FENCED_VERSION:
             error = ErrorCode.INVALID_PRODUCER_EPOCH
         errors = dict.fromkeys(partitions, error)

@@ -1,11 +1,14 @@
-"""WriteTxnMarkers (27), v0-1: a transaction coordinator asks this partition leader to write
+"""WriteTxnMarkers (27), v0-2: a transaction coordinator asks this partition leader to write
 COMMIT or ABORT markers.
 
 Each marker is a control batch appended with the producer's epoch and the
 coordinator's epoch (a marker from an older coordinator is
 TRANSACTION_COORDINATOR_FENCED, one with an older producer epoch
 INVALID_PRODUCER_EPOCH), answered once replicated. The coordinator on this
-broker sends its own markers here too, through the dispatcher. v1 is flexible.
+broker sends its own markers here too, through the dispatcher. v1 is flexible. v2 (KIP-1228) names each marker's transaction
+version: a transactions-v2 marker must carry an epoch above the producer's last one (its
+EndTxn bumped it), else INVALID_PRODUCER_EPOCH; others only not below it. This broker's
+coordinator still sends v1.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from wire.generated.api_027_write_txn_markers import (
 
 API_KEY = 27
 MIN_VERSION = 0
-MAX_VERSION = 1
+MAX_VERSION = 2
 
 #: Kafka's request.timeout.ms default: how long a marker waits for replication.
 REQUEST_TIMEOUT_MS = 30_000
@@ -35,7 +38,7 @@ async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteT
     if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return await write_txn_markers(node, request, REQUEST_TIMEOUT_MS,
-                                   node.transaction_coordinator.offsets_marker_listener())
+                                   node.transaction_coordinator.offsets_marker_listener(), ctx.api_version)
 
 
 def error_response(request: WriteTxnMarkersRequest, code: ErrorCode) -> WriteTxnMarkersResponse:

@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (28), v0-4: a transactional producer commits a group's offsets as part
+"""TxnOffsetCommit (28), v0-5: a transactional producer commits a group's offsets as part
 of its transaction (send_offsets_to_transaction).
 
 The group's ``__consumer_offsets`` partition must be in the transaction
@@ -15,7 +15,8 @@ topics get UNKNOWN_TOPIC_OR_PARTITION.
 Per version: v1 is v0; v2 adds the leader epoch; v3 (KIP-447) the member id,
 generation and group instance id, which fence zombie members as OffsetCommit
 does; v3 is flexible; v4 (KIP-890) is for clients that handle
-TRANSACTION_ABORTABLE. Before v2, COORDINATOR_LOAD_IN_PROGRESS is answered as
+TRANSACTION_ABORTABLE; v5 is transactions v2, where the client sends no AddOffsetsToTxn
+and the offsets partition is added to the transaction here. Before v2, COORDINATOR_LOAD_IN_PROGRESS is answered as
 COORDINATOR_NOT_AVAILABLE, which older clients expect.
 """
 
@@ -35,11 +36,14 @@ from wire.generated.api_028_txn_offset_commit import (
 
 API_KEY = 28
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 NO_LEADER_EPOCH = -1
 LOAD_IN_PROGRESS_VERSION = 2
-TRANSACTION_ABORTABLE_VERSION = 5
+TRANSACTION_ABORTABLE_VERSION = 4
+#: TxnOffsetCommit v5+ with transaction.version 2: the offsets partition is added to the
+#: transaction by the broker, the client sends no AddOffsetsToTxn (KIP-890 part 2).
+TRANSACTIONS_V2_VERSION = 5
 
 
 async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
@@ -98,8 +102,13 @@ async def _verify(ctx: RequestContext, request: TxnOffsetCommitRequest) -> Error
     partition = ctx.node.replica_manager.get(*tp)
     if partition is not None and partition.producer_state.has_ongoing_transaction(request.producer_id):
         return ErrorCode.NONE
-    error = (await coordinator.verify_partitions(
-        request.transactional_id, request.producer_id, request.producer_epoch, [tp]))[tp]
+    if ctx.api_version >= TRANSACTIONS_V2_VERSION and coordinator.transactions_v2_enabled():
+        # Transactions v2: no AddOffsetsToTxn was sent; the offsets partition is added here.
+        error = (await coordinator.add_partitions_for_produce(
+            request.transactional_id, request.producer_id, request.producer_epoch, [tp]))[tp]
+    else:
+        error = (await coordinator.verify_partitions(
+            request.transactional_id, request.producer_id, request.producer_epoch, [tp]))[tp]
     if error is ErrorCode.PRODUCER_FENCED:
         return ErrorCode.INVALID_PRODUCER_EPOCH
     if error is ErrorCode.TRANSACTION_ABORTABLE and ctx.api_version < TRANSACTION_ABORTABLE_VERSION:

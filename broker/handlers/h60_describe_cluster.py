@@ -1,4 +1,4 @@
-"""DescribeCluster (60), v0-1: cluster id, controller id and the live brokers (KIP-700).
+"""DescribeCluster (60), v0-2: cluster id, controller id and the live brokers (KIP-700).
 
 Brokers are listed with their endpoint on the listener the request came in on.
 The controller id is the one clients may reach: in KRaft, Kafka brokers report
@@ -6,7 +6,8 @@ a live broker. v1 adds ``endpoint_type`` (KIP-919): 1 asks for brokers, which
 this listener serves; 2 (controllers) is MISMATCHED_ENDPOINT_TYPE and any other
 value UNSUPPORTED_ENDPOINT_TYPE — INVALID_REQUEST for both in v0, as Kafka
 answers. ``include_cluster_authorized_operations`` reports every cluster
-operation, as a broker without an authorizer allows them all.
+operation, as a broker without an authorizer allows them all. v2 (KIP-1073) may ask
+for the fenced brokers too, each with ``is_fenced``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from wire.generated.api_060_describe_cluster import (
 
 API_KEY = 60
 MIN_VERSION = 0
-MAX_VERSION = 1
+MAX_VERSION = 2
 
 BROKER_ENDPOINT = 1
 CONTROLLER_ENDPOINT = 2
@@ -50,17 +51,19 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
         )
     node = ctx.node
     brokers = []
-    for broker in sorted(node.image.live_brokers(), key=lambda b: b.broker_id):
+    with_fenced = ctx.api_version >= 2 and request.include_fenced_brokers
+    listed = node.image.brokers.values() if with_fenced else node.image.live_brokers()
+    for broker in sorted(listed, key=lambda b: b.broker_id):
         ep = broker.endpoint(ctx.conn.listener)
         if ep is not None:
             brokers.append(DescribeClusterResponseDescribeClusterBroker(
-                broker_id=broker.broker_id, host=ep.host, port=ep.port, rack=broker.rack))
+                broker_id=broker.broker_id, host=ep.host, port=ep.port, rack=broker.rack, is_fenced=broker.fenced))
     controller_id = node.controller_id_for_clients()
     return DescribeClusterResponse(
         endpoint_type=BROKER_ENDPOINT,
         cluster_id=node.cluster_id,
         # Kafka answers -1 rather than name a node the client cannot find in the list.
-        controller_id=controller_id if any(b.broker_id == controller_id for b in brokers) else -1,
+        controller_id=controller_id if any(b.broker_id == controller_id and not b.is_fenced for b in brokers) else -1,
         brokers=brokers,
         cluster_authorized_operations=(
             authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)

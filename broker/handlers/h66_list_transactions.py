@@ -1,13 +1,18 @@
-"""ListTransactions (66), v0-1: the transactional ids this broker coordinates (KIP-664),
+"""ListTransactions (66), v0-2: the transactional ids this broker coordinates (KIP-664),
 filtered by state names and producer ids; v1 (KIP-994) adds a minimum
-duration (ids whose transaction started more than that many ms ago). Unknown
-state names are echoed back in ``unknown_state_filters``.
+duration (ids whose transaction started more than that many ms ago); v2 (KIP-1152) a
+regular expression the whole transactional id must match (empty or null: every id; one
+that does not compile: INVALID_REGULAR_EXPRESSION). Unknown state names are echoed back
+in ``unknown_state_filters``.
 """
 
 from __future__ import annotations
 
+import re
+
 from broker.acl_operations import AclOperation, ResourceType, authorize
 from broker.dispatch import RequestContext
+from wire.errors import ErrorCode
 from wire.generated.api_066_list_transactions import (
     ListTransactionsRequest,
     ListTransactionsResponse,
@@ -16,10 +21,16 @@ from wire.generated.api_066_list_transactions import (
 
 API_KEY = 66
 MIN_VERSION = 0
-MAX_VERSION = 1
+MAX_VERSION = 2
 
 
 async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
+    pattern: re.Pattern[str] | None = None
+    if ctx.api_version >= 2 and request.transactional_id_pattern:
+        try:
+            pattern = re.compile(request.transactional_id_pattern)
+        except re.error:
+            return ListTransactionsResponse(error_code=ErrorCode.INVALID_REGULAR_EXPRESSION)
     error, unknown, found = ctx.node.transaction_coordinator.list_transactions(
         request.state_filters, request.producer_id_filters,
         request.duration_filter if ctx.api_version >= 1 else -1)
@@ -30,7 +41,8 @@ async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListT
             ListTransactionsResponseTransactionState(
                 transactional_id=t.transactional_id, producer_id=t.producer_id, transaction_state=t.state)
             for t in found
-            if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id,
-                         log_denied=False)
+            if (pattern is None or pattern.fullmatch(t.transactional_id))
+            and authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id,
+                          log_denied=False)
         ],
     )

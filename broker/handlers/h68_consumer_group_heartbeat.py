@@ -16,6 +16,7 @@ from broker.dispatch import RequestContext
 from broker.group.consumer_group import JOIN_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH
 from broker.group.consumer_shard import ConsumerHeartbeat
 from broker.group.topic_regex import validate
+from controller.features import GROUP_VERSION, level
 from wire.errors import ErrorCode
 from wire.generated.api_068_consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
@@ -57,6 +58,11 @@ def invalid_reason(request: ConsumerGroupHeartbeatRequest, version: int) -> str 
 
 async def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
     version = ctx.api_version
+    if level(ctx.node.image.features, GROUP_VERSION) < 1:
+        # As Kafka 4: the consumer rebalance protocol needs group.version 1.
+        return ConsumerGroupHeartbeatResponse(
+            error_code=ErrorCode.UNSUPPORTED_VERSION,
+            error_message="The consumer group protocol is not enabled (group.version is 0).")
     coordinator = ctx.node.group_coordinator
     reason = invalid_reason(request, version)
     if reason is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 
 from broker.dispatch import RequestContext
+from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
 from wire.errors import ErrorCode
 from wire.generated.api_076_share_group_heartbeat import (
     ShareGroupHeartbeatRequest,
@@ -41,6 +42,8 @@ def invalid_reason(request: ShareGroupHeartbeatRequest) -> str | None:
 
 
 async def handle(ctx: RequestContext, request: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse:
+    if not share_groups_enabled(ctx.node.image):
+        return ShareGroupHeartbeatResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED_MESSAGE)
     reason = invalid_reason(request)
     if reason is not None:
         return ShareGroupHeartbeatResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=reason)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from broker.dispatch import RequestContext
+from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
 from wire.errors import ErrorCode
 from wire.generated.api_077_share_group_describe import (
     ShareGroupDescribeRequest,
@@ -22,6 +23,10 @@ MAX_VERSION = 1
 
 async def handle(ctx: RequestContext, request: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
     image = ctx.node.image
+    if not share_groups_enabled(image):
+        return ShareGroupDescribeResponse(groups=[ShareGroupDescribeResponseDescribedGroup(
+            group_id=g, error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED_MESSAGE)
+            for g in request.group_ids])
     response = ShareGroupDescribeResponse()
     for group_id in request.group_ids:
         error, group = ctx.node.share_coordinator.group(group_id)

@@ -13,6 +13,7 @@ import uuid
 
 from broker.dispatch import RequestContext
 from broker.share.coordinator import FINAL_EPOCH, INITIAL_EPOCH, AckBatch, PartitionOutcome
+from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
 from wire.errors import ErrorCode
 from wire.generated.api_078_share_fetch import (
     ShareFetchRequest,
@@ -31,6 +32,8 @@ DEFAULT_MAX_RECORDS = 500
 
 
 async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchResponse:
+    if not share_groups_enabled(ctx.node.image):
+        return ShareFetchResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED_MESSAGE)
     coordinator = ctx.node.share_coordinator
     group_id, member_id, epoch = request.group_id or "", request.member_id or "", request.share_session_epoch
     if not group_id or not member_id:

@@ -11,6 +11,7 @@ import uuid
 
 from broker.dispatch import RequestContext
 from broker.share.coordinator import FINAL_EPOCH, INITIAL_EPOCH, AckBatch
+from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
 from wire.errors import ErrorCode
 from wire.generated.api_079_share_acknowledge import (
     ShareAcknowledgeRequest,
@@ -26,6 +27,8 @@ MAX_VERSION = 2
 
 
 async def handle(ctx: RequestContext, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+    if not share_groups_enabled(ctx.node.image):
+        return ShareAcknowledgeResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED_MESSAGE)
     coordinator = ctx.node.share_coordinator
     group_id, member_id, epoch = request.group_id or "", request.member_id or "", request.share_session_epoch
     if not group_id or not member_id:

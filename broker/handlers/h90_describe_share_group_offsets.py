@@ -8,6 +8,7 @@ answers start offset -1. v1 (4.3) may ask for every topic (Topics null).
 from __future__ import annotations
 
 from broker.dispatch import RequestContext
+from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
 from wire.errors import ErrorCode
 from wire.generated.api_090_describe_share_group_offsets import (
     DescribeShareGroupOffsetsRequest,
@@ -25,6 +26,10 @@ MAX_VERSION = 1
 async def handle(ctx: RequestContext, request: DescribeShareGroupOffsetsRequest) -> DescribeShareGroupOffsetsResponse:
     node = ctx.node
     image = node.image
+    if not share_groups_enabled(image):
+        return DescribeShareGroupOffsetsResponse(groups=[DescribeShareGroupOffsetsResponseGroup(
+            group_id=g.group_id, error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED_MESSAGE)
+            for g in request.groups])
     response = DescribeShareGroupOffsetsResponse()
     for g in request.groups:
         out = DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id)

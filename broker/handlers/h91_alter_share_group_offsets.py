@@ -8,6 +8,7 @@ members: NON_EMPTY_GROUP.
 from __future__ import annotations
 
 from broker.dispatch import RequestContext
+from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
 from wire.errors import ErrorCode
 from wire.generated.api_091_alter_share_group_offsets import (
     AlterShareGroupOffsetsRequest,
@@ -25,6 +26,8 @@ EARLIEST = -2
 
 async def handle(ctx: RequestContext, request: AlterShareGroupOffsetsRequest) -> AlterShareGroupOffsetsResponse:
     node = ctx.node
+    if not share_groups_enabled(node.image):
+        return AlterShareGroupOffsetsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED_MESSAGE)
     response = AlterShareGroupOffsetsResponse()
     _, group = node.share_coordinator.group(request.group_id)
     if group is not None and group.members:

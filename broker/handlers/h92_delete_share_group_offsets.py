@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from broker.dispatch import RequestContext
+from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
 from wire.errors import ErrorCode
 from wire.generated.api_092_delete_share_group_offsets import (
     DeleteShareGroupOffsetsRequest,
@@ -17,6 +18,9 @@ MAX_VERSION = 0
 
 async def handle(ctx: RequestContext, request: DeleteShareGroupOffsetsRequest) -> DeleteShareGroupOffsetsResponse:
     node = ctx.node
+    if not share_groups_enabled(node.image):
+        return DeleteShareGroupOffsetsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
+                                               error_message=DISABLED_MESSAGE)
     response = DeleteShareGroupOffsetsResponse()
     error, group = node.share_coordinator.group(request.group_id)
     if group is None:

@@ -270,8 +270,16 @@ class ProducerAppendInfo:
             self.started_transactions.append(TxnMetadata(self.producer_id, first_offset))
 
     def append_end_txn_marker(self, control_type: ControlRecordType, coordinator_epoch: int,
-                              producer_epoch: int, offset: int, timestamp: int) -> CompletedTxn | None:
+                              producer_epoch: int, offset: int, timestamp: int,
+                              transaction_version: int = 0) -> CompletedTxn | None:
         self._check_producer_epoch(producer_epoch, offset)
+        current = self.updated.producer_epoch
+        if transaction_version >= 2 and self.origin is not AppendOrigin.REPLICATION and producer_epoch <= current:
+            # KIP-1228: a transactions-v2 marker carries the epoch its EndTxn bumped, so one at
+            # the producer's current epoch is a zombie's.
+            raise InvalidProducerEpochError(
+                f"Epoch of producer {self.producer_id} at offset {offset} in {self.topic_partition} is"
+                f" {producer_epoch}, which is not greater than the last seen epoch {current} (transactions v2)")
         if self.updated.coordinator_epoch > coordinator_epoch:
             if self.origin is AppendOrigin.REPLICATION:
                 log.info("stale_coordinator_epoch_replicated", partition=self.topic_partition,

@@ -419,13 +419,16 @@ class ProducerStateManager:
         coordinator_epoch: int,
         timestamp: int,
         origin: AppendOrigin = AppendOrigin.COORDINATOR,
+        transaction_version: int = 0,
     ) -> ProducerAppendPlan:
         """Check a COMMIT or ABORT marker the leader is about to append at the log end
-        (WriteTxnMarkers): a zombie coordinator or a stale epoch is refused."""
+        (WriteTxnMarkers): a zombie coordinator or a stale epoch is refused; a transactions-v2
+        marker (``transaction_version`` 2) must carry an epoch above the producer's (KIP-1228)."""
         self.sync()
         info = self._prepare(producer_id, origin)
         completed = info.append_end_txn_marker(
-            control_type, coordinator_epoch, producer_epoch, self._log.log_end_offset, timestamp)
+            control_type, coordinator_epoch, producer_epoch, self._log.log_end_offset, timestamp,
+            transaction_version)
         return ProducerAppendPlan({producer_id: info}, [completed] if completed is not None else [], frozenset())
 
     def update(self, end_before: int, info: AppendInfo, plan: ProducerAppendPlan) -> None:

@@ -218,14 +218,16 @@ class Partition:
 
     def append_txn_marker(
         self, control_type: ControlRecordType, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-        timestamp_ms: int,
+        timestamp_ms: int, transaction_version: int = 0,
     ) -> AppendInfo:
         """Append a COMMIT or ABORT marker as leader (WriteTxnMarkers); as
-        :meth:`append_records_to_leader`, with acks=all's ``min.insync.replicas`` check."""
+        :meth:`append_records_to_leader`, with acks=all's ``min.insync.replicas`` check.
+        ``transaction_version`` is the marker's (WriteTxnMarkers v2, KIP-1228)."""
         self.check_leader_append(-1)
         state = self.producer_state
         try:
-            plan = state.analyze_marker(control_type, producer_id, producer_epoch, coordinator_epoch, timestamp_ms)
+            plan = state.analyze_marker(control_type, producer_id, producer_epoch, coordinator_epoch, timestamp_ms,
+                                        transaction_version=transaction_version)
         except ProducerStateError as ex:
             code = state_error_code(ex)
             log.info("txn_marker_refused", topic=self.topic, partition=self.index, producer_id=producer_id,

@@ -201,6 +201,14 @@ class ShareCoordinator:
         group = shard.groups.get(group_id)
         return (ErrorCode.GROUP_ID_NOT_FOUND, None) if group is None else (ErrorCode.NONE, group)
 
+    def configured_group_ids(self) -> list[str]:
+        """The groups coordinated here with a group config set (ListConfigResources' GROUP)."""
+        if not self._active:
+            return []
+        unset = ShareGroupSettings()
+        return sorted(g.group_id for shard in self.runtime.active_shards() for g in shard.groups.values()
+                      if g.settings != unset)
+
     def list_groups(self, states: set[str], types: set[str]) -> list[GroupOverview]:
         if not self._active or (types and "share" not in {t.lower() for t in types}):
             return []

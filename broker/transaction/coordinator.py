@@ -41,6 +41,7 @@ from broker.coordinator import (
     ShardContext,
 )
 from broker.network import ConnectionInfo
+from broker.transaction.end_txn import EndTxnResult, epoch_bumped_by_end_txn, plan_end_txn
 from broker.transaction.markers import (
     NetworkMarkerSender,
     PendingCompleteTxn,
@@ -57,6 +58,7 @@ from broker.transaction.producer_ids import ProducerIdManager, ProducerIdsUnavai
 from broker.transaction.records import key_bytes, value_bytes
 from broker.transaction.shard import TransactionShard
 from broker.transaction.write_markers import OffsetsMarkerListener
+from controller.features import TRANSACTION_VERSION, level
 from controller.image import MetadataImage
 from controller.service import TopicRequest
 from wire.errors import ErrorCode
@@ -66,7 +68,7 @@ from wire.generated.api_024_add_partitions_to_txn import (
     AddPartitionsToTxnRequestAddPartitionsToTxnTransaction,
     AddPartitionsToTxnResponse,
 )
-from wire.records import NO_PRODUCER_EPOCH
+from wire.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 if TYPE_CHECKING:
     from broker.node import BrokerNode
@@ -77,7 +79,7 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 #: How long an append to __transaction_state may wait for replication.
 APPEND_TIMEOUT_MS = 30_000
-#: AddPartitionsToTxn v4 (verify only): what a partition leader asks a remote coordinator.
+#: AddPartitionsToTxn v4 (batched): what a partition leader asks a remote coordinator.
 VERIFY_VERSION = 4
 VERIFY_TIMEOUT_S = 10.0
 
@@ -274,7 +276,8 @@ class TransactionCoordinator:
             return error
         if metadata is None or current is not shard or current.coordinator_epoch != coordinator_epoch:
             return ErrorCode.NOT_COORDINATOR
-        value = None if transit.txn_state is S.DEAD else value_bytes(transit)
+        value = None if transit.txn_state is S.DEAD else value_bytes(
+            transit, level(self.node.image.features, TRANSACTION_VERSION))
         record = CoordinatorRecord(key_bytes(transactional_id), value)
         result = await _await_append(lambda cb: shard.ctx.append([record], cb))
         error = ErrorCode.NONE if result.error is ErrorCode.NONE else _append_error(result.error)
@@ -349,8 +352,8 @@ class TransactionCoordinator:
         coordinator_epoch = shard.coordinator_epoch
         if prepared.txn_state is S.PREPARE_EPOCH_FENCE:
             # Abort the open transaction first; the client retries and gets the bumped epoch.
-            error = await self.end_transaction(transactional_id, prepared.producer_id, prepared.producer_epoch,
-                                               commit=False, from_client=False)
+            error = (await self.end_transaction(transactional_id, prepared.producer_id, prepared.producer_epoch,
+                                                commit=False, from_client=False)).error
             return InitProducerIdResult(ErrorCode.CONCURRENT_TRANSACTIONS if error is ErrorCode.NONE else error)
         error = await self.append_transit(transactional_id, shard, coordinator_epoch, prepared)
         if error is not ErrorCode.NONE:
@@ -401,6 +404,7 @@ class TransactionCoordinator:
         producer_epoch: int,
         partitions: set[tuple[str, int]],
         conn: ConnectionInfo | None = None,
+        client_transaction_version: int = 0,
     ) -> ErrorCode:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
@@ -416,7 +420,7 @@ class TransactionCoordinator:
         if metadata.state is S.ONGOING and partitions <= metadata.topic_partitions:
             return ErrorCode.NONE
         begins = metadata.state is not S.ONGOING
-        transit = metadata.prepare_add_partitions(partitions, self._now())
+        transit = metadata.prepare_add_partitions(partitions, self._now(), client_transaction_version)
         error = await self.append_transit(transactional_id, shard, shard.coordinator_epoch, transit)
         if error is ErrorCode.NONE and begins:
             if conn is not None:
@@ -432,6 +436,24 @@ class TransactionCoordinator:
         """The group coordinator's hook that makes a transaction's offset commits visible
         (or drops them) once its marker is on ``__consumer_offsets``."""
         return self.node.group_coordinator.complete_transaction
+
+    def transactions_v2_enabled(self) -> bool:
+        return level(self.node.image.features, TRANSACTION_VERSION) >= 2
+
+    async def add_partitions_for_produce(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Transactions v2: the partition leader adds the partitions a Produce v12+ writes to,
+        here or at the coordinator's broker (AddPartitionsToTxn v5, not verify-only)."""
+        error, shard, _ = self._lookup(transactional_id)
+        leader = self._leader_of(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
+        if shard is not None or error is not ErrorCode.NOT_COORDINATOR or leader is None or leader < 0 \
+                or leader == self.node.node_id:
+            code = await self.add_partitions(transactional_id, producer_id, producer_epoch, set(partitions),
+                                             client_transaction_version=2)
+            return dict.fromkeys(partitions, code)
+        return await self._ask_coordinator(leader, transactional_id, producer_id, producer_epoch, partitions,
+                                           verify_only=False)
 
     def verify_partitions_now(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
@@ -464,12 +486,19 @@ class TransactionCoordinator:
         leader = self._leader_of(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
         if leader is None or leader < 0 or leader == self.node.node_id:
             return local
+        return await self._ask_coordinator(leader, transactional_id, producer_id, producer_epoch, partitions,
+                                           verify_only=True)
+
+    async def _ask_coordinator(
+        self, leader: int, transactional_id: str, producer_id: int, producer_epoch: int,
+        partitions: list[tuple[str, int]], *, verify_only: bool,
+    ) -> dict[tuple[str, int], ErrorCode]:
         topics: dict[str, list[int]] = {}
         for topic, index in partitions:
             topics.setdefault(topic, []).append(index)
         request = AddPartitionsToTxnRequest(transactions=[AddPartitionsToTxnRequestAddPartitionsToTxnTransaction(
             transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
-            verify_only=True,
+            verify_only=verify_only,
             topics=[AddPartitionsToTxnRequestAddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics.items()],
         )])
         reply = await self.node.peers.request(leader, request, AddPartitionsToTxnResponse, VERIFY_TIMEOUT_S,
@@ -495,47 +524,49 @@ class TransactionCoordinator:
         *,
         from_client: bool = True,
         conn: ConnectionInfo | None = None,
-    ) -> ErrorCode:
+        client_transaction_version: int = 0,
+    ) -> EndTxnResult:
+        """EndTxn (Kafka's TransactionCoordinator.endTransaction). With transactions v2
+        (EndTxn v5+) the epoch is bumped as the transaction ends, and the answer carries the
+        producer id and epoch to use next."""
         if not transactional_id:
-            return ErrorCode.INVALID_REQUEST
+            return EndTxnResult(ErrorCode.INVALID_REQUEST)
         error, shard, metadata = self._lookup(transactional_id)
         if shard is None:
-            return error
-        if metadata is None or metadata.producer_id != producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+            return EndTxnResult(error)
+        if metadata is None:
+            return EndTxnResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         coordinator_epoch = shard.coordinator_epoch
+        tv2 = client_transaction_version >= 2
+        decision = plan_end_txn(metadata, producer_id, producer_epoch, commit, from_client, tv2)
+        if decision.error is not None:
+            if decision.error is ErrorCode.NONE:
+                return EndTxnResult(ErrorCode.NONE, metadata.producer_id, metadata.producer_epoch)
+            return EndTxnResult(decision.error)
+        next_producer_id = NO_PRODUCER_ID
+        if tv2 and decision.next_state is not None and metadata.is_producer_epoch_exhausted:
+            try:
+                next_producer_id = await self.producer_ids.generate_producer_id()
+            except ProducerIdsUnavailableError:
+                return EndTxnResult(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            if metadata.pending_transition_in_progress:
+                return EndTxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if metadata.state is S.ONGOING and from_client and self._is_stale_connection(transactional_id, conn):
+            log.warning("stale_end_txn_refused", transactional_id=transactional_id, producer_id=producer_id,
+                        connection_id=None if conn is None else conn.connection_id,
+                        started_on=self._started_on.get(transactional_id))
+            return EndTxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         is_epoch_fence = False
-        # Client requests must match exactly: they never bump the epoch.
-        if (from_client and producer_epoch != metadata.producer_epoch) or producer_epoch < metadata.producer_epoch:
-            return ErrorCode.PRODUCER_FENCED
-        if metadata.pending_transition_in_progress and metadata.pending_state is not S.PREPARE_EPOCH_FENCE:
-            return ErrorCode.CONCURRENT_TRANSACTIONS
-        state = metadata.state
-        if state is S.ONGOING:
-            if from_client and self._is_stale_connection(transactional_id, conn):
-                log.warning("stale_end_txn_refused", transactional_id=transactional_id, producer_id=producer_id,
-                            connection_id=None if conn is None else conn.connection_id,
-                            started_on=self._started_on.get(transactional_id))
-                return ErrorCode.CONCURRENT_TRANSACTIONS
-            next_state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-            if next_state is S.PREPARE_ABORT and metadata.pending_state is S.PREPARE_EPOCH_FENCE:
-                is_epoch_fence = True
-                metadata.pending_state = None
-                metadata.producer_epoch = producer_epoch
-                metadata.last_producer_epoch = NO_PRODUCER_EPOCH
-            transit = metadata.prepare_abort_or_commit(next_state, self._now())
-        elif state is S.COMPLETE_COMMIT:
-            return ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE
-        elif state is S.COMPLETE_ABORT:
-            return ErrorCode.NONE if not commit else ErrorCode.INVALID_TXN_STATE
-        elif state is S.PREPARE_COMMIT:
-            return ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE
-        elif state is S.PREPARE_ABORT:
-            return ErrorCode.CONCURRENT_TRANSACTIONS if not commit else ErrorCode.INVALID_TXN_STATE
-        elif state is S.EMPTY:
-            return ErrorCode.INVALID_TXN_STATE
-        else:
-            raise IllegalTransitionError(f"{transactional_id} found in state {state}")
+        next_state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+        if next_state is S.PREPARE_ABORT and metadata.pending_state is S.PREPARE_EPOCH_FENCE:
+            is_epoch_fence = True
+            metadata.pending_state = None
+            metadata.producer_epoch = producer_epoch
+            metadata.last_producer_epoch = NO_PRODUCER_EPOCH
+        no_partitions = metadata.state is not S.ONGOING
+        transit = metadata.prepare_abort_or_commit(
+            next_state, self._now(), client_transaction_version if not is_epoch_fence else 0, next_producer_id,
+            start_ms=self._now() if no_partitions else None)
 
         error = await self.append_transit(transactional_id, shard, coordinator_epoch, transit)
         if error is not ErrorCode.NONE:
@@ -544,23 +575,23 @@ class TransactionCoordinator:
                 if current is shard and m is not None and shard.coordinator_epoch == coordinator_epoch:
                     m.has_failed_epoch_fence = True
                     log.warning("epoch_fence_not_written", transactional_id=transactional_id, error=error.name)
-            return error
+            return EndTxnResult(error)
         lookup_error, current, m = self._lookup(transactional_id)
         if current is None:
-            return lookup_error
+            return EndTxnResult(lookup_error)
         if current is not shard or current.coordinator_epoch != coordinator_epoch or m is None:
-            return ErrorCode.NOT_COORDINATOR
+            return EndTxnResult(ErrorCode.NOT_COORDINATOR)
         if m.producer_id != producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if m.producer_epoch != producer_epoch:
-            return ErrorCode.PRODUCER_FENCED
+            return EndTxnResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if m.producer_epoch != producer_epoch and not epoch_bumped_by_end_txn(m, producer_epoch):
+            return EndTxnResult(ErrorCode.PRODUCER_FENCED)
         if m.pending_transition_in_progress:
-            return ErrorCode.CONCURRENT_TRANSACTIONS
+            return EndTxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         if m.state is not (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
-            return ErrorCode.INVALID_TXN_STATE
+            return EndTxnResult(ErrorCode.INVALID_TXN_STATE)
         self._started_on.pop(transactional_id, None)
         self._send_markers(shard, coordinator_epoch, m, commit)
-        return ErrorCode.NONE
+        return EndTxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch)
 
     def _is_stale_connection(self, transactional_id: str, conn: ConnectionInfo | None) -> bool:
         started = self._started_on.get(transactional_id)
@@ -595,8 +626,8 @@ class TransactionCoordinator:
                 transit = metadata.prepare_fence_producer_epoch()
                 log.info("transaction_timed_out", transactional_id=transactional_id,
                          producer_id=metadata.producer_id, timeout_ms=metadata.txn_timeout_ms)
-                error = await self.end_transaction(transactional_id, transit.producer_id, transit.producer_epoch,
-                                                   commit=False, from_client=False)
+                error = (await self.end_transaction(transactional_id, transit.producer_id, transit.producer_epoch,
+                                                    commit=False, from_client=False)).error
                 if error is not ErrorCode.NONE:
                     log.info("timed_out_transaction_not_aborted", transactional_id=transactional_id,
                              error=error.name)

@@ -76,7 +76,8 @@ _VALID_PREVIOUS: dict[TransactionState, frozenset[TransactionState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_COMMIT: frozenset({S.ONGOING}),
-    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    # Transactions v2 may abort with no transaction open (a produce may have opened one unseen).
+    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
     S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT}),
@@ -101,6 +102,14 @@ class TxnTransitMetadata:
     topic_partitions: frozenset[tuple[str, int]]
     txn_start_timestamp: int
     txn_last_update_timestamp: int
+    #: The producer id the transaction moves to once complete, when its epoch ran out (TV2).
+    next_producer_id: int = NO_PRODUCER_ID
+    #: The transaction version the client spoke (2: transactions v2, KIP-890).
+    client_transaction_version: int = 0
+
+    @property
+    def supports_epoch_bump(self) -> bool:
+        return self.client_transaction_version >= 2
 
 
 @dataclass(eq=False, slots=True)
@@ -118,6 +127,14 @@ class TransactionMetadata:
     pending_state: TransactionState | None = None
     #: The bumped epoch of a fence may not have reached the log; do not bump again.
     has_failed_epoch_fence: bool = False
+    next_producer_id: int = NO_PRODUCER_ID
+    #: The transaction version of the client's last change (2: transactions v2); in the log
+    #: from transaction.version 1 (TransactionLogValue v1, tag 2).
+    client_transaction_version: int = 0
+
+    @property
+    def supports_epoch_bump(self) -> bool:
+        return self.client_transaction_version >= 2
 
     @property
     def pending_transition_in_progress(self) -> bool:
@@ -179,21 +196,36 @@ class TransactionMetadata:
                              self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
                              new_timeout_ms, frozenset(), -1, now_ms)
 
-    def prepare_add_partitions(self, added: set[tuple[str, int]], now_ms: int) -> TxnTransitMetadata:
+    def prepare_add_partitions(self, added: set[tuple[str, int]], now_ms: int,
+                               client_transaction_version: int = 0) -> TxnTransitMetadata:
         start = now_ms if self.state in (S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT) else self.txn_start_timestamp
         return self._prepare(S.ONGOING, self.producer_id, self.producer_epoch, self.last_producer_epoch,
-                             self.txn_timeout_ms, frozenset(self.topic_partitions | added), start, now_ms)
+                             self.txn_timeout_ms, frozenset(self.topic_partitions | added), start, now_ms,
+                             tv=client_transaction_version)
 
-    def prepare_abort_or_commit(self, new_state: TransactionState, now_ms: int) -> TxnTransitMetadata:
-        return self._prepare(new_state, self.producer_id, self.producer_epoch, self.last_producer_epoch,
-                             self.txn_timeout_ms, frozenset(self.topic_partitions), self.txn_start_timestamp,
-                             now_ms)
+    def prepare_abort_or_commit(self, new_state: TransactionState, now_ms: int, client_transaction_version: int = 0,
+                                next_producer_id: int = NO_PRODUCER_ID, start_ms: int | None = None
+                                ) -> TxnTransitMetadata:
+        """With transactions v2 the epoch is bumped as the transaction ends (KIP-890)."""
+        if client_transaction_version >= 2:
+            epoch, last_epoch = self.producer_epoch + 1, self.producer_epoch
+        else:
+            epoch, last_epoch = self.producer_epoch, self.last_producer_epoch
+        return self._prepare(new_state, self.producer_id, epoch, last_epoch,
+                             self.txn_timeout_ms, frozenset(self.topic_partitions),
+                             self.txn_start_timestamp if start_ms is None else start_ms, now_ms,
+                             next_producer_id=next_producer_id, tv=client_transaction_version)
 
     def prepare_complete(self, now_ms: int) -> TxnTransitMetadata:
         new_state = S.COMPLETE_COMMIT if self.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
         self.has_failed_epoch_fence = False
-        return self._prepare(new_state, self.producer_id, self.producer_epoch, self.last_producer_epoch,
-                             self.txn_timeout_ms, frozenset(), self.txn_start_timestamp, now_ms)
+        producer_id, epoch = self.producer_id, self.producer_epoch
+        if self.supports_epoch_bump and self.next_producer_id != NO_PRODUCER_ID:
+            # The epoch ran out: the marker is written, the producer moves to its new id.
+            producer_id, epoch = self.next_producer_id, 0
+        return self._prepare(new_state, producer_id, epoch, self.producer_epoch,
+                             self.txn_timeout_ms, frozenset(), self.txn_start_timestamp, now_ms,
+                             tv=self.client_transaction_version)
 
     def prepare_dead(self) -> TxnTransitMetadata:
         return self._prepare(S.DEAD, self.producer_id, self.producer_epoch, self.last_producer_epoch,
@@ -202,7 +234,8 @@ class TransactionMetadata:
 
     def _prepare(self, new_state: TransactionState, producer_id: int, epoch: int, last_epoch: int,
                  timeout_ms: int, partitions: frozenset[tuple[str, int]], start_ms: int,
-                 update_ms: int) -> TxnTransitMetadata:
+                 update_ms: int, next_producer_id: int = NO_PRODUCER_ID, tv: int | None = None
+                 ) -> TxnTransitMetadata:
         if self.pending_state is not None:
             raise IllegalTransitionError(
                 f"{self.transactional_id}: preparing {new_state} while {self.pending_state} is pending")
@@ -214,7 +247,8 @@ class TransactionMetadata:
             raise IllegalTransitionError(f"{self.transactional_id}: {self.state} cannot become {new_state}")
         self.pending_state = new_state
         return TxnTransitMetadata(producer_id, self.producer_id, epoch, last_epoch, timeout_ms, new_state,
-                                  partitions, start_ms, update_ms)
+                                  partitions, start_ms, update_ms, next_producer_id,
+                                  self.client_transaction_version if tv is None else tv)
 
     # -- completing them ---------------------------------------------------------------------------
 
@@ -225,6 +259,13 @@ class TransactionMetadata:
             raise IllegalTransitionError(f"{self.transactional_id}: completing {transit.txn_state}"
                                          f" while {to_state} is pending")
         same_epoch = transit.producer_epoch == self.producer_epoch and transit.producer_id == self.producer_id
+        if transit.supports_epoch_bump and to_state in (S.PREPARE_ABORT, S.PREPARE_COMMIT):
+            # Transactions v2: the prepared state carries the bumped epoch, the current one as last.
+            same_epoch = transit.last_producer_epoch == self.producer_epoch and transit.producer_id == self.producer_id
+        elif transit.supports_epoch_bump and to_state in (S.COMPLETE_ABORT, S.COMPLETE_COMMIT):
+            same_epoch = (transit.last_producer_id == self.producer_id
+                          and (transit.producer_epoch == self.producer_epoch
+                               or (transit.producer_epoch == 0 and transit.producer_id == self.next_producer_id)))
         if to_state is S.EMPTY:
             bump = (transit.producer_epoch == self.producer_epoch + 1
                     or (transit.producer_epoch == 0 and transit.producer_id != self.producer_id))
@@ -245,17 +286,29 @@ class TransactionMetadata:
         elif to_state in (S.PREPARE_ABORT, S.PREPARE_COMMIT):
             if (not same_epoch or frozenset(self.topic_partitions) != transit.topic_partitions
                     or self.txn_timeout_ms != transit.txn_timeout_ms
-                    or self.txn_start_timestamp != transit.txn_start_timestamp):
+                    or (self.txn_start_timestamp != transit.txn_start_timestamp and self.state is S.ONGOING)):
                 self._fail(transit)
+            if transit.supports_epoch_bump:
+                self.producer_epoch = transit.producer_epoch
+                self.last_producer_epoch = transit.last_producer_epoch
+                self.next_producer_id = transit.next_producer_id
+            self.txn_start_timestamp = transit.txn_start_timestamp
         elif to_state in (S.COMPLETE_ABORT, S.COMPLETE_COMMIT):
             if not same_epoch or self.txn_timeout_ms != transit.txn_timeout_ms or transit.txn_start_timestamp == -1:
                 self._fail(transit)
             self.txn_start_timestamp = transit.txn_start_timestamp
             self.topic_partitions.clear()
+            if transit.supports_epoch_bump:
+                self.producer_epoch = transit.producer_epoch
+                self.last_producer_epoch = transit.last_producer_epoch
+                self.last_producer_id = transit.last_producer_id
+                self.producer_id = transit.producer_id
+                self.next_producer_id = transit.next_producer_id
         else:
             # PrepareEpochFence is never stored, and Dead ends with removal from the cache.
             self._fail(transit)
         self.txn_last_update_timestamp = transit.txn_last_update_timestamp
+        self.client_transaction_version = transit.client_transaction_version
         self.pending_state = None
         self.state = to_state
 

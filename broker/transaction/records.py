@@ -2,11 +2,13 @@
 (Kafka's TransactionLog).
 
 Key: int16 version 0, then TransactionLogKey (the transactional id). Value:
-int16 version, then TransactionLogValue — version 0, as Kafka 3.9 writes
-while the ``transaction.version`` feature is 0; version 1 (flexible) is read
-too. An Empty transaction has a null partition list. A null value
-(tombstone) removes the transactional id. The last producer id and epoch are
-not stored, as in Kafka.
+int16 version, then TransactionLogValue — version 0 while the cluster's
+``transaction.version`` feature is 0, as Kafka writes; from level 1, version 1 (flexible)
+with Kafka 4's tagged fields: the previous producer id (tag 0), the next producer id of a
+transactions-v2 producer whose epoch ran out (tag 1) and the client's transaction version
+(tag 2), so that a coordinator taking over keeps transactions v2 going. An Empty
+transaction has a null partition list. A null value (tombstone) removes the transactional
+id. The last producer epoch is not stored, as in Kafka.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from wire.generated.coordinator.transaction_log_value import (
     TransactionLogValue,
     TransactionLogValuePartitionsSchema,
 )
-from wire.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from wire.records import NO_PRODUCER_EPOCH
 
 _VERSION = struct.Struct(">h")
 KEY_VERSION = 0
-VALUE_VERSION = 0
+#: TransactionLogValue version by ``transaction.version`` level (Kafka's TransactionVersion).
+LEGACY_VALUE_VERSION = 0
+FLEXIBLE_VALUE_VERSION = 1
 
 
 class RecordFormatError(ValueError):
@@ -36,7 +40,7 @@ def key_bytes(transactional_id: str) -> bytes:
     return _VERSION.pack(KEY_VERSION) + TransactionLogKey(transactional_id=transactional_id).encode(KEY_VERSION)
 
 
-def value_bytes(transit: TxnTransitMetadata) -> bytes:
+def value_bytes(transit: TxnTransitMetadata, transaction_version_level: int = 0) -> bytes:
     if transit.txn_state is TransactionState.EMPTY and transit.topic_partitions:
         raise ValueError(f"an Empty transaction has no partitions: {transit}")
     partitions: list[TransactionLogValuePartitionsSchema] | None = None
@@ -54,7 +58,13 @@ def value_bytes(transit: TxnTransitMetadata) -> bytes:
         transaction_last_update_timestamp_ms=transit.txn_last_update_timestamp,
         transaction_start_timestamp_ms=transit.txn_start_timestamp,
     )
-    return _VERSION.pack(VALUE_VERSION) + value.encode(VALUE_VERSION)
+    version = LEGACY_VALUE_VERSION
+    if transaction_version_level >= 1:
+        version = FLEXIBLE_VALUE_VERSION
+        value.previous_producer_id = transit.last_producer_id
+        value.next_producer_id = transit.next_producer_id
+        value.client_transaction_version = transit.client_transaction_version
+    return _VERSION.pack(version) + value.encode(version)
 
 
 def parse_key(data: bytes) -> str | None:
@@ -82,9 +92,10 @@ def parse_value(transactional_id: str, data: bytes) -> TransactionMetadata:
     except (DecodeError, ValueError) as ex:
         raise RecordFormatError(f"bad value: {ex}") from ex
     metadata = TransactionMetadata(
-        transactional_id, v.producer_id, NO_PRODUCER_ID, v.producer_epoch, NO_PRODUCER_EPOCH,
+        transactional_id, v.producer_id, v.previous_producer_id, v.producer_epoch, NO_PRODUCER_EPOCH,
         v.transaction_timeout_ms, state, set(), v.transaction_start_timestamp_ms,
-        v.transaction_last_update_timestamp_ms,
+        v.transaction_last_update_timestamp_ms, next_producer_id=v.next_producer_id,
+        client_transaction_version=v.client_transaction_version,
     )
     if state is not TransactionState.EMPTY:
         for schema in v.transaction_partitions or []:

@@ -5,7 +5,9 @@ A partition's first transactional write of a transaction is verified with the
 transaction coordinator before it is appended: the partition must be in the
 producer's ongoing transaction, else INVALID_TXN_STATE, so a write that arrives
 after its transaction ended cannot open a transaction nobody will ever close.
-Only produces carrying transactional batches come here.
+With transactions v2 (Produce v12+ and ``transaction.version`` 2) the client sends no
+AddPartitionsToTxn: the coordinator adds the partition instead of verifying it (KIP-890
+part 2). Only produces carrying transactional batches come here.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from wire.records import (
 
 #: Produce v11 is the first whose clients understand TRANSACTION_ABORTABLE (KIP-890).
 TRANSACTION_ABORTABLE_PRODUCE_VERSION = 11
+#: Produce v12+ on transactions v2: the partition leader adds the partition to the transaction.
+TRANSACTIONS_V2_PRODUCE_VERSION = 12
 
 # Verification failures an old client would not retry: NOT_ENOUGH_REPLICAS makes it retry
 # the produce without a metadata refresh (as Kafka).
@@ -51,6 +55,17 @@ class TransactionVerifier(Protocol):
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
     ) -> dict[tuple[str, int], ErrorCode]:
         """Per partition: NONE if it is in the producer's ongoing transaction, else the reason."""
+        ...
+
+    def transactions_v2_enabled(self) -> bool:
+        """Whether the cluster's transaction.version is 2 (KIP-890 part 2)."""
+        ...
+
+    async def add_partitions_for_produce(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Transactions v2: add the partitions to the producer's transaction (it sends no
+        AddPartitionsToTxn); per partition NONE, else the reason."""
         ...
 
 
@@ -81,6 +96,9 @@ async def _verify(partition: Partition, transactional_id: str | None, producer_i
         raise AppendRefusedError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if verifier is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    elif api_version >= TRANSACTIONS_V2_PRODUCE_VERSION and verifier.transactions_v2_enabled():
+        error = (await verifier.add_partitions_for_produce(transactional_id, producer_id, producer_epoch, [tp])).get(
+            tp, ErrorCode.NONE)
     else:
         error = (await verifier.verify_partitions(transactional_id, producer_id, producer_epoch, [tp])).get(
             tp, ErrorCode.NONE)

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+#: WriteTxnMarkers v2 names each marker's transaction version (KIP-1228).
+MARKER_TRANSACTION_VERSION_VERSION = 2
 
 #: Called after a marker reached ``__consumer_offsets`` partitions: (producer id, partitions, committed).
 OffsetsMarkerListener = Callable[[int, list[int], bool], Awaitable[None] | None]
@@ -47,6 +49,7 @@ async def write_txn_markers(
     request: WriteTxnMarkersRequest,
     timeout_ms: int,
     offsets_marker_listener: OffsetsMarkerListener | None = None,
+    api_version: int = 1,
 ) -> WriteTxnMarkersResponse:
     """Write each marker to the partitions this broker leads and wait until they are replicated."""
     rm = node.replica_manager
@@ -56,6 +59,7 @@ async def write_txn_markers(
         result = WriteTxnMarkersResponseWritableTxnMarkerResult(producer_id=marker.producer_id)
         response.markers.append(result)
         control_type = ControlRecordType.COMMIT if marker.transaction_result else ControlRecordType.ABORT
+        transaction_version = marker.transaction_version if api_version >= MARKER_TRANSACTION_VERSION_VERSION else 0
         offsets_partitions: list[int] = []
         for topic in marker.topics:
             t_result = WriteTxnMarkersResponseWritableTxnMarkerTopicResult(name=topic.name)
@@ -69,7 +73,8 @@ async def write_txn_markers(
                     continue
                 try:
                     info = partition.append_txn_marker(control_type, marker.producer_id, marker.producer_epoch,
-                                                       marker.coordinator_epoch, node.clock_ms())
+                                                       marker.coordinator_epoch, node.clock_ms(),
+                                                       transaction_version=transaction_version)
                 except AppendRefusedError as ex:
                     p_result.error_code = ex.code
                     continue

@@ -1,5 +1,7 @@
 """A loopback TCP proxy that can lose or hold back responses, for fault scenarios.
 
+It also records which (api key, api version) each request used (``requests``).
+
 Clients talk to the proxy; the broker advertises the proxy's address (the test starts it
 with ``advertised.listeners``), so every connection a client opens goes through it. The
 proxy reads Kafka frames in both directions: it remembers each request's api key by
@@ -57,6 +59,8 @@ class FaultProxy:
         self.delay = delay or (lambda api_key: 0.0)
         self.upstream_port: int | None = None
         self.dropped: list[int] = []
+        #: (api key, api version) of every request that went through.
+        self.requests: set[tuple[int, int]] = set()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
         self._sockets: set[socket.socket] = set()
@@ -98,8 +102,9 @@ class FaultProxy:
             frame = _read_frame(client)
             if frame is None or len(frame) < 4 + _REQUEST_HEAD.size:
                 break
-            api_key, _, correlation_id = _REQUEST_HEAD.unpack_from(frame, 4)
+            api_key, api_version, correlation_id = _REQUEST_HEAD.unpack_from(frame, 4)
             api_keys[correlation_id] = api_key
+            self.requests.add((api_key, api_version))
             try:
                 upstream.sendall(frame)
             except OSError:

@@ -26,7 +26,7 @@ from .drivers.jsonproc import JsonProcessDriver, b64, unb64
 
 Isolation = Literal["read_committed", "read_uncommitted"]
 #: Clients with a transactional producer.
-TXN_PRODUCERS = ("java", "confluent-kafka", "kafka-python", "aiokafka", "kafkajs")
+TXN_PRODUCERS = ("java", "java4", "confluent-kafka", "kafka-python", "aiokafka", "kafkajs")
 #: Clients whose consumer can read at either isolation level.
 ISOLATED_CONSUMERS = ("java", "confluent-kafka", "kafka-python", "aiokafka", "kafkajs")
 TXN_TIMEOUT_MS = 30_000

@@ -224,8 +224,8 @@ def incremental(
 
 
 def test_client_negotiates_versions(client: KafkaClient) -> None:
-    expected = {2: (0, 9), 19: (0, 7), 20: (0, 6), 21: (0, 2), 23: (0, 4), 32: (0, 4), 33: (0, 2), 35: (0, 4),
-                37: (0, 3), 44: (0, 1), 60: (0, 1), 75: (0, 0)}
+    expected = {2: (0, 11), 19: (0, 7), 20: (0, 6), 21: (0, 2), 23: (0, 4), 32: (0, 4), 33: (0, 2), 35: (0, 4),
+                37: (0, 3), 44: (0, 1), 60: (0, 2), 75: (0, 0)}
     for key, (low, high) in expected.items():
         got = client.api_versions[key]
         assert (got.min_version, got.max_version) == (low, high), key

@@ -142,6 +142,10 @@ def test_join_commit_describe_and_list(broker: BrokerProcess, capsys: pytest.Cap
         # As Kafka 4: not a classic group, so DescribeGroups (up to v5) says Dead, without an error.
         [dg] = c.send(DescribeGroupsRequest(groups=[group]), DescribeGroupsResponse, 5).groups
         assert (dg.error_code, dg.group_state, dg.members) == (ErrorCode.NONE, "Dead", [])
+        # v6 (KIP-1043) says why.
+        [dg6] = c.send(DescribeGroupsRequest(groups=[group]), DescribeGroupsResponse, 6).groups
+        assert (dg6.error_code, dg6.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND,
+                                                        f"Group {group} is not a classic group.")
         # OffsetFetch v9 names the member: its epoch must be current.
         stale = c.send(OffsetFetchRequest(groups=[OffsetFetchRequestGroup(
             group_id=group, member_id="member-1", member_epoch=0, topics=None)]), OffsetFetchResponse, 9)

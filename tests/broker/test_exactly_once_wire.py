@@ -6,6 +6,10 @@
   connection and starts its next transaction; the first EndTxn, arriving late on the old
   connection, must not commit or abort that next transaction.
 - DescribeProducers, DescribeTransactions and ListTransactions report that state.
+- WriteTxnMarkers v2 (KIP-1228): a transactions-v2 marker at the producer's current epoch
+  is a zombie's (INVALID_PRODUCER_EPOCH); v1 markers may carry it.
+- Transactions v2 survive a coordinator reload: after a restart, a retried EndTxn v5 (its
+  answer lost before the restart) is still recognised by the epoch bump it caused.
 """
 
 from __future__ import annotations
@@ -40,6 +44,12 @@ from wire.generated.api_024_add_partitions_to_txn import (
     AddPartitionsToTxnResponse,
 )
 from wire.generated.api_026_end_txn import EndTxnRequest, EndTxnResponse
+from wire.generated.api_027_write_txn_markers import (
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersRequestWritableTxnMarker,
+    WriteTxnMarkersRequestWritableTxnMarkerTopic,
+    WriteTxnMarkersResponse,
+)
 from wire.generated.api_061_describe_producers import (
     DescribeProducersRequest,
     DescribeProducersRequestTopicRequest,
@@ -342,3 +352,67 @@ def test_timeouts_abort_transactions_and_idle_transactional_ids_expire(tmp_path_
     finally:
         client.close()
         b.kill9()
+
+
+def test_a_transactions_v2_end_txn_retry_is_recognised_after_a_restart(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    b = BrokerProcess(tmp_path_factory.mktemp("eos-tv2") / "data", {
+        "transaction.state.log.num.partitions": "1", "num.partitions": "1"}).start()
+    try:
+        client = RawClient(b.bootstrap)
+        call(client, MetadataRequest(topics=[MetadataRequestTopic(name=TOPIC)]), MetadataResponse, 9)
+        call(client, FindCoordinatorRequest(key="tv2", key_type=1), FindCoordinatorResponse, 3)
+
+        def init() -> tuple[int, InitProducerIdResponse]:
+            r = call(client, InitProducerIdRequest(transactional_id="tv2", transaction_timeout_ms=60_000),
+                     InitProducerIdResponse, 5)
+            return r.error_code, r
+        r = retrying(init)
+        pid, epoch = r.producer_id, r.producer_epoch
+        # Transactions v2: Produce v12 adds the partition, EndTxn v5 bumps the epoch.
+        request = ProduceRequest(transactional_id="tv2", acks=-1, timeout_ms=5000, topic_data=[
+            ProduceRequestTopicProduceData(name=TOPIC, partition_data=[
+                ProduceRequestPartitionProduceData(index=0, records=batch(pid, epoch, 0, [b"v2"], txn=True))])])
+        assert call(client, request, ProduceResponse, 12).responses[0].partition_responses[0].error_code == 0
+        ended = call(client, EndTxnRequest(transactional_id="tv2", producer_id=pid, producer_epoch=epoch,
+                                           committed=True), EndTxnResponse, 5)
+        assert (ended.error_code, ended.producer_epoch) == (ErrorCode.NONE, epoch + 1)
+        wait_for(lambda: describe(client, "tv2")[1] == "CompleteCommit", "the commit to complete")
+        client.close()
+        b.restart()
+        client = RawClient(b.bootstrap)
+        call(client, FindCoordinatorRequest(key="tv2", key_type=1), FindCoordinatorResponse, 3)
+
+        def retry() -> tuple[int, EndTxnResponse]:
+            r = call(client, EndTxnRequest(transactional_id="tv2", producer_id=pid, producer_epoch=epoch,
+                                           committed=True), EndTxnResponse, 5)
+            return r.error_code, r
+        again = retrying(retry)
+        # Read as a transactions v1 id (the client version lost), the old epoch would be fenced.
+        assert (again.error_code, again.producer_id, again.producer_epoch) == (ErrorCode.NONE, pid, epoch + 1)
+        client.close()
+    finally:
+        b.kill9()
+
+
+def test_a_transactions_v2_marker_needs_a_bumped_epoch(broker: BrokerProcess) -> None:
+    client = RawClient(broker.bootstrap)
+    try:
+        pid, epoch = init_producer_id(client, "kip-1228")
+        assert add_partition(client, "kip-1228", pid, epoch, partition=1) == ErrorCode.NONE
+        assert produce(client, batch(pid, epoch, 0, [b"m"], txn=True), "kip-1228", partition=1)[0] == ErrorCode.NONE
+
+        def marker(marker_epoch: int, transaction_version: int, version: int = 2) -> int:
+            request = WriteTxnMarkersRequest(markers=[WriteTxnMarkersRequestWritableTxnMarker(
+                producer_id=pid, producer_epoch=marker_epoch, transaction_result=False, coordinator_epoch=0,
+                transaction_version=transaction_version if version >= 2 else 0,
+                topics=[WriteTxnMarkersRequestWritableTxnMarkerTopic(name=TOPIC, partition_indexes=[1])])])
+            r = call(client, request, WriteTxnMarkersResponse, version)
+            return r.markers[0].topics[0].partitions[0].error_code
+
+        assert marker(epoch, 2) == ErrorCode.INVALID_PRODUCER_EPOCH
+        assert marker(epoch - 1, 1) == ErrorCode.INVALID_PRODUCER_EPOCH
+        assert marker(epoch, 1, version=1) == ErrorCode.NONE  # transactions v1: the same epoch
+        assert marker(epoch + 1, 2) == ErrorCode.NONE
+    finally:
+        client.close()

@@ -89,13 +89,14 @@ def schema_index() -> dict[str, tuple[Any, Path]]:
     for path in sorted(SCHEMAS.rglob("*.json")):
         spec = gen().parse_schema(path)
         out[spec.name] = (spec, path)
-    # The APIs generated from Kafka 4.3's schemas (see scripts/gen_wire.py NEWER_APIS).
+    # Kafka 4.3's request and response schemas, merged over 3.9's as scripts/gen_wire.py does.
+    by_key: dict[int, dict[str, Any]] = {}
+    for spec, _ in out.values():
+        if spec.kind in ("request", "response"):
+            by_key.setdefault(spec.api_key, {})[spec.kind] = spec
     newer = SCHEMAS.parent / gen().NEWER_SCHEMAS_NAME
-    for key in gen().NEWER_APIS:
-        for path in sorted((newer / "messages").glob("*.json")):
-            spec = gen().parse_schema(path) if f'"apiKey": {key},' in path.read_text() else None
-            if spec is not None and spec.api_key == key:
-                out[spec.name] = (spec, path)
+    for spec in gen().newer_api_schemas(newer, by_key):
+        out[spec.name] = (spec, spec.path)
     return out
 
 

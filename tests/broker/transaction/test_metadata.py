@@ -88,3 +88,26 @@ def test_an_exhausted_epoch_rotates_the_producer_id() -> None:
     transit = m.prepare_producer_id_rotation(8, 60_000, 6_000, record_last_epoch=True)
     m.complete_transition(transit)
     assert (m.producer_id, m.producer_epoch, m.last_producer_id, m.last_producer_epoch) == (8, 0, 7, MAX_EPOCH - 1)
+
+
+def test_transaction_version_one_writes_kafka4_tagged_fields_and_reads_them_back() -> None:
+    """A TV2 transaction whose epoch ran out: its next producer id, previous producer id and
+    client transaction version survive the log (a new coordinator keeps transactions v2)."""
+    m = initialized()
+    m.complete_transition(m.prepare_add_partitions({("t", 0)}, 2_000, client_transaction_version=2))
+    m.producer_epoch = MAX_EPOCH - 1  # the bump below reaches the last epoch
+    prepare = m.prepare_abort_or_commit(S.PREPARE_COMMIT, 3_000, client_transaction_version=2, next_producer_id=9)
+    legacy = value_bytes(prepare)
+    flexible = value_bytes(prepare, transaction_version_level=2)
+    assert legacy[:2] == b"\x00\x00" and flexible[:2] == b"\x00\x01"
+    # The tagged fields close the record, by tag: 0 previous producer id, 1 next producer id
+    # (both int64), 2 the client transaction version (int16).
+    previous = prepare.last_producer_id
+    assert previous == 7
+    tags = bytes([3, 0, 8]) + previous.to_bytes(8, "big") + bytes([1, 8]) + (9).to_bytes(8, "big") + bytes([2, 2, 0, 2])
+    assert flexible.endswith(tags)
+    loaded = parse_value("tx", flexible)
+    assert (loaded.last_producer_id, loaded.next_producer_id, loaded.client_transaction_version) == (7, 9, 2)
+    assert loaded.supports_epoch_bump
+    old = parse_value("tx", legacy)
+    assert (old.last_producer_id, old.next_producer_id, old.client_transaction_version) == (-1, -1, 0)

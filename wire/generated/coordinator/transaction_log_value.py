@@ -15,10 +15,15 @@ from wire.primitives import (
     Regions,
     SMALL_ARRAY,
     UnknownTags,
+    absent_field_error,
+    check_end,
     read_array_length,
     read_compact_string,
     read_fixed_array,
     read_string,
+    read_tag_count,
+    read_tag_header,
+    read_unknown_tag,
     short,
     skip_tagged_fields,
     write_array_length,
@@ -30,6 +35,8 @@ from wire.primitives import (
 
 _F0 = struct.Struct(">qhib")
 _F1 = struct.Struct(">qq")
+_F2 = struct.Struct(">q")
+_F3 = struct.Struct(">h")
 
 
 @dataclass(slots=True)
@@ -55,6 +62,9 @@ class TransactionLogValue(Message):
     )
     transaction_last_update_timestamp_ms: int = 0
     transaction_start_timestamp_ms: int = 0
+    previous_producer_id: int = -1
+    next_producer_id: int = -1
+    client_transaction_version: int = 0
     unknown_tagged_fields: UnknownTags | None = None
 
 
@@ -102,6 +112,9 @@ def _d_TransactionLogValue_0(
         f_transaction_partitions,
         f_transaction_last_update_timestamp_ms,
         f_transaction_start_timestamp_ms,
+        -1,
+        -1,
+        0,
         None,
     ), p
 
@@ -115,6 +128,12 @@ def _e_TransactionLogValuePartitionsSchema_0(
 
 
 def _e_TransactionLogValue_0(o: TransactionLogValue, w: bytearray, rg: Regions) -> None:
+    if not (o.previous_producer_id == -1):
+        raise absent_field_error("TransactionLogValue", "previous_producer_id")
+    if not (o.next_producer_id == -1):
+        raise absent_field_error("TransactionLogValue", "next_producer_id")
+    if not (o.client_transaction_version == 0):
+        raise absent_field_error("TransactionLogValue", "client_transaction_version")
     w += _F0.pack(o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status)
     write_array_length(w, o.transaction_partitions, False)
     if o.transaction_partitions is not None:
@@ -172,11 +191,38 @@ def _d_TransactionLogValue_1(
         raise short(p, 16)
     f_transaction_last_update_timestamp_ms, f_transaction_start_timestamp_ms = _F1.unpack_from(b, p)
     p += 16
+    f_previous_producer_id: int = -1
+    f_next_producer_id: int = -1
+    f_client_transaction_version: int = 0
+    u: UnknownTags | None = None
     if p < e and b[p] == 0:
-        u: UnknownTags | None = None
+        nt = 0
         p += 1
     else:
-        u, p = skip_tagged_fields(b, p, e, lim)
+        nt, p = read_tag_count(b, p, e, lim)
+    for _ in range(nt):
+        t, q, p = read_tag_header(b, p, e)
+        if t == 0:
+            if p + 8 > q:
+                raise short(p, 8)
+            (f_previous_producer_id,) = _F2.unpack_from(b, p)
+            p += 8
+            check_end(p, q, "PreviousProducerId")
+        elif t == 1:
+            if p + 8 > q:
+                raise short(p, 8)
+            (f_next_producer_id,) = _F2.unpack_from(b, p)
+            p += 8
+            check_end(p, q, "NextProducerId")
+        elif t == 2:
+            if p + 2 > q:
+                raise short(p, 2)
+            (f_client_transaction_version,) = _F3.unpack_from(b, p)
+            p += 2
+            check_end(p, q, "ClientTransactionVersion")
+        else:
+            u = read_unknown_tag(b, p, q, u, t)
+        p = q
     return TransactionLogValue(
         f_producer_id,
         f_producer_epoch,
@@ -185,6 +231,9 @@ def _d_TransactionLogValue_1(
         f_transaction_partitions,
         f_transaction_last_update_timestamp_ms,
         f_transaction_start_timestamp_ms,
+        f_previous_producer_id,
+        f_next_producer_id,
+        f_client_transaction_version,
         u,
     ), p
 
@@ -208,10 +257,20 @@ def _e_TransactionLogValue_1(o: TransactionLogValue, w: bytearray, rg: Regions) 
         for x_transaction_partitions in o.transaction_partitions:
             _e_TransactionLogValuePartitionsSchema_1(x_transaction_partitions, w, rg)
     w += _F1.pack(o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms)
-    if o.unknown_tagged_fields:
-        write_tagged_fields(w, [], o.unknown_tagged_fields)
-    else:
-        w.append(0)
+    tg: list[tuple[int, bytes]] = []
+    if not (o.previous_producer_id == -1):
+        tw = bytearray()
+        tw += _F2.pack(o.previous_producer_id)
+        tg.append((0, bytes(tw)))
+    if not (o.next_producer_id == -1):
+        tw = bytearray()
+        tw += _F2.pack(o.next_producer_id)
+        tg.append((1, bytes(tw)))
+    if not (o.client_transaction_version == 0):
+        tw = bytearray()
+        tw += _F3.pack(o.client_transaction_version)
+        tg.append((2, bytes(tw)))
+    write_tagged_fields(w, tg, o.unknown_tagged_fields)
 
 
 TransactionLogValue._decoders = {0: _d_TransactionLogValue_0, 1: _d_TransactionLogValue_1}
@@ -241,6 +300,9 @@ def _accel_programs() -> dict[str, dict[int, object]]:
             ("transaction_partitions", "field", ("array", False, True, ("struct", p0, False))),
             ("transaction_last_update_timestamp_ms", "field", ("int64",)),
             ("transaction_start_timestamp_ms", "field", ("int64",)),
+            ("previous_producer_id", "absent", "const", -1, True),
+            ("next_producer_id", "absent", "const", -1, True),
+            ("client_transaction_version", "absent", "const", 0, True),
         ),
         True,
     )
@@ -264,6 +326,9 @@ def _accel_programs() -> dict[str, dict[int, object]]:
             ("transaction_partitions", "field", ("array", True, True, ("struct", p2, False))),
             ("transaction_last_update_timestamp_ms", "field", ("int64",)),
             ("transaction_start_timestamp_ms", "field", ("int64",)),
+            ("previous_producer_id", "tagged", ("int64",), "const", -1, 0),
+            ("next_producer_id", "tagged", ("int64",), "const", -1, 1),
+            ("client_transaction_version", "tagged", ("int16",), "const", 0, 2),
         ),
         True,
     )

@@ -121,6 +121,9 @@ public final class Driver {
                 if (Quotas.handles(op)) {
                     return Quotas.run(op, cmd);
                 }
+                if (Features.handles(op)) {
+                    return Features.run(op, cmd);
+                }
                 throw new IllegalArgumentException("unknown op " + op);
         }
     }
