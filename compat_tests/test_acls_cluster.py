@@ -30,6 +30,8 @@ from wire.generated.api_030_create_acls import (
 )
 
 pytestmark = pytest.mark.skipif(settings.target() != "cormorant", reason="a Cormorant cluster")
+#: The client these tests drive, as the matrix names it.
+MATRIX_CLIENT = "confluent-kafka"
 
 TOPIC_AUTHORIZATION_FAILED = 29
 PROPAGATION_BOUND_S = 1.0

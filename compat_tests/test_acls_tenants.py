@@ -22,6 +22,8 @@ from compat_tests.harness.groups import GroupOptions
 from compat_tests.harness.secured import ClientSecurity, secured_java_driver, unique
 
 pytestmark = pytest.mark.skipif(settings.target() != "cormorant", reason="Cormorant's authorizer settings")
+#: The matrix's client of the tests that do not name one (the Java tests name theirs).
+MATRIX_CLIENT = "confluent-kafka"
 
 TENANTS = ("tenant-a", "tenant-b")
 PASSWORDS = {"admin": "admin-secret", "tenant-a": "a-secret", "tenant-b": "b-secret"}

@@ -24,6 +24,8 @@ from wire.generated.api_049_alter_client_quotas import (
 )
 
 pytestmark = pytest.mark.skipif(settings.target() != "cormorant", reason="Cormorant's quota settings")
+#: The client these tests drive, as the matrix names it.
+MATRIX_CLIENT = "confluent-kafka"
 
 
 def test_librdkafka_admin_is_throttled_not_refused(broker_factory: BrokerFactory) -> None:

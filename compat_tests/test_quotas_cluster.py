@@ -90,6 +90,11 @@ def test_a_quota_set_at_one_broker_throttles_at_another(cluster: LocalCluster) -
         throttles.append((event.broker_id, event.throttle_time))
 
     errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err.name())
+
     producer = Producer({"bootstrap.servers": cluster.server_of(leader), "client.id": client_id, "acks": "1",
                          "linger.ms": 5, "message.timeout.ms": 30_000, "throttle_cb": on_throttle})
     started = time.monotonic()
@@ -97,8 +102,7 @@ def test_a_quota_set_at_one_broker_throttles_at_another(cluster: LocalCluster) -
     # broker mutes the connection for seconds after the first, so the last is answered that much later.
     for batch in (60, 1):
         for _ in range(batch):
-            producer.produce(topic, bytes(10_000), partition=0,
-                             on_delivery=lambda err, _msg: err is not None and errors.append(err.name()))
+            producer.produce(topic, bytes(10_000), partition=0, on_delivery=on_delivery)
             producer.poll(0)
         assert producer.flush(40) == 0
     held = time.monotonic() - started
@@ -128,8 +132,11 @@ def test_connections_over_the_per_ip_limit_are_refused_and_the_rest_served(clust
             assert _alive(other)
         # One closed, one more accepted.
         held.pop().close()
-        cluster.wait_for(lambda: held.append(KafkaClient.connect(server, timeout_s=5)) is None, 10,
-                         "a connection once one is freed")
+        def reconnect() -> bool:
+            held.append(KafkaClient.connect(server, timeout_s=5))
+            return True
+
+        cluster.wait_for(reconnect, 10, "a connection once one is freed")
         assert all(_alive(c) for c in held)
     finally:
         for c in held:

@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -156,13 +157,14 @@ def _security_features(outcome: dict[str, Any]) -> set[str]:
     return {SECURITY_WORDS[w] for w in (re.sub(r"\d+$", "", w) for w in words) if w in SECURITY_WORDS}
 
 
-def security_column(doc: dict[str, Any]) -> dict[str, str]:
-    """Per client, the security features the security tests of one run exercised with it:
-    those that passed, and those that failed (FAIL) — the matrix's security column."""
+def _column(doc: dict[str, Any], features_of: Callable[[dict[str, Any]], set[str]],
+            order: Sequence[str]) -> dict[str, str]:
+    """Per client, the features (``features_of`` each outcome) one run exercised with it: those
+    that passed, and those that failed (FAIL), in ``order``."""
     passed: dict[str, set[str]] = defaultdict(set)
     failed: dict[str, set[str]] = defaultdict(set)
     for o in doc["results"]:
-        features = _security_features(o)
+        features = features_of(o)
         if not features:
             continue
         client = o["client"]
@@ -178,10 +180,43 @@ def security_column(doc: dict[str, Any]) -> dict[str, str]:
             passed[client] |= features
     column: dict[str, str] = {}
     for client in set(passed) | set(failed):
-        good = [f for f in _FEATURE_ORDER if f in passed[client] and f not in failed[client]]
-        bad = [f for f in _FEATURE_ORDER if f in failed[client]]
+        good = [f for f in order if f in passed[client] and f not in failed[client]]
+        bad = [f for f in order if f in failed[client]]
         column[client] = ", ".join(good + [f"{f} FAIL" for f in bad])
     return column
+
+
+def security_column(doc: dict[str, Any]) -> dict[str, str]:
+    """Per client, the security features the security tests of one run exercised with it:
+    those that passed, and those that failed (FAIL) — the matrix's security column."""
+    return _column(doc, _security_features, _FEATURE_ORDER)
+
+
+#: Scenario prefixes of the ACL, tenant and quota tests (first match wins), and the feature each names.
+AUTHORIZATION_SCENARIOS = (
+    ("acls: create_list_delete_acls", "ACL admin"),
+    ("acls: ", "ACLs"),
+    ("acls_cluster: ", "ACLs"),
+    ("acls_tenants: ", "prefixed ACLs"),
+    ("client_quotas: ", "quota admin"),
+    ("produce_quota: ", "quotas"),
+    ("quota_rates: ", "quotas"),
+    ("mutation_quota: ", "quotas"),
+    ("quotas_cluster: ", "quotas"),
+)
+_AUTHORIZATION_ORDER = ("ACL admin", "ACLs", "prefixed ACLs", "quota admin", "quotas")
+
+
+def _authorization_features(outcome: dict[str, Any]) -> set[str]:
+    """The authorization feature one outcome of the ACL, tenant and quota tests exercises."""
+    scenario = outcome["scenario"]
+    return next(({feature} for prefix, feature in AUTHORIZATION_SCENARIOS if scenario.startswith(prefix)), set())
+
+
+def authorization_column(doc: dict[str, Any]) -> dict[str, str]:
+    """Per client, what the ACL, tenant and quota tests of one run exercised with it: those that
+    passed, and those that failed (FAIL) — the matrix's authorization column."""
+    return _column(doc, _authorization_features, _AUTHORIZATION_ORDER)
 
 
 def _client_key(client: str) -> tuple[int, str]:
@@ -248,14 +283,22 @@ def render(docs: list[dict[str, Any]], versions: dict[str, str], seconds: dict[s
         "",
         "Security: what `compat_tests/test_security*.py` ran with the client against Cormorant and "
         "passed (SSL, mutual TLS, SASL PLAIN, SCRAM-SHA-256/512, OAUTHBEARER: produce, consume in a "
-        "group, refusals); — means none of its security tests ran.",
+        "group, refusals); — means none of its security tests ran. Authorization: what the ACL, "
+        "tenant and quota tests (`compat_tests/test_acls*.py`, `test_client_quotas.py`, "
+        "`test_produce_quota.py`, `test_quota_rates.py`, `test_mutation_quota.py`, "
+        "`test_quotas_cluster.py`) ran with it and passed (ACL admin: create, list, delete ACLs; "
+        "ACLs: operations allowed and refused as Kafka, in one broker and a cluster; prefixed ACLs: "
+        "tenants isolated; quota admin: set, describe, remove client quotas; quotas: throttled to "
+        "the quota without errors).",
         "",
-        "| client | version | security |",
-        "| --- | --- | --- |",
+        "| client | version | security | authorization |",
+        "| --- | --- | --- | --- |",
     ]
     present = sorted({o["client"] for d in docs for o in d["results"]}, key=_client_key)
     security = next((security_column(d) for d in docs if d["target"] == "cormorant"), {})
-    lines += [f"| {c} | {versions.get(c, '?')} | {security.get(c) or '—'} |" for c in present]
+    authorization = next((authorization_column(d) for d in docs if d["target"] == "cormorant"), {})
+    lines += [f"| {c} | {versions.get(c, '?')} | {security.get(c) or '—'} | {authorization.get(c) or '—'} |"
+              for c in present]
     lines.append("")
     for doc in docs:
         lines += render_target(doc, versions, seconds.get(doc["target"]))
