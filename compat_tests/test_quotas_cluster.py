@@ -126,6 +126,8 @@ def test_connections_over_the_per_ip_limit_are_refused_and_the_rest_served(clust
         print(f"node 2 accepted {len(held)} client connections from 127.0.0.1 before refusing one")
         assert refused
         assert 0 < len(held) <= MAX_CONNECTIONS_PER_IP
+        node_log = (cluster.dir / "node-2" / "node.log").read_text(errors="replace")
+        assert "connection_refused" in node_log and f"limit={MAX_CONNECTIONS_PER_IP}" in node_log
         assert all(_alive(c) for c in held)
         # Another node counts its own connections: it still accepts.
         with KafkaClient.connect(cluster.server_of(3), timeout_s=5) as other:
