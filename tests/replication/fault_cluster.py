@@ -109,13 +109,14 @@ class ControllerOnlyNode(Node):
 class FaultCluster:
     """``brokers`` nodes on 127.0.0.1 with the settings of :data:`CLUSTER_OVERRIDES`.
 
-    Combined (default): the first three nodes are also the controller quorum.
+    Combined (default): the first ``controllers`` nodes (default three) are also the controller quorum.
     ``dedicated_controllers``: three more nodes run only the controller role, so
     faults on brokers never take the metadata quorum with them.
     """
 
     def __init__(self, base: Path, brokers: int = 3, dedicated_controllers: bool = False,
-                 overrides: dict[str, str] | None = None, session_timeout_ms: int = SESSION_TIMEOUT_MS) -> None:
+                 overrides: dict[str, str] | None = None, session_timeout_ms: int = SESSION_TIMEOUT_MS,
+                 controllers: int | None = None) -> None:
         settings = {**CLUSTER_OVERRIDES, **(overrides or {})}
         self.dedicated = dedicated_controllers
         if dedicated_controllers:
@@ -126,7 +127,7 @@ class FaultCluster:
                 assert old.controller_port is not None
                 self.quorum.nodes[node_id] = ControllerOnlyNode(self.quorum, node_id, old.controller_port)
         else:
-            self.quorum = QuorumCluster(base, nodes=brokers, controllers=min(3, brokers),
+            self.quorum = QuorumCluster(base, nodes=brokers, controllers=controllers or min(3, brokers),
                                         session_timeout_ms=session_timeout_ms, overrides=settings)
         self.history = History()
         self.paused: set[int] = set()

@@ -5,16 +5,22 @@
 - :func:`acks_below_min_isr`: acknowledgements given while the acknowledging partition's leader,
   sampled before and after the acknowledgement, said its ISR was smaller than
   ``min.insync.replicas`` (Kafka 2013: an isolated leader acking alone).
+- :func:`group_offset_problems`: a consumer group's committed offsets never go backwards (an
+  acknowledged commit or an OffsetFetch answer is never below one that completed before it was
+  sent), no acknowledged commit is lost, and none passes the high watermark.
+- :func:`transaction_problems`: read_committed readers see every committed transaction once and
+  whole, nothing of an aborted one, and a transaction of unknown outcome whole or not at all.
 """
 
 from __future__ import annotations
 
 import bisect
+import enum
 import itertools
 import statistics
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from tests.replication.fault_checker import Outcome, Send
 
@@ -108,3 +114,180 @@ def acks_below_min_isr(sends: Iterable[Send], samples: Sequence[IsrSample], min_
             out.append(f"{send.value} acked at {send.topic}-{send.partition}@{send.offset} while leader "
                        f"{before.node} had ISR {list(before.isr)} .. {list(after.isr)}")
     return out
+
+
+# -- consumer-group offsets --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommit:
+    """A commit the coordinator acknowledged: ``member`` committed ``offset`` for a partition,
+    the request sent at ``sent_at`` and answered without error at ``done_at`` (monotonic)."""
+
+    member: str
+    topic: str
+    partition: int
+    offset: int
+    sent_at: float
+    done_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetObservation:
+    """The committed offset of a partition as node ``node`` (the coordinator a FindCoordinator named)
+    answered an OffsetFetch sent at ``sent_at`` and answered at ``done_at``."""
+
+    node: int
+    topic: str
+    partition: int
+    offset: int
+    sent_at: float
+    done_at: float
+
+
+@dataclass
+class GroupOffsetReport:
+    commits: int = 0
+    observations: int = 0
+    #: An observation or an acknowledged commit lower than one that completed before it was sent.
+    went_back: list[str] = field(default_factory=list)
+    #: A committed offset beyond the partition's high watermark once everything healed.
+    beyond_high_watermark: list[str] = field(default_factory=list)
+    #: The committed offset after the heal is lower than an acknowledged commit.
+    lost_commits: list[str] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[str]:
+        out = []
+        for name in ("went_back", "beyond_high_watermark", "lost_commits"):
+            items: list[str] = getattr(self, name)
+            if items:
+                out.append(f"group offsets {name}: {len(items)} (first: {items[:3]})")
+        return out
+
+
+def group_offset_problems(commits: Iterable[OffsetCommit], observations: Iterable[OffsetObservation],
+                          final: Mapping[tuple[str, int], int],
+                          high_watermarks: Mapping[tuple[str, int], int]) -> GroupOffsetReport:
+    """A group's committed offsets never go backwards and never pass the high watermark.
+
+    Per partition, every event (an acknowledged commit, or an OffsetFetch answer) must be at least
+    every event that *completed before it was sent* — so only events in real-time order are
+    compared, never two that overlapped. ``final`` is the committed offsets read after the heal: each
+    must be at least the highest acknowledged commit (an acknowledged commit is never lost), and no
+    offset anyone committed or read may be beyond the final high watermark (a consumer commits only
+    offsets it read, so a commit above it means records it read were truncated)."""
+    report = GroupOffsetReport()
+    events: dict[tuple[str, int], list[tuple[float, float, int, str]]] = defaultdict(list)
+    for c in commits:
+        report.commits += 1
+        events[(c.topic, c.partition)].append((c.sent_at, c.done_at, c.offset, f"commit by {c.member}"))
+    for o in observations:
+        report.observations += 1
+        events[(o.topic, o.partition)].append((o.sent_at, o.done_at, o.offset, f"OffsetFetch from node {o.node}"))
+    for key, series in sorted(events.items()):
+        label = f"{key[0]}-{key[1]}"
+        by_done = sorted(series, key=lambda e: e[1])
+        done_times = [e[1] for e in by_done]
+        best: list[tuple[int, float, str]] = []  # running maximum of offsets by completion time
+        for _, done, offset, what in by_done:
+            if not best or offset > best[-1][0]:
+                best.append((offset, done, what))
+            else:
+                best.append(best[-1])
+        for sent, _done, offset, what in sorted(series):
+            i = bisect.bisect_left(done_times, sent)
+            if i and best[i - 1][0] > offset:
+                high, high_at, high_what = best[i - 1]
+                report.went_back.append(f"{label}: {what} sent at {sent:.2f} got {offset}, after {high_what} "
+                                        f"had {high} at {high_at:.2f}")
+        hw = high_watermarks.get(key)
+        top = max(series, key=lambda e: e[2])
+        if hw is not None and top[2] > hw:
+            report.beyond_high_watermark.append(f"{label}: {top[3]} at {top[1]:.2f} had {top[2]}, "
+                                                f"high watermark {hw}")
+        acked = [e for e in series if e[3].startswith("commit")]
+        if acked:
+            highest = max(e[2] for e in acked)
+            after = final.get(key, -1)
+            if after < highest:
+                report.lost_commits.append(f"{label}: committed {after} after the heal, {highest} was acknowledged")
+    return report
+
+
+# -- transactions ------------------------------------------------------------------------------
+
+
+class TxnOutcome(enum.Enum):
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Transaction:
+    """One transaction of a transactional producer: the values it wrote and how it ended
+    (COMMITTED: commit_transaction returned; ABORTED: abort_transaction returned; UNKNOWN: neither)."""
+
+    producer: str
+    values: tuple[str, ...]
+    outcome: TxnOutcome
+    started_at: float
+    done_at: float
+
+
+@dataclass
+class TransactionReport:
+    committed: int = 0
+    aborted: int = 0
+    unknown: int = 0
+    #: Values of aborted transactions a read_committed reader saw (the final drain or a live consumer).
+    aborted_read: list[str] = field(default_factory=list)
+    #: Values of committed transactions the read_committed drain did not read.
+    committed_missing: list[str] = field(default_factory=list)
+    #: Values the read_committed drain read more than once.
+    duplicated: list[str] = field(default_factory=list)
+    #: Transactions of unknown outcome read in part (atomicity).
+    partial: list[str] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[str]:
+        out = []
+        for name in ("aborted_read", "committed_missing", "duplicated", "partial"):
+            items: list[str] = getattr(self, name)
+            if items:
+                out.append(f"transactions {name}: {len(items)} (first: {items[:3]})")
+        return out
+
+
+def transaction_problems(transactions: Iterable[Transaction], drained: Sequence[str],
+                         live_reads: Iterable[str] = ()) -> TransactionReport:
+    """``drained``: every value a read_committed drain read from the transactional topic after the
+    heal; ``live_reads``: values read_committed consumers read while the faults ran. Every committed
+    transaction is read exactly once and whole; nothing of an aborted one is ever read; a transaction
+    of unknown outcome is read whole or not at all."""
+    report = TransactionReport()
+    counts = Counter(drained)
+    live = set(live_reads)
+    for value, times in sorted(counts.items()):
+        if times > 1:
+            report.duplicated.append(f"{value} read {times} times")
+    for txn in transactions:
+        if txn.outcome is TxnOutcome.COMMITTED:
+            report.committed += 1
+            missing = [v for v in txn.values if v not in counts]
+            if missing:
+                report.committed_missing.append(f"{txn.producer}: {missing} of a transaction committed at "
+                                                f"{txn.done_at:.2f}")
+        elif txn.outcome is TxnOutcome.ABORTED:
+            report.aborted += 1
+            seen = [v for v in txn.values if v in counts or v in live]
+            if seen:
+                report.aborted_read.append(f"{txn.producer}: {seen} of a transaction aborted at {txn.done_at:.2f}")
+        else:
+            report.unknown += 1
+            present = [v for v in txn.values if v in counts]
+            if present and len(present) != len(txn.values):
+                report.partial.append(f"{txn.producer}: {len(present)} of {len(txn.values)} values read "
+                                      f"({present[:3]})")
+    return report

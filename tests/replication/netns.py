@@ -3,9 +3,9 @@ network faults — links cut both ways or one way, random loss, delay — applie
 
 Topology (addresses exist only inside these namespaces; nothing is routed to or from the host)::
 
-    <prefix><pid>-br   bridge br0, 10.77.0.254/24 (the clients: the test process joins it)
-      v1 ---- eth0  <prefix><pid>-n1  10.77.0.1/24   (node 1)
-      v2 ---- eth0  <prefix><pid>-n2  10.77.0.2/24   (node 2) ...
+    <prefix><pid>x<run>-br   bridge br0, 10.77.0.254/24 (the clients: the test process joins it)
+      v1 ---- eth0  <prefix><pid>x<run>-n1  10.77.0.1/24   (node 1)
+      v2 ---- eth0  <prefix><pid>x<run>-n2  10.77.0.2/24   (node 2) ...
 
 Cuts and loss are nftables rules in each node namespace (``table inet cormorant_fault``): "B does
 not hear A" drops, in B's input hook, what comes from A's address; loss drops a random share of a
@@ -13,8 +13,10 @@ node's input and output. Delay needs the kernel's ``sch_netem`` (``tc qdisc ... 
 node's link, both ends); where the kernel has none, :attr:`Network.can_delay` is False and the
 nemeses say so in their log instead of pretending.
 
-Namespace names carry the creating process's pid: :func:`remove_stale` deletes those of processes
-that are gone (a killed run), and :meth:`Network.close` removes this run's, even after a failure.
+Namespace names carry the creating process's pid and a random tag of the run
+(``crmtfault<pid>x<hex>-n1``), so runs going at the same time on one machine — several in one
+process too — never share a name: :func:`remove_stale` deletes only the namespaces of processes that
+are gone (a killed run), and :meth:`Network.close` removes this run's, even after a failure.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import secrets
 import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
@@ -56,7 +59,7 @@ def remove_stale() -> list[str]:
     removed = []
     for line in listed.splitlines():
         name = line.split()[0] if line.split() else ""
-        match = re.fullmatch(rf"{PREFIX}(\d+)-\w+", name)
+        match = re.fullmatch(rf"{PREFIX}(\d+)(?:x[0-9a-f]+)?-\w+", name)
         if match and not os.path.exists(f"/proc/{match.group(1)}"):
             _run(["ip", "netns", "del", name], check=False)
             removed.append(name)
@@ -86,7 +89,7 @@ class Network:
     def __init__(self, node_ids: Iterable[int]) -> None:
         self.node_ids = sorted(node_ids)
         assert all(0 < i < 254 for i in self.node_ids)
-        self.tag = f"{PREFIX}{os.getpid()}"
+        self.tag = f"{PREFIX}{os.getpid()}x{secrets.token_hex(3)}"
         self.bridge = f"{self.tag}-br"
         self.cuts: set[Cut] = set()
         self.loss: dict[int, int] = {}  # node -> percent

@@ -1,10 +1,21 @@
-"""The invariants of the network fault suite on made-up histories: unavailability windows and
-acknowledgements given while the leader's ISR was below min.insync.replicas."""
+"""The invariants of the network fault suite on made-up histories: unavailability windows,
+acknowledgements given while the leader's ISR was below min.insync.replicas, consumer-group offsets
+going backwards, lost or beyond the high watermark, and transactions read wrongly."""
 
 from __future__ import annotations
 
 from tests.replication.fault_checker import Outcome, Send
-from tests.replication.fault_invariants import IsrSample, acks_below_min_isr, unavailability_windows
+from tests.replication.fault_invariants import (
+    IsrSample,
+    OffsetCommit,
+    OffsetObservation,
+    Transaction,
+    TxnOutcome,
+    acks_below_min_isr,
+    group_offset_problems,
+    transaction_problems,
+    unavailability_windows,
+)
 
 
 def ack(seq: int, done: float, partition: int = 0, sent: float | None = None) -> Send:
@@ -40,3 +51,50 @@ def test_no_flag_when_another_leader_had_a_full_isr_or_samples_are_far_apart() -
     # Followers' views are not the leader's: ignored.
     views = [sample(0.0, 2, 1, (1,)), sample(0.5, 2, 1, (1,))]
     assert acks_below_min_isr([ack(0, 0.25)], views, min_isr=2) == []
+
+
+def commit(offset: int, sent: float, done: float, partition: int = 0) -> OffsetCommit:
+    return OffsetCommit("m0", "t", partition, offset, sent, done)
+
+
+def seen(offset: int, sent: float, done: float, node: int = 1) -> OffsetObservation:
+    return OffsetObservation(node, "t", 0, offset, sent, done)
+
+
+def test_group_offsets_going_back_are_flagged_only_in_real_time_order() -> None:
+    commits = [commit(10, 0.0, 0.1), commit(20, 1.0, 1.1)]
+    # Read 10 while the commit of 20 was in flight: overlapping, not an anomaly.
+    fine = group_offset_problems(commits, [seen(10, 1.05, 1.2), seen(20, 1.3, 1.4)], {("t", 0): 20},
+                                 {("t", 0): 25})
+    assert fine.problems == [] and fine.commits == 2 and fine.observations == 2
+    # Read 10 after the commit of 20 had been acknowledged: gone back.
+    back = group_offset_problems(commits, [seen(20, 1.3, 1.4), seen(10, 2.0, 2.1, node=3)], {("t", 0): 20},
+                                 {("t", 0): 25})
+    assert len(back.went_back) == 1 and "node 3" in back.went_back[0] and "commit by m0" in back.went_back[0]
+    # An acknowledged commit lower than an earlier acknowledged one (a member that started from a stale offset).
+    regressed = group_offset_problems([*commits, commit(15, 3.0, 3.1)], [], {("t", 0): 20}, {("t", 0): 25})
+    assert len(regressed.went_back) == 1 and "got 15" in regressed.went_back[0]
+
+
+def test_group_offsets_lost_or_beyond_the_high_watermark_are_flagged() -> None:
+    commits = [commit(10, 0.0, 0.1), commit(30, 1.0, 1.1)]
+    report = group_offset_problems(commits, [], {("t", 0): 10}, {("t", 0): 25})
+    assert len(report.lost_commits) == 1 and "30 was acknowledged" in report.lost_commits[0]
+    assert len(report.beyond_high_watermark) == 1 and "high watermark 25" in report.beyond_high_watermark[0]
+    assert group_offset_problems(commits, [], {("t", 0): 30}, {("t", 0): 30}).problems == []
+
+
+def txn(outcome: TxnOutcome, *values: str) -> Transaction:
+    return Transaction("p", values, outcome, 0.0, 1.0)
+
+
+def test_transactions_committed_once_aborted_never_unknown_whole_or_nothing() -> None:
+    history = [txn(TxnOutcome.COMMITTED, "a", "b"), txn(TxnOutcome.ABORTED, "c", "d"),
+               txn(TxnOutcome.UNKNOWN, "e", "f"), txn(TxnOutcome.UNKNOWN, "g", "h")]
+    good = transaction_problems(history, ["a", "b", "e", "f"])
+    assert good.problems == [] and (good.committed, good.aborted, good.unknown) == (1, 1, 2)
+    bad = transaction_problems(history, ["a", "a", "c", "g"], live_reads=["d"])
+    assert len(bad.duplicated) == 1 and bad.duplicated[0] == "a read 2 times"
+    assert bad.committed_missing and "'b'" in bad.committed_missing[0]
+    assert bad.aborted_read and "'c', 'd'" in bad.aborted_read[0]  # the drain read c, a live consumer d
+    assert bad.partial and "1 of 2" in bad.partial[0]
