@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tests.integration.quorum_cluster import Node
-from tests.replication.fault_checker import Report, drain
+from tests.replication.fault_checker import Outcome, Report, Send, drain
 from tests.replication.fault_cluster import start_writers, stop_writers
 from tests.replication.fault_invariants import (
     GroupOffsetReport,
@@ -43,7 +43,7 @@ from tests.replication.fault_workloads import (
     OffsetObserver,
     TransactionalWriter,
 )
-from tests.replication.netns import CLIENT
+from tests.replication.netns import CLIENT, netem_available
 from tests.replication.netns_cluster import IsrMonitor, NetnsFaultCluster
 
 MIN_INSYNC_REPLICAS = 2
@@ -150,8 +150,7 @@ def controller_isolated(ctx: Context) -> None:
 
 
 def majority_split(ctx: Context) -> None:
-    """A minority of the nodes (one of three, two of five or six) on one side, the others on the other;
-    the clients reach both sides."""
+    """A minority of the nodes (one of three, two of five or six) cut off from the rest; the clients reach both."""
     while ctx.running():
         nodes = sorted(ctx.cluster.nodes)
         size = (len(nodes) - 1) // 2
@@ -251,6 +250,13 @@ NETEM_MISSING = ("needs the kernel module sch_netem (tc qdisc netem) for its 200
 NEMESES = [*BASE, *(f"{name}+kill" for name in BASE)]
 
 
+def not_applicable(name: str) -> str | None:
+    """Why this machine cannot run the nemesis ``name`` (None: it can)."""
+    if name.removesuffix("+kill") in NEEDS_NETEM and not netem_available():
+        return f"{name} {NETEM_MISSING}"
+    return None
+
+
 def describe(name: str) -> str:
     base = BASE[name.removesuffix("+kill")]
     doc = (base.__doc__ or "").strip()
@@ -271,6 +277,13 @@ class NemesisResult:
     group: GroupOffsetReport = field(default_factory=GroupOffsetReport)
     transactions: TransactionReport = field(default_factory=TransactionReport)
     layout: str = "3 combined"
+    #: Every send of every writer (librdkafka writers ``wN``, Java writers ``jN``), and what each fault was.
+    sends: list[Send] = field(default_factory=list)
+    fault_log: list[str] = field(default_factory=list)
+
+    @property
+    def acked_by_java(self) -> int:
+        return sum(1 for s in self.sends if s.writer.startswith("j") and s.outcome is Outcome.ACKED)
 
     @property
     def problems(self) -> list[str]:
@@ -295,7 +308,7 @@ class NemesisResult:
                 f"txns_committed={t.committed} txns_aborted={t.aborted} txns_unknown={t.unknown} "
                 f"aborted_read={len(t.aborted_read)} committed_txn_missing={len(t.committed_missing)} "
                 f"txn_duplicated={len(t.duplicated)} txn_partial={len(t.partial)} "
-                f"faults={self.faults} unavailable_windows={len(self.unavailability.windows)} "
+                f"java_acked={self.acked_by_java} faults={self.faults} unavailable_windows={len(self.unavailability.windows)} "
                 f"unavailable_median_s={self.unavailability.median_s:.1f} "
                 f"unavailable_max_s={self.unavailability.max_s:.1f} duration_s={self.duration_s:.0f} "
                 f"producer_fatal_errors={len(self.producer_fatal_errors)}")
@@ -317,7 +330,7 @@ def run_nemesis(cluster: NetnsFaultCluster, name: str, seed: int, duration_s: fl
     if base_name not in BASE:
         raise ValueError(f"unknown nemesis {name!r}; known: {', '.join(NEMESES)}")
     if base_name in NEEDS_NETEM and not cluster.network.can_delay:
-        raise NemesisNotApplicable(f"{name} {NETEM_MISSING}")
+        raise NemesisNotApplicable(f"{name} {NETEM_MISSING}")  # checked before the cluster starts by callers
     load = workload or Workload()
     partitions = load.partitions
     started = time.monotonic()
@@ -381,4 +394,5 @@ def run_nemesis(cluster: NetnsFaultCluster, name: str, seed: int, duration_s: fl
         name, seed, report, unavailability_windows(sends),
         acks_below_min_isr(sends, monitor.samples, MIN_INSYNC_REPLICAS), differs,
         sum(1 for f in cluster.history.faults if f.what != "heal"), time.monotonic() - started,
-        [e for w in running for e in w.fatal_errors], group_report, txn_report, layout_of(cluster))
+        [e for w in running for e in w.fatal_errors], group_report, txn_report, layout_of(cluster), sends,
+        [f.what for f in cluster.history.faults])

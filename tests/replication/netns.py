@@ -66,7 +66,8 @@ def remove_stale() -> list[str]:
     return removed
 
 
-def _netem_available() -> bool:
+def netem_available() -> bool:
+    """Whether the kernel has ``sch_netem`` (the delay qdisc)."""
     try:
         with open("/proc/config.gz", "rb") as f:
             import gzip
@@ -94,7 +95,7 @@ class Network:
         self.cuts: set[Cut] = set()
         self.loss: dict[int, int] = {}  # node -> percent
         self.delay: dict[int, int] = {}  # node -> ms
-        self.can_delay = _netem_available()
+        self.can_delay = netem_available()
         self._home: int | None = None
         self._created: list[str] = []
 
