@@ -151,6 +151,9 @@ class GroupOffsetReport:
     observations: int = 0
     #: An observation or an acknowledged commit lower than one that completed before it was sent.
     went_back: list[str] = field(default_factory=list)
+    #: Lower answers from a coordinator cut off from the quorum (it does not know it was replaced and
+    #: answers from what it has, as Kafka's would; it can acknowledge no commit): counted, not a violation.
+    stale_reads: list[str] = field(default_factory=list)
     #: A committed offset beyond the partition's high watermark once everything healed.
     beyond_high_watermark: list[str] = field(default_factory=list)
     #: The committed offset after the heal is lower than an acknowledged commit.
@@ -168,7 +171,8 @@ class GroupOffsetReport:
 
 def group_offset_problems(commits: Iterable[OffsetCommit], observations: Iterable[OffsetObservation],
                           final: Mapping[tuple[str, int], int],
-                          high_watermarks: Mapping[tuple[str, int], int]) -> GroupOffsetReport:
+                          high_watermarks: Mapping[tuple[str, int], int],
+                          cut_off: Mapping[int, Sequence[tuple[float, float]]] | None = None) -> GroupOffsetReport:
     """A group's committed offsets never go backwards and never pass the high watermark.
 
     Per partition, every event (an acknowledged commit, or an OffsetFetch answer) must be at least
@@ -176,15 +180,25 @@ def group_offset_problems(commits: Iterable[OffsetCommit], observations: Iterabl
     compared, never two that overlapped. ``final`` is the committed offsets read after the heal: each
     must be at least the highest acknowledged commit (an acknowledged commit is never lost), and no
     offset anyone committed or read may be beyond the final high watermark (a consumer commits only
-    offsets it read, so a commit above it means records it read were truncated)."""
+    offsets it read, so a commit above it means records it read were truncated).
+
+    ``cut_off``: node -> stretches of time it was cut off from the quorum. A lower answer from such a
+    node while it was is a stale read, reported apart: a coordinator that has not heard it was replaced
+    answers from what it has (Kafka's does the same), but it cannot acknowledge a commit, so a member
+    cannot build on it — a lower *acknowledged commit* is a violation whoever answered."""
     report = GroupOffsetReport()
     events: dict[tuple[str, int], list[tuple[float, float, int, str]]] = defaultdict(list)
     for c in commits:
         report.commits += 1
         events[(c.topic, c.partition)].append((c.sent_at, c.done_at, c.offset, f"commit by {c.member}"))
+    stale_sources: dict[str, int] = {}
     for o in observations:
         report.observations += 1
-        events[(o.topic, o.partition)].append((o.sent_at, o.done_at, o.offset, f"OffsetFetch from node {o.node}"))
+        what = f"OffsetFetch from node {o.node}"
+        if any(start <= o.done_at and o.sent_at <= end for start, end in (cut_off or {}).get(o.node, ())):
+            what += " (cut off from the quorum)"
+            stale_sources[what] = o.node
+        events[(o.topic, o.partition)].append((o.sent_at, o.done_at, o.offset, what))
     for key, series in sorted(events.items()):
         label = f"{key[0]}-{key[1]}"
         by_done = sorted(series, key=lambda e: e[1])
@@ -199,8 +213,9 @@ def group_offset_problems(commits: Iterable[OffsetCommit], observations: Iterabl
             i = bisect.bisect_left(done_times, sent)
             if i and best[i - 1][0] > offset:
                 high, high_at, high_what = best[i - 1]
-                report.went_back.append(f"{label}: {what} sent at {sent:.2f} got {offset}, after {high_what} "
-                                        f"had {high} at {high_at:.2f}")
+                found = (report.stale_reads if what in stale_sources else report.went_back)
+                found.append(f"{label}: {what} sent at {sent:.2f} got {offset}, after {high_what} "
+                             f"had {high} at {high_at:.2f}")
         hw = high_watermarks.get(key)
         top = max(series, key=lambda e: e[2])
         if hw is not None and top[2] > hw:

@@ -79,6 +79,8 @@ class Context:
     kills: bool
     log: Callable[[str], None]
     killed: list[Node] = field(default_factory=list)
+    #: (when, the nodes cut off from a majority of the voters from then on), at each fault and heal.
+    cut_off: list[tuple[float, frozenset[int]]] = field(default_factory=list)
 
     @property
     def net(self) -> NetnsFaultCluster:
@@ -88,7 +90,9 @@ class Context:
         return time.monotonic() < self.deadline
 
     def fault(self, what: str, partitions: list[tuple[str, int]] | None = None) -> None:
-        self.cluster.history.fault(what, partitions=partitions or [])
+        at = self.cluster.history.fault(what, partitions=partitions or [])
+        voters = [n.node_id for n in self.cluster.nodes.values() if n.controller_port]
+        self.cut_off.append((at, frozenset(self.cluster.network.cut_off(voters))))
         self.log(f"{what}  [{self.cluster.network.describe()}]")
 
     def leader_of_random_partition(self) -> tuple[int, Node]:
@@ -304,7 +308,7 @@ class NemesisResult:
                 f"below_min_isr={len(self.below_min_isr)} read_committed_differs={len(self.read_committed_differs)} "
                 f"group_commits={g.commits} group_offset_reads={g.observations} "
                 f"group_offsets_back={len(g.went_back)} group_offsets_beyond_hw={len(g.beyond_high_watermark)} "
-                f"group_commits_lost={len(g.lost_commits)} "
+                f"group_commits_lost={len(g.lost_commits)} group_stale_reads={len(g.stale_reads)} "
                 f"txns_committed={t.committed} txns_aborted={t.aborted} txns_unknown={t.unknown} "
                 f"aborted_read={len(t.aborted_read)} committed_txn_missing={len(t.committed_missing)} "
                 f"txn_duplicated={len(t.duplicated)} txn_partial={len(t.partial)} "
@@ -312,6 +316,24 @@ class NemesisResult:
                 f"unavailable_median_s={self.unavailability.median_s:.1f} "
                 f"unavailable_max_s={self.unavailability.max_s:.1f} duration_s={self.duration_s:.0f} "
                 f"producer_fatal_errors={len(self.producer_fatal_errors)}")
+
+
+#: How long after a heal a node that was cut off from the quorum may still answer from the metadata
+#: it had (it learns of the leaders elected meanwhile within a heartbeat or two of the heal).
+ZOMBIE_GRACE_S = 5.0
+
+
+def cut_off_windows(timeline: list[tuple[float, frozenset[int]]], grace_s: float) -> dict[int, list[tuple[float, float]]]:
+    """Node -> the stretches it was cut off from a majority of the voters, each extended by ``grace_s``."""
+    out: dict[int, list[tuple[float, float]]] = {}
+    open_since: dict[int, float] = {}
+    for at, nodes in [*timeline, (float("inf"), frozenset())]:
+        for node in list(open_since):
+            if node not in nodes:
+                out.setdefault(node, []).append((open_since.pop(node), at + grace_s))
+        for node in nodes:
+            open_since.setdefault(node, at)
+    return out
 
 
 def layout_of(cluster: NetnsFaultCluster) -> str:
@@ -386,7 +408,8 @@ def run_nemesis(cluster: NetnsFaultCluster, name: str, seed: int, duration_s: fl
     group_report = GroupOffsetReport()
     if observer:
         group_report = group_offset_problems([c for m in members for c in m.commits], observer.observations,
-                                             observer.final(), high_watermarks)
+                                             observer.final(), high_watermarks,
+                                             cut_off_windows(ctx.cut_off, ZOMBIE_GRACE_S))
     txn_report = transaction_problems([x for w in txns for x in w.transactions],
                                       [r.value for r in committed_reads if r.topic == tx_topic],
                                       [v for m in members for v in m.read if v.startswith("tx-")])

@@ -251,6 +251,18 @@ class Network:
                   + "".join(f"    {r}\n" for r in outputs) + "  }\n}\n")
         _run(["ip", "netns", "exec", self.ns(node), "nft", "-f", "-"], input_text=script)
 
+    def cut_off(self, voters: Iterable[int]) -> set[int]:
+        """The nodes that cannot exchange packets both ways with a majority of ``voters`` (themselves
+        included when they are one) under the current cuts; loss and delay do not count."""
+        quorum = sorted(voters)
+        out = set()
+        for node in self.node_ids:
+            reached = sum(1 for v in quorum
+                          if v == node or (Cut(node, v) not in self.cuts and Cut(v, node) not in self.cuts))
+            if reached <= len(quorum) // 2:
+                out.add(node)
+        return out
+
     def describe(self) -> str:
         parts = [f"{c.dst} deaf to {c.src}" for c in sorted(self.cuts, key=lambda c: (c.src, c.dst))]
         parts += [f"{p}% loss at {n}" for n, p in sorted(self.loss.items())]

@@ -16,6 +16,8 @@ from tests.replication.fault_invariants import (
     transaction_problems,
     unavailability_windows,
 )
+from tests.replication.nemeses import cut_off_windows
+from tests.replication.netns import Cut, Network
 
 
 def ack(seq: int, done: float, partition: int = 0, sent: float | None = None) -> Send:
@@ -76,6 +78,18 @@ def test_group_offsets_going_back_are_flagged_only_in_real_time_order() -> None:
     assert len(regressed.went_back) == 1 and "got 15" in regressed.went_back[0]
 
 
+def test_a_lower_answer_from_a_coordinator_cut_off_from_the_quorum_is_a_stale_read() -> None:
+    commits = [commit(10, 0.0, 0.1), commit(20, 1.0, 1.1)]
+    reads = [seen(10, 2.0, 2.1, node=1), seen(10, 2.0, 2.1, node=2)]
+    report = group_offset_problems(commits, reads, {("t", 0): 20}, {("t", 0): 25}, cut_off={1: [(1.5, 3.0)]})
+    assert len(report.stale_reads) == 1 and "node 1 (cut off" in report.stale_reads[0]
+    assert len(report.went_back) == 1 and "node 2" in report.went_back[0]  # node 2 was not cut off
+    # ... but an acknowledged commit that goes back is a violation whoever was cut off.
+    late = group_offset_problems([*commits, commit(15, 2.0, 2.1)], [], {("t", 0): 20}, {("t", 0): 25},
+                                 cut_off={1: [(0.0, 9.0)], 2: [(0.0, 9.0)]})
+    assert len(late.went_back) == 1
+
+
 def test_group_offsets_lost_or_beyond_the_high_watermark_are_flagged() -> None:
     commits = [commit(10, 0.0, 0.1), commit(30, 1.0, 1.1)]
     report = group_offset_problems(commits, [], {("t", 0): 10}, {("t", 0): 25})
@@ -98,3 +112,17 @@ def test_transactions_committed_once_aborted_never_unknown_whole_or_nothing() ->
     assert bad.committed_missing and "'b'" in bad.committed_missing[0]
     assert bad.aborted_read and "'c', 'd'" in bad.aborted_read[0]  # the drain read c, a live consumer d
     assert bad.partial and "1 of 2" in bad.partial[0]
+
+
+def test_nodes_cut_off_from_the_quorum_and_their_windows() -> None:
+    net = Network([1, 2, 3, 4, 5])
+    assert net.cut_off([1, 2, 3]) == set()
+    for a, b in ((1, 2), (2, 1), (1, 3), (3, 1)):
+        net.cuts.add(Cut(a, b))
+    assert net.cut_off([1, 2, 3]) == {1}
+    net.cuts.add(Cut(4, 2))  # one way is enough to break a connection; 4 still reaches 1 and 3
+    assert net.cut_off([1, 2, 3]) == {1}
+    net.cuts.add(Cut(3, 4))
+    assert net.cut_off([1, 2, 3]) == {1, 4}
+    windows = cut_off_windows([(10.0, frozenset({1})), (20.0, frozenset({1, 4})), (30.0, frozenset())], 5.0)
+    assert windows == {1: [(10.0, 35.0)], 4: [(20.0, 35.0)]}
