@@ -256,12 +256,30 @@ class TransactionalWriter:
     def _run(self) -> None:
         from confluent_kafka import KafkaException
 
+        broken = False
         while not self._stop.is_set():
             try:
                 self._session()
+                broken = False
             except KafkaException as ex:  # fatal, or init_transactions never got through: a new producer
                 self.errors.append(str(ex))
+                broken = True
                 self._stop.wait(1.0)
+        if broken:
+            self._fence()
+
+    def _fence(self) -> None:
+        """A producer that failed may have left a transaction open, holding every read_committed
+        reader below it until the transaction times out: a new producer of the same transactional
+        id fences it, and the coordinator aborts the open transaction."""
+        from confluent_kafka import KafkaException, Producer
+
+        for _ in range(3):
+            try:
+                Producer(self.config).init_transactions(30)
+                return
+            except KafkaException as ex:
+                self.errors.append(f"fencing: {ex}")
 
     def _session(self) -> None:
         from confluent_kafka import KafkaException, Producer
