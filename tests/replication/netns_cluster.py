@@ -45,7 +45,7 @@ class NetnsFaultCluster(FaultCluster):
         self.network.create()
         try:
             self.network.enter()
-            self.quorum.start()
+            self.start()
         except BaseException:
             self.close()
             raise
