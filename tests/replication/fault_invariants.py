@@ -10,6 +10,8 @@
   sent), no acknowledged commit is lost, and none passes the high watermark.
 - :func:`transaction_problems`: read_committed readers see every committed transaction once and
   whole, nothing of an aborted one, and a transaction of unknown outcome whole or not at all.
+- :func:`duplicate_causes`: whether a value written twice was sent again by its client under a new
+  producer epoch, or written twice within one epoch (which the broker must refuse).
 """
 
 from __future__ import annotations
@@ -21,8 +23,12 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from broker.log.files import LOG_SUFFIX
 from tests.replication.fault_checker import Outcome, Send
+from wire.exceptions import CorruptRecordError
+from wire.records import iter_batch_headers, iter_records
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,3 +312,41 @@ def transaction_problems(transactions: Iterable[Transaction], drained: Sequence[
                 report.partial.append(f"{txn.producer}: {len(present)} of {len(txn.values)} values read "
                                       f"({present[:3]})")
     return report
+
+
+# -- why a value is in the log twice -----------------------------------------------------------
+
+
+def producer_epochs_of(partition_dir: Path, values: set[str]) -> dict[str, list[tuple[int, int, int]]]:
+    """For each of ``values`` found in a partition directory's segment files: (offset, producer id,
+    producer epoch) of every copy."""
+    out: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    if not values:
+        return out
+    segments = sorted(p for p in partition_dir.iterdir() if p.name.endswith(LOG_SUFFIX))
+    for path in segments:
+        data = path.read_bytes()
+        for pos, header in iter_batch_headers(data):
+            try:
+                for record in iter_records(data, pos):
+                    value = record.value.decode(errors="replace") if record.value is not None else None
+                    if value in values:
+                        out[value].append((record.offset, header.producer_id, header.producer_epoch))
+            except CorruptRecordError:
+                break
+    return out
+
+
+def duplicate_causes(copies: Mapping[str, Sequence[tuple[int, int, int]]]) -> dict[str, list[str]]:
+    """Sorts values written twice by how: ``new producer epoch`` — the copies carry different
+    producer epochs, so the client sent the records again after bumping its epoch (the broker
+    deduplicates only within an epoch, as Kafka's); ``same producer epoch`` — one producer id and
+    epoch wrote them twice, which the broker's sequence check should have refused (a broker bug)."""
+    out: dict[str, list[str]] = {"new producer epoch": [], "same producer epoch": []}
+    for value, found in sorted(copies.items()):
+        if len(found) < 2:
+            continue
+        epochs = {(pid, epoch) for _, pid, epoch in found}
+        cause = "new producer epoch" if len(epochs) > 1 else "same producer epoch"
+        out[cause].append(f"{value} at " + ", ".join(f"{o} (producer {p} epoch {e})" for o, p, e in found))
+    return out

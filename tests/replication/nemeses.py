@@ -26,14 +26,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tests.integration.quorum_cluster import Node
-from tests.replication.fault_checker import Outcome, Report, Send, drain
+from tests.replication.fault_checker import Outcome, Report, Send, drain, partition_dirs
 from tests.replication.fault_cluster import start_writers, stop_writers
 from tests.replication.fault_invariants import (
     GroupOffsetReport,
     TransactionReport,
     Unavailability,
     acks_below_min_isr,
+    duplicate_causes,
     group_offset_problems,
+    producer_epochs_of,
     transaction_problems,
     unavailability_windows,
 )
@@ -281,6 +283,8 @@ class NemesisResult:
     group: GroupOffsetReport = field(default_factory=GroupOffsetReport)
     transactions: TransactionReport = field(default_factory=TransactionReport)
     layout: str = "3 combined"
+    #: Values written twice, by cause (:func:`~tests.replication.fault_invariants.duplicate_causes`).
+    duplicates_by_cause: dict[str, list[str]] = field(default_factory=dict)
     #: Every send of every writer (librdkafka writers ``wN``, Java writers ``jN``), and what each fault was.
     sends: list[Send] = field(default_factory=list)
     fault_log: list[str] = field(default_factory=list)
@@ -312,6 +316,8 @@ class NemesisResult:
                 f"txns_committed={t.committed} txns_aborted={t.aborted} txns_unknown={t.unknown} "
                 f"aborted_read={len(t.aborted_read)} committed_txn_missing={len(t.committed_missing)} "
                 f"txn_duplicated={len(t.duplicated)} txn_partial={len(t.partial)} "
+                + "".join(f"duplicated_{cause.replace(' ', '_')}={len(v)} "
+                          for cause, v in self.duplicates_by_cause.items()) +
                 f"java_acked={self.acked_by_java} faults={self.faults} unavailable_windows={len(self.unavailability.windows)} "
                 f"unavailable_median_s={self.unavailability.median_s:.1f} "
                 f"unavailable_max_s={self.unavailability.max_s:.1f} duration_s={self.duration_s:.0f} "
@@ -333,6 +339,18 @@ def cut_off_windows(timeline: list[tuple[float, frozenset[int]]], grace_s: float
                 out.setdefault(node, []).append((open_since.pop(node), at + grace_s))
         for node in nodes:
             open_since.setdefault(node, at)
+    return out
+
+
+def duplicate_copies(cluster: NetnsFaultCluster, topic: str, partitions: int,
+                     values: set[str]) -> dict[str, list[tuple[int, int, int]]]:
+    """Where each of ``values`` sits in the log, with the producer epoch of each copy (read from one
+    replica's segment files: the replicas were found identical below the high watermark)."""
+    out: dict[str, list[tuple[int, int, int]]] = {}
+    for partition in range(partitions):
+        dirs = partition_dirs(cluster.data_dirs(), topic, partition)
+        if dirs and values:
+            out.update(producer_epochs_of(dirs[min(dirs)], values))
     return out
 
 
@@ -399,6 +417,8 @@ def run_nemesis(cluster: NetnsFaultCluster, name: str, seed: int, duration_s: fl
                 observer.stop()
             monitor.stop()
     report = cluster.verify([topic], settle_s=RESYNC_TIMEOUT_S)
+    causes = duplicate_causes(duplicate_copies(cluster, topic, partitions,
+                                               {d.split(" read ")[0] for d in report.duplicated}))
     sends = cluster.history.snapshot()
     uncommitted_reads, _, high_watermarks = drain(cluster.bootstrap(), topics, timeout_s=60.0)
     uncommitted = {r.value for r in uncommitted_reads if r.topic == topic}
@@ -417,5 +437,5 @@ def run_nemesis(cluster: NetnsFaultCluster, name: str, seed: int, duration_s: fl
         name, seed, report, unavailability_windows(sends),
         acks_below_min_isr(sends, monitor.samples, MIN_INSYNC_REPLICAS), differs,
         sum(1 for f in cluster.history.faults if f.what != "heal"), time.monotonic() - started,
-        [e for w in running for e in w.fatal_errors], group_report, txn_report, layout_of(cluster), sends,
-        [f.what for f in cluster.history.faults])
+        [e for w in running for e in w.fatal_errors], group_report, txn_report, layout_of(cluster),
+        duplicates_by_cause=causes, sends=sends, fault_log=[f.what for f in cluster.history.faults])

@@ -12,6 +12,7 @@ from tests.replication.fault_invariants import (
     Transaction,
     TxnOutcome,
     acks_below_min_isr,
+    duplicate_causes,
     group_offset_problems,
     transaction_problems,
     unavailability_windows,
@@ -126,3 +127,9 @@ def test_nodes_cut_off_from_the_quorum_and_their_windows() -> None:
     assert net.cut_off([1, 2, 3]) == {1, 4}
     windows = cut_off_windows([(10.0, frozenset({1})), (20.0, frozenset({1, 4})), (30.0, frozenset())], 5.0)
     assert windows == {1: [(10.0, 35.0)], 4: [(20.0, 35.0)]}
+
+
+def test_a_value_written_twice_is_told_resent_by_the_client_or_written_twice_by_the_broker() -> None:
+    causes = duplicate_causes({"w:1": [(5, 7, 0), (90, 7, 2)], "w:2": [(6, 7, 0), (7, 7, 0)], "w:3": [(8, 7, 0)]})
+    assert causes["new producer epoch"] == ["w:1 at 5 (producer 7 epoch 0), 90 (producer 7 epoch 2)"]
+    assert causes["same producer epoch"] == ["w:2 at 6 (producer 7 epoch 0), 7 (producer 7 epoch 0)"]
