@@ -188,8 +188,8 @@ def group_offset_problems(commits: Iterable[OffsetCommit], observations: Iterabl
     offset anyone committed or read may be beyond the final high watermark (a consumer commits only
     offsets it read, so a commit above it means records it read were truncated).
 
-    ``cut_off``: node -> stretches of time it was cut off from the quorum. A lower answer from such a
-    node while it was is a stale read, reported apart: a coordinator that has not heard it was replaced
+    ``cut_off``: node -> stretches of time it was cut off from the quorum or fenced by the controller.
+    A lower answer from such a node while it was is a stale read, reported apart: a coordinator that has not heard it was replaced
     answers from what it has (Kafka's does the same), but it cannot acknowledge a commit, so a member
     cannot build on it — a lower *acknowledged commit* is a violation whoever answered."""
     report = GroupOffsetReport()
@@ -202,7 +202,7 @@ def group_offset_problems(commits: Iterable[OffsetCommit], observations: Iterabl
         report.observations += 1
         what = f"OffsetFetch from node {o.node}"
         if any(start <= o.done_at and o.sent_at <= end for start, end in (cut_off or {}).get(o.node, ())):
-            what += " (cut off from the quorum)"
+            what += " (cut off from the quorum or fenced)"
             stale_sources[what] = o.node
         events[(o.topic, o.partition)].append((o.sent_at, o.done_at, o.offset, what))
     for key, series in sorted(events.items()):

@@ -24,6 +24,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from tests.integration.quorum_cluster import Node
 from tests.replication.fault_checker import Outcome, Report, Send, drain, partition_dirs
@@ -342,6 +343,41 @@ def cut_off_windows(timeline: list[tuple[float, frozenset[int]]], grace_s: float
     return out
 
 
+def fenced_windows(cluster: NetnsFaultCluster, grace_s: float) -> dict[int, list[tuple[float, float]]]:
+    """Broker -> the stretches (monotonic) from the controller fencing it (``broker_fenced`` in the
+    active controller's log) to ``grace_s`` after it was unfenced: its partitions had moved to other
+    leaders while it may not have heard so (a one-way cut between it and the active controller does
+    that without cutting it off from a majority of the voters)."""
+    offset = time.time() - time.monotonic()
+    events: list[tuple[float, int, bool]] = []
+    for node in cluster.nodes.values():
+        for name, fenced in (("broker_fenced", True), ("broker_unfenced", False)):
+            for event in node.events(name):
+                try:
+                    at = datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp()
+                    events.append((at - offset, int(event["broker_id"]), fenced))
+                except (KeyError, ValueError):
+                    continue
+    out: dict[int, list[tuple[float, float]]] = {}
+    since: dict[int, float] = {}
+    for at, broker, fenced in sorted(events):
+        if fenced:
+            since.setdefault(broker, at)
+        elif broker in since:
+            out.setdefault(broker, []).append((since.pop(broker), at + grace_s))
+    for broker, start in since.items():
+        out.setdefault(broker, []).append((start, float("inf")))
+    return out
+
+
+def merge_windows(*sources: dict[int, list[tuple[float, float]]]) -> dict[int, list[tuple[float, float]]]:
+    out: dict[int, list[tuple[float, float]]] = {}
+    for source in sources:
+        for node, windows in source.items():
+            out.setdefault(node, []).extend(windows)
+    return out
+
+
 def duplicate_copies(cluster: NetnsFaultCluster, topic: str, partitions: int,
                      values: set[str]) -> dict[str, list[tuple[int, int, int]]]:
     """Where each of ``values`` sits in the log, with the producer epoch of each copy (read from one
@@ -429,7 +465,8 @@ def run_nemesis(cluster: NetnsFaultCluster, name: str, seed: int, duration_s: fl
     if observer:
         group_report = group_offset_problems([c for m in members for c in m.commits], observer.observations,
                                              observer.final(), high_watermarks,
-                                             cut_off_windows(ctx.cut_off, ZOMBIE_GRACE_S))
+                                             merge_windows(cut_off_windows(ctx.cut_off, ZOMBIE_GRACE_S),
+                                                           fenced_windows(cluster, ZOMBIE_GRACE_S)))
     txn_report = transaction_problems([x for w in txns for x in w.transactions],
                                       [r.value for r in committed_reads if r.topic == tx_topic],
                                       [v for m in members for v in m.read if v.startswith("tx-")])

@@ -4,6 +4,10 @@ going backwards, lost or beyond the high watermark, and transactions read wrongl
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
 from tests.replication.fault_checker import Outcome, Send
 from tests.replication.fault_invariants import (
     IsrSample,
@@ -17,7 +21,7 @@ from tests.replication.fault_invariants import (
     transaction_problems,
     unavailability_windows,
 )
-from tests.replication.nemeses import cut_off_windows
+from tests.replication.nemeses import cut_off_windows, fenced_windows
 from tests.replication.netns import Cut, Network
 
 
@@ -133,3 +137,29 @@ def test_a_value_written_twice_is_told_resent_by_the_client_or_written_twice_by_
     causes = duplicate_causes({"w:1": [(5, 7, 0), (90, 7, 2)], "w:2": [(6, 7, 0), (7, 7, 0)], "w:3": [(8, 7, 0)]})
     assert causes["new producer epoch"] == ["w:1 at 5 (producer 7 epoch 0), 90 (producer 7 epoch 2)"]
     assert causes["same producer epoch"] == ["w:2 at 6 (producer 7 epoch 0), 7 (producer 7 epoch 0)"]
+
+
+class LoggedNode:
+    """A node as :func:`fenced_windows` reads it: the events of its log."""
+
+    def __init__(self, events: list[dict[str, object]]) -> None:
+        self._events = events
+
+    def events(self, name: str) -> list[dict[str, object]]:
+        return [e for e in self._events if e["event"] == name]
+
+
+def test_fenced_windows_run_from_fencing_to_after_unfencing() -> None:
+    now = datetime.now(UTC)
+
+    def at(seconds: float) -> str:
+        return (now + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+    controller = LoggedNode([{"event": "broker_fenced", "broker_id": 1, "timestamp": at(-20)},
+                             {"event": "broker_unfenced", "broker_id": 1, "timestamp": at(-10)},
+                             {"event": "broker_fenced", "broker_id": 2, "timestamp": at(-5)}])
+    cluster = SimpleNamespace(nodes={1: controller, 2: LoggedNode([])})
+    windows = fenced_windows(cluster, grace_s=5.0)  # type: ignore[arg-type]
+    (start, end), = windows[1]
+    assert abs((end - start) - 15.0) < 0.01 and abs(time.monotonic() - start - 20.0) < 2.0
+    assert windows[2][0][1] == float("inf")  # still fenced
