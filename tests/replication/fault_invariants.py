@@ -71,11 +71,14 @@ class Unavailability:
 def unavailability_windows(sends: Iterable[Send], threshold_s: float = 1.0) -> Unavailability:
     """Per partition, each stretch longer than ``threshold_s`` from the first write sent after an
     acknowledgement to the next acknowledgement (writers send continuously, so this misses at
-    most one send interval of a window)."""
+    most one send interval of a window); and one still open at the end, from the first write sent
+    after the last acknowledgement to when the last write's outcome was known."""
     acks: dict[tuple[str, int], list[float]] = defaultdict(list)
     attempts: dict[tuple[str, int], list[float]] = defaultdict(list)
+    last_done: dict[tuple[str, int], float] = {}
     for s in sends:
         attempts[(s.topic, s.partition)].append(s.sent_at)
+        last_done[(s.topic, s.partition)] = max(s.done_at, last_done.get((s.topic, s.partition), s.done_at))
         if s.outcome is Outcome.ACKED:
             acks[(s.topic, s.partition)].append(s.done_at)
     windows = []
@@ -89,6 +92,16 @@ def unavailability_windows(sends: Iterable[Send], threshold_s: float = 1.0) -> U
             start = tried[i] if i < len(tried) else after
             if after - start > threshold_s:
                 windows.append(Window(key[0], key[1], start, after))
+        # Writes sent after the last acknowledgement that were never acknowledged: a window still
+        # open when the writers stopped, until their last send's outcome was known.
+        i = bisect.bisect_right(tried, times[-1])
+        if i < len(tried):
+            end = last_done[key]
+            if end - tried[i] > threshold_s:
+                windows.append(Window(key[0], key[1], tried[i], end))
+    for key, tried in sorted(attempts.items()):
+        if key not in acks and last_done[key] - min(tried) > threshold_s:  # never acknowledged at all
+            windows.append(Window(key[0], key[1], min(tried), last_done[key]))
     return Unavailability(windows)
 
 

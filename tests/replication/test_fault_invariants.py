@@ -37,6 +37,12 @@ def test_windows_are_gaps_between_acks_with_a_write_waiting() -> None:
     assert [(w.partition, w.start, w.end) for w in windows.windows] == [(0, 1.6, 6.5)]
     assert round(windows.max_s, 6) == 4.9 and windows.median_s == windows.max_s
     assert unavailability_windows([ack(0, 1.0), ack(1, 1.5)]).windows == []
+    # Writes never acknowledged again before the writers stopped: a window open until the last outcome.
+    stuck = [ack(0, 1.0), ack(1, 1.5), Send("w", 2, "t", 0, 1.6, 31.6, Outcome.UNKNOWN),
+             Send("w", 3, "t", 0, 1.7, 31.7, Outcome.UNKNOWN)]
+    assert [(w.start, w.end) for w in unavailability_windows(stuck).windows] == [(1.6, 31.7)]
+    never = [Send("w", 0, "t", 1, 1.0, 31.0, Outcome.UNKNOWN), Send("w", 1, "t", 1, 2.0, 32.0, Outcome.UNKNOWN)]
+    assert [(w.partition, w.start, w.end) for w in unavailability_windows(never).windows] == [(1, 1.0, 32.0)]
 
 
 def sample(at: float, node: int, leader: int, isr: tuple[int, ...]) -> IsrSample:

@@ -1,6 +1,6 @@
 """The fast tier of the network nemeses (nodes in network namespaces; root needed, skipped in one
 line otherwise): a majority/minority split and the isolation of the active controller from the
-other nodes and the clients, CORMORANT_NETNS_FAULT_SECONDS (default 90) each, with the whole
+other nodes and the clients, CORMORANT_NETNS_FAULT_SECONDS (default 60) each, with the whole
 workload: librdkafka and Java idempotent acks=all writers, a transactional producer, a
 read_committed consumer group. Nothing acknowledged is lost or duplicated, order and offsets hold,
 the replicas are identical below the high watermark, no acknowledgement came from a leader whose
@@ -27,7 +27,7 @@ from tests.replication.nemeses import NemesisResult, Workload, run_nemesis
 from tests.replication.netns import CLIENT, NetnsUnavailable, Network
 from tests.replication.netns_cluster import NetnsFaultCluster
 
-SECONDS = float(os.environ.get("CORMORANT_NETNS_FAULT_SECONDS", "90"))
+SECONDS = float(os.environ.get("CORMORANT_NETNS_FAULT_SECONDS", "60"))
 SEED = 18
 
 pytestmark = [pytest.mark.timeout(int(SECONDS) + 300)]
