@@ -16,6 +16,7 @@ the long runs of ``scripts/chaos`` share them.
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -61,6 +62,9 @@ from wire.generated.api_019_create_topics import (
 from wire.records import NewRecord, build_batch
 
 SESSION_TIMEOUT_MS = 3000
+#: How long a node may take to print its ready line. Several nodes start at once, and on a machine
+#: loaded far beyond its cores (load 30 on 2 cores) a Python process can take over a minute to import.
+START_TIMEOUT_S = float(os.environ.get("CORMORANT_FAULT_START_TIMEOUT_S", "180"))
 #: Settings of every node: replicated internal topics with few partitions, min.insync.replicas=2.
 CLUSTER_OVERRIDES = {
     "default.replication.factor": "3",
@@ -109,13 +113,14 @@ class ControllerOnlyNode(Node):
 class FaultCluster:
     """``brokers`` nodes on 127.0.0.1 with the settings of :data:`CLUSTER_OVERRIDES`.
 
-    Combined (default): the first three nodes are also the controller quorum.
+    Combined (default): the first ``controllers`` nodes (default three) are also the controller quorum.
     ``dedicated_controllers``: three more nodes run only the controller role, so
     faults on brokers never take the metadata quorum with them.
     """
 
     def __init__(self, base: Path, brokers: int = 3, dedicated_controllers: bool = False,
-                 overrides: dict[str, str] | None = None, session_timeout_ms: int = SESSION_TIMEOUT_MS) -> None:
+                 overrides: dict[str, str] | None = None, session_timeout_ms: int = SESSION_TIMEOUT_MS,
+                 controllers: int | None = None) -> None:
         settings = {**CLUSTER_OVERRIDES, **(overrides or {})}
         self.dedicated = dedicated_controllers
         if dedicated_controllers:
@@ -126,7 +131,7 @@ class FaultCluster:
                 assert old.controller_port is not None
                 self.quorum.nodes[node_id] = ControllerOnlyNode(self.quorum, node_id, old.controller_port)
         else:
-            self.quorum = QuorumCluster(base, nodes=brokers, controllers=min(3, brokers),
+            self.quorum = QuorumCluster(base, nodes=brokers, controllers=controllers or min(3, brokers),
                                         session_timeout_ms=session_timeout_ms, overrides=settings)
         self.history = History()
         self.paused: set[int] = set()
@@ -134,8 +139,14 @@ class FaultCluster:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def __enter__(self) -> FaultCluster:
-        self.quorum.start()
+        self.start()
         return self
+
+    def start(self) -> None:
+        for node in self.nodes.values():
+            node.start()
+        for node in self.nodes.values():
+            node.wait_ready(START_TIMEOUT_S)
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -186,7 +197,7 @@ class FaultCluster:
     def restart(self, node: Node, wait: bool = True) -> None:
         node.start()
         if wait:
-            node.wait_ready()
+            node.wait_ready(START_TIMEOUT_S)
 
     def pause(self, node: Node) -> float:
         assert node.proc is not None and node.alive
@@ -428,8 +439,8 @@ def double_leader_kills(cluster: FaultCluster, rounds: int, topic: str = "double
             cluster.restart(second, wait=False)
             time.sleep(0.5)
             cluster.restart(first, wait=False)
-            second.wait_ready()
-            first.wait_ready()
+            second.wait_ready(START_TIMEOUT_S)
+            first.wait_ready(START_TIMEOUT_S)
             cluster.wait_in_sync([topic], 60.0)
             time.sleep(2.0)
 

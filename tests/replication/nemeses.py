@@ -9,6 +9,13 @@ in the middle of each fault, and restarts it when the fault heals.
 
 After each fault the network heals and the run waits (bounded) for every replica to be back in the
 ISR before the next one: a partition that never recovers aborts the run with the nodes' logs.
+
+The workload (:class:`Workload`) runs throughout: idempotent ``acks=all`` writers (librdkafka, and
+Java kafka-clients), a transactional producer aborting a share of its transactions, and a
+read_committed consumer group committing what it reads, whose committed offsets are watched.
+
+A nemesis the kernel cannot apply (``slow-follower``'s delay needs ``sch_netem``) raises
+:class:`NemesisNotApplicable` before anything starts.
 """
 
 from __future__ import annotations
@@ -17,20 +24,52 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from tests.integration.quorum_cluster import Node
-from tests.replication.fault_checker import Report, drain
+from tests.replication.fault_checker import Outcome, Report, Send, drain, partition_dirs
 from tests.replication.fault_cluster import start_writers, stop_writers
 from tests.replication.fault_invariants import (
+    GroupOffsetReport,
+    TransactionReport,
     Unavailability,
     acks_below_min_isr,
+    duplicate_causes,
+    group_offset_problems,
+    producer_epochs_of,
+    transaction_problems,
     unavailability_windows,
 )
-from tests.replication.netns import CLIENT
+from tests.replication.fault_workloads import (
+    GroupMember,
+    JavaWriter,
+    OffsetObserver,
+    TransactionalWriter,
+)
+from tests.replication.netns import CLIENT, netem_available
 from tests.replication.netns_cluster import IsrMonitor, NetnsFaultCluster
 
 MIN_INSYNC_REPLICAS = 2
 RESYNC_TIMEOUT_S = 90.0
+
+
+class NemesisNotApplicable(Exception):
+    """The nemesis needs something this machine does not have (the message says what)."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What runs through a nemesis: ``writers`` librdkafka and ``java_writers`` Java kafka-clients
+    idempotent acks=all writers at ``rate`` records a second each over ``partitions`` partitions;
+    ``transactional_writers`` transactional producers on a topic of their own; ``group_members``
+    read_committed consumers of both topics in one group, committing every second."""
+
+    partitions: int = 3
+    writers: int = 2
+    rate: float = 40.0
+    java_writers: int = 1
+    transactional_writers: int = 1
+    group_members: int = 2
 
 
 @dataclass
@@ -43,6 +82,8 @@ class Context:
     kills: bool
     log: Callable[[str], None]
     killed: list[Node] = field(default_factory=list)
+    #: (when, the nodes cut off from a majority of the voters from then on), at each fault and heal.
+    cut_off: list[tuple[float, frozenset[int]]] = field(default_factory=list)
 
     @property
     def net(self) -> NetnsFaultCluster:
@@ -52,7 +93,9 @@ class Context:
         return time.monotonic() < self.deadline
 
     def fault(self, what: str, partitions: list[tuple[str, int]] | None = None) -> None:
-        self.cluster.history.fault(what, partitions=partitions or [])
+        at = self.cluster.history.fault(what, partitions=partitions or [])
+        voters = [n.node_id for n in self.cluster.nodes.values() if n.controller_port]
+        self.cut_off.append((at, frozenset(self.cluster.network.cut_off(voters))))
         self.log(f"{what}  [{self.cluster.network.describe()}]")
 
     def leader_of_random_partition(self) -> tuple[int, Node]:
@@ -114,12 +157,14 @@ def controller_isolated(ctx: Context) -> None:
 
 
 def majority_split(ctx: Context) -> None:
-    """One node on one side, the two others on the other; the clients reach both sides."""
+    """A minority of the nodes (one of three, two of five or six) cut off from the rest; the clients reach both."""
     while ctx.running():
         nodes = sorted(ctx.cluster.nodes)
-        minority = ctx.rng.choice(nodes)
-        ctx.net.network.split([minority], [n for n in nodes if n != minority])
-        ctx.fault(f"split {{{minority}}} | {[n for n in nodes if n != minority]}")
+        size = (len(nodes) - 1) // 2
+        minority = [ctx.rng.choice(nodes)] if size == 1 else sorted(ctx.rng.sample(nodes, size))
+        majority = [n for n in nodes if n not in minority]
+        ctx.net.network.split(minority, majority)
+        ctx.fault(f"split {set(minority)} | {majority}")
         ctx.hold(10.0, 20.0)
         ctx.heal()
 
@@ -157,14 +202,26 @@ def flapping(ctx: Context) -> None:
 
 
 def slow_follower(ctx: Context) -> None:
-    """200 ms delay (where the kernel has netem) and 5 % loss both ways on one follower of a partition."""
+    """200 ms delay and 5 % loss both ways on one follower of a partition (needs the kernel's sch_netem)."""
     while ctx.running():
         partition, leader = ctx.leader_of_random_partition()
         follower = ctx.rng.choice(ctx.followers(partition, leader))
-        delayed = ctx.net.network.set_delay(follower.node_id, 200)
+        if not ctx.net.network.set_delay(follower.node_id, 200):
+            raise NemesisNotApplicable(NETEM_MISSING)
         ctx.net.network.set_loss(follower.node_id, 5)
-        ctx.fault(f"node {follower.node_id} (follower of {ctx.topic}-{partition}): 5% loss, "
-                  + ("200 ms delay" if delayed else "no delay (the kernel has no netem)"), [(ctx.topic, partition)])
+        ctx.fault(f"node {follower.node_id} (follower of {ctx.topic}-{partition}): 200 ms delay, 5% loss",
+                  [(ctx.topic, partition)])
+        ctx.hold(20.0, 30.0)
+        ctx.heal()
+
+
+def lossy_follower(ctx: Context) -> None:
+    """5 % of the packets between one follower of a partition and the other nodes dropped (nftables), both ways."""
+    while ctx.running():
+        partition, leader = ctx.leader_of_random_partition()
+        follower = ctx.rng.choice(ctx.followers(partition, leader))
+        ctx.net.network.set_loss(follower.node_id, 5)
+        ctx.fault(f"node {follower.node_id} (follower of {ctx.topic}-{partition}): 5% loss", [(ctx.topic, partition)])
         ctx.hold(20.0, 30.0)
         ctx.heal()
 
@@ -190,9 +247,21 @@ BASE: dict[str, Callable[[Context], None]] = {
     "one-way": one_way,
     "flapping": flapping,
     "slow-follower": slow_follower,
+    "lossy-follower": lossy_follower,
     "paused-follower": paused_follower,
 }
+#: Nemeses that delay packets: they need ``tc qdisc ... netem``.
+NEEDS_NETEM = {"slow-follower"}
+NETEM_MISSING = ("needs the kernel module sch_netem (tc qdisc netem) for its 200 ms delay, which this kernel "
+                 "does not have; lossy-follower applies the loss alone with nftables")
 NEMESES = [*BASE, *(f"{name}+kill" for name in BASE)]
+
+
+def not_applicable(name: str) -> str | None:
+    """Why this machine cannot run the nemesis ``name`` (None: it can)."""
+    if name.removesuffix("+kill") in NEEDS_NETEM and not netem_available():
+        return f"{name} {NETEM_MISSING}"
+    return None
 
 
 def describe(name: str) -> str:
@@ -212,6 +281,18 @@ class NemesisResult:
     faults: int
     duration_s: float
     producer_fatal_errors: list[str]
+    group: GroupOffsetReport = field(default_factory=GroupOffsetReport)
+    transactions: TransactionReport = field(default_factory=TransactionReport)
+    layout: str = "3 combined"
+    #: Values written twice, by cause (:func:`~tests.replication.fault_invariants.duplicate_causes`).
+    duplicates_by_cause: dict[str, list[str]] = field(default_factory=dict)
+    #: Every send of every writer (librdkafka writers ``wN``, Java writers ``jN``), and what each fault was.
+    sends: list[Send] = field(default_factory=list)
+    fault_log: list[str] = field(default_factory=list)
+
+    @property
+    def acked_by_java(self) -> int:
+        return sum(1 for s in self.sends if s.writer.startswith("j") and s.outcome is Outcome.ACKED)
 
     @property
     def problems(self) -> list[str]:
@@ -220,37 +301,138 @@ class NemesisResult:
             out.append(f"acked below min.insync.replicas: {len(self.below_min_isr)} (first: {self.below_min_isr[:3]})")
         if self.read_committed_differs:
             out.append(f"read_committed differs: {self.read_committed_differs[:3]}")
-        return out
+        return out + self.group.problems + self.transactions.problems
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def summary(self) -> str:
-        return (f"nemesis={self.name} seed={self.seed} {self.report.summary()} "
+        g, t = self.group, self.transactions
+        return (f"nemesis={self.name} seed={self.seed} layout={self.layout!r} {self.report.summary()} "
                 f"below_min_isr={len(self.below_min_isr)} read_committed_differs={len(self.read_committed_differs)} "
-                f"faults={self.faults} unavailable_windows={len(self.unavailability.windows)} "
+                f"group_commits={g.commits} group_offset_reads={g.observations} "
+                f"group_offsets_back={len(g.went_back)} group_offsets_beyond_hw={len(g.beyond_high_watermark)} "
+                f"group_commits_lost={len(g.lost_commits)} group_stale_reads={len(g.stale_reads)} "
+                f"txns_committed={t.committed} txns_aborted={t.aborted} txns_unknown={t.unknown} "
+                f"aborted_read={len(t.aborted_read)} committed_txn_missing={len(t.committed_missing)} "
+                f"txn_duplicated={len(t.duplicated)} txn_partial={len(t.partial)} "
+                + "".join(f"duplicated_{cause.replace(' ', '_')}={len(v)} "
+                          for cause, v in self.duplicates_by_cause.items()) +
+                f"java_acked={self.acked_by_java} faults={self.faults} unavailable_windows={len(self.unavailability.windows)} "
                 f"unavailable_median_s={self.unavailability.median_s:.1f} "
                 f"unavailable_max_s={self.unavailability.max_s:.1f} duration_s={self.duration_s:.0f} "
                 f"producer_fatal_errors={len(self.producer_fatal_errors)}")
 
 
+#: How long after a heal a node that was cut off from the quorum may still answer from the metadata
+#: it had (it learns of the leaders elected meanwhile within a heartbeat or two of the heal).
+ZOMBIE_GRACE_S = 5.0
+
+
+def cut_off_windows(timeline: list[tuple[float, frozenset[int]]], grace_s: float) -> dict[int, list[tuple[float, float]]]:
+    """Node -> the stretches it was cut off from a majority of the voters, each extended by ``grace_s``."""
+    out: dict[int, list[tuple[float, float]]] = {}
+    open_since: dict[int, float] = {}
+    for at, nodes in [*timeline, (float("inf"), frozenset())]:
+        for node in list(open_since):
+            if node not in nodes:
+                out.setdefault(node, []).append((open_since.pop(node), at + grace_s))
+        for node in nodes:
+            open_since.setdefault(node, at)
+    return out
+
+
+def fenced_windows(cluster: NetnsFaultCluster, grace_s: float) -> dict[int, list[tuple[float, float]]]:
+    """Broker -> the stretches (monotonic) from the controller fencing it (``broker_fenced`` in the
+    active controller's log) to ``grace_s`` after it was unfenced: its partitions had moved to other
+    leaders while it may not have heard so (a one-way cut between it and the active controller does
+    that without cutting it off from a majority of the voters)."""
+    offset = time.time() - time.monotonic()
+    events: list[tuple[float, int, bool]] = []
+    for node in cluster.nodes.values():
+        for name, fenced in (("broker_fenced", True), ("broker_unfenced", False)):
+            for event in node.events(name):
+                try:
+                    at = datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp()
+                    events.append((at - offset, int(event["broker_id"]), fenced))
+                except (KeyError, ValueError):
+                    continue
+    out: dict[int, list[tuple[float, float]]] = {}
+    since: dict[int, float] = {}
+    for at, broker, fenced in sorted(events):
+        if fenced:
+            since.setdefault(broker, at)
+        elif broker in since:
+            out.setdefault(broker, []).append((since.pop(broker), at + grace_s))
+    for broker, start in since.items():
+        out.setdefault(broker, []).append((start, float("inf")))
+    return out
+
+
+def merge_windows(*sources: dict[int, list[tuple[float, float]]]) -> dict[int, list[tuple[float, float]]]:
+    out: dict[int, list[tuple[float, float]]] = {}
+    for source in sources:
+        for node, windows in source.items():
+            out.setdefault(node, []).extend(windows)
+    return out
+
+
+def duplicate_copies(cluster: NetnsFaultCluster, topic: str, partitions: int,
+                     values: set[str]) -> dict[str, list[tuple[int, int, int]]]:
+    """Where each of ``values`` sits in the log, with the producer epoch of each copy (read from one
+    replica's segment files: the replicas were found identical below the high watermark)."""
+    out: dict[str, list[tuple[int, int, int]]] = {}
+    for partition in range(partitions):
+        dirs = partition_dirs(cluster.data_dirs(), topic, partition)
+        if dirs and values:
+            out.update(producer_epochs_of(dirs[min(dirs)], values))
+    return out
+
+
+def layout_of(cluster: NetnsFaultCluster) -> str:
+    brokers = len(cluster.brokers())
+    if cluster.dedicated:
+        return f"{len(cluster.nodes) - brokers} controllers + {brokers} brokers"
+    voters = sum(1 for n in cluster.nodes.values() if n.controller_port)
+    return f"{brokers} combined" + ("" if voters == brokers else f" ({voters} voters)")
+
+
 def run_nemesis(cluster: NetnsFaultCluster, name: str, seed: int, duration_s: float, topic: str = "chaos",
-                partitions: int = 3, writers: int = 2, rate: float = 40.0,
-                log: Callable[[str], None] = lambda _: None) -> NemesisResult:
-    """Idempotent acks=all writers through ``duration_s`` of the nemesis ``name`` (the last fault
-    started before the deadline runs to its end), then heal, drain and check everything."""
-    if name.removesuffix("+kill") not in BASE:
+                workload: Workload | None = None, log: Callable[[str], None] = lambda _: None) -> NemesisResult:
+    """The ``workload`` through ``duration_s`` of the nemesis ``name`` (the last fault started before
+    the deadline runs to its end), then heal, drain and check everything."""
+    base_name = name.removesuffix("+kill")
+    if base_name not in BASE:
         raise ValueError(f"unknown nemesis {name!r}; known: {', '.join(NEMESES)}")
+    if base_name in NEEDS_NETEM and not cluster.network.can_delay:
+        raise NemesisNotApplicable(f"{name} {NETEM_MISSING}")  # checked before the cluster starts by callers
+    load = workload or Workload()
+    partitions = load.partitions
     started = time.monotonic()
-    cluster.create_topic(topic, partitions, 3, configs={"min.insync.replicas": str(MIN_INSYNC_REPLICAS)})
+    tx_topic = f"{topic}-tx"
+    group = f"fault-group-{seed}"
+    topics = [topic, *([tx_topic] if load.transactional_writers else [])]
+    for t in topics:
+        cluster.create_topic(t, partitions, 3, configs={"min.insync.replicas": str(MIN_INSYNC_REPLICAS)})
     monitor = IsrMonitor(cluster, [topic]).start()
-    running = start_writers(cluster, topic, partitions, writers, rate)
+    bootstrap = cluster.bootstrap()
+    running = start_writers(cluster, topic, partitions, load.writers, load.rate)
+    java = [JavaWriter(f"j{i}", bootstrap, topic, partitions, cluster.history, load.rate,
+                       cluster.quorum.base / f"java-writer-{i}.log", cluster.network.exec_prefix(CLIENT)).start()
+            for i in range(load.java_writers)]
+    txns = [TransactionalWriter(f"t{i}", bootstrap, tx_topic, partitions, seed * 100 + i).start()
+            for i in range(load.transactional_writers)]
+    members = [GroupMember(f"m{i}", bootstrap, group, topics).start() for i in range(load.group_members)]
+    observer = OffsetObserver(lambda: [(n.node_id, n.host, n.port) for n in cluster.reachable_brokers()], group,
+                              {t: list(range(partitions)) for t in topics}) if members else None
+    if observer:
+        observer.start()
     ctx = Context(cluster, random.Random(seed), time.monotonic() + 3.0 + duration_s, topic, partitions,
                   name.endswith("+kill"), log)
     try:
         time.sleep(3.0)  # acknowledged writes before the first fault
-        BASE[name.removesuffix("+kill")](ctx)
+        BASE[base_name](ctx)
         time.sleep(3.0)
     finally:
         try:
@@ -261,16 +443,36 @@ def run_nemesis(cluster: NetnsFaultCluster, name: str, seed: int, duration_s: fl
                 if not victim.alive:
                     cluster.restart(victim)
         finally:
+            workers: list[JavaWriter | TransactionalWriter | GroupMember] = [*java, *txns, *members]
+            for worker in workers:
+                worker.stop()
             stop_writers(running)
+            for worker in workers:
+                worker.join(60.0)
+            if observer:
+                observer.stop()
             monitor.stop()
     report = cluster.verify([topic], settle_s=RESYNC_TIMEOUT_S)
+    causes = duplicate_causes(duplicate_copies(cluster, topic, partitions,
+                                               {d.split(" read ")[0] for d in report.duplicated}))
     sends = cluster.history.snapshot()
-    uncommitted = {r.value for r in drain(cluster.bootstrap(), [topic], timeout_s=60.0)[0]}
-    committed = {r.value for r in drain(cluster.bootstrap(), [topic], timeout_s=60.0,
-                                        isolation_level="read_committed")[0]}
+    uncommitted_reads, _, high_watermarks = drain(cluster.bootstrap(), topics, timeout_s=60.0)
+    uncommitted = {r.value for r in uncommitted_reads if r.topic == topic}
+    committed_reads = drain(cluster.bootstrap(), topics, timeout_s=60.0, isolation_level="read_committed")[0]
+    committed = {r.value for r in committed_reads if r.topic == topic}
     differs = sorted(uncommitted ^ committed)
+    group_report = GroupOffsetReport()
+    if observer:
+        group_report = group_offset_problems([c for m in members for c in m.commits], observer.observations,
+                                             observer.final(), high_watermarks,
+                                             merge_windows(cut_off_windows(ctx.cut_off, ZOMBIE_GRACE_S),
+                                                           fenced_windows(cluster, ZOMBIE_GRACE_S)))
+    txn_report = transaction_problems([x for w in txns for x in w.transactions],
+                                      [r.value for r in committed_reads if r.topic == tx_topic],
+                                      [v for m in members for v in m.read if v.startswith("tx-")])
     return NemesisResult(
         name, seed, report, unavailability_windows(sends),
         acks_below_min_isr(sends, monitor.samples, MIN_INSYNC_REPLICAS), differs,
         sum(1 for f in cluster.history.faults if f.what != "heal"), time.monotonic() - started,
-        [e for w in running for e in w.fatal_errors])
+        [e for w in running for e in w.fatal_errors], group_report, txn_report, layout_of(cluster),
+        duplicates_by_cause=causes, sends=sends, fault_log=[f.what for f in cluster.history.faults])

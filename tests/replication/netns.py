@@ -3,9 +3,9 @@ network faults — links cut both ways or one way, random loss, delay — applie
 
 Topology (addresses exist only inside these namespaces; nothing is routed to or from the host)::
 
-    <prefix><pid>-br   bridge br0, 10.77.0.254/24 (the clients: the test process joins it)
-      v1 ---- eth0  <prefix><pid>-n1  10.77.0.1/24   (node 1)
-      v2 ---- eth0  <prefix><pid>-n2  10.77.0.2/24   (node 2) ...
+    <prefix><pid>x<run>-br   bridge br0, 10.77.0.254/24 (the clients: the test process joins it)
+      v1 ---- eth0  <prefix><pid>x<run>-n1  10.77.0.1/24   (node 1)
+      v2 ---- eth0  <prefix><pid>x<run>-n2  10.77.0.2/24   (node 2) ...
 
 Cuts and loss are nftables rules in each node namespace (``table inet cormorant_fault``): "B does
 not hear A" drops, in B's input hook, what comes from A's address; loss drops a random share of a
@@ -13,8 +13,10 @@ node's input and output. Delay needs the kernel's ``sch_netem`` (``tc qdisc ... 
 node's link, both ends); where the kernel has none, :attr:`Network.can_delay` is False and the
 nemeses say so in their log instead of pretending.
 
-Namespace names carry the creating process's pid: :func:`remove_stale` deletes those of processes
-that are gone (a killed run), and :meth:`Network.close` removes this run's, even after a failure.
+Namespace names carry the creating process's pid and a random tag of the run
+(``crmtfault<pid>x<hex>-n1``), so runs going at the same time on one machine — several in one
+process too — never share a name: :func:`remove_stale` deletes only the namespaces of processes that
+are gone (a killed run), and :meth:`Network.close` removes this run's, even after a failure.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import secrets
 import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
@@ -56,14 +59,15 @@ def remove_stale() -> list[str]:
     removed = []
     for line in listed.splitlines():
         name = line.split()[0] if line.split() else ""
-        match = re.fullmatch(rf"{PREFIX}(\d+)-\w+", name)
+        match = re.fullmatch(rf"{PREFIX}(\d+)(?:x[0-9a-f]+)?-\w+", name)
         if match and not os.path.exists(f"/proc/{match.group(1)}"):
             _run(["ip", "netns", "del", name], check=False)
             removed.append(name)
     return removed
 
 
-def _netem_available() -> bool:
+def netem_available() -> bool:
+    """Whether the kernel has ``sch_netem`` (the delay qdisc)."""
     try:
         with open("/proc/config.gz", "rb") as f:
             import gzip
@@ -86,12 +90,12 @@ class Network:
     def __init__(self, node_ids: Iterable[int]) -> None:
         self.node_ids = sorted(node_ids)
         assert all(0 < i < 254 for i in self.node_ids)
-        self.tag = f"{PREFIX}{os.getpid()}"
+        self.tag = f"{PREFIX}{os.getpid()}x{secrets.token_hex(3)}"
         self.bridge = f"{self.tag}-br"
         self.cuts: set[Cut] = set()
         self.loss: dict[int, int] = {}  # node -> percent
         self.delay: dict[int, int] = {}  # node -> ms
-        self.can_delay = _netem_available()
+        self.can_delay = netem_available()
         self._home: int | None = None
         self._created: list[str] = []
 
@@ -246,6 +250,18 @@ class Network:
                   "  chain output {\n    type filter hook output priority 0; policy accept;\n"
                   + "".join(f"    {r}\n" for r in outputs) + "  }\n}\n")
         _run(["ip", "netns", "exec", self.ns(node), "nft", "-f", "-"], input_text=script)
+
+    def cut_off(self, voters: Iterable[int]) -> set[int]:
+        """The nodes that cannot exchange packets both ways with a majority of ``voters`` (themselves
+        included when they are one) under the current cuts; loss and delay do not count."""
+        quorum = sorted(voters)
+        out = set()
+        for node in self.node_ids:
+            reached = sum(1 for v in quorum
+                          if v == node or (Cut(node, v) not in self.cuts and Cut(v, node) not in self.cuts))
+            if reached <= len(quorum) // 2:
+                out.add(node)
+        return out
 
     def describe(self) -> str:
         parts = [f"{c.dst} deaf to {c.src}" for c in sorted(self.cuts, key=lambda c: (c.src, c.dst))]

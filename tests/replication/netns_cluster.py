@@ -24,12 +24,18 @@ from tests.replication.netns import Network, host_of
 
 
 class NetnsFaultCluster(FaultCluster):
-    """Each node in its own namespace; ``network`` applies the faults. Use as a context manager:
-    the namespaces are removed on exit whatever happened."""
+    """Each node in its own namespace; ``network`` applies the faults. Layouts: ``brokers`` combined
+    nodes (3 or 5; every one a voter unless ``controllers`` says fewer), or with
+    ``dedicated_controllers`` three controller-only nodes (ids 1-3) beside ``brokers`` broker-only
+    ones. Use as a context manager: the namespaces are removed on exit whatever happened."""
 
     def __init__(self, base: Path, brokers: int = 3, dedicated_controllers: bool = False,
-                 overrides: dict[str, str] | None = None, session_timeout_ms: int = 3000) -> None:
-        super().__init__(base, brokers, dedicated_controllers, overrides, session_timeout_ms)
+                 overrides: dict[str, str] | None = None, session_timeout_ms: int = 3000,
+                 controllers: int | None = None) -> None:
+        # Combined: every node a voter unless told otherwise (five nodes, five voters: a 2|3 split
+        # leaves the minority without a quorum). Dedicated: three controller-only nodes.
+        super().__init__(base, brokers, dedicated_controllers, overrides, session_timeout_ms,
+                         controllers=controllers or brokers)
         self.network = Network(self.nodes)
         for node_id, node in self.nodes.items():
             node.host = host_of(node_id)
@@ -39,7 +45,7 @@ class NetnsFaultCluster(FaultCluster):
         self.network.create()
         try:
             self.network.enter()
-            self.quorum.start()
+            self.start()
         except BaseException:
             self.close()
             raise

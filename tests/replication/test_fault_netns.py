@@ -3,6 +3,7 @@ the namespaces removed afterwards. Needs root; skips in one line where namespace
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -103,6 +104,23 @@ def test_namespaces_removed_on_close_and_stale_ones_at_start() -> None:
     net.close()
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not names & {line.split()[0] for line in listed.splitlines() if line.split()}
-    # A namespace left by a run whose process is gone (pid 1 never runs the suite, pid 999999 no process).
-    subprocess.run(["ip", "netns", "add", "crmtfault999999-n1"], check=True)
-    assert "crmtfault999999-n1" in remove_stale()
+    # Namespaces left by runs whose process is gone (pid 999999: no process), old and new style; the
+    # namespaces of a live process (this one) are kept.
+    live = Network([1])
+    live.create()
+    try:
+        for stale in ("crmtfault999999-n1", "crmtfault999999xab12cd-n1"):
+            subprocess.run(["ip", "netns", "add", stale], check=True)
+        removed = remove_stale()
+        assert {"crmtfault999999-n1", "crmtfault999999xab12cd-n1"} <= set(removed)
+        assert live.ns(1) not in removed and live.bridge not in removed
+    finally:
+        live.close()
+
+
+def test_runs_in_one_process_never_share_a_namespace_name() -> None:
+    """Two clusters of one process (or two runs at the same time) get names of their own."""
+    first, second = Network([1, 2]), Network([1, 2])
+    names = {first.bridge, first.ns(1), first.ns(2)}
+    assert not names & {second.bridge, second.ns(1), second.ns(2)}
+    assert all(n.startswith(f"crmtfault{os.getpid()}x") for n in names)
