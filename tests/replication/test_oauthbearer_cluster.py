@@ -4,7 +4,9 @@ A three-node cluster whose INTERNAL (inter-broker) and CONTROLLER listeners are 
 with OAUTHBEARER and the brokers' unsecured validator: on INTERNAL each broker logs in with
 Kafka's unsecured login (``unsecuredLoginStringClaim_sub="broker"``), on CONTROLLER with a
 token read from ``sasl.oauthbearer.token.endpoint.url`` (a ``file:`` URL). An RF=3 topic with
-min.insync.replicas=2 takes acks=all writes only while followers fetch over INTERNAL.
+min.insync.replicas=2 takes acks=all writes only while followers fetch over INTERNAL; the
+INTERNAL tokens live a few seconds, so the leaders end the followers' sessions and the
+followers connect again with fresh tokens, and replication goes on.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from broker.security.oauthbearer_login import unsecured_token
-from tests.integration.quorum_cluster import QuorumCluster, free_ports
+from tests.integration.quorum_cluster import Node, QuorumCluster, free_ports
 from tests.replication.test_replication_cluster import (
     consume_all,
     create_replicated_topic,
@@ -27,6 +29,8 @@ from tests.replication.test_secured_cluster import SecuredNode
 
 pytestmark = pytest.mark.timeout(120)
 
+#: The INTERNAL tokens' lifetime: the leaders end the followers' sessions when it runs out (KIP-368).
+TOKEN_LIFETIME_S = 4
 LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
 
 
@@ -39,7 +43,8 @@ def test_replication_and_controller_traffic_over_oauthbearer(tmp_path: Path) -> 
         "sasl.enabled.mechanisms": "OAUTHBEARER",
         "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
         "sasl.mechanism.controller.protocol": "OAUTHBEARER",
-        "listener.name.internal.oauthbearer.sasl.jaas.config": f'{LOGIN_MODULE} unsecuredLoginStringClaim_sub="broker";',
+        "listener.name.internal.oauthbearer.sasl.jaas.config": (
+            f'{LOGIN_MODULE} unsecuredLoginStringClaim_sub="broker" unsecuredLoginLifetimeSeconds="{TOKEN_LIFETIME_S}";'),
         "listener.name.controller.oauthbearer.sasl.jaas.config": f"{LOGIN_MODULE};",
         "listener.name.controller.sasl.oauthbearer.token.endpoint.url": token_file.as_uri(),
         "controller.quorum.secret": "quorum-secret-for-tests",
@@ -70,3 +75,17 @@ def test_replication_and_controller_traffic_over_oauthbearer(tmp_path: Path) -> 
                 by_listener.setdefault(str(event.get("listener")), set()).add(str(event["principal"]))
         assert by_listener.get("INTERNAL") == {"User:broker"}
         assert by_listener.get("CONTROLLER") == {"User:broker-from-file"}
+
+        # The leader ends each follower session when its token expires; the followers log in again.
+        leader = cluster.nodes[partition_state(cluster)["leader"]]
+        before = len(internal_logins(leader))
+        cluster.wait_for(lambda: len(internal_logins(leader)) >= before + 2, 6 * TOKEN_LIFETIME_S,
+                         "followers authenticated again with fresh tokens")
+        more = [f"after-expiry-{i}".encode() for i in range(10)]
+        produce(bootstrap, more)
+        assert consume_all(bootstrap, len(values) + len(more)) == values + more
+        cluster.wait_for(identical, 20, "identical logs after the followers' new sessions")
+
+
+def internal_logins(node: Node) -> list[dict[str, object]]:
+    return [e for e in node.events("sasl_authenticated") if e.get("listener") == "INTERNAL"]
