@@ -5,7 +5,13 @@ As Kafka: the listener named by ``inter.broker.listener.name`` (or
 the client side too (the truststore checks the other broker, the keystore is this broker's
 certificate for mutual TLS, ``ssl.endpoint.identification.algorithm=https`` checks host
 names); ``sasl.mechanism.inter.broker.protocol`` picks the mechanism and the ``username`` and
-``password`` of the listener's JAAS setting for it are this broker's credentials.
+``password`` of the listener's JAAS setting for it are this broker's credentials. With
+OAUTHBEARER the JAAS options give this broker's token instead, as for Kafka's clients (see
+:mod:`broker.security.oauthbearer_login`): the ``unsecuredLogin*`` options, or
+``sasl.oauthbearer.token.endpoint.url`` with ``clientId`` and ``clientSecret``.
+
+A session the other side ends (KIP-368, ``connections.max.reauth.ms`` or the token's expiry)
+closes the connection; the next request opens a new one and authenticates afresh.
 """
 
 from __future__ import annotations
@@ -15,9 +21,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import trio
+
 from broker.config import BrokerConfig, ConfigError, SecurityProtocol
 from broker.security.jaas import JaasError, parse_jaas_config
 from broker.security.mechanism import AuthenticationFailed
+from broker.security.oauthbearer_login import OAuthBearerClient, OAuthBearerLogin
 from broker.security.scram import SaslClient
 from broker.security.tls import load_chain, load_keystore, load_truststore
 from wire.errors import ErrorCode
@@ -27,7 +36,8 @@ from wire.generated.api_036_sasl_authenticate import (
     SaslAuthenticateResponse,
 )
 
-PEER_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+PEER_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+TOKEN_ENDPOINT_URL = "sasl.oauthbearer.token.endpoint.url"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +46,8 @@ class PeerSecurity:
     mechanism: str | None = None
     username: str = ""
     password: str = ""
+    #: OAUTHBEARER: where this broker's token comes from (it caches an endpoint's token).
+    oauthbearer: OAuthBearerLogin | None = None
 
 
 def inter_broker_security(config: BrokerConfig) -> PeerSecurity | None:
@@ -78,13 +90,18 @@ def listener_client_security(config: BrokerConfig, name: str, mechanism_key: str
         raise ConfigError(mechanism_key,
                           f"{mechanism} between brokers is not supported: use one of {', '.join(PEER_MECHANISMS)}")
     text = config.jaas_config(name, mechanism)
+    credentials = "login options" if mechanism == "OAUTHBEARER" else "username and password"
     if text is None:
         raise ConfigError(key, f"brokers authenticate to each other with {mechanism}: set {key} "
-                               "with this broker's username and password")
+                               f"with this broker's {credentials}")
     try:
         options = parse_jaas_config(text).options
     except JaasError as ex:
         raise ConfigError(key, f"invalid JAAS configuration: {ex}") from ex
+    if mechanism == "OAUTHBEARER":
+        url = setting(TOKEN_ENDPOINT_URL)
+        login = OAuthBearerLogin.from_properties({TOKEN_ENDPOINT_URL: str(url)} if url else {}, options)
+        return PeerSecurity(context, mechanism, oauthbearer=login)
     if "username" not in options or "password" not in options:
         raise ConfigError(key, "the login module needs username and password (this broker's credentials)")
     return PeerSecurity(context, mechanism, options["username"], options["password"])
@@ -100,8 +117,16 @@ async def authenticate(security: PeerSecurity, exchange: Exchange) -> None:
     handshake = await exchange(SaslHandshakeRequest(mechanism=security.mechanism), 1, SaslHandshakeResponse)
     if handshake.error_code != ErrorCode.NONE:
         raise AuthenticationFailed(f"SASL handshake failed: {ErrorCode.for_code(handshake.error_code).name}")
-    client = SaslClient(security.mechanism, security.username, security.password)
-    token: bytes | None = client.first()
+    client: SaslClient | OAuthBearerClient
+    if security.oauthbearer is not None:
+        client = OAuthBearerClient(security.oauthbearer)
+        try:  # a token endpoint is asked over blocking HTTP
+            token: bytes | None = await trio.to_thread.run_sync(client.first)
+        except ConfigError as ex:
+            raise AuthenticationFailed(f"no OAUTHBEARER token: {ex.key}: {ex}") from ex
+    else:
+        client = SaslClient(security.mechanism, security.username, security.password)
+        token = client.first()
     while token is not None:
         reply = await exchange(SaslAuthenticateRequest(auth_bytes=token), 1, SaslAuthenticateResponse)
         if reply.error_code != ErrorCode.NONE:

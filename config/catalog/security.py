@@ -79,12 +79,16 @@ SECURITY: Final[list[ConfigKey]] = group("Security", [
     key("sasl.oauthbearer.scope.claim.name", STRING, "scope", "OAUTHBEARER: the claim holding the scopes."),
     key("sasl.oauthbearer.clock.skew.seconds", INT, "30",
         "OAUTHBEARER: tolerated difference between the token issuer's clock and the broker's.", AT_LEAST_0),
+    key("sasl.oauthbearer.token.endpoint.url", STRING, None,
+        "OAUTHBEARER: where this broker gets its own token for other brokers and the controllers "
+        "(client_credentials grant with the JAAS clientId and clientSecret, or a file: URL holding the "
+        "token); unset means Kafka's unsecured login from the unsecuredLogin* JAAS options."),
     key("ssl.endpoint.identification.algorithm", STRING, "https",
         "How this broker checks other brokers' certificates: https checks the host name, empty does not."),
     key("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI",
-        "SASL mechanism brokers authenticate to each other with (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)."),
+        "SASL mechanism brokers authenticate to each other with (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)."),
     key("sasl.mechanism.controller.protocol", STRING, "GSSAPI",
-        "SASL mechanism brokers authenticate to controllers with (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)."),
+        "SASL mechanism brokers authenticate to controllers with (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)."),
     key("controller.quorum.secret", PASSWORD, None,
         "Shared secret of the metadata quorum's voters: their own traffic is encrypted and authenticated "
         "with it (Fernet: AES-128 and HMAC-SHA256); required when a controller listener is not PLAINTEXT.",

@@ -68,7 +68,7 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "sasl.oauthbearer.jwks.endpoint.refresh.ms",
     "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
     "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
-    "sasl.oauthbearer.token.endpoint.url", "sasl.server.callback.handler.class",
+    "sasl.server.callback.handler.class",
     "security.providers", "server.max.startup.time.ms",
     "socket.connection.setup.timeout.max.ms", "socket.connection.setup.timeout.ms",
     "ssl.allow.dn.changes", "ssl.allow.san.changes",

@@ -196,3 +196,66 @@ def test_token_endpoint_client_credentials_grant(signing_key: rsa.RSAPrivateKey)
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+PEER_SETTINGS = {
+    "node.id": "1", "process.roles": "broker,controller",
+    "controller.quorum.voters": "1@127.0.0.1:9095", "controller.listener.names": "CONTROLLER",
+    "listeners": "INTERNAL://127.0.0.1:9094,CONTROLLER://127.0.0.1:9095",
+    "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+    "inter.broker.listener.name": "INTERNAL", "controller.quorum.secret": "s",
+    "sasl.enabled.mechanisms": "OAUTHBEARER",
+    "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER", "sasl.mechanism.controller.protocol": "OAUTHBEARER",
+}
+LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
+
+
+def test_broker_logs_in_to_peers_with_the_listeners_oauthbearer_jaas(tmp_path: Path) -> None:
+    from broker.config import ConfigError, build_config
+    from broker.security.peer import controller_security, inter_broker_security
+
+    token_file = tmp_path / "token"
+    config, _ = build_config({
+        **PEER_SETTINGS,
+        "listener.name.internal.oauthbearer.sasl.jaas.config": f'{LOGIN_MODULE} unsecuredLoginStringClaim_sub="broker";',
+        "listener.name.controller.oauthbearer.sasl.jaas.config": f"{LOGIN_MODULE};",
+        "listener.name.controller.sasl.oauthbearer.token.endpoint.url": token_file.as_uri()})
+    internal = inter_broker_security(config)
+    assert internal is not None and internal.mechanism == "OAUTHBEARER" and internal.oauthbearer is not None
+    assert internal.oauthbearer.token_endpoint_url is None
+    assert jwt.decode(internal.oauthbearer.token(), options={"verify_signature": False})["sub"] == "broker"
+    controller = controller_security(config)
+    assert controller is not None and controller.oauthbearer is not None
+    assert controller.oauthbearer.token_endpoint_url == token_file.as_uri()
+
+    # An unsecured login without its principal claim is a startup error, not a failed fetch later.
+    bad, _ = build_config({**PEER_SETTINGS, "listener.name.internal.oauthbearer.sasl.jaas.config": f"{LOGIN_MODULE};"})
+    with pytest.raises(ConfigError, match="unsecuredLoginStringClaim_sub"):
+        inter_broker_security(bad)
+
+
+def test_peer_token_that_cannot_be_had_fails_the_authentication(tmp_path: Path) -> None:
+    """A token endpoint that cannot be read is an AuthenticationFailed for the connection
+    (retried by its caller), not an error that ends the broker's task."""
+    import trio
+
+    from broker.config import build_config
+    from broker.security.peer import authenticate, controller_security
+    from wire.generated.api_017_sasl_handshake import SaslHandshakeResponse
+
+    config, _ = build_config({
+        **PEER_SETTINGS,
+        "listener.name.internal.oauthbearer.sasl.jaas.config": f'{LOGIN_MODULE} unsecuredLoginStringClaim_sub="b";',
+        "listener.name.controller.oauthbearer.sasl.jaas.config": f"{LOGIN_MODULE};",
+        "listener.name.controller.sasl.oauthbearer.token.endpoint.url": (tmp_path / "missing").as_uri()})
+    security = controller_security(config)
+    assert security is not None
+    sent: list[Any] = []
+
+    async def exchange(message: Any, version: int, response_type: Any) -> Any:
+        sent.append(message)
+        return SaslHandshakeResponse(error_code=0, mechanisms=["OAUTHBEARER"])
+
+    with pytest.raises(AuthenticationFailed, match="cannot read"):
+        trio.run(authenticate, security, exchange)
+    assert [type(m).__name__ for m in sent] == ["SaslHandshakeRequest"]
