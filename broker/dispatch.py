@@ -71,6 +71,8 @@ class RequestContext:
     pacer: Pacer = field(default_factory=Pacer)
     #: Quota throttling of this request: handlers add theirs, the dispatcher applies it.
     throttle: RequestThrottle = field(default_factory=lambda: RequestThrottle("", ""))
+    #: The request's size on the wire without its length prefix (Kafka's ``request.sizeInBytes``).
+    request_size: int = 0
 
     @property
     def api_version(self) -> int:
@@ -174,7 +176,7 @@ class Dispatcher:
                      peer=f"{conn.peer_host}:{conn.peer_port}")
             metrics.record_errors(entry.api_key, {ErrorCode.INVALID_REQUEST: 1})
             return refusal
-        ctx = RequestContext(self.node, conn, request.header, conn.principal, pacer)
+        ctx = RequestContext(self.node, conn, request.header, conn.principal, pacer, request_size=len(frame))
         quotas = self.node.quotas
         ctx.throttle = quotas.start_request(pre.api_key, conn.principal.name, request.header.client_id or "",
                                             _follower_fetch(pre.api_key, request.body))

@@ -69,9 +69,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 failed = failed or pending is None
                 if pending is not None and acks == -1:
                     waiting.append(pending)
-    # producer_byte_rate: the dispatcher puts the throttle in the response and mutes the connection.
-    ctx.throttle.add(PRODUCE, node.quotas.produce.record(ctx.principal.name, ctx.client_id or "", sum(
-        len(p.records) for t in request.topic_data for p in t.partition_data if p.records is not None)))
+    # producer_byte_rate counts the whole request, as Kafka's request.sizeInBytes; the dispatcher
+    # puts the throttle in the response and mutes the connection.
+    ctx.throttle.add(PRODUCE, node.quotas.produce.record(ctx.principal.name, ctx.client_id or "", ctx.request_size))
     if acks == 0:
         if failed:
             raise CloseConnection("produce with acks=0 failed", client_id=ctx.client_id)

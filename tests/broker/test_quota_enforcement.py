@@ -17,6 +17,7 @@ from broker.client import KafkaClient, parse_bootstrap
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.test_client_quotas import alter, entry
 from wire.errors import ErrorCode
+from wire.frame import encode_request
 from wire.generated.api_000_produce import (
     ProduceRequest,
     ProduceRequestPartitionProduceData,
@@ -167,3 +168,37 @@ def test_request_percentage_throttles_a_busy_client_only(broker: BrokerProcess) 
             throttle = busy.send(MetadataRequest(topics=None), MetadataResponse, 9).throttle_time_ms
         assert 0 < throttle <= 1000
         assert idle.send(MetadataRequest(topics=None), MetadataResponse, 9).throttle_time_ms == 0
+
+
+def test_producer_byte_rate_counts_the_whole_request(broker: BrokerProcess) -> None:
+    # Kafka records request.sizeInBytes: the header, topic names and partition fields count too.
+    data = build_batch([NewRecord(key=None, value=b"v", timestamp=None)])
+    request = ProduceRequest(acks=1, timeout_ms=5000, topic_data=[ProduceRequestTopicProduceData(
+        name="whole-request", partition_data=[ProduceRequestPartitionProduceData(index=0, records=data)])])
+    size = len(encode_request(request, 9, 1, "whole-request-producer")) - 4
+    bound = float(len(data) + 10)  # the records alone stay under it, the request does not
+    assert size > bound
+    with client(broker, "admin") as admin:
+        assert create(admin, {"whole-request": 1}).topics[0].error_code == 0
+        assert alter(admin, entry({"client-id": "whole-request-producer"}, producer_byte_rate=bound)) == [0]
+    with client(broker, "whole-request-producer") as producer:
+        reply = producer.send(request, ProduceResponse, 9)
+    assert reply.responses[0].partition_responses[0].error_code == 0
+    # One request in the first of two 1 s windows: (size - bound) / bound x 1 s.
+    expected = (size - bound) / bound * 1000
+    assert abs(reply.throttle_time_ms - expected) <= expected * 0.05 + 5, (reply.throttle_time_ms, expected)
+
+
+def test_consumer_byte_rate_counts_the_whole_response(broker: BrokerProcess) -> None:
+    # Kafka records the response's size: a fetch of empty partitions counts too.
+    with client(broker, "admin") as admin:
+        assert create(admin, {"empty-fetched": 8}).topics[0].error_code == 0
+        assert alter(admin, entry({"client-id": "empty-reader"}, consumer_byte_rate=100.0)) == [0]
+    with client(broker, "empty-reader") as reader:
+        reply = reader.send(FetchRequest(max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, topics=[
+            FetchRequestFetchTopic(topic="empty-fetched", partitions=[
+                FetchRequestFetchPartition(partition=p, fetch_offset=0, partition_max_bytes=1 << 20)
+                for p in range(8)])]), FetchResponse, 12)
+    # 15 + 2 + 13 + 5 + 8 x 43 = 379 bytes against 100 bytes/s: (379 - 100) / 100 x 1 s.
+    assert reply.error_code == 0 and reply.responses == []
+    assert 2500 <= reply.throttle_time_ms <= 3000, reply.throttle_time_ms
