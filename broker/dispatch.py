@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.network import CloseConnection, ConnectionInfo
+from broker.network import CloseConnection, ConnectionInfo, delay_response
 from broker.pacing import OFF_LOOP_ENTRIES, OFF_LOOP_FRAME_BYTES, Pacer, off_loop, release
 from broker.principal import ANONYMOUS, KafkaPrincipal
-from broker.quotas import RequestThrottle
+from broker.quotas import RequestThrottle, client_throttles
 from broker.response_errors import BrokerErrorLog, error_code_counts
 from wire.errors import ErrorCode
 from wire.exceptions import DecodeError, UnsupportedVersionError
@@ -206,8 +206,11 @@ class Dispatcher:
             if response is None and span is not None:
                 tracing.end_request(span, [], failure)
             _, throttle_ms = quotas.finish_request(ctx.throttle)
-            # KIP-219: the response says how long to wait and the connection is muted as long.
+            # KIP-219: the response says how long to wait and the connection is muted as long;
+            # older clients do not wait by themselves, so their response is held as long.
             conn.mute(throttle_ms)
+            if throttle_ms > 0 and not client_throttles(pre.api_key, pre.api_version):
+                delay_response(throttle_ms)
         if response is None:
             return None
         if throttle_ms > 0 and hasattr(response, "throttle_time_ms"):

@@ -23,6 +23,7 @@ import os
 import socket
 import struct
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -127,6 +128,18 @@ class _Slot:
     done: trio.Event = field(default_factory=trio.Event)
     response: EncodedFrame | None = None
     close: CloseConnection | None = None
+    #: Trio time before which the response is not sent (a throttled pre-KIP-219 request).
+    send_after: float = 0.0
+
+
+#: Set by the request's handler (in the request's own task) to hold its response back.
+_RESPONSE_DELAY_MS: ContextVar[int] = ContextVar("response_delay_ms", default=0)
+
+
+def delay_response(throttle_ms: int) -> None:
+    """Sends the current request's response only after ``throttle_ms``: Kafka's throttling of
+    clients older than KIP-219, which do not wait by themselves. Only this connection waits."""
+    _RESPONSE_DELAY_MS.set(throttle_ms)
 
 
 @dataclass(slots=True)
@@ -535,6 +548,10 @@ class Connection:
                     slot.response = await self.handler.handle(self.info, frame)
             else:
                 slot.response = await self.handler.handle(self.info, frame)
+            delay_ms = _RESPONSE_DELAY_MS.get()
+            if delay_ms > 0:
+                slot.send_after = trio.current_time() + delay_ms / 1000
+                _RESPONSE_DELAY_MS.set(0)
             if slot.response is not None:
                 size = _in_memory_bytes(slot.response)
                 self.memory.responses += size
@@ -558,6 +575,8 @@ class Connection:
                 cancel.cancel()
                 raise slot.close
             if slot.response is not None:
+                if slot.send_after > trio.current_time():
+                    await trio.sleep_until(slot.send_after)
                 try:
                     await self._send_frame(slot.response)
                 finally:

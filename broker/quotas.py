@@ -44,6 +44,24 @@ EXEMPT_APIS = frozenset({4, 5, 6, 7, 27, 52, 53, 54, 56, 57, 58, 62, 63, 64, 67,
 #: Request versions from which a controller mutation quota refuses (KIP-599 strict mode).
 STRICT_SINCE = {19: 6, 20: 5, 37: 3}
 THROTTLING_MESSAGE = "The throttling quota has been exceeded."
+#: The response version from which the client waits out a throttle itself (KIP-219; Kafka's
+#: AbstractResponse.shouldClientThrottle). Older versions of these APIs, and the APIs not listed
+#: below 43 (which have no throttle time), get their response only after the throttle time.
+CLIENT_THROTTLES_SINCE = {
+    0: 6, 1: 8, 2: 3, 3: 6, 8: 4, 9: 4, 10: 2, 11: 3, 12: 2, 13: 2, 14: 2, 15: 2, 16: 2, 18: 2, 19: 3,
+    20: 2, 21: 1, 22: 1, 23: 2, 24: 1, 25: 1, 26: 1, 28: 1, 29: 1, 30: 1, 31: 1, 32: 2, 33: 1, 34: 1,
+    35: 1, 37: 1, 38: 1, 39: 1, 40: 1, 41: 1, 42: 1,
+}
+#: From this API key on every version was defined after KIP-219.
+KIP_219_API_KEYS_FROM = 43
+
+
+def client_throttles(api_key: int, api_version: int) -> bool:
+    """Whether the client waits out ``throttle_time_ms`` itself (else the broker delays the response)."""
+    if api_key >= KIP_219_API_KEYS_FROM:
+        return True
+    since = CLIENT_THROTTLES_SINCE.get(api_key)
+    return since is not None and api_version >= since
 
 
 class TaskTimer(trio.abc.Instrument):

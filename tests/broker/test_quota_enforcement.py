@@ -202,3 +202,40 @@ def test_consumer_byte_rate_counts_the_whole_response(broker: BrokerProcess) -> 
     # 15 + 2 + 13 + 5 + 8 x 43 = 379 bytes against 100 bytes/s: (379 - 100) / 100 x 1 s.
     assert reply.error_code == 0 and reply.responses == []
     assert 2500 <= reply.throttle_time_ms <= 3000, reply.throttle_time_ms
+
+
+def test_pre_kip_219_response_is_delayed_by_the_throttle(broker: BrokerProcess) -> None:
+    # Produce v5 predates KIP-219: the broker holds the response for the throttle time (Kafka's
+    # shouldClientThrottle), where v9's comes at once; other connections are served meanwhile.
+    with client(broker, "admin") as admin:
+        assert create(admin, {"old-produce": 1}).topics[0].error_code == 0
+        assert alter(admin, entry({"client-id": "old-producer"}, producer_byte_rate=50_000.0)) == [0]
+    data = build_batch([NewRecord(key=b"k", value=bytes(10_000), timestamp=None) for _ in range(10)])
+    request = ProduceRequest(acks=1, timeout_ms=5000, topic_data=[ProduceRequestTopicProduceData(
+        name="old-produce", partition_data=[ProduceRequestPartitionProduceData(index=0, records=data)])])
+    with client(broker, "old-producer") as old, client(broker, "other") as other:
+        answered_in: list[float] = []
+
+        def send_old() -> None:
+            started = time.monotonic()
+            reply = old.send(request, ProduceResponse, 5)
+            answered_in.append(time.monotonic() - started)
+            assert reply.responses[0].partition_responses[0].error_code == 0
+            answered_in.append(reply.throttle_time_ms / 1000)
+
+        sender = threading.Thread(target=send_old)
+        sender.start()
+        time.sleep(0.2)
+        started = time.monotonic()
+        other.send(ApiVersionsRequest(), ApiVersionsResponse, 0)
+        served_in = time.monotonic() - started
+        sender.join(timeout=10)
+        assert len(answered_in) == 2, "the old-version produce never answered"
+        took, throttle = answered_in
+        # About 100 kB at 50 kB/s: a throttle of about 1 s, which the response waited out.
+        assert 0.9 <= throttle <= 1.1 and throttle - 0.05 <= took < throttle + 3.0, answered_in
+        assert served_in < 0.5, served_in
+        # The same for v9 comes at once: the client waits by itself.
+        started = time.monotonic()
+        reply = old.send(request, ProduceResponse, 9)
+        assert reply.throttle_time_ms > 0 and time.monotonic() - started < 0.5, reply.throttle_time_ms
