@@ -179,7 +179,7 @@ class Dispatcher:
         ctx = RequestContext(self.node, conn, request.header, conn.principal, pacer, request_size=len(frame))
         quotas = self.node.quotas
         ctx.throttle = quotas.start_request(pre.api_key, conn.principal.name, request.header.client_id or "",
-                                            _follower_fetch(pre.api_key, request.body))
+                                            _follower_fetch(pre.api_key, request.body), conn.io_tasks)
         tracing = self.node.tracing
         span = tracing.start_request(pre.api_key, pre.api_version, request.header.client_id,
                                      (conn.peer_host, conn.peer_port), request.body) if tracing.active else None

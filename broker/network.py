@@ -101,6 +101,9 @@ class ConnectionInfo:
     #: Once throttled, a connection's requests are read and handled one at a time, each after the
     #: mute, as Kafka handles every connection's (requests read ahead cannot slip past a throttle).
     throttle_lock: trio.Lock = field(default_factory=trio.Lock)
+    #: The tasks reading and writing this connection (the request quota counts their time, as
+    #: Kafka counts network thread time).
+    io_tasks: list[trio.lowlevel.Task] = field(default_factory=list)
 
     def mute(self, throttle_ms: int) -> None:
         """Stops reading requests from this connection for ``throttle_ms`` from now (a quota's
@@ -479,6 +482,7 @@ class Connection:
             self._touch()
 
     async def _reader(self, nursery: trio.Nursery) -> None:
+        self.info.io_tasks.append(trio.lowlevel.current_task())
         head = bytearray(4)
         while True:
             # A throttled connection is read as Kafka reads every connection: one request at a
@@ -567,6 +571,7 @@ class Connection:
             slot.done.set()
 
     async def _writer(self, cancel: trio.CancelScope) -> None:
+        self.info.io_tasks.append(trio.lowlevel.current_task())
         async for slot in self._receive:
             await slot.done.wait()
             if slot.close is not None:

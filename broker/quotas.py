@@ -1,25 +1,27 @@
 """Kafka's quota managers of one broker, and how a throttle reaches the client.
 
-* ``producer_byte_rate`` and ``consumer_byte_rate``: bytes produced and fetched
-  (:class:`broker.quota_manager.ClientQuotaManager`);
+* ``producer_byte_rate`` and ``consumer_byte_rate``: the size of Produce requests and Fetch
+  responses (:class:`broker.quota_manager.ClientQuotaManager`);
 * ``request_percentage``: the share of the event loop a client's requests take, in percent of
   one request handler as Kafka counts it (100 = all of Cormorant's event loop), measured as
   the time the request's task runs — waits (a long-polling Fetch, acks=all) are not counted,
-  as they do not hold a Kafka request handler thread;
+  as they do not hold a Kafka request handler thread; plus the time the connection's reader and
+  writer run (Kafka's network thread time, recorded without throttling the response);
 * ``controller_mutation_rate`` (KIP-599): partitions created or deleted per second, a token
   bucket as Kafka's ControllerMutationQuotaManager, strict (THROTTLING_QUOTA_EXCEEDED) from
   CreateTopics v6, CreatePartitions v3 and DeleteTopics v5, permissive before.
 
 A throttled response carries the throttle time in ``throttle_time_ms`` (clients that honour
 KIP-219 wait that long) and the connection is muted as long (:meth:`ConnectionInfo.mute`), so
-clients that ignore it wait too. Inter-broker requests (CLUSTER_ACTION APIs, follower fetches)
+clients that ignore it wait too; responses of versions older than KIP-219 are sent only after
+the throttle time (:func:`client_throttles`). Inter-broker requests (CLUSTER_ACTION APIs, follower fetches)
 are exempt from the request quota, as Kafka's.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import trio
@@ -83,6 +85,9 @@ class TaskTimer(trio.abc.Instrument):
         if spent is not None:
             spent[0] += time.perf_counter() - spent[1]
 
+    def task_exited(self, task: trio.lowlevel.Task) -> None:
+        self.tasks.pop(task, None)  # a closed connection's reader and writer
+
 
 @dataclass(slots=True)
 class RequestThrottle:
@@ -99,6 +104,8 @@ class RequestThrottle:
     request_throttle_ms: int = 0
     started: list[float] | None = None
     task: trio.lowlevel.Task | None = None
+    #: The connection's reader and writer, whose time counts too (Kafka's network thread time).
+    io_tasks: Sequence[trio.lowlevel.Task] = ()
 
     def add(self, quota_type: str, throttle_ms: int) -> None:
         if throttle_ms > self.throttle_ms:
@@ -217,8 +224,10 @@ class QuotaManagers:
             config.controller_quota_window_size_seconds * 1000, config.controller_quota_window_num,
             clock_ms, quotas)
 
-    def start_request(self, api_key: int, user: str, client_id: str, follower_fetch: bool) -> RequestThrottle:
-        """Begins measuring the request's event-loop time when a request quota applies to it."""
+    def start_request(self, api_key: int, user: str, client_id: str, follower_fetch: bool,
+                      io_tasks: Sequence[trio.lowlevel.Task] = ()) -> RequestThrottle:
+        """Begins measuring the request's event-loop time when a request quota applies to it, and
+        the time its connection's ``io_tasks`` spend reading and writing."""
         throttle = RequestThrottle(user, client_id)
         if api_key in EXEMPT_APIS or follower_fetch or not self.request.applies(user, client_id):
             throttle.request_recorded = True
@@ -229,6 +238,9 @@ class QuotaManagers:
         task = trio.lowlevel.current_task()
         throttle.task = task
         throttle.started = self._timer.tasks.setdefault(task, [0.0, time.perf_counter()])
+        for io_task in io_tasks:
+            self._timer.tasks.setdefault(io_task, [0.0, time.perf_counter()])
+        throttle.io_tasks = io_tasks
         return throttle
 
     def record_request_time(self, throttle: RequestThrottle) -> int:
@@ -249,9 +261,26 @@ class QuotaManagers:
         if throttle.task is not None and self._timer is not None:
             self._timer.tasks.pop(throttle.task, None)
             throttle.task = None
+            self._record_network_time(throttle)
         quota_type, ms = (throttle.quota_type, throttle.throttle_ms)
         if request_ms > ms:
             quota_type, ms = REQUEST, request_ms
         if ms > 0:
             self.on_throttle(QUOTA_TYPES[quota_type], ms)
         return quota_type, ms
+
+    def _record_network_time(self, throttle: RequestThrottle) -> None:
+        """Counts the time the connection's reader and writer ran since the last request (reading
+        this one, sending the previous answers) against ``request_percentage`` without throttling
+        this response: Kafka's recordNoThrottle of the network thread time."""
+        timer = self._timer
+        if timer is None or not throttle.io_tasks:
+            return
+        spent = 0.0
+        for io_task in throttle.io_tasks:
+            times = timer.tasks.get(io_task)
+            if times is not None:
+                spent += times[0]
+                times[0] = 0.0
+        if spent > 0:
+            self.request.record(throttle.user, throttle.client_id, spent * 100)

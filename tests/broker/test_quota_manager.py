@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
+import trio
+import trio.testing
+
 from broker.quota_manager import PRODUCE, REQUEST, ClientQuotaManager, WindowedRate, quota_for
-from controller.quotas import QuotaEntity
+from broker.quotas import QuotaManagers
+from controller.quotas import CLIENT_ID, QuotaEntity
 
 
 def test_precedence() -> None:
@@ -35,7 +41,7 @@ def test_rate_counts_at_least_the_full_windows() -> None:
 
 def test_throttle_time_is_kafkas() -> None:
     now = [0]
-    quotas = {(("user", "alice"),): {PRODUCE: 1000.0}}
+    quotas: dict[QuotaEntity, dict[str, float]] = {(("user", "alice"),): {PRODUCE: 1000.0}}
     manager = ClientQuotaManager(PRODUCE, 1000, 11, lambda: now[0], lambda: quotas)
     assert manager.record("alice", "c", 5000) == 0  # 500 B/s over 10 s
     assert manager.record("bob", "c", 10**9) == 0  # no quota applies to bob
@@ -55,7 +61,7 @@ def test_controller_mutation_token_bucket() -> None:
     from broker.quotas import ControllerMutationQuotaManager
 
     now = [0]
-    quotas = {(("user", None),): {"controller_mutation_rate": 2.0}}
+    quotas: dict[QuotaEntity, dict[str, float]] = {(("user", None),): {"controller_mutation_rate": 2.0}}
     manager = ControllerMutationQuotaManager(1000, 11, lambda: now[0], lambda: quotas)
     # A full bucket of (11 - 1) windows x 2 = 20 partitions; one request may overdraw it.
     assert manager.record("u", "c", 15, strict=True) == (True, 0)
@@ -66,3 +72,41 @@ def test_controller_mutation_token_bucket() -> None:
     assert manager.record("u", "c", 1, strict=True) == (True, 500)  # refilled to 0, then -1
     assert manager.record("nobody", "c", 1, strict=True) == (False, 500)  # the same default-user bucket
     assert ControllerMutationQuotaManager(1000, 11, lambda: 0, lambda: {}).record("u", "c", 99, True) is None
+
+
+async def _reader(io_task: list[trio.lowlevel.Task], go: trio.Event, done: trio.Event, closed: trio.Event) -> None:
+    io_task.append(trio.lowlevel.current_task())
+    await go.wait()
+    time.sleep(0.05)  # one step of a connection's reader: reading and copying a frame
+    done.set()
+    await closed.wait()  # the connection stays open (an exited task's time is dropped)
+
+
+def test_request_quota_counts_the_connections_network_time() -> None:
+    # Kafka records the network thread's time on a request without throttling it; here the time
+    # the connection's reader and writer tasks run goes into request_percentage the same way.
+    entity: QuotaEntity = ((CLIENT_ID, None),)
+    bounds: dict[QuotaEntity, dict[str, float]] = {entity: {REQUEST: 1000.0}}
+    quotas = QuotaManagers.create(1000, 2, 1000, 2, lambda: 0, lambda: bounds)
+
+    async def main() -> tuple[float, float]:
+        recorded: list[float] = []
+        for with_io in (False, True):
+            io_task: list[trio.lowlevel.Task] = []
+            go, done, closed = trio.Event(), trio.Event(), trio.Event()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_reader, io_task, go, done, closed)
+                await trio.testing.wait_all_tasks_blocked()
+                throttle = quotas.start_request(0, "u", "c", False, io_task if with_io else ())
+                go.set()
+                await done.wait()
+                quotas.finish_request(throttle)
+                closed.set()
+            rate = quotas.request._rates[entity]
+            recorded.append(sum(sample[1] for sample in rate.samples))
+        return recorded[0], recorded[1] - recorded[0]
+
+    without_io, with_io = trio.run(main)
+    assert without_io < 2.0  # the request's own steps only: well under 20 ms
+    assert 5.0 <= with_io < 5.0 + 2.0 + without_io  # 50 ms of the reader: 5 percent-seconds
