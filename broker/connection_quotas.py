@@ -28,17 +28,13 @@ import structlog
 import trio
 
 from broker.quota_manager import PURGE_EVERY, WindowedRate
-from config import INT_MAX, BrokerConfig, ConfigError
+from config import INT_MAX, BrokerConfig
 from config.catalog.quotas import connection_overrides
 from controller.quotas import IP, QuotaEntity
 
 log = structlog.get_logger(__name__)
 
 CONNECTION_CREATION_RATE = "connection_creation_rate"
-#: The broker settings Kafka's ConnectionQuotas reconfigures dynamically (and their
-#: ``listener.name.<l>.`` forms for the first and last).
-CONNECTION_SETTINGS = frozenset({"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
-                                 "max.connection.creation.rate"})
 
 
 class TooManyConnections(Exception):
@@ -84,13 +80,6 @@ def resolve_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
     return resolved
 
 
-def _connection_setting(key: str) -> bool:
-    if key in CONNECTION_SETTINGS:
-        return True
-    _, _, setting = key.removeprefix("listener.name.").partition(".")
-    return key.startswith("listener.name.") and setting in ("max.connections", "max.connection.creation.rate")
-
-
 def _is_ip(host: str) -> bool:
     try:
         ipaddress.ip_address(host)
@@ -108,7 +97,6 @@ class ConnectionQuotas:
         self.clock_ms = clock_ms
         self.window_ms = config.quota_window_size_seconds * 1000
         self.windows = config.quota_window_num
-        self._static = config
         self.max_connections = config.max_connections
         self.max_per_ip = config.max_connections_per_ip
         self.per_ip_overrides = resolve_overrides(
@@ -117,9 +105,13 @@ class ConnectionQuotas:
         self.broker_rate = WindowedRate(self.window_ms, self.windows)
         self.listeners: dict[str, _ListenerLimits] = {}
         for name in listeners:
-            self.listeners[name] = _ListenerLimits(INT_MAX, None, INT_MAX)
-            self._apply_listener(name, config.raw)
-        self._dynamic: dict[str, str] = {}
+            # Only the listener's own setting bounds it (Kafka: Int.MaxValue when unset).
+            own_max = config.raw.get(f"listener.name.{name.lower()}.max.connections")
+            own_rate = config.raw.get(f"listener.name.{name.lower()}.max.connection.creation.rate")
+            self.listeners[name] = _ListenerLimits(
+                int(own_max) if own_max is not None else INT_MAX,
+                WindowedRate(self.window_ms, self.windows) if own_rate is not None else None,
+                int(own_rate) if own_rate is not None else INT_MAX)
         self.inter_broker_listener = config.inter_broker_listener_name
         self._ip_quotas = ip_quotas
         self._on_blocked = on_blocked
@@ -129,48 +121,6 @@ class ConnectionQuotas:
         self._ip_rates: dict[str, WindowedRate] = {}
         self._ip_recorded = 0
         self._slot_freed = trio.lowlevel.ParkingLot()
-
-    def _apply_listener(self, name: str, settings: Mapping[str, str]) -> None:
-        # Only the listener's own setting bounds it (Kafka: Int.MaxValue when unset).
-        limits = self.listeners[name]
-        own_max = settings.get(f"listener.name.{name.lower()}.max.connections")
-        own_rate = settings.get(f"listener.name.{name.lower()}.max.connection.creation.rate")
-        limits.max_connections = int(own_max) if own_max is not None else INT_MAX
-        limits.max_rate = int(own_rate) if own_rate is not None else INT_MAX
-        if own_rate is None:
-            limits.rate = None
-        elif limits.rate is None:
-            limits.rate = WindowedRate(self.window_ms, self.windows)
-
-    def reconfigure(self, dynamic: Mapping[str, str]) -> None:
-        """Applies the dynamic broker settings (this broker's over the cluster default, as
-        IncrementalAlterConfigs set them) over the static ones, as Kafka's ConnectionQuotas
-        reconfigures: connections already open stay; new ones meet the new limits."""
-        settings = {k: v for k, v in dynamic.items() if _connection_setting(k)}
-        if settings == self._dynamic:
-            return
-        static = self._static
-        try:
-            max_connections = int(settings.get("max.connections", static.max_connections))
-            max_per_ip = int(settings.get("max.connections.per.ip", static.max_connections_per_ip))
-            overrides = connection_overrides("max.connections.per.ip.overrides", settings.get(
-                "max.connections.per.ip.overrides", static.max_connections_per_ip_overrides))
-            max_rate = int(settings.get("max.connection.creation.rate", static.max_connection_creation_rate))
-            listener_settings = {**static.raw, **settings}
-            for name in self.listeners:
-                for key in ("max.connections", "max.connection.creation.rate"):
-                    int(listener_settings.get(f"listener.name.{name.lower()}.{key}", "0"))
-        except (ValueError, ConfigError) as ex:
-            log.error("dynamic_connection_config_invalid", error=str(ex))
-            return
-        self._dynamic = settings
-        self.max_connections, self.max_per_ip, self.max_rate = max_connections, max_per_ip, max_rate
-        # Host names are resolved as Kafka resolves them on an update (only when there are any).
-        self.per_ip_overrides = resolve_overrides(overrides)
-        for name in self.listeners:
-            self._apply_listener(name, listener_settings)
-        log.info("connection_quotas_reconfigured", settings=settings)
-        self._slot_freed.unpark_all()  # a raised limit frees acceptors waiting for a slot
 
     # ------------------------------------------------------------ the acceptor's side
 

@@ -161,7 +161,6 @@ class BrokerNode:
         # The dynamic broker settings the effective configuration was built from.
         self._dynamic_seen: tuple[Mapping[str, str], Mapping[str, str]] | None = None
         self._dynamic_layers: tuple[dict[str, str], dict[str, str]] = ({}, {})
-        self._connection_layers: tuple[Mapping[str, str], Mapping[str, str]] | None = None
         self._effective_config = config
         self._shutdown = trio.Event()
         #: Called once when the node starts stopping (the watchdog disarms its stall abort).
@@ -246,15 +245,6 @@ class BrokerNode:
             self._effective_config = effective
             self._topic_configs.clear()
         return effective
-
-    def _on_connection_settings(self, image: MetadataImage) -> None:
-        # The image replaces a resource's config mapping when it changes: identity tells.
-        layers = (image.broker_config(self.node_id), image.broker_config(""))
-        seen = self._connection_layers
-        if seen is not None and seen[0] is layers[0] and seen[1] is layers[1]:
-            return
-        self._connection_layers = layers
-        self.connection_quotas.reconfigure({**layers[1], **layers[0]})
 
     def describe_topic_configs(self, overrides: Mapping[str, str]) -> list[ConfigEntry]:
         """A topic's settings as DescribeConfigs and CreateTopics report them, with the
@@ -437,8 +427,6 @@ class BrokerNode:
         keystores = ListenerKeystores(self.config, self.node_id, securities, self.dynamic_passwords)
         keystores.on_image(self.controller.image)
         self.controller.add_image_listener(keystores.on_image)
-        self._on_connection_settings(self.controller.image)
-        self.controller.add_image_listener(self._on_connection_settings)
         async with trio.open_nursery() as nursery:
             await nursery.start(self.group_coordinator.run)
             await nursery.start(self.share_coordinator.run)

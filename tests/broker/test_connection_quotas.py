@@ -11,19 +11,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import trio
 
 from broker.client import ClientError, KafkaClient, parse_bootstrap
-from broker.connection_quotas import ConnectionQuotas, TooManyConnections
-from config import INT_MAX, build_config
 from tests.broker.broker_process import BrokerProcess
-from tests.broker.test_admin_apis import incremental
 from tests.broker.test_client_quotas import alter, entry
 from tests.observability.helpers import MetricsBroker, scrape, value
 from wire.frame import encode_request
 from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
-
-BROKER, SET, DELETE = 4, 0, 1
 
 Start = Callable[[dict[str, str]], MetricsBroker]
 
@@ -131,65 +125,3 @@ def test_creation_rates(start: Start) -> None:
     time.sleep(2.1)  # the windows have passed: accepted again
     with connect(broker) as c:
         assert served(c)
-
-
-def refused_within(broker: BrokerProcess, expect_refused: bool, timeout_s: float = 10) -> bool:
-    """Whether a new connection is (or is not, per ``expect_refused``) refused before the deadline:
-    a dynamic change reaches the acceptor once the broker applies the metadata record."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            extra = connect(broker, timeout_s=5)
-        except ClientError:
-            if expect_refused:
-                return True
-        else:
-            ok = served(extra)
-            extra.close()
-            if ok and not expect_refused:
-                return True
-        time.sleep(0.1)
-    return False
-
-
-def test_connection_limits_change_dynamically(start: Start) -> None:
-    # Kafka's connection settings are cluster-wide dynamic: IncrementalAlterConfigs on the broker
-    # resource (the cluster default "" or one broker's id) applies them without a restart.
-    broker = start({})
-    clients = [connect(broker) for _ in range(2)]
-    admin = clients[0]
-    try:
-        assert incremental(admin, BROKER, "", [("max.connections.per.ip", SET, "2")]) == (0, None)
-        assert refused_within(broker, expect_refused=True)
-        assert all(served(c) for c in clients)  # those open stay
-        # This broker's own setting beats the cluster default.
-        assert incremental(admin, BROKER, "1", [("max.connections.per.ip", SET, "3")]) == (0, None)
-        assert refused_within(broker, expect_refused=False)
-        assert incremental(admin, BROKER, "1", [("max.connections.per.ip", DELETE, None)]) == (0, None)
-        assert refused_within(broker, expect_refused=True)
-        assert incremental(admin, BROKER, "", [("max.connections.per.ip", DELETE, None)]) == (0, None)
-        assert refused_within(broker, expect_refused=False)
-    finally:
-        for c in clients:
-            c.close()
-
-
-def test_reconfigure_applies_broker_and_listener_limits() -> None:
-    async def main() -> None:
-        config, _ = build_config({"listener.name.plaintext.max.connections": "5"})
-        quotas = ConnectionQuotas(config, ["PLAINTEXT", "OTHER"], lambda: 0, dict)
-        quotas.admit("PLAINTEXT", "10.0.0.1")
-        assert quotas._slot_available("PLAINTEXT")
-        quotas.reconfigure({"max.connections": "1", "unrelated.key": "x"})
-        assert not quotas._slot_available("OTHER")
-        quotas.reconfigure({"listener.name.plaintext.max.connections": "1"})
-        assert quotas.max_connections == INT_MAX and not quotas._slot_available("PLAINTEXT")
-        assert quotas._slot_available("OTHER")
-        quotas.reconfigure({"max.connections.per.ip.overrides": "10.0.0.1:1"})
-        with pytest.raises(TooManyConnections):
-            quotas.admit("OTHER", "10.0.0.1")
-        # An invalid value (never accepted by IncrementalAlterConfigs) leaves the limits as they were.
-        quotas.reconfigure({"max.connections": "many"})
-        assert quotas.per_ip_overrides == {"10.0.0.1": 1} and quotas.listeners["PLAINTEXT"].max_connections == 5
-
-    trio.run(main)
