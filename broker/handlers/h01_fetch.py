@@ -55,6 +55,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
 
     # The broker's fetch.max.bytes bounds every fetch too (KafkaApis.handleFetchRequest).
     max_bytes = min(request.max_bytes, node.config.fetch_max_bytes)
+    window_max = None
     if follower < 0:
         # No fetch returns more than the consumer quota allows in a window (Kafka's getMaxValueInQuotaWindow).
         window_max = node.quotas.fetch.max_value_in_window(ctx.principal.name, ctx.client_id or "")
@@ -68,7 +69,9 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         on_follower_out_of_isr=isr_manager.poke if isr_manager is not None else None,
         on_wait=node.metrics.fetch_waiting)
     if follower < 0:
-        throttled = _throttled_response(ctx, response_size(slots, total, fetch.by_id), fetch)
+        # Sized only under a consumer_byte_rate: without one nothing is counted (the hot path).
+        size = response_size(slots, total, fetch.by_id) if window_max is not None else 0
+        throttled = _throttled_response(ctx, size, fetch)
         if throttled is not None:
             return throttled
     node.metrics.record_fetch(total, follower=follower >= 0)
