@@ -10,7 +10,7 @@ Record data given as file regions is sent with ``os.sendfile``.
 Memory for requests is bounded across connections by :class:`NetworkMemory`
 (``queued.max.request.bytes``): a frame's announced size is reserved before its
 body is read, and a connection whose frame does not fit waits, unread, until
-memory frees. A frame once started must arrive within ``socket.request.read.timeout.ms``.
+memory frees; waiting frames are admitted first fit. A frame once started must arrive within ``socket.request.read.timeout.ms``.
 
 No Kafka logic lives here: :class:`RequestHandler` decides what a frame means.
 """
@@ -161,14 +161,16 @@ class NetworkMemory:
     """Bytes held by requests and responses of every connection.
 
     Requests: the announced size of each frame is reserved before its body is read and
-    released when its request has been answered. As Kafka's memory pool does, a frame is
-    admitted while any memory is left (so one frame larger than what is left, up to
-    ``socket.request.max.bytes``, still gets through) and otherwise waits, in arrival
-    order, unread. Frames of at most ``SMALL_FRAME`` bytes — nearly every request but
-    large produces — have a budget of their own (an eighth of the limit, at least 256
-    KiB) and a queue of their own, so that connections announcing huge frames and
-    sending them slowly cannot hold up everyone else's small requests. Responses: bytes
-    built and not yet sent (file regions excluded: they stay on disk until ``sendfile``).
+    released when its request has been answered. A frame is admitted when it fits in what
+    is left, or when nothing of its class is reserved (so one frame larger than the whole
+    limit, up to ``socket.request.max.bytes``, still gets through, as with Kafka's memory
+    pool); otherwise its connection waits, unread. Waiting frames are admitted first fit,
+    in arrival order: a frame that fits is not held behind one that does not, so
+    connections announcing huge frames and sending them slowly cannot hold up a producer's
+    ordinary batches while any room is left. Frames of at most ``SMALL_FRAME`` bytes —
+    nearly every request but large produces — have a budget of their own (an eighth of the
+    limit, at least 256 KiB). Responses: bytes built and not yet sent (file regions
+    excluded: they stay on disk until ``sendfile``).
     """
 
     SMALL_FRAME = 64 * 1024
@@ -179,8 +181,7 @@ class NetworkMemory:
         self.large = 0
         self.small = 0
         self.responses = 0
-        self._large = trio.lowlevel.ParkingLot()
-        self._small = trio.lowlevel.ParkingLot()
+        self._waiting: list[_MemoryWaiter] = []
 
     @property
     def requests(self) -> int:
@@ -189,39 +190,58 @@ class NetworkMemory:
     @property
     def waiting(self) -> int:
         """Connections waiting for request memory."""
-        return len(self._large) + len(self._small)
+        return len(self._waiting)
 
-    def _room(self, small: bool) -> bool:
-        if small:
-            return self.small_limit < 0 or self.small < self.small_limit
-        return self.limit < 0 or self.large < self.limit
+    def _fits(self, size: int) -> bool:
+        if size <= self.SMALL_FRAME:
+            return self.small_limit < 0 or self.small == 0 or self.small + size <= self.small_limit
+        return self.limit < 0 or self.large == 0 or self.large + size <= self.limit
 
-    async def reserve(self, size: int) -> None:
-        small = size <= self.SMALL_FRAME
-        lot = self._small if small else self._large
-        if not self._room(small) or len(lot):  # first come, first served
-            while True:
-                await lot.park()
-                if self._room(small):
-                    break
-        if small:
+    def _take(self, size: int) -> None:
+        if size <= self.SMALL_FRAME:
             self.small += size
         else:
             self.large += size
-        self._wake()
+
+    async def reserve(self, size: int) -> None:
+        if self._fits(size):
+            self._take(size)
+            return
+        waiter = _MemoryWaiter(size)
+        self._waiting.append(waiter)
+        try:
+            await waiter.admitted.wait()
+        except BaseException:
+            if waiter.admitted.is_set():
+                self.release(size)  # admitted as it was cancelled: give it back
+            else:
+                self._waiting.remove(waiter)
+            raise
 
     def release(self, size: int) -> None:
         if size <= self.SMALL_FRAME:
             self.small -= size
         else:
             self.large -= size
-        self._wake()
+        self._admit()
 
-    def _wake(self) -> None:
-        if len(self._small) and self._room(True):
-            self._small.unpark()
-        if len(self._large) and self._room(False):
-            self._large.unpark()
+    def _admit(self) -> None:
+        if not self._waiting:
+            return
+        still: list[_MemoryWaiter] = []
+        for waiter in self._waiting:
+            if self._fits(waiter.size):
+                self._take(waiter.size)
+                waiter.admitted.set()
+            else:
+                still.append(waiter)
+        self._waiting = still
+
+
+@dataclass(slots=True)
+class _MemoryWaiter:
+    size: int
+    admitted: trio.Event = field(default_factory=trio.Event)
 
 
 class Listener:

@@ -323,6 +323,36 @@ def test_a_frame_that_does_not_fit_waits_unread_until_memory_frees(tmp_path: Pat
         b.kill9()
 
 
+def test_frames_announced_and_trickled_do_not_hold_up_a_frame_that_fits(tmp_path: Path) -> None:
+    """Slowloris connections announcing large frames fill request memory; a producer's
+    ordinary 200 KB frame that fits in what is left is read at once, not queued behind
+    them until their reservations are closed (the isolation benchmark's producer stalled
+    45 s that way)."""
+    b = BrokerProcess(tmp_path / "data", {"queued.max.request.bytes": "4194304"}).start()
+    hogs: list[socket.socket] = []
+    try:
+        for _ in range(6):  # 3 MiB each: the first is admitted, the rest wait
+            hog = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+            hog.sendall(struct.pack(">i", 3 * 1024 * 1024) + b"\x00" * 1000)
+            hogs.append(hog)
+        time.sleep(0.5)
+        body = struct.pack(">hhih", 18, 0, 9, -1) + b"\x00" * (200 * 1024)
+        started = time.monotonic()
+        client = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+        client.sendall(frame_of(body))
+        client.settimeout(3)  # the hogs are closed for their rate after a 5 s grace
+        size = struct.unpack(">i", client.recv(4, socket.MSG_WAITALL))[0]
+        reply = client.recv(size, socket.MSG_WAITALL)
+        waited = time.monotonic() - started
+        assert struct.unpack_from(">ih", reply) == (9, 0)
+        assert waited < 2.0, f"a frame that fits waited {waited:.1f} s"
+        client.close()
+    finally:
+        for hog in hogs:
+            hog.close()
+        b.kill9()
+
+
 def test_a_large_frame_trickled_in_is_closed_long_before_the_read_timeout(broker: BrokerProcess) -> None:
     """The default read timeout is 60 s; a 10 MB frame arriving at 1 KB/s holds its 10 MB
     reservation, so it is closed once it falls behind 256 KiB/s after a 5 s grace."""
