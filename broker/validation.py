@@ -41,6 +41,10 @@ from wire.records import (
 )
 
 _KNOWN_CODECS = frozenset(int(c) for c in Compression)
+#: Record data larger than this is copied a chunk at a time. Large batches are validated in a
+#: worker thread (broker.pacing), but one copy of 100 MB holds the GIL, and so the event loop,
+#: for tens of milliseconds; between chunks the loop gets it back.
+COPY_CHUNK = 1 << 20
 
 #: Kafka 3.9 defaults of message.timestamp.before.max.ms / after.max.ms.
 LONG_MAX = 2**63 - 1
@@ -111,7 +115,7 @@ def validate_produce(
     """Validates one partition's record data from a Produce request.
 
     ``topic_partition`` names the partition in per-record error messages."""
-    data = bytearray(records)
+    data = private_copy(records)
     if not data:
         raise RecordValidationError(ErrorCode.INVALID_RECORD, "Produce request carries no record batch")
     magic = peek_magic(data, 0)
@@ -166,6 +170,17 @@ def validate_produce(
             set_max_timestamp_and_type(data, pos, now_ms, TimestampType.LOG_APPEND_TIME)
             batches[i] = (pos, read_batch_header(data, pos))
     return ValidatedRecords(data, batches, total, append_time)
+
+
+def private_copy(records: bytes | bytearray | memoryview) -> bytearray:
+    """A writable copy of ``records``, made a chunk at a time when large (see COPY_CHUNK)."""
+    if len(records) <= COPY_CHUNK:
+        return bytearray(records)
+    view = memoryview(records)
+    data = bytearray()
+    for start in range(0, len(view), COPY_CHUNK):
+        data += view[start:start + COPY_CHUNK]
+    return data
 
 
 def _check_size(size: int, config: LogConfig) -> None:

@@ -29,6 +29,7 @@ import structlog
 
 from broker.acl_operations import AclOperation, ResourceType, checker
 from broker.dispatch import RequestContext
+from broker.pacing import discard
 from broker.replica_manager import Partition
 from wire.errors import ErrorCode
 from wire.exceptions import CorruptRecordError
@@ -141,6 +142,7 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                 t_resp.partitions.append(_error(p, ErrorCode.INVALID_REQUEST))
             else:
                 t_resp.partitions.append(_list(ctx, request, topic.name, p))
+    await discard(pacer, seen, duplicates)
     return response
 
 

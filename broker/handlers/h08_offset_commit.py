@@ -21,6 +21,7 @@ from __future__ import annotations
 from broker.acl_operations import AclOperation, ResourceType, authorize, checker
 from broker.dispatch import RequestContext
 from broker.group.records import OffsetAndMetadata
+from broker.pacing import discard
 from wire.errors import ErrorCode
 from wire.generated.api_008_offset_commit import (
     OffsetCommitRequest,
@@ -96,4 +97,5 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
             if pacer.tick():
                 await pacer.pause()
         response.topics.append(t)
+    await discard(pacer, errors, offsets)
     return response

@@ -20,6 +20,7 @@ import uuid
 from broker.acl_operations import AclOperation, ResourceType, authorize, checker
 from broker.dispatch import RequestContext
 from broker.group.shard import FetchedOffset
+from broker.pacing import discard
 from wire.errors import ErrorCode
 from wire.generated.api_009_offset_fetch import (
     OffsetFetchRequest,
@@ -43,7 +44,7 @@ UNAUTHORIZED_OFFSET = FetchedOffset(-1, None, "", ErrorCode.TOPIC_AUTHORIZATION_
 
 
 #: Partitions looked up in one go before the handler may yield.
-LOOKUP_CHUNK = 2048
+LOOKUP_CHUNK = 512
 
 
 async def _group_offsets(
@@ -53,9 +54,21 @@ async def _group_offsets(
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     may_describe = checker(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC)
-    partitions = None if wanted is None else [(t, p) for t, ps in wanted for p in ps]
+    pacer = ctx.pacer
+    partitions: list[tuple[str, int]] | None = None
+    allowed: list[tuple[str, int]] | None = None
+    if wanted is not None:
+        partitions, allowed = [], []
+        for t, ps in wanted:
+            permitted = may_describe(t)
+            for start in range(0, len(ps), LOOKUP_CHUNK):
+                named = [(t, p) for p in ps[start:start + LOOKUP_CHUNK]]
+                partitions.extend(named)
+                if permitted:
+                    allowed.extend(named)
+                if pacer.tick(len(named)):
+                    await pacer.pause()
     coordinator = ctx.node.group_coordinator
-    allowed = None if partitions is None else [tp for tp in partitions if may_describe(tp[0])]
     if allowed is None or len(allowed) <= LOOKUP_CHUNK:
         error, found = coordinator.fetch_offsets(group_id, allowed, require_stable, member)
     else:  # a request for many partitions is looked up a chunk at a time
@@ -72,11 +85,11 @@ async def _group_offsets(
     topics: dict[str, list[tuple[int, FetchedOffset]]] = {}
     # Kafka leaves topics the caller may not describe out of "all topics", and fails them when named.
     order = partitions if partitions is not None else sorted(tp for tp in found if may_describe(tp[0]))
-    pacer = ctx.pacer
     for tp in order:
         topics.setdefault(tp[0], []).append((tp[1], found[tp] if tp in found else UNAUTHORIZED_OFFSET))
         if pacer.tick():
             await pacer.pause()
+    await discard(pacer, found, order, *(c for c in (partitions, allowed) if c is not None))
     return ErrorCode.NONE, list(topics.items())
 
 
@@ -125,15 +138,20 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
                         metadata=o.metadata, error_code=o.error))
                     if pacer.tick():
                         await pacer.pause()
+                await discard(pacer, parts)
         return response
     requested = request.topics
     if version == 0:
-        return OffsetFetchResponse(topics=[
-            OffsetFetchResponseTopic(name=t.name, partitions=[
-                OffsetFetchResponsePartition(partition_index=p, committed_offset=-1, metadata="",
-                                             error_code=ErrorCode.UNSUPPORTED_VERSION)
-                for p in t.partition_indexes])
-            for t in requested or []])
+        response_v0 = OffsetFetchResponse()
+        for asked in requested or []:
+            topic_v0 = OffsetFetchResponseTopic(name=asked.name)
+            response_v0.topics.append(topic_v0)
+            for p in asked.partition_indexes:
+                topic_v0.partitions.append(OffsetFetchResponsePartition(
+                    partition_index=p, committed_offset=-1, metadata="", error_code=ErrorCode.UNSUPPORTED_VERSION))
+                if pacer.tick():
+                    await pacer.pause()
+        return response_v0
     wanted_v1 = None if requested is None and version >= 2 else [(t.name, list(t.partition_indexes))
                                                                for t in requested or []]
     error, topics = await _group_offsets(ctx, request.group_id, wanted_v1, require_stable)
@@ -148,4 +166,5 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
                 metadata=o.metadata, error_code=o.error))
             if pacer.tick():
                 await pacer.pause()
+        await discard(pacer, parts)
     return response_v1

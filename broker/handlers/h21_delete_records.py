@@ -22,6 +22,7 @@ from broker.acl_operations import AclOperation, ResourceType, checker
 from broker.dispatch import RequestContext
 from broker.handlers.h02_list_offsets import PartitionError, hosted_partition, local_log_for
 from broker.log.errors import OffsetOutOfRangeError
+from broker.pacing import discard
 from controller.image import INTERNAL_TOPICS
 from wire.errors import ErrorCode
 from wire.generated.api_021_delete_records import (
@@ -44,12 +45,15 @@ INVALID_LOW_WATERMARK = -1
 async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
     # A map by topic and partition, as Kafka builds it: the last offset named wins.
     wanted: dict[str, dict[int, int]] = {}
+    pacer = ctx.pacer
     for topic in request.topics:
+        offsets = wanted.setdefault(topic.name, {})
         for p in topic.partitions:
-            wanted.setdefault(topic.name, {})[p.partition_index] = p.offset
+            offsets[p.partition_index] = p.offset
+            if pacer.tick():
+                await pacer.pause()
     response = DeleteRecordsResponse()
     may_delete = checker(ctx, AclOperation.DELETE, ResourceType.TOPIC)
-    pacer = ctx.pacer
     for name, partitions in wanted.items():
         t_resp = DeleteRecordsResponseDeleteRecordsTopicResult(name=name)
         response.topics.append(t_resp)
@@ -69,6 +73,7 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
                 out.error_code = ex.code
                 ctx.node.log_client_error("delete_records_failed", topic=name, partition=index, offset=offset,
                                           error=ex.code.name, reason=ex.message, client_id=ctx.client_id)
+        await discard(pacer, partitions)
     return response
 
 

@@ -92,14 +92,16 @@ class ResourceError(Exception):
 
 async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     response = DescribeConfigsResponse()
+    pacer = ctx.pacer
     if any(r.resource_type not in KNOWN_RESOURCE_TYPES for r in request.resources):
         # Kafka rejects the whole request when one resource has an unknown type.
         for r in request.resources:
             response.results.append(DescribeConfigsResponseDescribeConfigsResult(
                 error_code=ErrorCode.INVALID_REQUEST, error_message=INVALID_REQUEST_MESSAGE,
                 resource_type=r.resource_type, resource_name=r.resource_name))
+            if pacer.tick():
+                await pacer.pause()
         return response
-    pacer = ctx.pacer
     for resource in request.resources:
         if pacer.tick():
             await pacer.pause()

@@ -159,6 +159,9 @@ class PartitionLog(SegmentChanges):
         # Counts truncations, so work prepared from older contents (the cleaner's) sees it is stale.
         self._truncations = 0
         self._closed = False
+        #: Run by :meth:`flush` before it fsyncs the directory: the producer state's snapshots
+        #: written at a roll without an fsync (Kafka's flushProducerStateSnapshot).
+        self.before_flush: Callable[[], None] | None = None
 
     # -- loading ---------------------------------------------------------------
 
@@ -494,6 +497,8 @@ class PartitionLog(SegmentChanges):
         end = self._end.offset
         offset = end if up_to_offset is None else min(up_to_offset, end)
         self._epoch_cache.flush()
+        if self.before_flush is not None:
+            self.before_flush()
         if offset <= self._recovery_point:
             if self._dir_needs_fsync:
                 fsync_dir(self._dir)

@@ -9,6 +9,7 @@ have written, so the files stay readable by Kafka's tools.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterable
 from pathlib import Path
@@ -52,6 +53,15 @@ def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry], *, sync: b
     payload = _SNAPSHOT_COUNT.pack(count) + body
     data = _SNAPSHOT_HEADER.pack(PRODUCER_SNAPSHOT_VERSION, crc32c.crc32c(payload)) + payload
     write_atomically(path, data, sync=sync)
+
+
+def sync_snapshot(path: Path) -> None:
+    """fsyncs a snapshot written with ``sync=False`` (its directory is the caller's)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_snapshot(path: Path) -> list[ProducerStateEntry]:

@@ -26,7 +26,11 @@ writes to the log itself.
 
 Persistence: ``<offset>.snapshot`` files in the partition directory
 (:mod:`broker.log.producer_snapshot`), written at a segment roll (when the new segment starts
-exactly where the state ends) and at a clean shutdown. Loading takes the newest readable
+exactly where the state ends) and at a clean shutdown. As in Kafka (UnifiedLog.roll), the roll's
+snapshot is written without an fsync on the append path: it is made durable, with the
+aborted-transaction indexes below it, by the log's next flush (:meth:`ProducerStateManager.flush_snapshots`,
+in the worker thread of the periodic flush), before the recovery point passes the roll. A crash
+before that leaves at worst an unreadable snapshot, which loading skips for an older one. Loading takes the newest readable
 snapshot at or below the log end and replays every batch after it (after a crash, those
 batches were validated by the log's recovery), which also rebuilds the aborted-transaction
 index from there. Changes made to the log other than by appending (truncation, retention,
@@ -65,6 +69,7 @@ from broker.log.producer_snapshot import (
     SNAPSHOT_SUFFIX,
     CorruptSnapshotError,
     read_snapshot,
+    sync_snapshot,
     write_snapshot,
 )
 from broker.log.txn_index import AbortedTxn, TransactionIndexes
@@ -156,6 +161,9 @@ class ProducerStateManager:
         self._last_snapshot_offset = -1
         self._log_start_offset = plog.log_start_offset
         self._segments_seen: tuple[LogSegment, ...] = ()
+        #: Snapshots written without an fsync (at a roll), fsynced by the log's next flush.
+        self._unsynced_snapshots: list[Path] = []
+        plog.before_flush = self.flush_snapshots
 
     @classmethod
     def load(cls, plog: PartitionLog, config: ProducerStateConfig,
@@ -437,8 +445,9 @@ class ProducerStateManager:
         if info.first_offset < end_before or info.batch_count == 0:
             raise AssertionError(f"append landed at {info.first_offset}, expected at least {end_before}")
         if any(s.base_offset == end_before for s in self._log.segments[1:]) and end_before > self._last_snapshot_offset:
-            # Rolled right where the state ends: snapshot it for the new segment, as Kafka.
-            self._write_snapshot(end_before)
+            # Rolled right where the state ends: snapshot it for the new segment, as Kafka, and
+            # leave its fsync to the flush of the rolled segment (off the event loop).
+            self._write_snapshot(end_before, sync=False)
         for producer_id in plan.verified:
             self._verification.pop(producer_id, None)
         for producer_info in plan.producers.values():
@@ -541,9 +550,12 @@ class ProducerStateManager:
 
     def _write_snapshot(self, offset: int, *, sync: bool = True) -> None:
         path = self._log.dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
-        # The index entries below the snapshot must be as durable as the snapshot itself.
-        self._txn_indexes.flush()
+        if sync:
+            # The index entries below the snapshot must be as durable as the snapshot itself.
+            self._txn_indexes.flush()
         write_snapshot(path, self._producers.values(), sync=sync)
+        if not sync:
+            self._unsynced_snapshots.append(path)
         self._last_snapshot_offset = offset
         log.debug("producer_snapshot_written", partition=self._tp, offset=offset, producers=len(self._producers))
 
@@ -555,6 +567,21 @@ class ProducerStateManager:
         self.sync()
         if self._map_end_offset > self._last_snapshot_offset and self._map_end_offset > self._log.log_start_offset:
             self._write_snapshot(self._map_end_offset, sync=sync)
+
+    def flush_snapshots(self) -> None:
+        """fsyncs the snapshots written without (Kafka's flushProducerStateSnapshot), after the
+        aborted-transaction indexes below them. Called by :meth:`PartitionLog.flush`, which then
+        fsyncs the directory: from the periodic flush's worker thread while the loop appends, so
+        only the list of paths is shared (appended on the loop, taken here)."""
+        if not self._unsynced_snapshots:
+            return
+        self._txn_indexes.flush()
+        while self._unsynced_snapshots:
+            try:
+                sync_snapshot(self._unsynced_snapshots[0])
+            except FileNotFoundError:  # deleted meanwhile (retention, truncation)
+                pass
+            self._unsynced_snapshots.pop(0)
 
     def _remove_stray_snapshots(self) -> None:
         """Keep the snapshots at segment starts and the newest one (Kafka's removeStraySnapshots),

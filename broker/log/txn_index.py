@@ -125,16 +125,17 @@ class TransactionIndex:
     def flush(self) -> None:
         if not self._dirty:
             return
+        # Cleared first: an entry appended (on the loop) while a worker thread fsyncs is
+        # flushed next time rather than forgotten.
+        self._dirty = False
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
-            self._dirty = False
             return
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
-        self._dirty = False
 
     def delete(self) -> None:
         self.path.unlink(missing_ok=True)
@@ -209,7 +210,7 @@ class TransactionIndexes:
         return [e for base in sorted(self._indexes) for e in self._indexes[base].entries]
 
     def flush(self) -> None:
-        for index in self._indexes.values():
+        for index in list(self._indexes.values()):  # a worker thread may flush while the loop adds
             index.flush()
 
     def delete_all(self) -> None:

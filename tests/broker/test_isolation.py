@@ -18,6 +18,12 @@ from tests.broker.broker_process import BrokerProcess
 from tests.broker.raw_client import RawClient
 from wire.errors import ErrorCode
 from wire.frame import decode_response, encode_request
+from wire.generated.api_000_produce import (
+    ProduceRequest,
+    ProduceRequestPartitionProduceData,
+    ProduceRequestTopicProduceData,
+    ProduceResponse,
+)
 from wire.generated.api_002_list_offsets import (
     ListOffsetsRequest,
     ListOffsetsRequestListOffsetsPartition,
@@ -33,19 +39,42 @@ from wire.generated.api_008_offset_commit import (
 )
 from wire.generated.api_009_offset_fetch import (
     OffsetFetchRequest,
+    OffsetFetchRequestGroup,
     OffsetFetchRequestTopic,
+    OffsetFetchRequestTopics,
     OffsetFetchResponse,
 )
-from wire.generated.api_011_join_group import JoinGroupResponse
+from wire.generated.api_010_find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from wire.generated.api_011_join_group import (
+    JoinGroupRequest,
+    JoinGroupRequestProtocol,
+    JoinGroupResponse,
+)
+from wire.generated.api_013_leave_group import (
+    LeaveGroupRequest,
+    LeaveGroupRequestMemberIdentity,
+    LeaveGroupResponse,
+)
 from wire.generated.api_015_describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
+from wire.generated.api_019_create_topics import (
+    CreateTopicsRequest,
+    CreateTopicsRequestCreatableTopic,
+    CreateTopicsResponse,
+)
 from wire.generated.api_021_delete_records import (
     DeleteRecordsRequest,
     DeleteRecordsRequestDeleteRecordsPartition,
     DeleteRecordsRequestDeleteRecordsTopic,
     DeleteRecordsResponse,
 )
+from wire.generated.api_032_describe_configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsRequestDescribeConfigsResource,
+    DescribeConfigsResponse,
+)
 from wire.primitives import Message, write_uvarint
+from wire.records import CRC_OFFSET, NewRecord, build_batch
 
 ARRAY_CAP = 1_000_000
 #: The watcher's worst ApiVersions round trip allowed while an adversary runs: a sanity
@@ -211,11 +240,18 @@ def many_partitions_requests() -> dict[str, tuple[Message, type[Message], int]]:
         "DeleteRecords": (DeleteRecordsRequest(timeout_ms=1000, topics=[DeleteRecordsRequestDeleteRecordsTopic(
             name="absent", partitions=[DeleteRecordsRequestDeleteRecordsPartition(partition_index=i, offset=1)
                                        for i in indexes])]), DeleteRecordsResponse, 2),
+        "OffsetFetch v0": (OffsetFetchRequest(group_id="g", topics=[
+            OffsetFetchRequestTopic(name="absent", partition_indexes=list(indexes))]), OffsetFetchResponse, 0),
+        "OffsetFetch v8": (OffsetFetchRequest(groups=[OffsetFetchRequestGroup(group_id="g", topics=[
+            OffsetFetchRequestTopics(name="absent", partition_indexes=list(indexes))])]), OffsetFetchResponse, 8),
         "DescribeGroups": (DescribeGroupsRequest(groups=[f"g{i}" for i in indexes]), DescribeGroupsResponse, 4),
+        "DescribeConfigs": (DescribeConfigsRequest(resources=[DescribeConfigsRequestDescribeConfigsResource(
+            resource_type=2, resource_name=f"t{i}") for i in indexes]), DescribeConfigsResponse, 4),
     }
 
 
-@pytest.mark.parametrize("api", ["ListOffsets", "OffsetFetch", "OffsetCommit", "DeleteRecords", "DescribeGroups"])
+@pytest.mark.parametrize("api", ["ListOffsets", "OffsetFetch", "OffsetFetch v0", "OffsetFetch v8", "OffsetCommit",
+                                 "DeleteRecords", "DescribeGroups", "DescribeConfigs"])
 def test_a_request_naming_100000_partitions_does_not_hold_the_others(broker: BrokerProcess, api: str) -> None:
     request, response_type, version = many_partitions_requests()[api]
     frame = encode_request(request, version, 44, "adversary")
@@ -223,6 +259,109 @@ def test_a_request_naming_100000_partitions_does_not_hold_the_others(broker: Bro
     worst = watch(broker, lambda: answered.append(send_and_receive_raw(broker, frame)))
     _, resp = decode_response(answered[0], response_type, version)
     assert isinstance(resp, response_type)
+    assert worst < WORST_WAIT_S, f"the watcher waited {worst * 1000:.0f} ms"
+
+
+def test_a_connection_pipelining_large_requests_does_not_hold_the_others(broker: BrokerProcess) -> None:
+    """One connection sends 16 OffsetFetch requests naming 100,000 partitions each without
+    waiting: at most 8 of them are in progress at once (the reader stops reading), and
+    while they run the loop still serves everyone else."""
+    request, _, version = many_partitions_requests()["OffsetFetch"]
+    pipelined = 16
+    frames = b"".join(encode_request(request, version, 100 + i, "adversary") for i in range(pipelined))
+    answered: list[int] = []
+
+    def adversary() -> None:
+        client = RawClient(broker.bootstrap)
+        client.sock.settimeout(120)
+        try:
+            client.sock.sendall(frames)
+            for _ in range(pipelined):
+                size = struct.unpack(">i", client._exactly(4))[0]
+                answered.append(struct.unpack_from(">i", client._exactly(size))[0])
+        finally:
+            client.close()
+
+    worst = watch(broker, adversary)
+    assert answered == [100 + i for i in range(pipelined)]  # every one, in order
+    assert worst < WORST_WAIT_S, f"the watcher waited {worst * 1000:.0f} ms"
+
+
+def create_topic(broker: BrokerProcess, name: str) -> None:
+    client = RawClient(broker.bootstrap)
+    try:
+        resp = client.call(CreateTopicsRequest(topics=[CreateTopicsRequestCreatableTopic(
+            name=name, num_partitions=1, replication_factor=1)], timeout_ms=30000), CreateTopicsResponse, 5)
+        assert isinstance(resp, CreateTopicsResponse)
+        assert resp.topics[0].error_code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS)
+    finally:
+        client.close()
+
+
+def test_a_64_mb_produce_with_a_bad_crc_does_not_hold_the_others(broker: BrokerProcess) -> None:
+    """The batch's copy and CRC-32C run in a worker thread, and the copy a chunk at a time
+    (one 64 MB copy holds the GIL, and the loop, for tens of milliseconds)."""
+    create_topic(broker, "bad-crc")
+    batch = bytearray(build_batch([NewRecord(key=None, value=b"v" * (1024 * 1024), timestamp=int(time.time() * 1000))]
+                                  * 64))
+    batch[CRC_OFFSET] ^= 0xFF
+    frame = encode_request(ProduceRequest(acks=1, timeout_ms=30000, topic_data=[ProduceRequestTopicProduceData(
+        name="bad-crc", partition_data=[ProduceRequestPartitionProduceData(index=0, records=bytes(batch))])]),
+        7, 45, "adversary")
+    answered: list[bytes] = []
+    worst = watch(broker, lambda: answered.extend(send_and_receive_raw(broker, frame) for _ in range(3)))
+    for reply in answered:
+        _, resp = decode_response(reply, ProduceResponse, 7)
+        assert isinstance(resp, ProduceResponse)
+        assert resp.responses[0].partition_responses[0].error_code == ErrorCode.CORRUPT_MESSAGE
+    assert worst < WORST_WAIT_S, f"the watcher waited {worst * 1000:.0f} ms"
+
+
+def test_members_joining_and_leaving_in_a_loop_do_not_hold_the_others(broker: BrokerProcess) -> None:
+    """500 members join (MEMBER_ID_REQUIRED) and leave in one LeaveGroup, three times over;
+    then one LeaveGroup names 100,000 members the group does not have."""
+    left: list[int] = []
+    client = RawClient(broker.bootstrap)
+    client.sock.settimeout(60)
+
+    def join() -> JoinGroupResponse:
+        response = client.call(JoinGroupRequest(
+            group_id="churn", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+            protocol_type="consumer", protocols=[JoinGroupRequestProtocol(name="range", metadata=b"")]),
+            JoinGroupResponse, 5)
+        assert isinstance(response, JoinGroupResponse)
+        return response
+
+    # The group coordinator's topic is created by the first FindCoordinator, then loaded.
+    deadline = time.monotonic() + 30
+    client.call(FindCoordinatorRequest(key="churn"), FindCoordinatorResponse, 1)
+    while join().error_code != ErrorCode.MEMBER_ID_REQUIRED and time.monotonic() < deadline:
+        time.sleep(0.1)
+        client.call(FindCoordinatorRequest(key="churn"), FindCoordinatorResponse, 1)
+
+    def adversary() -> None:
+        try:
+            for _ in range(3):
+                members = []
+                for _ in range(500):
+                    joined = join()
+                    assert joined.error_code == ErrorCode.MEMBER_ID_REQUIRED
+                    members.append(joined.member_id)
+                leave = client.call(LeaveGroupRequest(group_id="churn", members=[
+                    LeaveGroupRequestMemberIdentity(member_id=m) for m in members]), LeaveGroupResponse, 3)
+                assert isinstance(leave, LeaveGroupResponse)
+                left.append(sum(1 for m in leave.members if m.error_code == ErrorCode.NONE))
+            leave = client.call(LeaveGroupRequest(group_id="churn", members=[
+                LeaveGroupRequestMemberIdentity(member_id=f"m{i}") for i in range(100_000)]), LeaveGroupResponse, 3)
+            assert isinstance(leave, LeaveGroupResponse)
+            unknown.update(m.error_code for m in leave.members)
+        finally:
+            client.close()
+
+    unknown: set[int] = set()
+    worst = watch(broker, adversary)
+    assert left == [500, 500, 500]
+    assert unknown == {ErrorCode.UNKNOWN_MEMBER_ID}
     assert worst < WORST_WAIT_S, f"the watcher waited {worst * 1000:.0f} ms"
 
 

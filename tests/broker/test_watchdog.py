@@ -109,3 +109,33 @@ def test_the_pacer_asks_for_a_pause_once_its_slice_is_spent() -> None:
     assert pacer.large and LargeRequests.active == active + 1
     pacer.close()
     assert LargeRequests.active == active
+
+
+def test_a_large_message_is_freed_a_chunk_at_a_time_nested_lists_too() -> None:
+    """One topic holding 100,000 partitions (ListOffsets, OffsetFetch) is as long to free as
+    100,000 topics: its partitions are freed between pauses, not in one deallocation."""
+    from broker.pacing import RELEASE_CHUNK, Pacer, release
+    from wire.generated.api_002_list_offsets import (
+        ListOffsetsResponse,
+        ListOffsetsResponseListOffsetsPartitionResponse,
+        ListOffsetsResponseListOffsetsTopicResponse,
+    )
+
+    def topic(name: str, partitions: int) -> ListOffsetsResponseListOffsetsTopicResponse:
+        return ListOffsetsResponseListOffsetsTopicResponse(name=name, partitions=[
+            ListOffsetsResponseListOffsetsPartitionResponse(partition_index=i) for i in range(partitions)])
+
+    one_large = topic("t", 100_000)
+    response = ListOffsetsResponse(topics=[one_large])
+    pacer = Pacer()
+    trio.run(release, pacer, response)
+    assert one_large.partitions == [] and pacer.pauses >= 100_000 // RELEASE_CHUNK
+    # Many small topics add up: freed one topic at a time.
+    response = ListOffsetsResponse(topics=[topic(f"t{i}", 20) for i in range(5_000)])
+    trio.run(release, Pacer(), response)
+    assert response.topics == []
+    # Few entries in all: left as they are.
+    small = [topic(f"t{i}", 20) for i in range(10)]
+    response = ListOffsetsResponse(topics=list(small))
+    trio.run(release, Pacer(), response)
+    assert response.topics == small and all(len(t.partitions) == 20 for t in small)

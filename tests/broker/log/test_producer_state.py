@@ -3,6 +3,7 @@ offset, the aborted-transaction index, snapshots and reloading after a crash."""
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -259,6 +260,32 @@ def test_a_roll_writes_a_snapshot_at_the_new_segment(open_log: OpenLog, clock: C
         append(state, batch(i))
     assert len(plog.segments) > 1
     assert state.snapshot_offsets() == [s.base_offset for s in plog.segments[1:]]
+
+
+def test_a_rolls_snapshot_is_fsynced_by_the_next_flush_not_on_the_append_path(
+    open_log: OpenLog, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As Kafka's UnifiedLog.roll: appends run on the event loop, so the snapshot written at a
+    roll is not fsynced there; the flush of the rolled segment (a worker thread) does it."""
+    plog, state = open_state(open_log, clock, segment_bytes=300)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def observed_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", observed_fsync)
+    for i in range(6):
+        append(state, batch(i))
+    snapshots = [plog.dir / f"{offset:020d}.snapshot" for offset in state.snapshot_offsets()]
+    assert snapshots and all(p.exists() for p in snapshots)
+    assert not [path for path in synced if path.endswith(".snapshot")]  # nothing on the append path
+    plog.flush()
+    assert {str(p) for p in snapshots} <= set(synced)
+    # ...before the directory, which makes their renames durable.
+    last_dir_sync = max(i for i, path in enumerate(synced) if path == str(plog.dir))
+    assert last_dir_sync > max(synced.index(str(p)) for p in snapshots)
 
 
 def test_a_corrupt_snapshot_is_skipped(open_log: OpenLog, clock: Clock) -> None:
