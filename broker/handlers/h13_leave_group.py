@@ -44,6 +44,8 @@ async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupR
     for start in range(0, max(len(asked), 1), LEAVE_CHUNK):
         if start:
             await ctx.pacer.pause()
+        # Counted, so that a response this long is counted and encoded off the loop.
+        ctx.pacer.tick(min(LEAVE_CHUNK, len(asked) - start))
         members = [LeavingMember(m.member_id, m.group_instance_id, m.reason if version >= 5 else None)
                    for m in asked[start:start + LEAVE_CHUNK]]
         error, results = coordinator.leave_group(request.group_id, members)
