@@ -375,13 +375,14 @@ def stop_writers(writers: Sequence[Writer], delivery_timeout_ms: int = 30_000) -
 
 
 def _run_with_writers(cluster: FaultCluster, topic: str, partitions: int, writers: int, rate: float,
-                      inject: Callable[[], None], replication: int = 3) -> RunResult:
+                      inject: Callable[[], None], replication: int = 3, before_s: float = 3.0) -> RunResult:
+    """``before_s``: writes before ``inject`` starts (0 when its schedule waits before the first fault)."""
     started = time.monotonic()
     cluster.create_topic(topic, partitions, replication,
                          configs={"min.insync.replicas": str(min(2, replication))})
     running = start_writers(cluster, topic, partitions, writers, rate)
     try:
-        time.sleep(3.0)  # some acknowledged writes before the first fault
+        time.sleep(before_s)  # some acknowledged writes before the first fault
         inject()
         time.sleep(3.0)  # and after the last
     finally:
@@ -415,7 +416,8 @@ def leader_kills(cluster: FaultCluster, duration_s: float, interval_s: float = 1
             round_ += 1
             next_kill = max(next_kill + interval_s, time.monotonic() + 1.0)
 
-    return _run_with_writers(cluster, topic, partitions, writers, rate, inject, replication)
+    # The first kill comes interval_s - down_s into the run: writes are acknowledged before it.
+    return _run_with_writers(cluster, topic, partitions, writers, rate, inject, replication, before_s=0.0)
 
 
 def double_leader_kills(cluster: FaultCluster, rounds: int, topic: str = "double", partitions: int = 1,
