@@ -34,7 +34,9 @@ from broker.group.group import GroupOverview
 from broker.share.dead_letters import DeadLetterWriter
 from broker.share.group import ShareGroup, ShareGroupSettings, TopicIdPartition
 from broker.share.partition import AcquiredBatch, ArchivedRecord
+from broker.share.persister import SharePersister
 from broker.share.shard import ShareDefaults, ShareGroupShard, ShareHeartbeatResult
+from broker.share.state_service import ShareStateService
 from controller.image import MetadataImage
 from controller.service import TopicRequest
 from wire.errors import ErrorCode
@@ -106,6 +108,12 @@ class ShareCoordinator:
             replica_manager=node.replica_manager, shard_factory=self._new_shard,
             create_topic=self._create_topic, clock_ms=node.clock_ms, rng=node.rng,
             append_timeout_ms=c.offsets_commit_timeout_ms)
+        #: The inter-broker state APIs (83-87) served by this broker's shards.
+        self.state_service = ShareStateService(self.runtime.shard_for)
+        #: How share-partitions reach their state at the share coordinator, wherever it is.
+        self.persister = SharePersister(
+            node_id=node.node_id, image=lambda: node.image, state_topic=SHARE_STATE_TOPIC,
+            local=self.state_service, peers=lambda: node.peers, ensure_topic=self.runtime.ensure_topic)
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self.dead_letters: Callable[[ShareGroup, str, int, list[ArchivedRecord]], None] | None = \
             DeadLetterWriter(node)

@@ -32,6 +32,7 @@ import structlog
 from broker.coordinator import AppendResult, CoordinatorRecord, ReplayedRecord, ShardContext
 from broker.share.group import ShareGroup, ShareGroupSettings, ShareMember, TopicIdPartition, assign
 from broker.share.partition import ArchivedRecord, RecordState, SharePartition, StateBatch
+from broker.share.state_store import ShareStateStore
 from wire.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
@@ -67,6 +68,8 @@ class ShareGroupShard:
         self.ctx = ctx
         self.defaults = defaults
         self.groups: dict[str, ShareGroup] = {}
+        #: The share-partition states this partition keeps for partition leaders (Read/WriteShareGroupState).
+        self.state = ShareStateStore()
         self._topics = topics
         #: Records archived (rejected / out of deliveries), for the dead-letter writer.
         self.on_archived: Callable[[ShareGroup, TopicIdPartition, list[ArchivedRecord]], None] | None = None
@@ -79,7 +82,9 @@ class ShareGroupShard:
         try:
             key = json.loads(record.key)
             value = None if record.value is None else json.loads(record.value)
-            if key.get("type") == "partition":
+            if key.get("type") == "state":
+                self.state.replay(key, value)
+            elif key.get("type") == "partition":
                 tp = (uuid.UUID(key["topic_id"]), int(key["partition"]))
                 group = self.groups.get(key["group"])
                 if value is None:
@@ -108,6 +113,7 @@ class ShareGroupShard:
 
     def on_unloaded(self) -> None:
         self.groups.clear()
+        self.state.states.clear()
 
     # ------------------------------------------------------------ groups
 
