@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 
+from broker.coordinator import CoordinatorRecord
 from broker.share.partition import RecordState
 from broker.share.partition import StateBatch as B
 from broker.share.state_store import ShareState, ShareStateStore, coordinator_key, merge_batches
@@ -48,7 +49,7 @@ def test_write_merges_and_fences_older_leaders_and_state_epochs() -> None:
     store = ShareStateStore()
     log: list[tuple[bytes, bytes | None]] = []
 
-    def keep(result: tuple[ErrorCode, list]) -> ErrorCode:  # type: ignore[type-arg]
+    def keep(result: tuple[ErrorCode, list[CoordinatorRecord]]) -> ErrorCode:
         log.extend((r.key, r.value) for r in result[1])
         return result[0]
 
@@ -74,6 +75,8 @@ def test_write_merges_and_fences_older_leaders_and_state_epochs() -> None:
     assert keep(store.initialize(KEY, 2, 0)) is ErrorCode.NONE
     assert store.states[KEY] == ShareState(2, -1, 0, ())
     assert keep(store.write(KEY, 1, 6, 5, [])) is ErrorCode.FENCED_STATE_EPOCH
-    assert keep(("ok", store.delete(KEY))) == "ok" and KEY not in store.states  # type: ignore[arg-type]
+    deleted = store.delete(KEY)
+    log.extend((r.key, r.value) for r in deleted)
+    assert deleted and KEY not in store.states
     assert replayed(ShareStateStore(), log).states == {}
     assert store.delete(KEY) == []  # nothing to delete: no record
