@@ -111,6 +111,8 @@ class ShareCoordinator:
             persister=self.persister, clock_ms=node.clock_ms, defaults=self.defaults,
             settings=self._settings, on_archived=self._archived)
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        #: Share-partitions whose state a heartbeat is initializing (earliest), set when done.
+        self._initializing: dict[tuple[str, TopicIdPartition], trio.Event] = {}
         #: Work a synchronous caller asked for (releases, state deletes), run by :meth:`run`.
         self._work_send, self._work_recv = trio.open_memory_channel[Callable[[], Awaitable[object]]](math.inf)
         self.dead_letters: Callable[[ShareGroup, str, int, list[ArchivedRecord]], None] | None = \
@@ -225,15 +227,26 @@ class ShareCoordinator:
         """Share-partitions assigned for the first time: the group covers them, and with
         ``share.auto.offset.reset=earliest`` their state starts at the log start offset
         (the leader starts a share-partition never initialized at the high watermark)."""
-        new = shard.cover(group_id, assignment)
+        assigned = set(assignment)
+        new = shard.cover(group_id, assigned)
         group = shard.groups.get(group_id)
-        if not new or group is None or group.settings.auto_offset_reset != "earliest":
-            return
-        for tp in new:
-            offset = await self._log_start_offset(tp)
-            if offset is not None:
-                # FENCED_STATE_EPOCH: the share-partition has state already, which stays.
-                await self.persister.initialize((group_id, tp[0], tp[1]), 0, offset)
+        if new and group is not None and group.settings.auto_offset_reset == "earliest":
+            for tp in new:
+                self._initializing[(group_id, tp)] = trio.Event()
+            for tp in new:
+                try:
+                    offset = await self._log_start_offset(tp)
+                    if offset is not None:
+                        # FENCED_STATE_EPOCH: the share-partition has state already, which stays.
+                        await self.persister.initialize((group_id, tp[0], tp[1]), 0, offset)
+                finally:
+                    self._initializing.pop((group_id, tp)).set()
+        # Another member's heartbeat may be initializing what this one is assigned: no member
+        # fetches a share-partition before it starts where it should.
+        for tp in assigned:
+            pending = self._initializing.get((group_id, tp))
+            if pending is not None:
+                await pending.wait()
 
     async def _log_start_offset(self, tp: TopicIdPartition) -> int | None:
         """The partition's log start offset, from its leader (ListOffsets, earliest)."""
