@@ -29,6 +29,7 @@ from broker.tools.cluster import PID_FILE, read_pid
 from compat_tests.harness import settings
 from compat_tests.harness.cluster import GROUP_KEY, LocalCluster
 from compat_tests.harness.scenario import unique_topic
+from compat_tests.test_share_groups import java_records, java_share_consumer, share_queue_java  # noqa: F401
 from wire.generated.api_003_metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from wire.generated.api_044_incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
@@ -223,3 +224,19 @@ def test_a_killed_partition_leader_loses_no_acknowledgement(cluster: LocalCluste
         assert poll_until([c], 1, timeout_s=3) == [[]]
     finally:
         c.close()
+
+
+def test_java_consumers_over_partitions_led_by_three_brokers(cluster: LocalCluster,
+                                                             share_queue_java: list[str]) -> None:  # noqa: F811
+    """Java 4.3 KafkaShareConsumers: every record once between them, fetched from three leaders."""
+    state_leaders = state_topic_ready(cluster)
+    topic = unique_topic("share-java-split")
+    led = create_topic(cluster, topic, 3)
+    group, node = group_served_by(cluster, state_leaders, {1, 2, 3}, "java-split")
+    set_earliest(cluster, node, group)
+    produce(cluster, topic, {p: range(10) for p in range(3)})
+    procs = [java_share_consumer(share_queue_java, cluster, group, topic, 100, 25) for _ in range(3)]  # type: ignore[arg-type]
+    seen = [r for p in procs for r in java_records(p, 25)]
+    # offsets 0-9 of each of the three partitions, each delivered once
+    assert sorted(r["offset"] for r in seen) == sorted(list(range(10)) * 3), (seen, led)
+    assert {r["delivery_count"] for r in seen} == {1}
