@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,7 @@ import pytest
 
 from broker.client import KafkaClient
 from broker.coordinator import partition_for
+from broker.share.state_store import coordinator_key
 from broker.tools.cluster import PID_FILE, read_pid
 from compat_tests.harness import settings
 from compat_tests.harness.cluster import GROUP_KEY, LocalCluster
@@ -36,6 +38,12 @@ from wire.generated.api_044_incremental_alter_configs import (
     IncrementalAlterConfigsRequestAlterableConfig,
     IncrementalAlterConfigsRequestAlterConfigsResource,
     IncrementalAlterConfigsResponse,
+)
+from wire.generated.api_090_describe_share_group_offsets import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+    DescribeShareGroupOffsetsRequestTopic,
+    DescribeShareGroupOffsetsResponse,
 )
 
 pytestmark = pytest.mark.skipif(settings.target() != "cormorant", reason="Cormorant's own cluster mode")
@@ -69,12 +77,30 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         c.down()
 
 
-def leaders(cluster: LocalCluster, topic: str) -> dict[int, int]:
-    with KafkaClient.connect(cluster.servers[0], timeout_s=5.0) as c:
+def leaders(cluster: LocalCluster, topic: str, server: int = 0) -> dict[int, int]:
+    with KafkaClient.connect(cluster.servers[server], timeout_s=5.0) as c:
         r = c.send(MetadataRequest(topics=[MetadataRequestTopic(name=topic)]), MetadataResponse, 12)
     t = r.topics[0]
     assert t.error_code == 0, t.error_code
     return {p.partition_index: p.leader_id for p in t.partitions}
+
+
+def topic_id(cluster: LocalCluster, topic: str) -> uuid.UUID:
+    with KafkaClient.connect(cluster.servers[0], timeout_s=5.0) as c:
+        r = c.send(MetadataRequest(topics=[MetadataRequestTopic(name=topic)]), MetadataResponse, 12)
+    return r.topics[0].topic_id
+
+
+def start_offset(cluster: LocalCluster, node: int, group: str, topic: str) -> int:
+    """The share-partition's start offset as DescribeShareGroupOffsets (at the group
+    coordinator, from the share coordinator) reports it."""
+    request = DescribeShareGroupOffsetsRequest(groups=[DescribeShareGroupOffsetsRequestGroup(
+        group_id=group, topics=[DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[0])])])
+    with KafkaClient.connect(cluster.server_of(node), timeout_s=30.0) as c:
+        r = c.send(request, DescribeShareGroupOffsetsResponse, 1)
+    p = r.groups[0].topics[0].partitions[0]
+    assert r.groups[0].error_code == 0 and p.error_code == 0, r
+    return p.start_offset
 
 
 def create_topic(cluster: LocalCluster, topic: str, partitions: int) -> dict[int, int]:
@@ -240,3 +266,42 @@ def test_java_consumers_over_partitions_led_by_three_brokers(cluster: LocalClust
     # offsets 0-9 of each of the three partitions, each delivered once
     assert sorted(r["offset"] for r in seen) == sorted(list(range(10)) * 3), (seen, led)
     assert {r["delivery_count"] for r in seen} == {1}
+
+
+def test_a_killed_share_coordinator_loses_no_acknowledgement(cluster: LocalCluster) -> None:
+    """The share coordinator of the share-partition (leader of its ``__share_group_state``
+    partition) is neither the group coordinator nor the partition leader, and is SIGKILLed."""
+    state_leaders = state_topic_ready(cluster)
+    topic = unique_topic("share-coordinator")
+    leader = create_topic(cluster, topic, 1)[0]
+    tid = topic_id(cluster, topic)
+    for i in range(200):
+        group, node = group_served_by(cluster, state_leaders, {1, 2, 3} - {leader}, f"sc-kill-{i}")
+        share_coordinator = state_leaders[partition_for(coordinator_key((group, tid, 0)), STATE_PARTITIONS)]
+        if share_coordinator not in (leader, node):
+            break
+    else:
+        raise AssertionError("no group whose three roles are on three nodes")
+    set_earliest(cluster, node, group)
+    produce(cluster, topic, {0: range(10)})
+    c = share_consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    try:
+        first = poll_until([c], 10)[0]
+        assert sorted(m.offset() for m in first) == list(range(10))
+        for m in first[:6]:
+            c.acknowledge(m, AcknowledgeType.ACCEPT)
+        c.commit_sync()
+        kill9(cluster, share_coordinator)
+    finally:
+        c.close()  # 6-9 released: written to the new share coordinator once it is elected
+    produce(cluster, topic, {0: range(10, 15)})
+    c = share_consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    try:
+        again = poll_until([c], 9, accept=True)[0]
+        offsets = sorted(m.offset() for m in again)
+        assert offsets == [6, 7, 8, 9, 10, 11, 12, 13, 14], (offsets, cluster.log_tail())
+        assert poll_until([c], 1, timeout_s=3) == [[]]
+    finally:
+        c.close()
+    # the new share coordinator has every acknowledgement: all 15 records are done
+    cluster.wait_for(lambda: start_offset(cluster, node, group, topic) == 15, 30, "start offset 15")
