@@ -15,8 +15,9 @@ forget partitions, -1 closes it and releases the member's acquired records.
 from __future__ import annotations
 
 import math
+import random
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -31,15 +32,17 @@ from broker.coordinator import (
     await_callback,
 )
 from broker.group.group import GroupOverview
+from broker.replica_manager import ReplicaManager
 from broker.share.dead_letters import DeadLetterWriter
 from broker.share.group import ShareGroup, ShareGroupSettings, TopicIdPartition
 from broker.share.leader import AckBatch, PartitionOutcome, SharePartitionManager
 from broker.share.partition import ArchivedRecord
-from broker.share.persister import SharePersister
+from broker.share.persister import PeerRequester, SharePersister
 from broker.share.shard import ShareDefaults, ShareGroupShard, ShareHeartbeatResult
 from broker.share.state_service import ShareStateService
+from config.broker import BrokerConfig
 from controller.image import MetadataImage
-from controller.service import TopicRequest
+from controller.service import CreateTopicResult, TopicRequest
 from wire.errors import ErrorCode
 from wire.generated.api_002_list_offsets import (
     ListOffsetsRequest,
@@ -69,8 +72,24 @@ class ShareSession:
     partitions: set[TopicIdPartition] = field(default_factory=set)
 
 
-def defaults_from(node: BrokerNode) -> ShareDefaults:
-    c = node.config
+@dataclass(frozen=True, slots=True)
+class ShareServices:
+    """What the share coordinator uses of its broker, named one by one."""
+
+    config: BrokerConfig
+    node_id: int
+    image: Callable[[], MetadataImage]
+    replica_manager: ReplicaManager
+    clock_ms: Callable[[], int]
+    rng: random.Random
+    create_topics: Callable[[Sequence[TopicRequest]], Awaitable[list[CreateTopicResult]]]
+    #: Whether a consumer or classic group already holds a group id.
+    other_group_type: Callable[[str], bool]
+    #: The inter-broker channel (made after the coordinator, hence a callable).
+    peers: Callable[[], PeerRequester]
+
+
+def defaults_from(c: BrokerConfig) -> ShareDefaults:
     return ShareDefaults(
         session_timeout_ms=c.group_share_session_timeout_ms,
         heartbeat_interval_ms=c.group_share_heartbeat_interval_ms,
@@ -82,10 +101,10 @@ def defaults_from(node: BrokerNode) -> ShareDefaults:
 
 
 class ShareCoordinator:
-    def __init__(self, node: BrokerNode) -> None:
-        self.node = node
-        self.defaults = defaults_from(node)
-        c = node.config
+    def __init__(self, services: ShareServices) -> None:
+        self.services = sv = services
+        self.defaults = defaults_from(sv.config)
+        c = sv.config
         topic = InternalTopic(
             name=SHARE_STATE_TOPIC,
             num_partitions=c.share_coordinator_state_topic_num_partitions,
@@ -95,20 +114,20 @@ class ShareCoordinator:
                      "min.insync.replicas": str(c.share_coordinator_state_topic_min_isr)},
         )
         self.runtime: CoordinatorRuntime[ShareGroupShard] = CoordinatorRuntime(
-            name="share", node_id=node.node_id, topic=topic, image=node.image,
-            replica_manager=node.replica_manager, shard_factory=self._new_shard,
-            create_topic=self._create_topic, clock_ms=node.clock_ms, rng=node.rng,
+            name="share", node_id=sv.node_id, topic=topic, image=sv.image(),
+            replica_manager=sv.replica_manager, shard_factory=self._new_shard,
+            create_topic=self._create_topic, clock_ms=sv.clock_ms, rng=sv.rng,
             append_timeout_ms=c.offsets_commit_timeout_ms)
         #: The inter-broker state APIs (83-87) served by this broker's shards.
         self.state_service = ShareStateService(self.runtime.shard_for)
         #: How share-partitions reach their state at the share coordinator, wherever it is.
         self.persister = SharePersister(
-            node_id=node.node_id, image=lambda: node.image, state_topic=SHARE_STATE_TOPIC,
-            local=self.state_service, peers=lambda: node.peers, ensure_topic=self.runtime.ensure_topic)
+            node_id=sv.node_id, image=sv.image, state_topic=SHARE_STATE_TOPIC,
+            local=self.state_service, peers=sv.peers, ensure_topic=self.runtime.ensure_topic)
         #: The share-partitions of the topic partitions this broker leads.
         self.partitions = SharePartitionManager(
-            node_id=node.node_id, image=lambda: node.image, local_partition=node.replica_manager.get,
-            persister=self.persister, clock_ms=node.clock_ms, defaults=self.defaults,
+            node_id=sv.node_id, image=sv.image, local_partition=sv.replica_manager.get,
+            persister=self.persister, clock_ms=sv.clock_ms, defaults=self.defaults,
             settings=self._settings, on_archived=self._archived)
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         #: Share-partitions whose state a heartbeat is initializing (earliest), set when done.
@@ -116,8 +135,23 @@ class ShareCoordinator:
         #: Work a synchronous caller asked for (releases, state deletes), run by :meth:`run`.
         self._work_send, self._work_recv = trio.open_memory_channel[Callable[[], Awaitable[object]]](math.inf)
         self.dead_letters: Callable[[ShareGroup, str, int, list[ArchivedRecord]], None] | None = \
-            DeadLetterWriter(node)
+            DeadLetterWriter(sv.node_id, sv.image, sv.replica_manager)
         self._active = False
+
+    @classmethod
+    def from_node(cls, node: BrokerNode) -> ShareCoordinator:
+        def other_group_type(group_id: str) -> bool:
+            groups = node.group_coordinator
+            if groups.describe_consumer_group(group_id)[0] is ErrorCode.NONE:
+                return True
+            error, summary = groups.describe_group(group_id)
+            return error is ErrorCode.NONE and summary.state not in ("", "Dead")
+
+        return cls(ShareServices(
+            config=node.config, node_id=node.node_id, image=lambda: node.image,
+            replica_manager=node.replica_manager, clock_ms=node.clock_ms, rng=node.rng,
+            create_topics=lambda requests: node.controller.create_topics(requests),
+            other_group_type=other_group_type, peers=lambda: node.peers))
 
     def _new_shard(self, ctx: ShardContext) -> ShareGroupShard:
         shard = ShareGroupShard(ctx, self.defaults, self._topic_partitions)
@@ -138,7 +172,7 @@ class ShareCoordinator:
         return None if group is None else group.settings
 
     def _topic_partitions(self, names: Iterable[str]) -> dict[str, tuple[uuid.UUID, int]]:
-        image = self.node.image
+        image = self.services.image()
         out = {}
         for name in names:
             topic = image.topic(name)
@@ -151,16 +185,16 @@ class ShareCoordinator:
                  count=len(records))
         _, group = self.group(group_id)
         if group is not None and group.settings.dead_letter_topic and self.dead_letters is not None:
-            topic = self.node.image.topics_by_id.get(tp[0])
+            topic = self.services.image().topics_by_id.get(tp[0])
             if topic is not None:
                 self.dead_letters(group, topic.name, tp[1], records)
 
     async def _create_topic(self, topic: InternalTopic) -> None:
-        live = len(self.node.image.live_brokers())
+        live = len(self.services.image().live_brokers())
         rf = min(topic.replication_factor, max(live, 1))
         configs = dict(topic.configs)
         configs["min.insync.replicas"] = str(min(int(configs["min.insync.replicas"]), rf))
-        results = await self.node.controller.create_topics(
+        results = await self.services.create_topics(
             [TopicRequest(topic.name, topic.num_partitions, rf, configs=configs)])
         for r in results:
             if r.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
@@ -201,7 +235,7 @@ class ShareCoordinator:
             return ErrorCode.INVALID_GROUP_ID, None
         if not self._active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-        if create and self.node.image.topic(SHARE_STATE_TOPIC) is None:
+        if create and self.services.image().topic(SHARE_STATE_TOPIC) is None:
             await self.runtime.ensure_topic()
             with trio.move_on_after(LOAD_WAIT_S):
                 while self.runtime.shard_for(group_id)[0] is not ErrorCode.NONE:
@@ -212,8 +246,7 @@ class ShareCoordinator:
 
     async def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
                         subscribed: list[str] | None, client_id: str, client_host: str) -> ShareHeartbeatResult:
-        if self.node.group_coordinator.describe_consumer_group(group_id)[0] is ErrorCode.NONE or \
-                self._is_classic_group(group_id):
+        if self.services.other_group_type(group_id):
             return ShareHeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
         error, shard = await self._shard(group_id, create=True)
         if shard is None:
@@ -250,14 +283,14 @@ class ShareCoordinator:
 
     async def _log_start_offset(self, tp: TopicIdPartition) -> int | None:
         """The partition's log start offset, from its leader (ListOffsets, earliest)."""
-        topic = self.node.image.topics_by_id.get(tp[0])
+        topic = self.services.image().topics_by_id.get(tp[0])
         part = None if topic is None else topic.partitions.get(tp[1])
         if topic is None or part is None or part.leader < 0:
             return None
-        if part.leader == self.node.node_id:
-            local = self.node.replica_manager.get(topic.name, tp[1])
+        if part.leader == self.services.node_id:
+            local = self.services.replica_manager.get(topic.name, tp[1])
             return None if local is None else local.log_start_offset
-        response = await self.node.peers.request(part.leader, ListOffsetsRequest(replica_id=-1, topics=[
+        response = await self.services.peers().request(part.leader, ListOffsetsRequest(replica_id=-1, topics=[
             ListOffsetsRequestListOffsetsTopic(name=topic.name, partitions=[
                 ListOffsetsRequestListOffsetsPartition(partition_index=tp[1], timestamp=EARLIEST_TIMESTAMP)])]),
             ListOffsetsResponse, PEER_TIMEOUT_S)
@@ -265,10 +298,6 @@ class ShareCoordinator:
             return None
         answer = response.topics[0].partitions[0]
         return answer.offset if answer.error_code == ErrorCode.NONE else None
-
-    def _is_classic_group(self, group_id: str) -> bool:
-        error, summary = self.node.group_coordinator.describe_group(group_id)
-        return error is ErrorCode.NONE and summary.state not in ("", "Dead")
 
     def group(self, group_id: str) -> tuple[ErrorCode, ShareGroup | None]:
         error, shard = self.runtime.shard_for(group_id) if self._active else (ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
