@@ -1,12 +1,14 @@
 """Share groups (KIP-932) in a 3-node ``cormorant cluster up`` cluster, with confluent-kafka's
-``ShareConsumer``: Kafka's split of the work.
+``ShareConsumer`` and Java 4.3's ``KafkaShareConsumer``: Kafka's split of the work.
 
 - Share-partitions live at each topic partition's leader: consumers of a topic whose partitions
   are led by three different brokers get every record once, each from the partition's leader.
 - The leader persists each share-partition through the share coordinator (the leader of the
   ``__share_group_state`` partition of ``group:topicId:partition``); when the partition
   leader is killed (SIGKILL), the new leader reads the state back: no acknowledged record is
-  delivered again, the unacknowledged ones are, and nothing is lost.
+  delivered again, the unacknowledged ones are, and nothing is lost. The same when the share
+  coordinator is killed (a node that is neither the group coordinator nor the leader).
+- Java 4.3 ``KafkaShareConsumer``s over partitions led by three brokers get every record once.
 
 The group's membership is served by the broker leading its ``__share_group_state`` partition,
 which must also be its ``__consumer_offsets`` leader (where clients find it): the tests pick
