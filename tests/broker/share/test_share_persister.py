@@ -145,3 +145,20 @@ def test_wire_errors(broker: BrokerProcess) -> None:
             topic_id=uuid.uuid4(), partitions=[ReadShareGroupStateRequestPartitionData(partition=0, leader_epoch=0)])]),
             ReadShareGroupStateResponse, 0)
         assert r.results[0].partitions[0].error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_state_apis_need_cluster_action(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Inter-broker APIs: a client without CLUSTER_ACTION on the cluster is refused per partition."""
+    from tests.broker.test_acl_apis import AUTHORIZER
+
+    b = BrokerProcess(tmp_path_factory.mktemp("share-state-acl") / "data",
+                      {**OVERRIDES, "authorizer.class.name": AUTHORIZER["authorizer.class.name"]}).start()
+    try:
+        with KafkaClient.connect(b.bootstrap, timeout_s=20) as c:
+            r = c.send(ReadShareGroupStateRequest(group_id="g", topics=[ReadShareGroupStateRequestReadStateData(
+                topic_id=uuid.uuid4(), partitions=[ReadShareGroupStateRequestPartitionData(partition=0,
+                                                                                         leader_epoch=0)])]),
+                ReadShareGroupStateResponse, 0)
+            assert r.results[0].partitions[0].error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    finally:
+        assert b.stop() == 0
