@@ -384,7 +384,7 @@ class BrokerNode:
         self.coordinators[KEY_TYPE_GROUP] = self.group_coordinator
         self.group_coordinator.on_image(self.controller.image)
         self.controller.add_image_listener(self.group_coordinator.on_image)
-        self.share_coordinator = ShareCoordinator(self)
+        self.share_coordinator = ShareCoordinator.from_node(self)
         self.share_coordinator.on_image(self.controller.image)
         self.controller.add_image_listener(self.share_coordinator.on_image)
         self.peers = PeerBrokers(self.node_id, lambda: self.controller.image, self.config.inter_broker_listener_name,

@@ -12,8 +12,9 @@ from __future__ import annotations
 import uuid
 
 from broker.dispatch import RequestContext
-from broker.share.coordinator import FINAL_EPOCH, INITIAL_EPOCH, AckBatch, PartitionOutcome
+from broker.share.coordinator import FINAL_EPOCH, INITIAL_EPOCH
 from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
+from broker.share.leader import AckBatch, PartitionOutcome
 from wire.errors import ErrorCode
 from wire.generated.api_078_share_fetch import (
     ShareFetchRequest,

@@ -10,8 +10,9 @@ from __future__ import annotations
 import uuid
 
 from broker.dispatch import RequestContext
-from broker.share.coordinator import FINAL_EPOCH, INITIAL_EPOCH, AckBatch
+from broker.share.coordinator import FINAL_EPOCH, INITIAL_EPOCH
 from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
+from broker.share.leader import AckBatch
 from wire.errors import ErrorCode
 from wire.generated.api_079_share_acknowledge import (
     ShareAcknowledgeRequest,

@@ -1,7 +1,8 @@
 """DescribeShareGroupOffsets (90), v0-1: each share-partition's start offset and lag.
 
-The start offset is the first record not yet accepted or archived; the lag counts
-the offsets from there to the high watermark. A partition the group never read
+The start offset is the first record not yet accepted or archived, as the share
+coordinator keeps it (ReadShareGroupStateSummary through the persister); the lag counts
+the offsets from there to the high watermark (when this broker leads the partition). A partition the group never read
 answers start offset -1. v1 (4.3) may ask for every topic (Topics null).
 """
 
@@ -41,7 +42,7 @@ async def handle(ctx: RequestContext, request: DescribeShareGroupOffsetsRequest)
             continue
         if g.topics is None:
             wanted: dict[str, list[int]] = {}
-            for topic_id, partition in sorted(group.partitions):
+            for topic_id, partition in sorted(group.state_partitions):
                 t = image.topics_by_id.get(topic_id)
                 if t is not None:
                     wanted.setdefault(t.name, []).append(partition)
@@ -58,12 +59,15 @@ async def handle(ctx: RequestContext, request: DescribeShareGroupOffsetsRequest)
                 if topic is None or p not in topic.partitions:
                     pd.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
-                sp = group.partitions.get((topic.topic_id, p))
-                if sp is None or not sp.initialized:
+                summary = await node.share_coordinator.persister.read_summary((g.group_id, topic.topic_id, p))
+                if summary.error is not ErrorCode.NONE:
+                    pd.error_code = summary.error
                     continue
-                pd.start_offset = sp.start_offset
+                if summary.start_offset < 0:
+                    continue
+                pd.start_offset = summary.start_offset
                 pd.leader_epoch = topic.partitions[p].leader_epoch
                 local = node.replica_manager.get(name, p)
                 if local is not None:
-                    pd.lag = max(local.high_watermark - sp.start_offset, 0)
+                    pd.lag = max(local.high_watermark - summary.start_offset, 0)
     return response

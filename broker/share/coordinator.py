@@ -1,22 +1,23 @@
 """ShareCoordinator: share groups (KIP-932) on this broker.
 
-Groups are hashed onto the partitions of ``__share_group_state`` (created on
-first use, compacted, ``share.coordinator.state.topic.*``); the leader of a
-group's partition serves its heartbeats and its share-partitions (see
-broker/share/shard.py for the records). ShareFetch reads the log of the topic
-partition (this broker must lead it), acquires records for the member and
-persists the new state before answering; acknowledgements are answered once
-their state is committed (acks=all on ``__share_group_state``).
+Kafka's split: groups are hashed onto the partitions of ``__share_group_state``
+(created on first use, compacted, ``share.coordinator.state.topic.*``); the
+leader of a group's partition serves its membership (heartbeats, assignment).
+Share-partitions live at each topic partition's leader
+(broker/share/leader.py), which persists their state through the persister at
+the share coordinator of ``groupId:topicId:partition`` (state_service.py).
 
-Share sessions (ShareSessionEpoch) are kept per (group, member): 0 opens one
-with the partitions named, later epochs add and forget partitions, -1 closes it
-and releases the member's acquired records.
+Share sessions (ShareSessionEpoch) are kept per (group, member) at the broker the
+member fetches from: 0 opens one with the partitions named, later epochs add and
+forget partitions, -1 closes it and releases the member's acquired records.
 """
 
 from __future__ import annotations
 
+import math
+import random
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -31,24 +32,36 @@ from broker.coordinator import (
     await_callback,
 )
 from broker.group.group import GroupOverview
+from broker.replica_manager import ReplicaManager
 from broker.share.dead_letters import DeadLetterWriter
 from broker.share.group import ShareGroup, ShareGroupSettings, TopicIdPartition
-from broker.share.partition import AcquiredBatch, ArchivedRecord
+from broker.share.leader import AckBatch, PartitionOutcome, SharePartitionManager
+from broker.share.partition import ArchivedRecord
+from broker.share.persister import PeerRequester, SharePersister
 from broker.share.shard import ShareDefaults, ShareGroupShard, ShareHeartbeatResult
+from broker.share.state_service import ShareStateService
+from config.broker import BrokerConfig
 from controller.image import MetadataImage
-from controller.service import TopicRequest
+from controller.service import CreateTopicResult, TopicRequest
 from wire.errors import ErrorCode
-from wire.records import iter_batch_headers
+from wire.generated.api_002_list_offsets import (
+    ListOffsetsRequest,
+    ListOffsetsRequestListOffsetsPartition,
+    ListOffsetsRequestListOffsetsTopic,
+    ListOffsetsResponse,
+)
 
 if TYPE_CHECKING:
     from broker.node import BrokerNode
-    from broker.replica_manager import Partition
 
 log = structlog.get_logger(__name__)
 
 SHARE_STATE_TOPIC = "__share_group_state"
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
+EARLIEST_TIMESTAMP = -2
+#: One request to another broker (ListOffsets of a partition's leader).
+PEER_TIMEOUT_S = 5.0
 #: How long a heartbeat waits for ``__share_group_state`` to be created and loaded.
 LOAD_WAIT_S = 5.0
 
@@ -59,25 +72,24 @@ class ShareSession:
     partitions: set[TopicIdPartition] = field(default_factory=set)
 
 
-@dataclass(slots=True)
-class PartitionOutcome:
-    """What a ShareFetch/ShareAcknowledge did for one partition."""
+@dataclass(frozen=True, slots=True)
+class ShareServices:
+    """What the share coordinator uses of its broker, named one by one."""
 
-    error: ErrorCode = ErrorCode.NONE
-    acknowledge_error: ErrorCode = ErrorCode.NONE
-    leader_id: int = -1
-    leader_epoch: int = -1
-    records: bytes = b""
-    acquired: list[AcquiredBatch] = field(default_factory=list)
-    acknowledged: bool = False
+    config: BrokerConfig
+    node_id: int
+    image: Callable[[], MetadataImage]
+    replica_manager: ReplicaManager
+    clock_ms: Callable[[], int]
+    rng: random.Random
+    create_topics: Callable[[Sequence[TopicRequest]], Awaitable[list[CreateTopicResult]]]
+    #: Whether a consumer or classic group already holds a group id.
+    other_group_type: Callable[[str], bool]
+    #: The inter-broker channel (made after the coordinator, hence a callable).
+    peers: Callable[[], PeerRequester]
 
 
-#: (first offset, last offset, acknowledge types)
-AckBatch = tuple[int, int, list[int]]
-
-
-def defaults_from(node: BrokerNode) -> ShareDefaults:
-    c = node.config
+def defaults_from(c: BrokerConfig) -> ShareDefaults:
     return ShareDefaults(
         session_timeout_ms=c.group_share_session_timeout_ms,
         heartbeat_interval_ms=c.group_share_heartbeat_interval_ms,
@@ -89,10 +101,10 @@ def defaults_from(node: BrokerNode) -> ShareDefaults:
 
 
 class ShareCoordinator:
-    def __init__(self, node: BrokerNode) -> None:
-        self.node = node
-        self.defaults = defaults_from(node)
-        c = node.config
+    def __init__(self, services: ShareServices) -> None:
+        self.services = sv = services
+        self.defaults = defaults_from(sv.config)
+        c = sv.config
         topic = InternalTopic(
             name=SHARE_STATE_TOPIC,
             num_partitions=c.share_coordinator_state_topic_num_partitions,
@@ -102,26 +114,65 @@ class ShareCoordinator:
                      "min.insync.replicas": str(c.share_coordinator_state_topic_min_isr)},
         )
         self.runtime: CoordinatorRuntime[ShareGroupShard] = CoordinatorRuntime(
-            name="share", node_id=node.node_id, topic=topic, image=node.image,
-            replica_manager=node.replica_manager, shard_factory=self._new_shard,
-            create_topic=self._create_topic, clock_ms=node.clock_ms, rng=node.rng,
+            name="share", node_id=sv.node_id, topic=topic, image=sv.image(),
+            replica_manager=sv.replica_manager, shard_factory=self._new_shard,
+            create_topic=self._create_topic, clock_ms=sv.clock_ms, rng=sv.rng,
             append_timeout_ms=c.offsets_commit_timeout_ms)
+        #: The inter-broker state APIs (83-87) served by this broker's shards.
+        self.state_service = ShareStateService(self.runtime.shard_for)
+        #: How share-partitions reach their state at the share coordinator, wherever it is.
+        self.persister = SharePersister(
+            node_id=sv.node_id, image=sv.image, state_topic=SHARE_STATE_TOPIC,
+            local=self.state_service, peers=sv.peers, ensure_topic=self.runtime.ensure_topic)
+        #: The share-partitions of the topic partitions this broker leads.
+        self.partitions = SharePartitionManager(
+            node_id=sv.node_id, image=sv.image, local_partition=sv.replica_manager.get,
+            persister=self.persister, clock_ms=sv.clock_ms, defaults=self.defaults,
+            settings=self._settings, on_archived=self._archived)
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        #: Share-partitions whose state a heartbeat is initializing (earliest), set when done.
+        self._initializing: dict[tuple[str, TopicIdPartition], trio.Event] = {}
+        #: Work a synchronous caller asked for (releases, state deletes), run by :meth:`run`.
+        self._work_send, self._work_recv = trio.open_memory_channel[Callable[[], Awaitable[object]]](math.inf)
         self.dead_letters: Callable[[ShareGroup, str, int, list[ArchivedRecord]], None] | None = \
-            DeadLetterWriter(node)
+            DeadLetterWriter(sv.node_id, sv.image, sv.replica_manager)
         self._active = False
+
+    @classmethod
+    def from_node(cls, node: BrokerNode) -> ShareCoordinator:
+        def other_group_type(group_id: str) -> bool:
+            groups = node.group_coordinator
+            if groups.describe_consumer_group(group_id)[0] is ErrorCode.NONE:
+                return True
+            error, summary = groups.describe_group(group_id)
+            return error is ErrorCode.NONE and summary.state not in ("", "Dead")
+
+        return cls(ShareServices(
+            config=node.config, node_id=node.node_id, image=lambda: node.image,
+            replica_manager=node.replica_manager, clock_ms=node.clock_ms, rng=node.rng,
+            create_topics=lambda requests: node.controller.create_topics(requests),
+            other_group_type=other_group_type, peers=lambda: node.peers))
 
     def _new_shard(self, ctx: ShardContext) -> ShareGroupShard:
         shard = ShareGroupShard(ctx, self.defaults, self._topic_partitions)
-        shard.on_archived = self._archived
-        shard.on_member_removed = self._drop_session
+        shard.on_member_removed = self._member_removed
         return shard
 
-    def _drop_session(self, group_id: str, member_id: str) -> None:
+    def _member_removed(self, group_id: str, member_id: str) -> None:
+        """A member left or expired: its session ends and the records it holds here are released."""
         self.sessions.pop((group_id, member_id), None)
+        self._later(lambda: self.partitions.release_member(group_id, member_id))
+
+    def _later(self, work: Callable[[], Awaitable[object]]) -> None:
+        self._work_send.send_nowait(work)
+
+    def _settings(self, group_id: str) -> ShareGroupSettings | None:
+        """The group's settings when this broker coordinates it."""
+        _, group = self.group(group_id)
+        return None if group is None else group.settings
 
     def _topic_partitions(self, names: Iterable[str]) -> dict[str, tuple[uuid.UUID, int]]:
-        image = self.node.image
+        image = self.services.image()
         out = {}
         for name in names:
             topic = image.topic(name)
@@ -129,20 +180,21 @@ class ShareCoordinator:
                 out[name] = (topic.topic_id, len(topic.partitions))
         return out
 
-    def _archived(self, group: ShareGroup, tp: TopicIdPartition, records: list[ArchivedRecord]) -> None:
-        log.info("share_records_archived", group_id=group.group_id, topic_id=str(tp[0]), partition=tp[1],
+    def _archived(self, group_id: str, tp: TopicIdPartition, records: list[ArchivedRecord]) -> None:
+        log.info("share_records_archived", group_id=group_id, topic_id=str(tp[0]), partition=tp[1],
                  count=len(records))
-        if group.settings.dead_letter_topic and self.dead_letters is not None:
-            topic = self.node.image.topics_by_id.get(tp[0])
+        _, group = self.group(group_id)
+        if group is not None and group.settings.dead_letter_topic and self.dead_letters is not None:
+            topic = self.services.image().topics_by_id.get(tp[0])
             if topic is not None:
                 self.dead_letters(group, topic.name, tp[1], records)
 
     async def _create_topic(self, topic: InternalTopic) -> None:
-        live = len(self.node.image.live_brokers())
+        live = len(self.services.image().live_brokers())
         rf = min(topic.replication_factor, max(live, 1))
         configs = dict(topic.configs)
         configs["min.insync.replicas"] = str(min(int(configs["min.insync.replicas"]), rf))
-        results = await self.node.controller.create_topics(
+        results = await self.services.create_topics(
             [TopicRequest(topic.name, topic.num_partitions, rf, configs=configs)])
         for r in results:
             if r.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
@@ -152,15 +204,27 @@ class ShareCoordinator:
 
     def on_image(self, image: MetadataImage) -> None:
         self.runtime.on_image(image)
+        self.partitions.on_image(image)
         for shard in self.runtime.active_shards():
             shard.refresh_assignments()
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         self._active = True
         try:
-            await self.runtime.run(task_status)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.runtime.run)
+                await nursery.start(self.partitions.run)
+                nursery.start_soon(self._work_loop)
+                task_status.started()
         finally:
             self._active = False
+
+    async def _work_loop(self) -> None:
+        async for work in self._work_recv:
+            try:
+                await work()
+            except Exception:
+                log.exception("share_background_work_failed")
 
     def close(self) -> None:
         self._active = False
@@ -171,7 +235,7 @@ class ShareCoordinator:
             return ErrorCode.INVALID_GROUP_ID, None
         if not self._active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-        if create and self.node.image.topic(SHARE_STATE_TOPIC) is None:
+        if create and self.services.image().topic(SHARE_STATE_TOPIC) is None:
             await self.runtime.ensure_topic()
             with trio.move_on_after(LOAD_WAIT_S):
                 while self.runtime.shard_for(group_id)[0] is not ErrorCode.NONE:
@@ -182,17 +246,58 @@ class ShareCoordinator:
 
     async def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
                         subscribed: list[str] | None, client_id: str, client_host: str) -> ShareHeartbeatResult:
-        if self.node.group_coordinator.describe_consumer_group(group_id)[0] is ErrorCode.NONE or \
-                self._is_classic_group(group_id):
+        if self.services.other_group_type(group_id):
             return ShareHeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
         error, shard = await self._shard(group_id, create=True)
         if shard is None:
             return ShareHeartbeatResult(error)
-        return shard.heartbeat(group_id, member_id, member_epoch, rack_id, subscribed, client_id, client_host)
+        result = shard.heartbeat(group_id, member_id, member_epoch, rack_id, subscribed, client_id, client_host)
+        if result.assignment:
+            await self._initialize(shard, group_id, result.assignment)
+        return result
 
-    def _is_classic_group(self, group_id: str) -> bool:
-        error, summary = self.node.group_coordinator.describe_group(group_id)
-        return error is ErrorCode.NONE and summary.state not in ("", "Dead")
+    async def _initialize(self, shard: ShareGroupShard, group_id: str, assignment: Iterable[TopicIdPartition]) -> None:
+        """Share-partitions assigned for the first time: the group covers them, and with
+        ``share.auto.offset.reset=earliest`` their state starts at the log start offset
+        (the leader starts a share-partition never initialized at the high watermark)."""
+        assigned = set(assignment)
+        new = shard.cover(group_id, assigned)
+        group = shard.groups.get(group_id)
+        if new and group is not None and group.settings.auto_offset_reset == "earliest":
+            for tp in new:
+                self._initializing[(group_id, tp)] = trio.Event()
+            for tp in new:
+                try:
+                    offset = await self._log_start_offset(tp)
+                    if offset is not None:
+                        # FENCED_STATE_EPOCH: the share-partition has state already, which stays.
+                        await self.persister.initialize((group_id, tp[0], tp[1]), 0, offset)
+                finally:
+                    self._initializing.pop((group_id, tp)).set()
+        # Another member's heartbeat may be initializing what this one is assigned: no member
+        # fetches a share-partition before it starts where it should.
+        for tp in assigned:
+            pending = self._initializing.get((group_id, tp))
+            if pending is not None:
+                await pending.wait()
+
+    async def _log_start_offset(self, tp: TopicIdPartition) -> int | None:
+        """The partition's log start offset, from its leader (ListOffsets, earliest)."""
+        topic = self.services.image().topics_by_id.get(tp[0])
+        part = None if topic is None else topic.partitions.get(tp[1])
+        if topic is None or part is None or part.leader < 0:
+            return None
+        if part.leader == self.services.node_id:
+            local = self.services.replica_manager.get(topic.name, tp[1])
+            return None if local is None else local.log_start_offset
+        response = await self.services.peers().request(part.leader, ListOffsetsRequest(replica_id=-1, topics=[
+            ListOffsetsRequestListOffsetsTopic(name=topic.name, partitions=[
+                ListOffsetsRequestListOffsetsPartition(partition_index=tp[1], timestamp=EARLIEST_TIMESTAMP)])]),
+            ListOffsetsResponse, PEER_TIMEOUT_S)
+        if response is None or not response.topics or not response.topics[0].partitions:
+            return None
+        answer = response.topics[0].partitions[0]
+        return answer.offset if answer.error_code == ErrorCode.NONE else None
 
     def group(self, group_id: str) -> tuple[ErrorCode, ShareGroup | None]:
         error, shard = self.runtime.shard_for(group_id) if self._active else (ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
@@ -223,26 +328,60 @@ class ShareCoordinator:
         error, shard = self.runtime.shard_for(group_id) if self._active else (ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
         if shard is None:
             return error
-        return shard.delete_group(group_id)
+        group = shard.groups.get(group_id)
+        covered = sorted(group.state_partitions) if group is not None else []
+        error = shard.delete_group(group_id)
+        if error is ErrorCode.NONE:
+            self._forget_state(group_id, covered)
+        return error
+
+    def _forget_state(self, group_id: str, partitions: list[TopicIdPartition]) -> None:
+        """Deletes the share-partitions' state at their coordinators (in the background)."""
+        for topic_id in {tp[0] for tp in partitions}:
+            self.partitions.forget(group_id, topic_id)
+
+        async def delete() -> None:
+            for tp in partitions:
+                await self.persister.delete((group_id, tp[0], tp[1]))
+        if partitions:
+            self._later(delete)
 
     async def set_settings(self, group_id: str, settings: ShareGroupSettings) -> ErrorCode:
         error, shard = await self._shard(group_id, create=True)
         if shard is None:
             return error
         settled: AppendResult = await await_callback(lambda cb: shard.set_settings(group_id, settings, cb))
+        self.partitions.apply_settings(group_id, settings)
         return settled.error
 
     async def reset_offsets(self, group_id: str, offsets: dict[TopicIdPartition, int]) -> dict[TopicIdPartition, ErrorCode]:
+        """AlterShareGroupOffsets: each share-partition restarts at its offset, with nothing in
+        flight (a new state epoch fences the leader's live state)."""
         error, shard = await self._shard(group_id, create=True)
         if shard is None:
             return {tp: error for tp in offsets}
-        return {tp: shard.reset_start_offset(group_id, tp, o) for tp, o in offsets.items()}
+        group = shard.groups.get(group_id)
+        if group is not None and group.members:
+            return {tp: ErrorCode.NON_EMPTY_GROUP for tp in offsets}
+        shard.cover(group_id, offsets)
+        out: dict[TopicIdPartition, ErrorCode] = {}
+        for tp, offset in offsets.items():
+            key = (group_id, tp[0], tp[1])
+            summary = await self.persister.read_summary(key)
+            if summary.error is not ErrorCode.NONE:
+                out[tp] = summary.error
+                continue
+            out[tp] = await self.persister.initialize(key, summary.state_epoch + 1, offset)
+            self.partitions.forget(group_id, tp[0])
+        return out
 
     def delete_offsets(self, group_id: str, topic_id: uuid.UUID) -> ErrorCode:
         error, shard = self.runtime.shard_for(group_id) if self._active else (ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
         if shard is None:
             return error
-        return shard.delete_topic_state(group_id, topic_id)
+        error, gone = shard.delete_topic_state(group_id, topic_id)
+        self._forget_state(group_id, gone)
+        return error
 
     # ------------------------------------------------------------ sessions
 
@@ -268,106 +407,27 @@ class ShareCoordinator:
 
     async def close_session(self, group_id: str, member_id: str) -> None:
         session = self.sessions.pop((group_id, member_id), None)
-        _, shard = self.runtime.shard_for(group_id)
-        if session is None or shard is None or (group := shard.groups.get(group_id)) is None:
-            return
-        for tp in session.partitions:
-            sp = group.partitions.get(tp)
-            if sp is not None and sp.release_member(member_id):
-                shard.persist(group, tp)
+        if session is not None:
+            await self.partitions.release_member(group_id, member_id, session.partitions)
 
     # ------------------------------------------------------------ records
 
-    def _partition(self, tp: TopicIdPartition, out: PartitionOutcome) -> Partition | None:
-        topic = self.node.image.topics_by_id.get(tp[0])
-        if topic is None:
-            out.error = ErrorCode.UNKNOWN_TOPIC_ID
-            return None
-        partition = self.node.replica_manager.get(topic.name, tp[1])
-        if partition is None:
-            out.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            return None
-        out.leader_id, out.leader_epoch = partition.leader, partition.leader_epoch
-        if partition.leader != self.node.node_id:
-            out.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            return None
-        return partition
-
     async def acknowledge(self, group_id: str, member_id: str,
                           acks: dict[TopicIdPartition, list[AckBatch]]) -> dict[TopicIdPartition, PartitionOutcome]:
-        """Applies acknowledgements; answers once their new state is committed."""
-        out: dict[TopicIdPartition, PartitionOutcome] = {}
-        error, shard = self.runtime.shard_for(group_id)
-        group = None if shard is None else shard.groups.get(group_id)
-        for tp, batches in acks.items():
-            o = out[tp] = PartitionOutcome(acknowledged=True)
-            if self._partition(tp, o) is None:
-                o.acknowledge_error = o.error
-                continue
-            if shard is None or group is None or tp not in group.partitions:
-                o.acknowledge_error = error if shard is None else ErrorCode.INVALID_RECORD_STATE
-                continue
-            sp = group.partitions[tp]
-            now = self.node.clock_ms()
-            for first, last, types in batches:
-                code = sp.acknowledge(member_id, first, last, types, now)
-                if code is not ErrorCode.NONE:
-                    o.acknowledge_error = code
-            result: AppendResult = await await_callback(
-                lambda cb, tp=tp: shard.persist(group, tp, cb))  # type: ignore[misc]
-            if result.error is not ErrorCode.NONE and o.acknowledge_error is ErrorCode.NONE:
-                o.acknowledge_error = result.error
-        return out
+        """Applies acknowledgements at this partition leader; answers once their new state is written."""
+        return await self.partitions.acknowledge(group_id, member_id, acks)
 
     async def acquire(self, group_id: str, member_id: str, partitions: list[TopicIdPartition],
                       max_records: int, max_bytes: int, max_wait_ms: int) -> dict[TopicIdPartition, PartitionOutcome]:
         """Reads and acquires records of ``partitions``, waiting up to ``max_wait_ms`` for some."""
-        deadline = trio.current_time() + max(max_wait_ms, 0) / 1000
-        while True:
-            out: dict[TopicIdPartition, PartitionOutcome] = {}
-            live: list[Partition] = []
-            error, shard = self.runtime.shard_for(group_id)
-            group = None if shard is None else shard.groups.get(group_id)
-            member = None if group is None else group.members.get(member_id)
-            for tp in partitions:
-                o = out[tp] = PartitionOutcome()
-                partition = self._partition(tp, o)
-                if partition is None:
-                    continue
-                if shard is None or group is None or member is None:
-                    o.error = error if shard is None else ErrorCode.UNKNOWN_MEMBER_ID
-                    continue
-                live.append(partition)
-                self._acquire_one(shard, group, member_id, tp, partition, o, max_records, max_bytes)
-            got = any(o.acquired or o.error is not ErrorCode.NONE for o in out.values())
-            if got or not live or trio.current_time() >= deadline:
-                return out
-            await self.node.replica_manager.wait_for_change(live, min(deadline, trio.current_time() + 0.5))
+        return await self.partitions.acquire(group_id, member_id, partitions, max_records, max_bytes, max_wait_ms,
+                                             refuse=lambda: self._unknown_member(group_id, member_id))
 
-    def _acquire_one(self, shard: ShareGroupShard, group: ShareGroup, member_id: str, tp: TopicIdPartition,
-                     partition: Partition, o: PartitionOutcome, max_records: int, max_bytes: int) -> None:
-        sp = shard.share_partition(group, tp)
-        if not sp.initialized:
-            reset = group.settings.auto_offset_reset
-            sp.initialize(partition.log_start_offset if reset == "earliest" else partition.high_watermark)
-            shard.persist(group, tp)
-        sp.skip_to(partition.log_start_offset)
-        start = sp.first_available()
-        if start >= partition.high_watermark:
-            return
-        data = partition.log.read(start, max(max_bytes, 1), partition.high_watermark, min_one_batch=True)
-        if data.region is None:
-            return
-        # Past the descriptor budget a read comes back as bytes rather than a file region.
-        raw = data.region if isinstance(data.region, bytes) else data.region.read()
-        if not raw:
-            return
-        offsets: list[int] = []
-        for _, header in iter_batch_headers(raw):
-            if not header.is_control:
-                offsets.extend(range(header.base_offset, header.last_offset + 1))
-        acquired = sp.acquire(member_id, offsets, max_records, self.node.clock_ms())
-        if acquired:
-            o.acquired = acquired
-            o.records = raw
-            shard.persist(group, tp)
+    def _unknown_member(self, group_id: str, member_id: str) -> ErrorCode | None:
+        """UNKNOWN_MEMBER_ID when this broker coordinates the group and does not know the member;
+        a leader that does not coordinate it trusts the share session, as Kafka's does."""
+        error, shard = self.runtime.shard_for(group_id)
+        if shard is None:
+            return None if error is ErrorCode.NOT_COORDINATOR else error
+        group = shard.groups.get(group_id)
+        return None if group is not None and member_id in group.members else ErrorCode.UNKNOWN_MEMBER_ID

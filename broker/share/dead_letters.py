@@ -18,6 +18,7 @@ record is only archived, with a warning in the log.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import structlog
@@ -28,8 +29,8 @@ from broker.share.partition import ArchivedRecord
 from wire.records import NewRecord, Record, build_batch, iter_batch_headers, iter_records
 
 if TYPE_CHECKING:
-    from broker.node import BrokerNode
-    from broker.replica_manager import Partition
+    from broker.replica_manager import Partition, ReplicaManager
+    from controller.image import MetadataImage
 
 log = structlog.get_logger(__name__)
 
@@ -49,21 +50,23 @@ def dead_letter_headers(group_id: str, topic: str, partition: int, record: Archi
 
 
 class DeadLetterWriter:
-    def __init__(self, node: BrokerNode) -> None:
-        self.node = node
+    def __init__(self, node_id: int, image: Callable[[], MetadataImage], replica_manager: ReplicaManager) -> None:
+        self.node_id = node_id
+        self._image = image
+        self._replica_manager = replica_manager
 
     def __call__(self, group: ShareGroup, topic: str, partition: int, records: list[ArchivedRecord]) -> None:
         target_name = group.settings.dead_letter_topic
         if not target_name or target_name == topic:
             return
-        rm = self.node.replica_manager
-        target_topic = self.node.image.topic(target_name)
+        rm = self._replica_manager
+        target_topic = self._image().topic(target_name)
         source = rm.get(topic, partition)
         if target_topic is None or not target_topic.partitions or source is None:
             log.warning("dead_letter_topic_unavailable", group_id=group.group_id, topic=target_name)
             return
         target = rm.get(target_name, partition % len(target_topic.partitions))
-        if target is None or target.leader != self.node.node_id:
+        if target is None or target.leader != self.node_id:
             log.warning("dead_letter_partition_not_local", group_id=group.group_id, topic=target_name)
             return
         copies: list[NewRecord] = []

@@ -14,8 +14,6 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from broker.share.partition import SharePartition
-
 #: (topic id, partition)
 TopicIdPartition = tuple[uuid.UUID, int]
 
@@ -48,7 +46,8 @@ class ShareGroup:
     group_id: str
     group_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
-    partitions: dict[TopicIdPartition, SharePartition] = field(default_factory=dict)
+    #: The share-partitions the group has state for (at their share coordinators).
+    state_partitions: set[TopicIdPartition] = field(default_factory=set)
     settings: ShareGroupSettings = field(default_factory=ShareGroupSettings)
 
     @property

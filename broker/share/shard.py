@@ -1,22 +1,24 @@
-"""The share groups of one ``__share_group_state`` partition: membership and share-partition state.
+"""The share groups of one ``__share_group_state`` partition: membership, and the
+share-partition states the share coordinator keeps.
 
 Kafka keeps share-group membership in ``__consumer_offsets`` and each
-share-partition's state in ``__share_group_state`` (ShareSnapshot/ShareUpdate
-records of its share coordinator). Cormorant keeps both for a group in the
-shard of the group's ``__share_group_state`` partition. Its records (JSON,
-compacted by key; see docs/share-groups.md):
+share-partition's state in ``__share_group_state`` (keyed by
+``groupId:topicId:partition``, see broker/share/state_store.py). Cormorant keeps
+a group's membership and settings in the shard of the group's
+``__share_group_state`` partition, and the states in the shards their keys hash
+to. Records (JSON, compacted by key; see docs/share-groups.md):
 
-- key ``{"type":"partition","group":G,"topic_id":T,"partition":P}``, value
-  ``{"version":0,"start_offset":S,"state_batches":[[first,last,state,count],...]}``:
-  a full snapshot of one share-partition after every change (acquisitions
-  included, so delivery counts survive a restart; acquired records are
-  persisted AVAILABLE since locks do not);
 - key ``{"type":"config","group":G}``, value the group's ``share.*`` settings;
-- a tombstone of either removes it (a deleted group).
+- key ``{"type":"initialized","group":G}``, value ``{"partitions":[[T,P],...]}``:
+  the share-partitions the group has state for (Kafka's
+  ShareGroupStatePartitionMetadata), what describing and deleting it cover;
+- key ``{"type":"state",...}``: a share-partition's state (state_store.py);
+- a tombstone of any removes it (a deleted group).
 
 Membership is not persisted: after a coordinator change members rejoin with
 epoch 0 (they are answered UNKNOWN_MEMBER_ID), as their assignment is
-recomputed from subscriptions anyway.
+recomputed from subscriptions anyway. The live share-partitions (acquired
+records, locks) are kept by the partition leaders (broker/share/leader.py).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import structlog
 
 from broker.coordinator import AppendResult, CoordinatorRecord, ReplayedRecord, ShardContext
 from broker.share.group import ShareGroup, ShareGroupSettings, ShareMember, TopicIdPartition, assign
-from broker.share.partition import ArchivedRecord, RecordState, SharePartition, StateBatch
+from broker.share.state_store import ShareStateStore
 from wire.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
@@ -67,9 +69,9 @@ class ShareGroupShard:
         self.ctx = ctx
         self.defaults = defaults
         self.groups: dict[str, ShareGroup] = {}
+        #: The share-partition states this partition keeps for partition leaders (Read/WriteShareGroupState).
+        self.state = ShareStateStore()
         self._topics = topics
-        #: Records archived (rejected / out of deliveries), for the dead-letter writer.
-        self.on_archived: Callable[[ShareGroup, TopicIdPartition, list[ArchivedRecord]], None] | None = None
         #: A member left or expired (the coordinator drops its share session).
         self.on_member_removed: Callable[[str, str], None] | None = None
 
@@ -79,19 +81,19 @@ class ShareGroupShard:
         try:
             key = json.loads(record.key)
             value = None if record.value is None else json.loads(record.value)
-            if key.get("type") == "partition":
-                tp = (uuid.UUID(key["topic_id"]), int(key["partition"]))
-                group = self.groups.get(key["group"])
+            if key.get("type") == "state":
+                self.state.replay(key, value)
+            elif key.get("type") == "initialized":
                 if value is None:
-                    if group is not None:
-                        group.partitions.pop(tp, None)
+                    if key["group"] in self.groups:
+                        self.groups[key["group"]].state_partitions.clear()
                     return
-                group = self._group(key["group"])
-                sp = self._new_partition(group)
-                sp.restore(int(value["start_offset"]),
-                           (StateBatch(int(f), int(last), RecordState(int(s)), int(c))
-                            for f, last, s, c in value["state_batches"]))
-                group.partitions[tp] = sp
+                self._group(key["group"]).state_partitions = {
+                    (uuid.UUID(t), int(p)) for t, p in value["partitions"]}
+            elif key.get("type") == "partition":
+                # Written before share-partitions moved to their leaders: only what the group covers is kept.
+                if value is not None:
+                    self._group(key["group"]).state_partitions.add((uuid.UUID(key["topic_id"]), int(key["partition"])))
             elif key.get("type") == "config":
                 if value is None:
                     self.groups.pop(key["group"], None)
@@ -108,6 +110,7 @@ class ShareGroupShard:
 
     def on_unloaded(self) -> None:
         self.groups.clear()
+        self.state.states.clear()
 
     # ------------------------------------------------------------ groups
 
@@ -116,13 +119,6 @@ class ShareGroupShard:
         if group is None:
             group = self.groups[group_id] = ShareGroup(group_id)
         return group
-
-    def _new_partition(self, group: ShareGroup) -> SharePartition:
-        s = group.settings
-        return SharePartition(
-            lock_duration_ms=s.record_lock_duration_ms or self.defaults.record_lock_duration_ms,
-            delivery_count_limit=s.delivery_count_limit or self.defaults.delivery_count_limit,
-            max_in_flight=self.defaults.partition_max_record_locks)
 
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
                   subscribed: list[str] | None, client_id: str, client_host: str) -> ShareHeartbeatResult:
@@ -186,9 +182,6 @@ class ShareGroupShard:
             self.on_member_removed(group.group_id, member_id)
         group.group_epoch += 1
         self._reassign(group)
-        for tp, sp in group.partitions.items():
-            if sp.release_member(member_id):
-                self.persist(group, tp)
 
     def refresh_assignments(self) -> None:
         """Topics changed (created, deleted, grown): recompute every group's assignment."""
@@ -201,54 +194,24 @@ class ShareGroupShard:
 
     # ------------------------------------------------------------ share-partitions
 
-    def share_partition(self, group: ShareGroup, tp: TopicIdPartition) -> SharePartition:
-        sp = group.partitions.get(tp)
-        if sp is None:
-            sp = group.partitions[tp] = self._new_partition(group)
-        return sp
+    def cover(self, group_id: str, partitions: Iterable[TopicIdPartition]) -> list[TopicIdPartition]:
+        """Records that the group has state for ``partitions``; returns the new ones."""
+        group = self._group(group_id)
+        new = sorted(set(partitions) - group.state_partitions)
+        if new:
+            group.state_partitions.update(new)
+            self._write_covered(group)
+        return new
 
-    def persist(self, group: ShareGroup, tp: TopicIdPartition,
-                on_complete: Callable[[AppendResult], None] | None = None) -> None:
-        """Writes the share-partition's snapshot; hands new archived records to the DLQ writer."""
-        sp = group.partitions[tp]
-        key = _key({"type": "partition", "group": group.group_id, "topic_id": str(tp[0]), "partition": tp[1]})
-        value = json.dumps({"version": 0, "start_offset": sp.start_offset,
-                            "state_batches": [[b.first_offset, b.last_offset, int(b.state), b.delivery_count]
-                                              for b in sp.state_batches()]},
-                           separators=(",", ":")).encode()
-        self.ctx.append([CoordinatorRecord(key, value)], on_complete)
-        if sp.archived:
-            archived, sp.archived = sp.archived, []
-            if self.on_archived is not None:
-                self.on_archived(group, tp, archived)
-        self.schedule_lock_expiry(group, tp)
-
-    def schedule_lock_expiry(self, group: ShareGroup, tp: TopicIdPartition) -> None:
-        sp = group.partitions.get(tp)
-        timer = f"share-locks:{group.group_id}:{tp[0]}:{tp[1]}"
-        deadline = None if sp is None else sp.next_lock_deadline()
-        if deadline is None:
-            self.ctx.cancel(timer)
-            return
-
-        def expire() -> None:
-            current = self.groups.get(group.group_id)
-            if current is None or tp not in current.partitions:
-                return
-            if current.partitions[tp].expire_locks(self.ctx.now_ms()):
-                self.persist(current, tp)
-            else:
-                self.schedule_lock_expiry(current, tp)
-
-        self.ctx.schedule(timer, max(deadline - self.ctx.now_ms(), 0), expire)
+    def _write_covered(self, group: ShareGroup) -> None:
+        value = {"partitions": [[str(t), p] for t, p in sorted(group.state_partitions)]}
+        self.ctx.append([CoordinatorRecord(_key({"type": "initialized", "group": group.group_id}),
+                                           json.dumps(value, separators=(",", ":")).encode())])
 
     def set_settings(self, group_id: str, settings: ShareGroupSettings,
                      on_complete: Callable[[AppendResult], None] | None = None) -> None:
         group = self._group(group_id)
         group.settings = settings
-        for sp in group.partitions.values():
-            sp.lock_duration_ms = settings.record_lock_duration_ms or self.defaults.record_lock_duration_ms
-            sp.delivery_count_limit = settings.delivery_count_limit or self.defaults.delivery_count_limit
         value = {"auto_offset_reset": settings.auto_offset_reset,
                  "record_lock_duration_ms": settings.record_lock_duration_ms,
                  "delivery_count_limit": settings.delivery_count_limit,
@@ -263,32 +226,22 @@ class ShareGroupShard:
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
         records = [CoordinatorRecord(_key({"type": "partition", "group": group_id, "topic_id": str(t),
-                                           "partition": p}), None) for t, p in group.partitions]
+                                           "partition": p}), None) for t, p in group.state_partitions]
+        records.append(CoordinatorRecord(_key({"type": "initialized", "group": group_id}), None))
         records.append(CoordinatorRecord(_key({"type": "config", "group": group_id}), None))
         self.ctx.append(records)
         del self.groups[group_id]
         return ErrorCode.NONE
 
-    def delete_topic_state(self, group_id: str, topic_id: uuid.UUID) -> ErrorCode:
-        """DeleteShareGroupOffsets: forgets the group's state of one topic (empty groups only)."""
+    def delete_topic_state(self, group_id: str, topic_id: uuid.UUID) -> tuple[ErrorCode, list[TopicIdPartition]]:
+        """DeleteShareGroupOffsets: the group no longer covers the topic (empty groups only);
+        returns the share-partitions whose state the caller deletes."""
         group = self.groups.get(group_id)
         if group is None:
-            return ErrorCode.GROUP_ID_NOT_FOUND
+            return ErrorCode.GROUP_ID_NOT_FOUND, []
         if group.members:
-            return ErrorCode.NON_EMPTY_GROUP
-        gone = [tp for tp in group.partitions if tp[0] == topic_id]
-        for tp in gone:
-            del group.partitions[tp]
-        self.ctx.append([CoordinatorRecord(_key({"type": "partition", "group": group_id, "topic_id": str(t),
-                                                 "partition": p}), None) for t, p in gone])
-        return ErrorCode.NONE
-
-    def reset_start_offset(self, group_id: str, tp: TopicIdPartition, offset: int) -> ErrorCode:
-        """AlterShareGroupOffsets: only an empty group may move its start offsets."""
-        group = self.groups.get(group_id)
-        if group is not None and group.members:
-            return ErrorCode.NON_EMPTY_GROUP
-        group = self._group(group_id)
-        self.share_partition(group, tp).initialize(offset)
-        self.persist(group, tp)
-        return ErrorCode.NONE
+            return ErrorCode.NON_EMPTY_GROUP, []
+        gone = sorted(tp for tp in group.state_partitions if tp[0] == topic_id)
+        group.state_partitions.difference_update(gone)
+        self._write_covered(group)
+        return ErrorCode.NONE, gone

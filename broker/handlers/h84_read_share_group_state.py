@@ -1,0 +1,26 @@
+"""ReadShareGroupState (84), v0: the share coordinator's read of share-partition state
+(KIP-932; inter-broker, sent by partition leaders' persisters, see broker/share/persister.py).
+
+Each share-partition is answered by the shard of its coordinator key
+(broker/share/state_service.py): NOT_COORDINATOR when this broker does not lead its
+``__share_group_state`` partition. Requires CLUSTER_ACTION on the cluster.
+"""
+
+from __future__ import annotations
+
+from broker.acl_operations import AclOperation, authorize_cluster
+from broker.dispatch import RequestContext
+from wire.errors import ErrorCode
+from wire.generated.api_084_read_share_group_state import (
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+)
+
+API_KEY = 84
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def handle(ctx: RequestContext, request: ReadShareGroupStateRequest) -> ReadShareGroupStateResponse:
+    refused = None if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return await ctx.node.share_coordinator.state_service.read(request, refused)

@@ -1,0 +1,26 @@
+"""WriteShareGroupState (85), v0-1: the share coordinator's write of share-partition state
+(KIP-932; inter-broker, sent by partition leaders' persisters, see broker/share/persister.py).
+
+Each share-partition is answered by the shard of its coordinator key
+(broker/share/state_service.py): NOT_COORDINATOR when this broker does not lead its
+``__share_group_state`` partition. Requires CLUSTER_ACTION on the cluster.
+"""
+
+from __future__ import annotations
+
+from broker.acl_operations import AclOperation, authorize_cluster
+from broker.dispatch import RequestContext
+from wire.errors import ErrorCode
+from wire.generated.api_085_write_share_group_state import (
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+)
+
+API_KEY = 85
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+async def handle(ctx: RequestContext, request: WriteShareGroupStateRequest) -> WriteShareGroupStateResponse:
+    refused = None if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return await ctx.node.share_coordinator.state_service.write(request, refused)

@@ -1,0 +1,309 @@
+"""Share groups (KIP-932) in a 3-node ``cormorant cluster up`` cluster, with confluent-kafka's
+``ShareConsumer`` and Java 4.3's ``KafkaShareConsumer``: Kafka's split of the work.
+
+- Share-partitions live at each topic partition's leader: consumers of a topic whose partitions
+  are led by three different brokers get every record once, each from the partition's leader.
+- The leader persists each share-partition through the share coordinator (the leader of the
+  ``__share_group_state`` partition of ``group:topicId:partition``); when the partition
+  leader is killed (SIGKILL), the new leader reads the state back: no acknowledged record is
+  delivered again, the unacknowledged ones are, and nothing is lost. The same when the share
+  coordinator is killed (a node that is neither the group coordinator nor the leader).
+- Java 4.3 ``KafkaShareConsumer``s over partitions led by three brokers get every record once.
+
+The group's membership is served by the broker leading its ``__share_group_state`` partition,
+which must also be its ``__consumer_offsets`` leader (where clients find it): the tests pick
+such a group id.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from broker.client import KafkaClient
+from broker.coordinator import partition_for
+from broker.share.state_store import coordinator_key
+from broker.tools.cluster import PID_FILE, read_pid
+from compat_tests.harness import settings
+from compat_tests.harness.cluster import GROUP_KEY, LocalCluster
+from compat_tests.harness.scenario import unique_topic
+from compat_tests.test_share_groups import java_records, java_share_consumer, share_queue_java  # noqa: F401
+from wire.generated.api_003_metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
+from wire.generated.api_044_incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsRequestAlterableConfig,
+    IncrementalAlterConfigsRequestAlterConfigsResource,
+    IncrementalAlterConfigsResponse,
+)
+from wire.generated.api_090_describe_share_group_offsets import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+    DescribeShareGroupOffsetsRequestTopic,
+    DescribeShareGroupOffsetsResponse,
+)
+
+pytestmark = pytest.mark.skipif(settings.target() != "cormorant", reason="Cormorant's own cluster mode")
+confluent_kafka = pytest.importorskip("confluent_kafka")
+if not hasattr(confluent_kafka, "ShareConsumer"):
+    pytest.skip("confluent-kafka without ShareConsumer", allow_module_level=True)
+from confluent_kafka import AcknowledgeType, ShareConsumer  # noqa: E402
+
+STATE_TOPIC = "__share_group_state"
+GROUP_RESOURCE = 32
+#: Not __consumer_offsets' 6: with equal counts a group's two partitions have the same index,
+#: and ``cluster up`` leads equal indexes of the two topics from different nodes.
+STATE_PARTITIONS = 5
+LOCK_MS = 20_000
+TIMEOUT_S = 60.0
+OVERRIDES = {
+    "share.coordinator.state.topic.num.partitions": str(STATE_PARTITIONS),
+    "share.coordinator.state.topic.replication.factor": "3",
+    "share.coordinator.state.topic.min.isr": "2",
+    "group.share.record.lock.duration.ms": str(LOCK_MS),
+}
+
+
+@pytest.fixture
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    c = LocalCluster(tmp_path_factory.mktemp("share-cluster") / "nodes", overrides=OVERRIDES)
+    c.up()
+    try:
+        yield c
+    finally:
+        c.down()
+
+
+def leaders(cluster: LocalCluster, topic: str, server: int = 0) -> dict[int, int]:
+    with KafkaClient.connect(cluster.servers[server], timeout_s=5.0) as c:
+        r = c.send(MetadataRequest(topics=[MetadataRequestTopic(name=topic)]), MetadataResponse, 12)
+    t = r.topics[0]
+    assert t.error_code == 0, t.error_code
+    return {p.partition_index: p.leader_id for p in t.partitions}
+
+
+def topic_id(cluster: LocalCluster, topic: str) -> uuid.UUID:
+    with KafkaClient.connect(cluster.servers[0], timeout_s=5.0) as c:
+        r = c.send(MetadataRequest(topics=[MetadataRequestTopic(name=topic)]), MetadataResponse, 12)
+    return r.topics[0].topic_id
+
+
+def start_offset(cluster: LocalCluster, node: int, group: str, topic: str) -> int:
+    """The share-partition's start offset as DescribeShareGroupOffsets (at the group
+    coordinator, from the share coordinator) reports it."""
+    request = DescribeShareGroupOffsetsRequest(groups=[DescribeShareGroupOffsetsRequestGroup(
+        group_id=group, topics=[DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[0])])])
+    with KafkaClient.connect(cluster.server_of(node), timeout_s=30.0) as c:
+        r = c.send(request, DescribeShareGroupOffsetsResponse, 1)
+    p = r.groups[0].topics[0].partitions[0]
+    assert r.groups[0].error_code == 0 and p.error_code == 0, r
+    return p.start_offset
+
+
+def create_topic(cluster: LocalCluster, topic: str, partitions: int) -> dict[int, int]:
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 3)], operation_timeout=20)[topic].result(30)
+
+    def led() -> dict[int, int] | None:
+        found = leaders(cluster, topic)
+        return found if len(found) == partitions and all(v >= 0 for v in found.values()) else None
+
+    result = cluster.wait_for(led, 30, f"leaders of {topic}")
+    assert isinstance(result, dict)
+    return result
+
+
+def state_topic_ready(cluster: LocalCluster) -> dict[int, int]:
+    """Creates ``__share_group_state`` (a share group's first heartbeat does) and waits for its leaders."""
+    warm = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": "warm-up"})
+    try:
+        warm.subscribe([unique_topic("warm")])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            warm.poll(0.5)
+            try:
+                found = leaders(cluster, STATE_TOPIC)
+            except AssertionError:
+                continue
+            if len(found) == STATE_PARTITIONS and all(v >= 0 for v in found.values()):
+                return found
+    finally:
+        warm.close()
+    raise AssertionError("__share_group_state has no leaders after 30 s")
+
+
+def group_served_by(cluster: LocalCluster, state_leaders: dict[int, int], want: set[int], tag: str) -> tuple[str, int]:
+    """A group id whose ``__consumer_offsets`` and ``__share_group_state`` leaders are the same
+    node, among ``want``: (group id, that node)."""
+    for i in range(200):
+        group = f"{tag}-{i}"
+        node = state_leaders[partition_for(group, STATE_PARTITIONS)]
+        if node in want and cluster.coordinator(group, GROUP_KEY) == node:
+            return group, node
+    raise AssertionError(f"no group coordinated by one of {want}")
+
+
+def set_earliest(cluster: LocalCluster, node: int, group: str) -> None:
+    """``share.auto.offset.reset=earliest`` on the group, at the node keeping its settings."""
+    request = IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequestAlterConfigsResource(
+        resource_type=GROUP_RESOURCE, resource_name=group, configs=[IncrementalAlterConfigsRequestAlterableConfig(
+            name="share.auto.offset.reset", config_operation=0, value="earliest")])])
+    with KafkaClient.connect(cluster.server_of(node), timeout_s=10.0) as c:
+        r = c.send(request, IncrementalAlterConfigsResponse, 1)
+    assert r.responses[0].error_code == 0, r.responses[0]
+
+
+def produce(cluster: LocalCluster, topic: str, per_partition: dict[int, range]) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for partition, values in per_partition.items():
+        for i in values:
+            p.produce(topic, value=f"{partition}-{i}".encode(), partition=partition)
+    assert p.flush(30) == 0
+
+
+def share_consumer(cluster: LocalCluster, group: str, topic: str, **extra: Any) -> Any:
+    c = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, **extra})
+    c.subscribe([topic])
+    return c
+
+
+def poll_until(consumers: list[Any], want: int, timeout_s: float = TIMEOUT_S, accept: bool = False
+               ) -> list[list[Any]]:
+    got: list[list[Any]] = [[] for _ in consumers]
+    deadline = time.monotonic() + timeout_s
+    while sum(map(len, got)) < want and time.monotonic() < deadline:
+        for i, c in enumerate(consumers):
+            for m in c.poll(0.2) or []:
+                if m.error() is None:
+                    got[i].append(m)
+                    if accept:
+                        c.acknowledge(m, AcknowledgeType.ACCEPT)
+            if accept:
+                c.commit_sync()
+    return got
+
+
+def kill9(cluster: LocalCluster, node: int) -> None:
+    pid = read_pid(cluster.dir / f"node-{node}" / PID_FILE)
+    assert pid is not None, f"node {node} is not running"
+    os.kill(pid, signal.SIGKILL)
+
+
+def test_consumers_over_partitions_led_by_three_brokers_get_distinct_records(cluster: LocalCluster) -> None:
+    state_leaders = state_topic_ready(cluster)
+    topic = unique_topic("share-split")
+    led = create_topic(cluster, topic, 3)
+    group, node = group_served_by(cluster, state_leaders, {1, 2, 3}, "split")
+    set_earliest(cluster, node, group)
+    produce(cluster, topic, {p: range(20) for p in range(3)})
+    consumers = [share_consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
+                 for _ in range(3)]
+    try:
+        got = poll_until(consumers, 60, accept=True)
+        values = sorted(m.value() for ms in got for m in ms)
+        assert len(values) == 60, (len(values), led, cluster.log_tail())
+        assert values == sorted(f"{p}-{i}".encode() for p in range(3) for i in range(20))
+        assert poll_until(consumers, 1, timeout_s=3) == [[], [], []]
+    finally:
+        for c in consumers:
+            c.close()
+    assert len(set(led.values())) >= 2, f"partition leaders {led}: expected them spread over the brokers"
+
+
+def test_a_killed_partition_leader_loses_no_acknowledgement(cluster: LocalCluster) -> None:
+    state_leaders = state_topic_ready(cluster)
+    topic = unique_topic("share-failover")
+    leader = create_topic(cluster, topic, 1)[0]
+    group, node = group_served_by(cluster, state_leaders, {1, 2, 3} - {leader}, "leader-kill")
+    set_earliest(cluster, node, group)
+    produce(cluster, topic, {0: range(10)})
+    c = share_consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    try:
+        first = poll_until([c], 10)[0]
+        assert sorted(m.offset() for m in first) == list(range(10))
+        for m in first[:6]:
+            c.acknowledge(m, AcknowledgeType.ACCEPT)
+        c.commit_sync()
+        # 6-9 stay acquired, unacknowledged, when the leader dies
+        kill9(cluster, leader)
+    finally:
+        c.close()
+
+    def moved() -> bool:
+        return leaders(cluster, topic)[0] not in (leader, -1)
+
+    cluster.wait_for(moved, 30, f"a new leader of {topic}")
+    produce(cluster, topic, {0: range(10, 15)})
+    c = share_consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    try:
+        # the new leader read the state back: 0-5 are done, 6-9 are delivered again, 10-14 are new
+        again = poll_until([c], 9, accept=True)[0]
+        offsets = sorted(m.offset() for m in again)
+        assert offsets == [6, 7, 8, 9, 10, 11, 12, 13, 14], (offsets, cluster.log_tail())
+        assert poll_until([c], 1, timeout_s=3) == [[]]
+    finally:
+        c.close()
+
+
+def test_java_consumers_over_partitions_led_by_three_brokers(cluster: LocalCluster,
+                                                             share_queue_java: list[str]) -> None:  # noqa: F811
+    """Java 4.3 KafkaShareConsumers: every record once between them, fetched from three leaders."""
+    state_leaders = state_topic_ready(cluster)
+    topic = unique_topic("share-java-split")
+    led = create_topic(cluster, topic, 3)
+    group, node = group_served_by(cluster, state_leaders, {1, 2, 3}, "java-split")
+    set_earliest(cluster, node, group)
+    produce(cluster, topic, {p: range(10) for p in range(3)})
+    procs = [java_share_consumer(share_queue_java, cluster, group, topic, 100, 25) for _ in range(3)]  # type: ignore[arg-type]
+    seen = [r for p in procs for r in java_records(p, 25)]
+    # offsets 0-9 of each of the three partitions, each delivered once
+    assert sorted(r["offset"] for r in seen) == sorted(list(range(10)) * 3), (seen, led)
+    assert {r["delivery_count"] for r in seen} == {1}
+
+
+def test_a_killed_share_coordinator_loses_no_acknowledgement(cluster: LocalCluster) -> None:
+    """The share coordinator of the share-partition (leader of its ``__share_group_state``
+    partition) is neither the group coordinator nor the partition leader, and is SIGKILLed."""
+    state_leaders = state_topic_ready(cluster)
+    topic = unique_topic("share-coordinator")
+    leader = create_topic(cluster, topic, 1)[0]
+    tid = topic_id(cluster, topic)
+    for i in range(200):
+        group, node = group_served_by(cluster, state_leaders, {1, 2, 3} - {leader}, f"sc-kill-{i}")
+        share_coordinator = state_leaders[partition_for(coordinator_key((group, tid, 0)), STATE_PARTITIONS)]
+        if share_coordinator not in (leader, node):
+            break
+    else:
+        raise AssertionError("no group whose three roles are on three nodes")
+    set_earliest(cluster, node, group)
+    produce(cluster, topic, {0: range(10)})
+    c = share_consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    try:
+        first = poll_until([c], 10)[0]
+        assert sorted(m.offset() for m in first) == list(range(10))
+        for m in first[:6]:
+            c.acknowledge(m, AcknowledgeType.ACCEPT)
+        c.commit_sync()
+        kill9(cluster, share_coordinator)
+    finally:
+        c.close()  # 6-9 released: written to the new share coordinator once it is elected
+    produce(cluster, topic, {0: range(10, 15)})
+    c = share_consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    try:
+        again = poll_until([c], 9, accept=True)[0]
+        offsets = sorted(m.offset() for m in again)
+        assert offsets == [6, 7, 8, 9, 10, 11, 12, 13, 14], (offsets, cluster.log_tail())
+        assert poll_until([c], 1, timeout_s=3) == [[]]
+    finally:
+        c.close()
+    # the new share coordinator has every acknowledgement: all 15 records are done
+    cluster.wait_for(lambda: start_offset(cluster, node, group, topic) == 15, 30, "start offset 15")
