@@ -234,6 +234,11 @@ def consumer_config(bootstrap: str) -> dict[str, Any]:
         "group.id": f"bench-{uuid.uuid4().hex[:12]}",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
+        # librdkafka (2.1+) stops fetching for fetch.queue.backoff.ms (default 1 s) whenever
+        # its queue holds queued.min.messages (100,000): at 100 B a consumer drains that in a
+        # fraction of a second and then idles, so every broker read back at the same ~180k
+        # records/s. Without the pause the reader fetches as fast as it consumes.
+        "fetch.queue.backoff.ms": 0,
     }
 
 
@@ -406,8 +411,11 @@ def check_delivery(errors: DeliveryErrors, tally: Tally, remaining: int) -> None
 
 def consume_verify(
     bootstrap: str, topic: str, partitions: int, expected: Tally, timeout_s: float
-) -> tuple[float, list[str]]:
-    """Read the topic from offset 0 until ``expected`` is matched; returns (seconds, warnings)."""
+) -> tuple[float, float, list[str]]:
+    """Read the topic from offset 0 until ``expected`` is matched.
+
+    Returns (seconds, this process's CPU seconds meanwhile, warnings).
+    """
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     got = Tally()
@@ -417,6 +425,7 @@ def consume_verify(
         # Timed from assign(): librdkafka prefetches in the background, so the time the first
         # record is handed over says little.
         start = time.perf_counter()
+        cpu_start = time.process_time()
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         deadline = time.monotonic() + timeout_s
         while got.count < expected.count and time.monotonic() < deadline:
@@ -430,10 +439,11 @@ def consume_verify(
                     continue
                 got.add(msg.value() or b"")
         elapsed = time.perf_counter() - start
+        cpu = time.process_time() - cpu_start
     finally:
         consumer.close()
     verify(expected, got, timeout_s, errors)
-    return elapsed, [f"consumer error: {e}" for e in errors[:3]]
+    return elapsed, cpu, [f"consumer error: {e}" for e in errors[:3]]
 
 
 def verify(expected: Tally, got: Tally, timeout_s: float, errors: Sequence[str]) -> None:
@@ -484,7 +494,7 @@ def run_throughput(spec: dict[str, Any]) -> dict[str, Any]:
     produce_s = time.perf_counter() - start
     producers.clear()
     timed_count, timed_bytes = tally.count - warm[0], tally.nbytes - warm[1]
-    consume_s, warnings = consume_verify(
+    consume_s, consume_cpu_s, warnings = consume_verify(
         bootstrap, topic, partitions, tally, CONSUME_GRACE_S + 3 * produce_s
     )
     warnings += [f"client error: {e}" for e in errors.client_errors[:3]]
@@ -497,7 +507,15 @@ def run_throughput(spec: dict[str, Any]) -> dict[str, Any]:
         "consume_msg_s": tally.count / consume_s,
         "consume_mb_s": tally.nbytes / consume_s / 1e6,
     }
-    info.update(records=tally.count, bytes=tally.nbytes, produce_s=produce_s, consume_s=consume_s)
+    info.update(
+        records=tally.count,
+        bytes=tally.nbytes,
+        produce_s=produce_s,
+        consume_s=consume_s,
+        # The reading client's own CPU (librdkafka threads and the Python loop): when it is
+        # near consume_s, the consume figure measures the client, not the broker.
+        consume_client_cpu_s=consume_cpu_s,
+    )
     return {"metrics": metrics, "info": info, "warnings": warnings}
 
 
@@ -1205,6 +1223,10 @@ def progress_line(done: int, total: int, case: Case, r: RunResult) -> str:
             f"produce {m['produce_msg_s']:,.0f} msg/s ({m['produce_mb_s']:.1f} MB/s), "
             f"consume {m['consume_msg_s']:,.0f} msg/s ({m['consume_mb_s']:.1f} MB/s)"
         )
+        client_cpu, consume_s = r.info.get("consume_client_cpu_s"), r.info.get("consume_s")
+        if client_cpu is not None and consume_s:
+            # Near 100 %, the consume figure is the reading client's limit.
+            body += f", reader busy {client_cpu / consume_s:.0%}"
     if r.foreign_cpu is not None:
         body += f" | other processes {r.foreign_cpu:.0%} CPU"
     extra = f" | warnings: {'; '.join(r.warnings)}" if r.warnings else ""
