@@ -8,6 +8,7 @@ cut at the first bad batch; the leader epoch cache follows what is left.
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -69,7 +70,8 @@ def load_log(
     else:
         names = remove_temp_files_and_complete_swaps(directory)
         segments, needs_rebuild = _open_segments(
-            directory, names, config, clock_ms, files, check_indexes=not had_clean_shutdown
+            directory, names, config, clock_ms, files, check_indexes=not had_clean_shutdown,
+            recovered_from=None if had_clean_shutdown else recovery_point,
         )
     try:
         return _load(
@@ -271,11 +273,13 @@ def _open_segments(
     files: FileCache,
     *,
     check_indexes: bool = True,
+    recovered_from: int | None = None,
 ) -> tuple[list[LogSegment], set[LogSegment]]:
     """Every ``.log`` among ``names`` in offset order, and those whose indexes need a rebuild.
 
     Without ``check_indexes`` (after a clean shutdown) only missing index files are looked
-    for, as Kafka does: the indexes are checked in full when they are first loaded.
+    for, as Kafka does: the indexes are checked in full when they are first loaded. Segments
+    from the one holding ``recovered_from`` on are not looked at: recovery rebuilds them.
     """
     present = frozenset(names)
     bases = sorted(
@@ -285,6 +289,10 @@ def _open_segments(
     )
     segments: list[LogSegment] = []
     needs_rebuild: set[LogSegment] = set()
+    first_recovered = (
+        None if recovered_from is None else bases[max(bisect.bisect_right(bases, recovered_from) - 1, 0)]
+        if bases else None
+    )
     try:
         for base_offset in bases:
             segment = LogSegment.open(
@@ -297,6 +305,8 @@ def _open_segments(
                 dir_names=present,
             )
             segments.append(segment)
+            if first_recovered is not None and base_offset >= first_recovered:
+                continue
             try:
                 if check_indexes:
                     segment.sanity_check()
