@@ -370,6 +370,8 @@ class BrokerNode:
         )
         self.replica_manager.apply_image(self.controller.image)
         self.controller.add_image_listener(self.replica_manager.apply_image)
+        if isinstance(self.controller, Controller):
+            self.controller.add_image_preparer(self.replica_manager.prepare_image)
         if self.cluster is not None and self.cluster.lifecycle is not None:
             self._start_replication(self.cluster)
         self.log_cleaner = LogCleaner(

@@ -14,9 +14,11 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 
 import structlog
+import trio
 
 from broker.limits import describe_error
 from broker.log.config import LogConfig
+from broker.log.files import TopicPartition
 from broker.log.manager import LogManager
 from broker.log.producer_state import ProducerStateConfig, ProducerStateManager
 from broker.pacing import Pacer
@@ -28,6 +30,10 @@ from controller.image import MetadataImage, PartitionImage, TopicImage
 __all__ = ["Partition", "ReplicaManager"]
 
 log = structlog.get_logger(__name__)
+
+
+#: New partitions in one image from which their logs are created in a worker thread.
+CREATE_IN_THREAD_MIN_PARTITIONS = 16
 
 
 def _wall_clock_ms() -> int:
@@ -96,7 +102,7 @@ class ReplicaManager:
                 existing = self.partitions.get(key)
                 if existing is None or existing.topic_id != topic.topic_id:
                     if existing is not None:
-                        self._remove(key)
+                        self._remove_all([key])
                     try:
                         self._create(topic.name, topic.topic_id, part, config)
                     except OSError as exc:
@@ -123,8 +129,7 @@ class ReplicaManager:
                 if (name, index) in self.partitions and (name, index) not in wanted
             ]
             gone = [key for key in self.failed_creations if key[0] in changed_names and key not in wanted]
-        for key in stale:
-            self._remove(key)
+        self._remove_all(stale)
         for key in gone:
             del self.failed_creations[key]
         if first_error is not None and not failed_before:
@@ -132,6 +137,29 @@ class ReplicaManager:
                       retry="until created")
         elif failed_before and not self.failed_creations:
             log.info("partition_logs_created_after_retry", partitions=failed_before)
+
+    async def prepare_image(self, image: MetadataImage) -> None:
+        """Before ``image`` is applied: create the logs of the partitions it brings to this
+        broker in a worker thread, when there are many (a CreateTopics of thousands of
+        partitions), so that no directory or file is created on the event loop.
+        :meth:`apply_image` then finds them made."""
+        previous = self._image
+        if previous is None:
+            return
+        specs: list[tuple[str, int, LogConfig]] = []
+        for topic_id, topic in image.topics_by_id.items():
+            if previous.topics_by_id.get(topic_id) is topic:
+                continue
+            config: LogConfig | None = None
+            for part in topic.partitions.values():
+                if self.node_id in part.replicas and (topic.name, part.partition) not in self.partitions:
+                    config = config or self.log_config_for(image, topic.name)
+                    specs.append((topic.name, part.partition, config))
+        if len(specs) < CREATE_IN_THREAD_MIN_PARTITIONS:
+            return
+        planned = self.log_manager.plan_new_logs(specs)
+        created = await trio.to_thread.run_sync(self.log_manager.open_new_logs, planned)
+        self.log_manager.adopt_new_logs(created)
 
     def creation_failure(self, topic: str) -> str | None:
         """Why some log of ``topic`` could not be created here, if one could not (for the request's answer)."""
@@ -163,7 +191,8 @@ class ReplicaManager:
             partition_epoch=part.partition_epoch,
             replicas=part.replicas,
             isr=part.isr,
-            producer_state=ProducerStateManager.load(plog, self.producer_state_config, self.clock_ms),
+            # Read when first used: a start with thousands of partitions reads no snapshot up front.
+            producer_state=ProducerStateManager.load(plog, self.producer_state_config, self.clock_ms, lazily=True),
             local_id=self.node_id,
             min_insync_replicas_of=self.min_insync_replicas,
             high_watermark=max(hw, plog.log_start_offset),
@@ -195,17 +224,20 @@ class ReplicaManager:
         p.follower_last_fetch.clear()
         p.follower_caught_up_ms = {r: now for r in p.isr if r != self.node_id}
         p.pending_isr = None
-        p.producer_state.sync()
+        if p.producer_state.loaded:  # else it is read, at the log end, when first used
+            p.producer_state.sync()
         self.maybe_advance_high_watermark(p)
         log.debug("partition_leader", topic=p.topic, partition=p.index, leader_epoch=p.leader_epoch,
                  log_end_offset=p.log.log_end_offset, high_watermark=p.high_watermark, isr=list(p.isr))
 
-    def _remove(self, key: tuple[str, int]) -> None:
-        p = self.partitions.pop(key)
-        p.online = False
-        p.wake()
-        self.log_manager.delete_partition(p.topic, p.index)
-        log.info("partition_removed", topic=p.topic, partition=p.index)
+    def _remove_all(self, keys: list[tuple[str, int]]) -> None:
+        removed = [self.partitions.pop(key) for key in keys]
+        for p in removed:
+            p.online = False
+            p.wake()
+        if removed:
+            self.log_manager.delete_partitions([TopicPartition(p.topic, p.index) for p in removed])
+            log.info("partitions_removed", partitions=len(removed), topics=sorted({p.topic for p in removed}))
 
     # ------------------------------------------------------------ lookups
 

@@ -19,6 +19,7 @@ from typing import Protocol
 
 import crc32c
 import structlog
+import trio
 
 from controller.records import decode_record, encode_record
 from wire.exceptions import DecodeError
@@ -79,6 +80,7 @@ class LocalQuorum:
         self._records: list[Message] = []
         self._listeners: list[CommitListener] = []
         self._epoch = 1
+        self._append_lock = trio.Lock()
         valid_end = self._load()
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         size = os.fstat(self._fd).st_size
@@ -132,16 +134,26 @@ class LocalQuorum:
         self._listeners.append(listener)
 
     async def append(self, records: Sequence[Message]) -> int:
-        out = bytearray()
-        base = len(self._records)
-        for i, record in enumerate(records):
-            payload = encode_record(record)
-            head = struct.pack(">IQ", self._epoch, base + i)
-            crc = crc32c.crc32c(head + payload)
-            out += struct.pack(">II", len(payload), crc) + head + payload
+        async with self._append_lock:  # one append at a time, in offset order
+            out = bytearray()
+            base = len(self._records)
+            for i, record in enumerate(records):
+                payload = encode_record(record)
+                head = struct.pack(">IQ", self._epoch, base + i)
+                crc = crc32c.crc32c(head + payload)
+                out += struct.pack(">II", len(payload), crc) + head + payload
+            # The write and its fsync are disk waits: in a worker thread, never on the event loop.
+            await trio.to_thread.run_sync(self._write_durably, bytes(out))
+            for i, record in enumerate(records):
+                self._records.append(record)
+                for listener in self._listeners:
+                    listener(base + i, record)
+            return len(self._records) - 1
+
+    def _write_durably(self, data: bytes) -> None:
         end = os.lseek(self._fd, 0, os.SEEK_CUR)
         try:
-            view = memoryview(out)
+            view = memoryview(data)
             while view:
                 view = view[os.write(self._fd, view) :]
             os.fsync(self._fd)
@@ -152,11 +164,6 @@ class LocalQuorum:
                 os.ftruncate(self._fd, end)
             os.lseek(self._fd, end, os.SEEK_SET)
             raise
-        for i, record in enumerate(records):
-            self._records.append(record)
-            for listener in self._listeners:
-                listener(base + i, record)
-        return len(self._records) - 1
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -180,6 +180,7 @@ class Controller:
         self.rng = rng
         self.image = MetadataImage()
         self._listeners: list[Callable[[MetadataImage], None]] = []
+        self._preparers: list[Callable[[MetadataImage], Awaitable[None]]] = []
         # While this controller's own batch commits, listeners hear of the image once, at its end:
         # a CreateTopics of 10,000 partitions is one image change, not 10,000.
         self._holding_images = False
@@ -207,6 +208,23 @@ class Controller:
     def add_image_listener(self, listener: Callable[[MetadataImage], None]) -> None:
         self._listeners.append(listener)
 
+    def add_image_preparer(self, preparer: Callable[[MetadataImage], Awaitable[None]]) -> None:
+        """``preparer`` is awaited with each image this controller's own writes make, before
+        the listeners hear of it: slow work a listener would otherwise do on the event loop
+        (creating thousands of partition directories) is done in advance, off it. A preparer
+        that fails leaves that work to the listener."""
+        self._preparers.append(preparer)
+
+    async def _prepare(self, image: MetadataImage) -> None:
+        # Shielded: the records are committed whatever happens to the request, and the
+        # listeners must hear of them.
+        with trio.CancelScope(shield=True):
+            for preparer in self._preparers:
+                try:
+                    await preparer(image)
+                except Exception:
+                    log.exception("image_preparation_failed", offset=image.offset)
+
     def reset_image(self, image: MetadataImage) -> None:
         """The quorum replaced the applied state with a snapshot."""
         self.image = image
@@ -230,6 +248,8 @@ class Controller:
             self._held_records = []
             if held:
                 self.image = apply_all(self.image, held)
+                if self._preparers:
+                    await self._prepare(self.image)
                 self._notify()
 
     async def submit(self, build: Callable[[MetadataImage], tuple[_T, list[Message]]]) -> _T:

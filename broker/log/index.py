@@ -101,16 +101,27 @@ class _IndexFile:
         base_offset: int,
         max_index_bytes: int,
         files: FileCache = DEFAULT_FILE_CACHE,
+        *,
+        exists: bool | None = None,
     ) -> None:
+        """``exists`` says whether the file is known to exist (its size is then read when first
+        needed) or known not to, in which case it is an empty index whose file is created when
+        first written or flushed (:meth:`ensure_file`): a new partition creates one file, not
+        three. None: look now, and create the file if it is missing."""
         self.base_offset = base_offset
         self.max_entries = max_index_bytes // self._ENTRY.size
         self._file = files.file(path, os.O_RDWR | os.O_CREAT)
-        try:
-            self._file_size = os.stat(path).st_size
-        except FileNotFoundError:
-            with self._file.pinned():
-                pass  # created empty, as Kafka creates a missing index
-            self._file_size = 0
+        self._known_size: int | None = None
+        self._file_exists = exists is not False
+        if exists is None:
+            try:
+                self._known_size = os.stat(path).st_size
+            except FileNotFoundError:
+                with self._file.pinned():
+                    pass  # created empty, as Kafka creates a missing index
+                self._known_size = 0
+        elif not exists:
+            self._known_size = 0
         # Whether entries were written since the last fsync.
         self._dirty = False
         # Loaded lazily; until then the file size gives the count.
@@ -120,6 +131,33 @@ class _IndexFile:
     @property
     def path(self) -> Path:
         return self._file.path
+
+    @property
+    def _file_size(self) -> int:
+        # Read on first use: a partition's indexes are not touched at start until they are needed.
+        if self._known_size is None:
+            try:
+                self._known_size = os.stat(self._file.path).st_size
+            except FileNotFoundError:
+                self._known_size = 0  # removed meanwhile: recreated empty when next written
+        return self._known_size
+
+    @_file_size.setter
+    def _file_size(self, size: int) -> None:
+        self._known_size = size
+
+    @property
+    def file_exists(self) -> bool:
+        return self._file_exists
+
+    def ensure_file(self) -> bool:
+        """Create the (empty) file if it is not there yet; True if it was created now."""
+        if self._file_exists:
+            return False
+        with self._file.pinned():
+            pass  # opened with O_CREAT
+        self._file_exists = True
+        return True
 
     @property
     def entry_size(self) -> int:
@@ -184,6 +222,7 @@ class _IndexFile:
         entry = self._ENTRY.pack(key, value)
         position = len(keys) * len(entry)
         with self._file.pinned() as fd:
+            self._file_exists = True
             written = os.pwrite(fd, entry, position)
         if written != len(entry):
             raise OSError(f"short write to {self.path.name}")
@@ -207,22 +246,28 @@ class _IndexFile:
         """Drop every entry, without reading the (possibly corrupt) file first."""
         self._keys = array(self._KEY_CODE)
         self._values = array(self._VALUE_CODE)
+        if self._file_size:  # an empty file (a new segment's, the common case) is left alone
+            with self._file.pinned() as fd:
+                os.ftruncate(fd, 0)
+            self._dirty = True
         self._file_size = 0
-        with self._file.pinned() as fd:
-            os.ftruncate(fd, 0)
-        self._dirty = True
 
-    def flush(self) -> None:
-        if not self._dirty:
-            return
+    def flush(self) -> bool:
+        """fsync what was written; creates the file if it was never written. True if it
+        was created now (its directory then needs an fsync too)."""
+        created = self.ensure_file()
+        if not self._dirty and not created:
+            return False
         with self._file.pinned() as fd:
             os.fsync(fd)
         self._dirty = False
+        return created
 
     def close(self) -> None:
         self._file.close()
 
     def rename(self, path: Path) -> None:
+        self.ensure_file()
         self._file.rename(path)
 
     def delete(self) -> None:

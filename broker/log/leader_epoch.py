@@ -16,6 +16,7 @@ write a file per partition when they load or become leaders. Truncations
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from broker.log.checkpoint import parse_checkpoint_int, read_checkpoint, write_c
 log = structlog.get_logger(__name__)
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+#: Changes kept for an unread checkpoint file before it is read after all (a busy log reads it).
+_MAX_DEFERRED = 8
 #: OffsetForLeaderEpoch's answer when the epoch is unknown.
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -43,22 +46,59 @@ class LeaderEpochCache:
     Not thread-safe: its owner, the partition's log, serialises calls.
     """
 
-    def __init__(self, path: Path) -> None:
-        """Load ``path`` (a missing file is an empty cache)."""
+    def __init__(self, path: Path, *, exists: bool | None = None) -> None:
+        """The cache of ``path`` (a missing file is an empty cache), read when first needed.
+
+        ``exists=False`` says the file is known not to exist (a new log). Until the file
+        is read, the changes a loading log or a new leader makes (:meth:`assign`, the
+        unsynced truncations) are kept and applied after reading it: thousands of
+        partitions starting up need not read thousands of files before serving.
+        """
         self._path = path
         # Entries changed since the file was last written durably.
         self._unflushed = False
-        self._epochs: list[int] = []
-        self._entries: list[EpochEntry] = []
-        rows = read_checkpoint(path, fields=2) or []
-        for number, (epoch, start_offset) in enumerate(rows, start=3):
-            # Loading through _assign drops non-monotonic entries, as Kafka does.
-            self._assign(
-                EpochEntry(
-                    parse_checkpoint_int(path, number, epoch),
-                    parse_checkpoint_int(path, number, start_offset),
+        self._read_file = exists is not False
+        self._loaded = False
+        self._deferred: list[Callable[[], None]] = []
+        self._epoch_list: list[int] = []
+        self._entry_list: list[EpochEntry] = []
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        if self._read_file:
+            path = self._path
+            rows = read_checkpoint(path, fields=2) or []
+            for number, (epoch, start_offset) in enumerate(rows, start=3):
+                # Loading through _assign drops non-monotonic entries, as Kafka does.
+                self._assign(
+                    EpochEntry(
+                        parse_checkpoint_int(path, number, epoch),
+                        parse_checkpoint_int(path, number, start_offset),
+                    )
                 )
-            )
+        deferred, self._deferred = self._deferred, []
+        for change in deferred:
+            change()
+
+    def _defer(self, change: Callable[[], None]) -> bool:
+        """Keep ``change`` for when the file is read; False if it is read (or must be now)."""
+        if self._loaded or len(self._deferred) >= _MAX_DEFERRED:
+            self._load()
+            return False
+        self._deferred.append(change)
+        return True
+
+    @property
+    def _entries(self) -> list[EpochEntry]:
+        self._load()
+        return self._entry_list
+
+    @property
+    def _epochs(self) -> list[int]:
+        self._load()
+        return self._epoch_list
 
     @property
     def path(self) -> Path:
@@ -87,6 +127,10 @@ class LeaderEpochCache:
         entries with an epoch at least ``epoch`` or a start offset at least
         ``start_offset`` are dropped first, which keeps both columns increasing.
         """
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"invalid leader epoch entry {EpochEntry(epoch, start_offset)}")
+        if self._defer(lambda: self.assign(epoch, start_offset)):
+            return
         if self._assign(EpochEntry(epoch, start_offset)):
             self._unflushed = True
 
@@ -152,6 +196,8 @@ class LeaderEpochCache:
 
         Loading passes ``sync=False``: a lost write is redone by the next load, and the
         log's next flush makes it durable."""
+        if not sync and self._defer(lambda: self.truncate_from_end(end_offset, sync=False)):
+            return
         if end_offset < 0 or not self._entries or self._entries[-1].start_offset < end_offset:
             return
         while self._entries and self._entries[-1].start_offset >= end_offset:
@@ -169,6 +215,8 @@ class LeaderEpochCache:
         kept with its start moved up to ``start_offset``: the epoch of the
         first remaining record stays known.
         """
+        if not sync and self._defer(lambda: self.truncate_from_start(start_offset, sync=False)):
+            return
         if not self._entries or self._entries[0].start_offset >= start_offset:
             return
         last_removed: EpochEntry | None = None
@@ -192,6 +240,8 @@ class LeaderEpochCache:
 
     def flush(self, *, sync: bool = True) -> None:
         """Write changes not written yet; without ``sync`` the caller makes them durable (``sync``)."""
+        if self._deferred:
+            self._load()
         if self._unflushed:
             self._write(sync=sync)
 

@@ -8,6 +8,7 @@ cut at the first bad batch; the leader epoch cache follows what is left.
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -62,12 +63,16 @@ def load_log(
         fresh = True
     except FileExistsError:
         fresh = False
+    names: list[str] = []
     if fresh:
         segments: list[LogSegment] = []
         needs_rebuild: set[LogSegment] = set()
     else:
         names = remove_temp_files_and_complete_swaps(directory)
-        segments, needs_rebuild = _open_segments(directory, names, config, clock_ms, files)
+        segments, needs_rebuild = _open_segments(
+            directory, names, config, clock_ms, files, check_indexes=not had_clean_shutdown,
+            recovered_from=None if had_clean_shutdown else recovery_point,
+        )
     try:
         return _load(
             directory,
@@ -80,6 +85,7 @@ def load_log(
             had_clean_shutdown=had_clean_shutdown,
             files=files,
             fresh=fresh,
+            names=names,
         )
     except BaseException:
         for segment in segments:
@@ -98,9 +104,10 @@ def _load(
     had_clean_shutdown: bool,
     files: FileCache,
     fresh: bool,
+    names: list[str],
 ) -> PartitionLog:
     tp = parse_partition_dir_name(directory.name)
-    epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
+    epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT, exists=LEADER_EPOCH_CHECKPOINT in names)
     if not had_clean_shutdown and segments:
         segments = _recover_from(segments, recovery_point, epoch_cache, tp, needs_rebuild)
     for segment in segments:
@@ -140,6 +147,7 @@ def _load(
         ]
         if not fresh:
             fsync_dir(directory)
+        names = [*names, segments[0].log_path.name]
 
     log_end_offset = segments[-1].next_offset
     start = min(max(log_start_offset, segments[0].base_offset), log_end_offset)
@@ -148,7 +156,6 @@ def _load(
     )
     epoch_cache.truncate_from_end(log_end_offset, sync=False)
     epoch_cache.truncate_from_start(start, sync=False)
-    segments[-1].load_indexes()  # now, rather than in the middle of the first append
     partition_log = PartitionLog(
         directory,
         config,
@@ -159,6 +166,7 @@ def _load(
         epoch_cache=epoch_cache,
         files=files,
         dir_needs_fsync=fresh,
+        file_names=names,
     )
     log.debug(
         "log_loaded",
@@ -258,9 +266,22 @@ def _remove(path: Path, reason: str) -> None:
 
 
 def _open_segments(
-    directory: Path, names: Sequence[str], config: LogConfig, clock_ms: Callable[[], int], files: FileCache
+    directory: Path,
+    names: Sequence[str],
+    config: LogConfig,
+    clock_ms: Callable[[], int],
+    files: FileCache,
+    *,
+    check_indexes: bool = True,
+    recovered_from: int | None = None,
 ) -> tuple[list[LogSegment], set[LogSegment]]:
-    """Every ``.log`` among ``names`` in offset order, and those whose indexes need a rebuild."""
+    """Every ``.log`` among ``names`` in offset order, and those whose indexes need a rebuild.
+
+    Without ``check_indexes`` (after a clean shutdown) only missing index files are looked
+    for, as Kafka does: the indexes are checked in full when they are first loaded. Segments
+    from the one holding ``recovered_from`` on are not looked at: recovery rebuilds them.
+    """
+    present = frozenset(names)
     bases = sorted(
         offset
         for name in names
@@ -268,6 +289,10 @@ def _open_segments(
     )
     segments: list[LogSegment] = []
     needs_rebuild: set[LogSegment] = set()
+    first_recovered = (
+        None if recovered_from is None else bases[max(bisect.bisect_right(bases, recovered_from) - 1, 0)]
+        if bases else None
+    )
     try:
         for base_offset in bases:
             segment = LogSegment.open(
@@ -277,10 +302,16 @@ def _open_segments(
                 max_index_bytes=config.segment_index_bytes,
                 clock_ms=clock_ms,
                 files=files,
+                dir_names=present,
             )
             segments.append(segment)
+            if first_recovered is not None and base_offset >= first_recovered:
+                continue
             try:
-                segment.sanity_check()
+                if check_indexes:
+                    segment.sanity_check()
+                elif segment.indexes_missing:
+                    raise CorruptIndexError(f"{segment.log_path.name}: index files missing")
             except CorruptIndexError as exc:
                 log.warning("index_corrupt", segment=str(segment.log_path), error=str(exc))
                 needs_rebuild.add(segment)

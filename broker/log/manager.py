@@ -116,9 +116,9 @@ class LogManager:
         failures = 0
         recovery_points = OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).read()
         log_start_offsets = OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).read()
-        for child in sorted(directory.iterdir()):
-            if not child.is_dir():
-                continue
+        with os.scandir(directory) as entries:  # the entry types come with the listing: no stat each
+            children = sorted(Path(entry.path) for entry in entries if entry.is_dir())
+        for child in children:
             try:
                 tp = parse_partition_dir_name(child.name)
             except ValueError:
@@ -217,7 +217,7 @@ class LogManager:
             self._logs[tp] = partition_log
             log.info("partition_log_loaded_after_retry", topic=topic, partition=partition)
             return partition_log
-        if partition < 0 or not topic or topic in (".", "..") or "/" in topic or "\0" in topic:
+        if not _valid_partition(tp):
             raise ValueError(f"invalid partition {tp}")
         directory = self._next_log_dir()
         partition_log = PartitionLog.open(
@@ -231,6 +231,61 @@ class LogManager:
         self._logs[tp] = partition_log
         log.debug("partition_log_created", topic=topic, partition=partition, log_dir=str(directory))
         return partition_log
+
+    # -- creating many at once ------------------------------------------------------------
+
+    def plan_new_logs(self, specs: Sequence[tuple[str, int, LogConfig]]) -> list[NewLog]:
+        """Where the logs of new partitions go (the partitions this manager has no log of).
+
+        With :meth:`open_new_logs` (in a worker thread) and :meth:`adopt_new_logs` (back
+        here) thousands of partitions are created without a directory or file created on
+        the caller's event loop; :meth:`get_or_create` then finds them.
+        """
+        self._check_open()
+        counts = dict.fromkeys(self._dirs, 0)
+        if len(self._dirs) > 1:
+            for partition_log in self._logs.values():
+                counts[partition_log.dir.parent] += 1
+            for unloaded in self._unloaded.values():
+                counts[unloaded.dir.parent] += 1
+        planned: list[NewLog] = []
+        for topic, partition, config in specs:
+            tp = TopicPartition(topic, partition)
+            if tp in self._logs or tp in self._unloaded or not _valid_partition(tp):
+                continue
+            directory = min(self._dirs, key=lambda d: counts[d])
+            counts[directory] += 1
+            planned.append(NewLog(tp, directory / partition_dir_name(tp), config))
+        return planned
+
+    def open_new_logs(self, planned: Sequence[NewLog]) -> list[PartitionLog]:
+        """Create the planned logs; safe in a worker thread (it changes nothing here).
+
+        A log that cannot be created (a limit) is left out: :meth:`get_or_create` tries it
+        again and reports why.
+        """
+        created: list[PartitionLog] = []
+        for new in planned:
+            try:
+                created.append(PartitionLog.open(new.dir, new.config, self._clock_ms, files=self._files))
+            except OSError as exc:
+                log.debug("partition_log_not_created", path=str(new.dir), error=describe_error(exc))
+        return created
+
+    def adopt_new_logs(self, created: Sequence[PartitionLog]) -> None:
+        """Take the logs :meth:`open_new_logs` made."""
+        if self._closed:
+            for partition_log in created:
+                partition_log.close_handles()
+            return
+        for partition_log in created:
+            tp = partition_log.topic_partition
+            if tp in self._logs:  # made meanwhile by get_or_create (cannot happen: same directory)
+                partition_log.close_handles()
+                continue
+            self._logs[tp] = partition_log
+            self._dirs_to_sync.add(partition_log.dir.parent)
+        log.debug("partition_logs_created", partitions=len(created))
 
     def _next_log_dir(self) -> Path:
         if len(self._dirs) == 1:
@@ -249,21 +304,32 @@ class LogManager:
         The directory is renamed ``<topic>-<partition>.<id>-delete`` at once and
         removed after ``file.delete.delay.ms``, by :meth:`apply_retention`.
         """
+        return bool(self.delete_partitions([TopicPartition(topic, partition)]))
+
+    def delete_partitions(self, partitions: Sequence[TopicPartition]) -> int:
+        """:meth:`delete_partition` of several; one fsync and one checkpoint per log directory
+        (a topic of thousands of partitions deleted must not rewrite them thousands of times).
+        Returns how many logs there were."""
         self._check_open()
-        tp = TopicPartition(topic, partition)
-        partition_log = self._logs.pop(tp, None)
-        if partition_log is None:
-            return False
-        parent = partition_log.dir.parent
-        target = parent / delete_dir_name(tp)
-        os.rename(partition_log.dir, target)
-        fsync_dir(parent)
-        partition_log.move_to(target)
-        due = self._clock_ms() + partition_log.config.file_delete_delay_ms
-        self._pending_deletes.append((due, partition_log))
-        self._checkpoint_dir(parent)
-        log.info("partition_log_deleted", topic=topic, partition=partition, renamed_to=target.name)
-        return True
+        parents: set[Path] = set()
+        deleted = 0
+        for tp in partitions:
+            partition_log = self._logs.pop(tp, None)
+            if partition_log is None:
+                continue
+            parent = partition_log.dir.parent
+            target = parent / delete_dir_name(tp)
+            os.rename(partition_log.dir, target)
+            parents.add(parent)
+            partition_log.move_to(target)
+            due = self._clock_ms() + partition_log.config.file_delete_delay_ms
+            self._pending_deletes.append((due, partition_log))
+            deleted += 1
+            log.debug("partition_log_deleted", topic=tp.topic, partition=tp.partition, renamed_to=target.name)
+        for parent in parents:
+            fsync_dir(parent)
+            self._checkpoint_dir(parent)
+        return deleted
 
     def truncate_to(self, topic: str, partition: int, offset: int) -> bool:
         """Truncate a partition for replication and rewrite its directory's recovery points.
@@ -409,6 +475,20 @@ class LogManager:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("log manager is closed")
+
+
+def _valid_partition(tp: TopicPartition) -> bool:
+    topic = tp.topic
+    return tp.partition >= 0 and bool(topic) and topic not in (".", "..") and "/" not in topic and "\0" not in topic
+
+
+@dataclass(frozen=True, slots=True)
+class NewLog:
+    """A log :meth:`LogManager.plan_new_logs` placed: its directory and config."""
+
+    tp: TopicPartition
+    dir: Path
+    config: LogConfig
 
 
 @dataclass(frozen=True, slots=True)

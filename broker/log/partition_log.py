@@ -138,8 +138,11 @@ class PartitionLog(SegmentChanges):
         epoch_cache: LeaderEpochCache,
         files: FileCache = DEFAULT_FILE_CACHE,
         dir_needs_fsync: bool = False,
+        file_names: Sequence[str] | None = None,
     ) -> None:
         self._dir = directory
+        # The directory's file names as the loader listed them, for the producer state's load.
+        self._file_names = file_names
         self._files = files
         self._tp = parse_partition_dir_name(directory.name)
         self._config = config
@@ -193,6 +196,13 @@ class PartitionLog(SegmentChanges):
     def file_cache(self) -> FileCache:
         """The cache that holds this log's open files."""
         return self._files
+
+    def take_loaded_file_names(self) -> Sequence[str] | None:
+        """The directory's file names as listed when the log was loaded (empty for a new
+        log), once: whoever loads state kept beside the log (producer snapshots,
+        transaction indexes) needs no listing of its own. None after the first call."""
+        names, self._file_names = self._file_names, None
+        return names
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -508,7 +518,8 @@ class PartitionLog(SegmentChanges):
         for segment in segments[_floor_index(segments, self._recovery_point) :]:
             if segment.base_offset >= offset:
                 break
-            segment.flush()
+            if segment.flush():
+                self._dir_needs_fsync = True  # an index file was created
         if self._dir_needs_fsync:
             fsync_dir(self._dir)
             self._dir_needs_fsync = False

@@ -156,7 +156,9 @@ class ProducerStateManager:
         self._verification: dict[int, VerificationStateEntry] = {}
         self._ongoing: dict[int, TxnMetadata] = {}  # by first offset
         self._unreplicated: dict[int, TxnMetadata] = {}  # completed, marker maybe above the HW
-        self._txn_indexes = TransactionIndexes(plog.dir)
+        # Listed once when the log was loaded: no listing of the directory of our own here.
+        self._loaded_names = plog.take_loaded_file_names()
+        self._txn_indexes = TransactionIndexes(plog.dir, self._loaded_names)
         self._map_end_offset = plog.log_start_offset
         self._last_snapshot_offset = -1
         self._log_start_offset = plog.log_start_offset
@@ -164,14 +166,25 @@ class ProducerStateManager:
         #: Snapshots written without an fsync (at a roll), fsynced by the log's next flush.
         self._unsynced_snapshots: list[Path] = []
         plog.before_flush = self.flush_snapshots
+        self._loaded = False
 
     @classmethod
     def load(cls, plog: PartitionLog, config: ProducerStateConfig,
-             clock_ms: Callable[[], int]) -> ProducerStateManager:
-        """The state at the log end: the newest usable snapshot, then every batch after it."""
+             clock_ms: Callable[[], int], *, lazily: bool = False) -> ProducerStateManager:
+        """The state at the log end: the newest usable snapshot, then every batch after it.
+
+        ``lazily``: read when first used instead (a broker starting with thousands of
+        partitions reads no snapshot of a partition nobody writes to or reads from).
+        """
         manager = cls(plog, config, clock_ms)
-        manager._reload()
+        if not lazily:
+            manager._reload()
         return manager
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the state has been read (see :meth:`load`)."""
+        return self._loaded
 
     @property
     def config(self) -> ProducerStateConfig:
@@ -185,11 +198,14 @@ class ProducerStateManager:
     @property
     def map_end_offset(self) -> int:
         """Every batch below this offset is reflected in the state."""
+        if not self._loaded:
+            self._reload()
         return self._map_end_offset
 
     # -- loading and catching up --------------------------------------------------------------
 
     def _reload(self) -> None:
+        self._loaded = True
         plog = self._log
         start, end = plog.log_start_offset, plog.log_end_offset
         self._producers.clear()
@@ -197,16 +213,19 @@ class ProducerStateManager:
         self._unreplicated.clear()
         self._last_snapshot_offset = -1
         offset = start
-        for snap_offset, path in reversed(self._snapshot_files()):
+        files = self._snapshot_files()
+        for snap_offset, path in reversed(files[:]):
             if snap_offset > end or snap_offset < start:
                 # Beyond a truncated log end, or below its start: unusable, as in Kafka.
                 path.unlink(missing_ok=True)
+                files.remove((snap_offset, path))
                 continue
             try:
                 entries = read_snapshot(path)
             except (CorruptSnapshotError, OSError) as ex:
                 log.warning("producer_snapshot_corrupt", partition=self._tp, file=path.name, error=str(ex))
                 path.unlink(missing_ok=True)
+                files.remove((snap_offset, path))
                 continue
             now = self._clock_ms()
             for entry in entries:
@@ -220,7 +239,7 @@ class ProducerStateManager:
         replayed = self._replay(offset, end)
         self._segments_seen = plog.segments
         self._txn_indexes.retain(s.base_offset for s in plog.segments)
-        self._remove_stray_snapshots()
+        self._remove_stray_snapshots(files)
         log.debug("producer_state_loaded", partition=self._tp, snapshot_offset=self._last_snapshot_offset,
                  batches_replayed=replayed, producers=len(self._producers),
                  ongoing_transactions=len(self._ongoing))
@@ -278,7 +297,11 @@ class ProducerStateManager:
                 yield segment, position, header
 
     def sync(self) -> None:
-        """Catch up with changes made to the log behind the state's back."""
+        """Catch up with changes made to the log behind the state's back (reading the state
+        first if it was loaded lazily and not read yet)."""
+        if not self._loaded:
+            self._reload()
+            return
         plog = self._log
         end = plog.log_end_offset
         if end < self._map_end_offset:
@@ -442,6 +465,8 @@ class ProducerStateManager:
     def update(self, end_before: int, info: AppendInfo, plan: ProducerAppendPlan) -> None:
         """Record what the log appended (``info``, the log end having been ``end_before``)
         with the checks :meth:`analyze_append` made of it (Kafka's ProducerStateManager.update)."""
+        if not self._loaded:
+            raise AssertionError("update without analyze_append")
         if info.first_offset < end_before or info.batch_count == 0:
             raise AssertionError(f"append landed at {info.first_offset}, expected at least {end_before}")
         if any(s.base_offset == end_before for s in self._log.segments[1:]) and end_before > self._last_snapshot_offset:
@@ -460,6 +485,8 @@ class ProducerStateManager:
 
     def has_ongoing_transaction(self, producer_id: int) -> bool:
         """Whether the producer has an open transaction here (as of the last :meth:`sync`)."""
+        if not self._loaded:
+            self._reload()
         entry = self._producers.get(producer_id)
         return entry is not None and entry.current_txn_first_offset is not None
 
@@ -527,7 +554,9 @@ class ProducerStateManager:
                 and now_ms - entry.last_timestamp >= self._config.producer_id_expiration_ms)
 
     def remove_expired_producers(self, now_ms: int) -> int:
-        """Forget producers idle for ``producer.id.expiration.ms`` (never one in a transaction)."""
+        """Forget producers idle for ``producer.id.expiration.ms`` (never one in a transaction).
+
+        A state not read yet is left unread: reading it leaves the expired producers out."""
         expired = [pid for pid, e in self._producers.items() if self._is_expired(e, now_ms)]
         for pid in expired:
             del self._producers[pid]
@@ -541,11 +570,15 @@ class ProducerStateManager:
     # -- snapshots ---------------------------------------------------------------------------------
 
     def _snapshot_files(self) -> list[tuple[int, Path]]:
+        directory = self._log.dir
+        names, self._loaded_names = self._loaded_names, None  # good for the first look only
+        if names is None:
+            names = [path.name for path in directory.glob("*" + SNAPSHOT_SUFFIX)]
         found = []
-        for path in self._log.dir.glob("*" + SNAPSHOT_SUFFIX):
-            head = path.name[: -len(SNAPSHOT_SUFFIX)]
-            if head.isdigit():
-                found.append((int(head), path))
+        for name in names:
+            head = name[: -len(SNAPSHOT_SUFFIX)]
+            if name.endswith(SNAPSHOT_SUFFIX) and head.isdigit():
+                found.append((int(head), directory / name))
         return sorted(found)
 
     def _write_snapshot(self, offset: int, *, sync: bool = True) -> None:
@@ -563,7 +596,11 @@ class ProducerStateManager:
         """Snapshot the state at the log end, unless one exists there (clean shutdown).
 
         Without ``sync`` the caller makes it durable (one ``sync`` for every partition at shutdown).
+        A state never read since start is left alone: nothing changed it, and the next start
+        reads it from the same files.
         """
+        if not self._loaded:
+            return
         self.sync()
         if self._map_end_offset > self._last_snapshot_offset and self._map_end_offset > self._log.log_start_offset:
             self._write_snapshot(self._map_end_offset, sync=sync)
@@ -583,10 +620,9 @@ class ProducerStateManager:
                 pass
             self._unsynced_snapshots.pop(0)
 
-    def _remove_stray_snapshots(self) -> None:
+    def _remove_stray_snapshots(self, files: list[tuple[int, Path]]) -> None:
         """Keep the snapshots at segment starts and the newest one (Kafka's removeStraySnapshots),
         so clean restarts do not pile them up."""
-        files = self._snapshot_files()
         bases = {s.base_offset for s in self._log.segments}
         for offset, path in files[:-1]:
             if offset not in bases:
@@ -598,6 +634,8 @@ class ProducerStateManager:
                 path.unlink(missing_ok=True)
 
     def snapshot_offsets(self) -> list[int]:
+        if not self._loaded:
+            self._reload()
         return [offset for offset, _ in self._snapshot_files()]
 
 

@@ -22,7 +22,7 @@ sampled when they started, so they may run beside the single writer.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,11 +148,13 @@ class LogSegment:
         clock_ms: Callable[[], int],
         suffix: str = "",
         files: FileCache = DEFAULT_FILE_CACHE,
+        dir_names: Container[str] | None = None,
     ) -> LogSegment:
         """An existing segment. Missing index files are created empty and
         :meth:`sanity_check` then reports them, so the caller can :meth:`recover`.
 
-        ``suffix`` opens files that carry one (the cleaner's ``.cleaned``)."""
+        ``suffix`` opens files that carry one (the cleaner's ``.cleaned``). ``dir_names``,
+        the directory's file names as just listed, saves looking for the index files."""
         return cls._open_files(
             directory,
             base_offset,
@@ -162,6 +164,7 @@ class LogSegment:
             files,
             create=False,
             suffix=suffix,
+            dir_names=dir_names,
         )
 
     @classmethod
@@ -176,23 +179,33 @@ class LogSegment:
         *,
         create: bool,
         suffix: str = "",
+        dir_names: Container[str] | None = None,
     ) -> LogSegment:
         index_path = directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix)
         time_index_path = directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix)
         log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
         flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
         log_file = files.file(log_path, flags)
+        index_exists: bool | None
+        time_index_exists: bool | None
         if create:
             missing = False
             size = 0
+            index_exists = time_index_exists = False
             with log_file.pinned():
                 pass  # create the file now, so a full disk or a descriptor limit shows here
         else:
             size = os.stat(log_path).st_size
-            missing = not (index_path.exists() and time_index_path.exists())
+            if dir_names is not None:
+                index_exists = index_path.name in dir_names
+                time_index_exists = time_index_path.name in dir_names
+            else:
+                index_exists, time_index_exists = index_path.exists(), time_index_path.exists()
+            # An empty segment's index files are made when first written (a new partition's).
+            missing = size > 0 and not (index_exists and time_index_exists)
         try:
-            offset_index = OffsetIndex(index_path, base_offset, max_index_bytes, files)
-            time_index = TimeIndex(time_index_path, base_offset, max_index_bytes, files)
+            offset_index = OffsetIndex(index_path, base_offset, max_index_bytes, files, exists=index_exists)
+            time_index = TimeIndex(time_index_path, base_offset, max_index_bytes, files, exists=time_index_exists)
         except BaseException:
             log_file.close()
             raise
@@ -305,6 +318,11 @@ class LogSegment:
                 break
         return self._first_batch_timestamp
 
+    @property
+    def indexes_missing(self) -> bool:
+        """Whether an index file was missing when the segment was opened (rebuild it)."""
+        return self._indexes_missing
+
     def sanity_check(self) -> None:
         """Cheap checks of the index files against the log; CorruptIndexError on failure."""
         if self._indexes_missing:
@@ -320,8 +338,13 @@ class LogSegment:
         if self._indexes_ready:
             return
         try:
+            if self._indexes_missing:
+                raise CorruptIndexError(f"{self._log.path.name}: index files missing")
             self._offset_index.load()
             self._time_index.load()
+            # The load checked the order of the entries; these check them against the log.
+            self._offset_index.sanity_check(self._size)
+            self._time_index.sanity_check()
         except CorruptIndexError as exc:
             log.warning("index_corrupt", segment=str(self._log.path), error=str(exc))
             self.recover()
@@ -505,12 +528,13 @@ class LogSegment:
         self._bytes_since_last_index_entry = valid - last_index_entry
         return truncated
 
-    def flush(self) -> None:
-        """fsync the log and both indexes."""
+    def flush(self) -> bool:
+        """fsync the log and both indexes, creating index files never written; True if one
+        was created (the directory then needs an fsync for it to last)."""
         with self._log.pinned() as fd:
             os.fsync(fd)
-        self._offset_index.flush()
-        self._time_index.flush()
+        created = self._offset_index.flush()
+        return self._time_index.flush() or created
 
     # -- reading --------------------------------------------------------------
 
@@ -618,7 +642,13 @@ class LogSegment:
         return None
 
     def _read_next_offset(self) -> int:
-        last = self.offset_index.last_entry
+        if not self._size:
+            return self.base_offset
+        # The last entry alone, without loading the index (after a clean shutdown it was not
+        # checked): one outside the log means a corrupt index, which loading rebuilds.
+        last = self._offset_index.last_entry
+        if not 0 <= last.position < self._size:
+            last = self.offset_index.last_entry
         next_offset = self.base_offset
         for _, header in self.iter_batches(last.position):
             next_offset = header.next_offset
@@ -632,6 +662,10 @@ class LogSegment:
             return
         if self._max_timestamp is not None and self._indexes_ready:
             self._time_index.maybe_append(*self._max_timestamp, skip_full_check=True)
+        if self._size:
+            # A segment with batches keeps index files, so a restart does not rebuild them.
+            self._offset_index.ensure_file()
+            self._time_index.ensure_file()
         self.close_handles()
 
     def close_handles(self) -> None:

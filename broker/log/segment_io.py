@@ -14,6 +14,8 @@ SCAN_CHUNK_BYTES = 16 * 1024
 
 def scan_pinned(file: CachedFile, start: int, end: int) -> Iterator[tuple[int, RecordBatchHeader]]:
     """:func:`scan_headers` with the file pinned until the scan ends or is dropped."""
+    if end - start < BATCH_HEADER_SIZE:
+        return  # nothing to read: the file need not be opened
     with file.pinned() as fd:
         yield from scan_headers(fd, start, end)
 

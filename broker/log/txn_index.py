@@ -146,11 +146,16 @@ class TransactionIndex:
 class TransactionIndexes:
     """The transaction indexes of one partition, keyed by segment base offset."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, file_names: Iterable[str] | None = None) -> None:
+        """``file_names``: the directory's files as just listed (else it is listed here)."""
         self._dir = directory
         self._indexes: dict[int, TransactionIndex] = {}
-        for path in directory.glob("*" + TXN_INDEX_SUFFIX):
-            head = path.name.split(".", 1)[0]
+        if file_names is None:
+            file_names = (path.name for path in directory.glob("*" + TXN_INDEX_SUFFIX))
+        for name in file_names:
+            if not name.endswith(TXN_INDEX_SUFFIX):
+                continue
+            head = name.split(".", 1)[0]
             if head.isdigit():
                 base = int(head)
                 self._indexes[base] = TransactionIndex(directory, base)

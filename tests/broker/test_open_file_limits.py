@@ -53,9 +53,10 @@ def _wait_for(predicate: object, timeout_s: float, what: str) -> None:
 
 
 def test_descriptors_used_up_by_connections(tmp_path: Path) -> None:
-    """Connections take every descriptor: creating a topic fails with KAFKA_STORAGE_ERROR naming
-    the open-file limit, the broker serves on, creates the logs once descriptors are free, and
-    restarts on its data."""
+    """Connections take every descriptor: creating a topic still works (a new partition needs
+    one file, whose descriptor comes out of the log files' budget: an idle one is closed for
+    it), the broker serves on, and restarts on its data. (A creation that fails on a limit is
+    test_full_disk's.)"""
     broker = BrokerProcess(tmp_path / "data", {"log.open.files.max": "16"},
                            wrapper=["prlimit", "--nofile=256:256"]).start()
     hogs: list[socket.socket] = []
@@ -76,21 +77,16 @@ def test_descriptors_used_up_by_connections(tmp_path: Path) -> None:
                 time.sleep(0.05)
         _wait_for(lambda: _open_fds(pid) >= 255, 20, "the descriptor table to fill")
         code, message = _create_raw(client, "during", 8)
-        assert code == ErrorCode.KAFKA_STORAGE_ERROR, (code, message)
-        assert message is not None and "open-file limit" in message, message
+        assert code == ErrorCode.NONE, (code, message)
         assert broker.proc.poll() is None
+        assert _open_fds(pid) <= 256
         for hog in hogs:
             hog.close()
         hogs.clear()
-        # The broker retries the logs it could not create; then every partition takes records.
         _wait_for(lambda: _open_fds(pid) < 200, 20, "the connections to close")
-        # Within one retry period (5 s) of the descriptors coming free.
-        _wait_for(lambda: "partition_logs_created_after_retry" in broker.logs(), 20, "the logs created after a retry")
         assert produce_one_each(broker.bootstrap, ["before", "during"], 4, "second", timeout_s=60) == {}
         assert produce_one_each(broker.bootstrap, ["during"], 8, "third", timeout_s=60) == {}
         client.close()
-        logs = broker.logs()
-        assert "partition_logs_not_created" in logs and "partition_logs_created_after_retry" in logs
         assert broker.stop() == 0
         broker.start()
         got = read_all(broker.bootstrap, ["before"], 4, expected=8)

@@ -117,5 +117,6 @@ def test_loading_drops_non_monotonic_entries(tmp_path: Path) -> None:
 def test_malformed_file_is_rejected(tmp_path: Path) -> None:
     path = tmp_path / "leader-epoch-checkpoint"
     path.write_text("0\n1\n1 x\n")
+    cache = LeaderEpochCache(path)  # read when first used
     with pytest.raises(CheckpointError):
-        LeaderEpochCache(path)
+        _ = cache.latest_epoch

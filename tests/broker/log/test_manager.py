@@ -222,3 +222,38 @@ def test_flush_dirty_logs(tmp_path: Path, clock: Clock) -> None:
     assert log.recovery_point == log.active_segment.base_offset > 0
     mgr.close()
     assert os.path.exists(tmp_path / "d0" / ".kafka_cleanshutdown")
+
+
+def test_new_logs_made_off_the_loop_are_placed_evenly_and_then_found(tmp_path: Path, clock: Clock) -> None:
+    mgr = manager(tmp_path, clock, dirs=2)
+    fill(mgr, "old", 0, 1)
+    specs = [("many", p, CONFIG) for p in range(40)] + [("old", 0, CONFIG)]
+    planned = mgr.plan_new_logs(specs)
+    assert len(planned) == 40  # the existing log is not planned again
+    assert not any((tmp_path / f"d{i}" / "many-0").exists() for i in range(2))  # planning creates nothing
+    created = mgr.open_new_logs(planned)  # what a worker thread runs
+    assert mgr.get("many", 0) is None  # not the manager's until adopted
+    mgr.adopt_new_logs(created)
+    placed = [sum(1 for p in (tmp_path / f"d{i}").iterdir() if p.name.startswith("many-")) for i in range(2)]
+    assert sorted(placed) == [20, 20]
+    for p in range(40):
+        log = mgr.get("many", p)
+        assert log is not None and mgr.get_or_create("many", p) is log
+        log.append_as_leader(make_batch(2), 0)
+    mgr.close()
+    reopened = manager(tmp_path, clock, dirs=2)
+    assert all(record_offsets(read_all(reopened.logs[TopicPartition("many", p)])) == [0, 1] for p in range(40))
+    reopened.close()
+
+
+def test_deleting_many_partitions_rewrites_the_checkpoints_once(tmp_path: Path, clock: Clock) -> None:
+    mgr = manager(tmp_path, clock, dirs=1)
+    for p in range(5):
+        fill(mgr, "gone", p, 1)
+    fill(mgr, "kept", 0, 1)
+    checkpoint = tmp_path / "d0" / "recovery-point-offset-checkpoint"
+    assert mgr.delete_partitions([TopicPartition("gone", p) for p in range(5)] + [TopicPartition("none", 0)]) == 5
+    assert set(OffsetCheckpointFile(checkpoint).read()) == {TopicPartition("kept", 0)}
+    assert sorted(p.name.startswith("gone-") and p.name.endswith("-delete")
+                  for p in (tmp_path / "d0").iterdir() if p.is_dir()) == [False] + [True] * 5
+    mgr.close()

@@ -57,6 +57,9 @@ def fill(
 
 def test_files_are_named_by_base_offset(tmp_path: Path) -> None:
     segment = new_segment(tmp_path)
+    # A new segment creates its .log; its indexes are created when first written or flushed.
+    assert sorted(os.listdir(tmp_path)) == ["00000000000000000100.log"]
+    segment.flush()
     assert sorted(os.listdir(tmp_path)) == [
         "00000000000000000100.index",
         "00000000000000000100.log",
