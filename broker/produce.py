@@ -44,13 +44,13 @@ async def append_to_partition(
 ) -> PendingWrite | None:
     """Append one partition's data; fills ``p_resp`` (its error code, else the offsets).
     Returns the write to wait for (acks=all) when it was appended."""
-    node = ctx.node
+    services = ctx.services
     if topic in INTERNAL_TOPICS:
         # Only the coordinators write there (not through Produce), as in Kafka.
         p_resp.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
         p_resp.error_message = f"Cannot append to internal topic {topic}"
         return None
-    partition = node.replica_manager.get(topic, pdata.index)
+    partition = services.replica_manager.get(topic, pdata.index)
     if partition is None:
         p_resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return None
@@ -60,17 +60,17 @@ async def append_to_partition(
         if not isinstance(records, (bytes, bytearray, memoryview)):  # absent, or a file region
             raise AppendRefusedError(ErrorCode.INVALID_RECORD)
         validate = partial(
-            validate_produce, records, ctx.api_version, partition.config, node.clock_ms(),
-            node.timestamp_policy_for(partition), topic_partition=f"{topic}-{pdata.index}",
-            target=node.target_compression_for(partition),
+            validate_produce, records, ctx.api_version, partition.config, services.clock_ms(),
+            services.topic_configs.timestamp_policy_for(partition), topic_partition=f"{topic}-{pdata.index}",
+            target=services.topic_configs.target_compression_for(partition),
         )
         # A large batch's copy and CRC would hold the loop; crc32c releases the GIL.
         validated = (await off_loop(validate, lane="records") if len(records) >= OFF_LOOP_RECORD_BYTES
                      else validate())
-        span = node.tracing.start_append(topic, pdata.index, validated.data, validated.batches,
-                                         validated.record_count) if node.tracing.active else None
+        span = services.tracing.start_append(topic, pdata.index, validated.data, validated.batches,
+                                             validated.record_count) if services.tracing.active else None
         guard = await verify_transactional_write(partition, validated, transactional_id, ctx.api_version,
-                                                 node.transaction_coordinator)
+                                                 services.transaction_coordinator)
         info = partition.append_records_to_leader(validated.data, origin=AppendOrigin.CLIENT, required_acks=acks,
                                                   batches=validated.batches, verification_guard=guard)
     except RecordValidationError as ex:
@@ -80,8 +80,8 @@ async def append_to_partition(
             ProduceResponseBatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
             for i, m in ex.record_errors
         ]
-        node.log_client_error("produce_rejected", topic=topic, partition=pdata.index,
-                              error=ex.code.name, reason=ex.message, client_id=ctx.client_id)
+        services.log_client_error("produce_rejected", topic=topic, partition=pdata.index,
+                                  error=ex.code.name, reason=ex.message, client_id=ctx.client_id)
         return None
     except AppendRefusedError as ex:
         p_resp.error_code = ex.code
@@ -93,10 +93,10 @@ async def append_to_partition(
         p_resp.error_message = describe_error(ex)
         log.error("append_failed", topic=topic, partition=pdata.index, error=p_resp.error_message)
         return None
-    node.metrics.record_produce(validated.record_count, len(validated.data))
-    node.metrics.record_batches(validated.batches)
+    services.metrics.record_produce(validated.record_count, len(validated.data))
+    services.metrics.record_batches(validated.batches)
     if span is not None:
-        node.tracing.end_append(span, info.first_offset)
+        services.tracing.end_append(span, info.first_offset)
     p_resp.base_offset = info.first_offset
     p_resp.log_append_time_ms = info.log_append_time_ms
     p_resp.log_start_offset = partition.log_start_offset

@@ -31,7 +31,7 @@ MAX_VERSION = 13
 
 
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
-    node, acks = ctx.node, request.acks
+    services, acks = ctx.services, request.acks
     if request.transactional_id is not None and not authorize(
             ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         return error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
@@ -71,22 +71,22 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                     waiting.append(pending)
     # producer_byte_rate counts the whole request, as Kafka's request.sizeInBytes; the dispatcher
     # puts the throttle in the response and mutes the connection.
-    ctx.throttle.add(PRODUCE, node.quotas.produce.record(ctx.principal.name, ctx.client_id or "", ctx.request_size))
+    ctx.throttle.add(PRODUCE, services.quotas.produce.record(ctx.principal.name, ctx.client_id or "", ctx.request_size))
     if acks == 0:
         if failed:
             raise CloseConnection("produce with acks=0 failed", client_id=ctx.client_id)
         return None
     if waiting:
-        node.metrics.produce_waiting(1)
+        services.metrics.produce_waiting(1)
         try:
             await wait_for_replication(waiting, request.timeout_ms)
         finally:
-            node.metrics.produce_waiting(-1)
+            services.metrics.produce_waiting(-1)
     return response
 
 
 def _topic_name(ctx: RequestContext, topic_id: uuid.UUID) -> str | None:
-    topic = ctx.node.image.topics_by_id.get(topic_id)
+    topic = ctx.services.image.topics_by_id.get(topic_id)
     return None if topic is None else topic.name
 
 

@@ -33,13 +33,13 @@ READ_COMMITTED = 1
 
 
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
-    node = ctx.node
-    fetch = open_fetch(node.fetch_sessions, request, ctx.api_version)
+    services = ctx.services
+    fetch = open_fetch(services.fetch_sessions, request, ctx.api_version)
     if isinstance(fetch, ErrorCode):
         return FetchResponse(error_code=fetch, session_id=0)
     # A follower names itself (replica id, ReplicaState from v15); consumers send -1.
     follower = request.replica_state.replica_id if ctx.api_version >= 15 else request.replica_id
-    image = node.image
+    image = services.image
     may_read = replica_or_topic_checker(ctx, follower, AclOperation.READ)
 
     def slot(cached: CachedPartition) -> FetchSlot:
@@ -54,28 +54,28 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         return FetchSlot(name, cached.request, pd)
 
     # The broker's fetch.max.bytes bounds every fetch too (KafkaApis.handleFetchRequest).
-    max_bytes = min(request.max_bytes, node.config.fetch_max_bytes)
+    max_bytes = min(request.max_bytes, services.config.fetch_max_bytes)
     window_max = None
     if follower < 0:
         # No fetch returns more than the consumer quota allows in a window (Kafka's getMaxValueInQuotaWindow).
-        window_max = node.quotas.fetch.max_value_in_window(ctx.principal.name, ctx.client_id or "")
+        window_max = services.quotas.fetch.max_value_in_window(ctx.principal.name, ctx.client_id or "")
         if window_max is not None:
             max_bytes = max(min(max_bytes, int(window_max)), 1)
     params = FetchParams(follower, request.max_wait_ms, request.min_bytes, max_bytes,
                          read_committed=request.isolation_level == READ_COMMITTED)
-    isr_manager = node.isr_manager
-    slots, total = await node.replica_manager.fetch_records(
+    isr_manager = services.isr_manager
+    slots, total = await services.replica_manager.fetch_records(
         (slot(cached) for _, cached in fetch.wanted), params, ctx.pacer,
         on_follower_out_of_isr=isr_manager.poke if isr_manager is not None else None,
-        on_wait=node.metrics.fetch_waiting)
+        on_wait=services.metrics.fetch_waiting)
     if follower < 0:
         # Sized only under a consumer_byte_rate: without one nothing is counted (the hot path).
         size = response_size(slots, total, fetch.by_id) if window_max is not None else 0
         throttled = _throttled_response(ctx, size, fetch)
         if throttled is not None:
             return throttled
-    node.metrics.record_fetch(total, follower=follower >= 0)
-    return build_response(node.fetch_sessions, fetch, [slot.response for slot in slots])
+    services.metrics.record_fetch(total, follower=follower >= 0)
+    return build_response(services.fetch_sessions, fetch, [slot.response for slot in slots])
 
 
 #: Bytes of a FetchResponse besides its topics (throttle time, error code, session id, array, tags).
@@ -108,7 +108,7 @@ def _throttled_response(ctx: RequestContext, total: int, fetch: SessionFetch) ->
     """consumer_byte_rate and request_percentage, as Kafka's handleFetchRequest: a fetch over either
     quota returns no data (its bytes are not counted) and only the throttle time; a session keeps
     what it was last told, so the next fetch returns this data. A new full fetch opens no session."""
-    quotas = ctx.node.quotas
+    quotas = ctx.services.quotas
     user, client_id = ctx.principal.name, ctx.client_id or ""
     fetch_ms = quotas.fetch.record(user, client_id, total)
     request_ms = quotas.record_request_time(ctx.throttle)

@@ -54,7 +54,7 @@ async def _group_offsets(
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     may_describe = checker(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC)
     partitions = None if wanted is None else [(t, p) for t, ps in wanted for p in ps]
-    coordinator = ctx.node.group_coordinator
+    coordinator = ctx.services.group_coordinator
     allowed = None if partitions is None else [tp for tp in partitions if may_describe(tp[0])]
     if allowed is None or len(allowed) <= LOOKUP_CHUNK:
         error, found = coordinator.fetch_offsets(group_id, allowed, require_stable, member)
@@ -87,7 +87,7 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
     if version >= MULTI_GROUP_VERSION:
         response = OffsetFetchResponse()
         by_id = version >= TOPIC_ID_VERSION
-        image = ctx.node.image
+        image = ctx.services.image
         for g in request.groups:
             unknown_ids: list[tuple[uuid.UUID, list[int]]] = []
             wanted: list[tuple[str, list[int]]] | None

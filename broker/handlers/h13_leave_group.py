@@ -34,7 +34,7 @@ async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupR
                    for m in request.members]
     else:
         members = [LeavingMember(request.member_id, None)]
-    error, results = ctx.node.group_coordinator.leave_group(request.group_id, members)
+    error, results = ctx.services.group_coordinator.leave_group(request.group_id, members)
     if version >= BATCHED_VERSION:
         return LeaveGroupResponse(error_code=error, members=[
             LeaveGroupResponseMemberResponse(member_id=m.member_id, group_instance_id=m.group_instance_id,
