@@ -2,11 +2,13 @@
 partition of a Produce request): check the partition, validate its record data, verify
 a transaction's first write with the coordinator, and append through
 :meth:`Partition.append_records_to_leader`. The handler (:mod:`broker.handlers.h00_produce`)
-decodes, calls this per partition, waits for acks=all and answers.
+decodes, calls :func:`append_request`, charges the produce quota, waits for acks=all and answers.
 """
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
 from functools import partial
 
 import structlog
@@ -17,17 +19,67 @@ from broker.log.producer_state import AppendOrigin
 from broker.pacing import OFF_LOOP_RECORD_BYTES, off_loop
 from broker.replication.delayed_produce import PendingWrite
 from broker.replication.partition import AppendRefusedError
-from broker.transaction.verification import verify_transactional_write
+from broker.transaction.verification import has_transactional_records, verify_transactional_write
 from broker.validation import RecordValidationError, validate_produce
 from controller.image import INTERNAL_TOPICS
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
+    ProduceRequest,
     ProduceRequestPartitionProduceData,
+    ProduceResponse,
     ProduceResponseBatchIndexAndErrorMessage,
     ProduceResponsePartitionProduceResponse,
+    ProduceResponseTopicProduceResponse,
 )
 
 log = structlog.get_logger(__name__)
+
+
+async def append_request(
+    ctx: RequestContext, request: ProduceRequest, may_write: Callable[[str], bool]
+) -> tuple[ProduceResponse, list[PendingWrite], bool]:
+    """Appends every partition of a Produce request: the response with each partition's
+    outcome, the writes acks=all waits for, and whether any partition failed."""
+    acks = request.acks
+    # Transactional records need a transactional id (Kafka answers every partition so).
+    refused = (ErrorCode.INVALID_REQUIRED_ACKS if acks not in (-1, 0, 1) else
+               ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if request.transactional_id is None and any(
+                   has_transactional_records(p.records) for t in request.topic_data for p in t.partition_data)
+               else None)
+    response = ProduceResponse()
+    waiting: list[PendingWrite] = []
+    failed = False
+    by_id = ctx.api_version >= 13
+    # One connection's produces append in the order they arrived, as Kafka's one request at a
+    # time per connection does: a pause below must not let a later request overtake.
+    async with ctx.conn.append_lock:
+        for topic in request.topic_data:
+            name = _topic_name(ctx, topic.topic_id) if by_id else topic.name
+            t_resp = ProduceResponseTopicProduceResponse(name=topic.name, topic_id=topic.topic_id)
+            response.responses.append(t_resp)
+            for pdata in topic.partition_data:
+                if ctx.pacer.tick():
+                    await ctx.pacer.pause()
+                p_resp = ProduceResponsePartitionProduceResponse(index=pdata.index, base_offset=-1)
+                t_resp.partition_responses.append(p_resp)
+                error = (refused if refused is ErrorCode.INVALID_REQUIRED_ACKS
+                         else ErrorCode.UNKNOWN_TOPIC_ID if name is None
+                         else refused if refused is not None
+                         else None if may_write(name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                if error is not None or name is None:
+                    p_resp.error_code = error or ErrorCode.UNKNOWN_TOPIC_ID
+                    pending = None
+                else:
+                    pending = await append_to_partition(ctx, name, pdata, acks, request.transactional_id, p_resp)
+                failed = failed or pending is None
+                if pending is not None and acks == -1:
+                    waiting.append(pending)
+    return response, waiting, failed
+
+
+def _topic_name(ctx: RequestContext, topic_id: uuid.UUID) -> str | None:
+    topic = ctx.services.image.topics_by_id.get(topic_id)
+    return None if topic is None else topic.name
 
 
 def _set_error(p_resp: ProduceResponsePartitionProduceResponse, code: ErrorCode) -> None:
