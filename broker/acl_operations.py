@@ -78,7 +78,7 @@ _N = TypeVar("_N", bound=str | None)
 def authorize(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, name: str,
               log_denied: bool = True, log_allowed: bool | None = None) -> bool:
     """Whether the caller of ``ctx`` may perform ``operation`` on one resource."""
-    authorizer = ctx.node.authorizer
+    authorizer = ctx.services.authorizer
     if authorizer is None:
         return True
     return authorizer.authorize(str(ctx.principal), ctx.client_host, operation, resource_type, name,
@@ -105,7 +105,7 @@ def authorized_names(ctx: RequestContext, operation: AclOperation, resource_type
 
 
 def authorize_by_resource_type(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType) -> bool:
-    authorizer = ctx.node.authorizer
+    authorizer = ctx.services.authorizer
     if authorizer is None:
         return True
     return authorizer.authorize_by_resource_type(str(ctx.principal), ctx.client_host, operation, resource_type)
@@ -116,7 +116,7 @@ def authorized_operations(ctx: RequestContext, resource_type: ResourceType, reso
 
     No authorizer: every operation the resource type supports, as Kafka answers.
     """
-    if ctx.node.authorizer is None:
+    if ctx.services.authorizer is None:
         return _EVERY_SUPPORTED[resource_type]
     if resource_type == ResourceType.CLUSTER and not authorize_cluster(ctx, AclOperation.DESCRIBE, log_denied=False):
         return 0  # Metadata and DescribeCluster report nothing to whoever may not describe the cluster
@@ -126,7 +126,7 @@ def authorized_operations(ctx: RequestContext, resource_type: ResourceType, reso
 
 def checker(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType) -> Callable[[str], bool]:
     """A cached per-name check, for handlers that meet the same name once per partition."""
-    if ctx.node.authorizer is None:
+    if ctx.services.authorizer is None:
         return _always
     seen: dict[str, bool] = {}
 

@@ -12,7 +12,7 @@ metadata to this module (an empty voter list keeps the single-node path, with
 - The **broker role** registers with the active controller and heartbeats
   (:class:`broker.controller_channel.BrokerLifecycle`), forwards topic and
   config changes to it (:class:`broker.remote_controller.RemoteController`,
-  which handlers reach as ``node.controller``), and reads metadata from a
+  which handlers reach as ``ctx.services.controller``), and reads metadata from a
   :class:`broker.metadata_follower.MetadataView`: fed by its own controller's
   image on a combined node, by a :class:`broker.metadata_follower.MetadataFollower`
   on a broker-only node.
@@ -28,7 +28,7 @@ import hashlib
 import os
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import structlog
@@ -55,7 +55,13 @@ from controller.snapshot import encode_record_batches, image_records
 from wire.primitives import DecodeLimits
 
 if TYPE_CHECKING:
-    from broker.node import BrokerNode
+    import random
+
+    from broker.metrics import BrokerMetrics
+    from broker.security.scram import ScramCredential
+
+#: A user's SCRAM credential as the metadata log has it now (user, mechanism).
+CredentialLookup = Callable[[str, int], "ScramCredential | None"]
 
 log = structlog.get_logger(__name__)
 
@@ -113,30 +119,31 @@ async def _peek(stream: trio.SocketStream, size: int, timeout_s: float) -> bytes
 class ControllerRole:
     """A voter of the metadata quorum and, when it leads, the active controller."""
 
-    def __init__(self, node: BrokerNode, voters: Sequence[tuple[int, str, int]]) -> None:
-        config = node.config
-        self.node = node
+    def __init__(self, config: BrokerConfig, cluster_id: str, rng: random.Random, metrics: BrokerMetrics,
+                 scram_credential: CredentialLookup, voters: Sequence[tuple[int, str, int]]) -> None:
+        self.config = config
+        self.node_id = node_id = config.node_id
         self.voter_addresses = {voter: (host, port) for voter, host, port in voters}
         secret = config.get("controller.quorum.secret")
-        self.raft = RaftQuorum(node.node_id, voters, config.log_dirs[0] / METADATA_DIR,
+        self.raft = RaftQuorum(node_id, voters, config.log_dirs[0] / METADATA_DIR,
                                RaftSettings(secret=secret.value if isinstance(secret, Password) else None))
         self.controller = Controller(
-            node.node_id,
-            TimedQuorum(self.raft, node.metrics),
+            node_id,
+            TimedQuorum(self.raft, metrics),
             ControllerSettings(config.num_partitions, config.default_replication_factor,
                                config.unclean_leader_election_enable,
                                max_partitions_per_request=config.max_partitions_per_request,
                                max_partitions_per_broker=config.max_partitions_per_broker,
                                config=config),
-            node.rng,
+            rng,
         )
         self.raft.add_reset_listener(self.controller.reset_image)
-        self.cluster_control = ClusterControl(self.controller, node.cluster_id,
+        self.cluster_control = ClusterControl(self.controller, cluster_id,
                                               config.broker_session_timeout_ms / 1000)
         self.raft.add_activation_listener(self.cluster_control.activate)
-        self.dispatcher = Dispatcher(node, load_handlers(all_controller_handlers()), DecodeLimits())
+        self.dispatcher = Dispatcher(load_handlers(all_controller_handlers()), DecodeLimits())
         self.listener_name = (config.controller_listener_names or ("CONTROLLER",))[0]
-        self.listeners = [self._listener(lst, node) for lst in self._listener_configs(config)]
+        self.listeners = [self._listener(lst, scram_credential, metrics) for lst in self._listener_configs(config)]
         self._snapshot: tuple[int, bytes] | None = None
 
     def _listener_configs(self, config: BrokerConfig) -> list[Listener]:
@@ -156,8 +163,9 @@ class ControllerRole:
         return [Listener(lst.name, lst.host, own[1] if lst.port == 0 else lst.port, lst.security_protocol)
                 for lst in configured]
 
-    def _listener(self, lst: Listener, node: BrokerNode) -> ControllerListener:
-        config = node.config
+    def _listener(self, lst: Listener, scram_credential: CredentialLookup,
+                  metrics: BrokerMetrics) -> ControllerListener:
+        config = self.config
         limits = NetworkLimits(
             max_frame_bytes=config.socket_request_max_bytes,
             idle_timeout_s=config.connections_max_idle_ms / 1000,
@@ -165,7 +173,7 @@ class ControllerRole:
             max_request_memory=config.queued_max_request_bytes,
             frame_read_timeout_s=config.socket_request_read_timeout_ms / 1000,
         )
-        security = listener_security(config, lst, node.scram_credential, node.metrics.authentication)
+        security = listener_security(config, lst, scram_credential, metrics.authentication)
         return ControllerListener(lst.name, lst.security_protocol.name, lst.host or "0.0.0.0", lst.port,
                                   self.dispatcher, limits, self.raft, security)
 
@@ -179,7 +187,7 @@ class ControllerRole:
     async def _balance_leaders(self) -> None:
         """auto.leader.rebalance.enable: the active controller hands leadership back to
         preferred replicas when a broker leads too few of the partitions it is preferred for."""
-        config = self.node.config
+        config = self.config
         while True:
             await trio.sleep(config.leader_imbalance_check_interval_seconds)
             if not self.raft.is_leader():
@@ -200,10 +208,10 @@ class ControllerRole:
             for listener in self.listeners:
                 nursery.start_soon(listener.serve)
             nursery.start_soon(self.cluster_control.run)
-            if self.node.config.auto_leader_rebalance_enable:
+            if self.config.auto_leader_rebalance_enable:
                 nursery.start_soon(self._balance_leaders)
             names = [f"{lst.name}://{lst.host}:{lst.bound_port}" for lst in self.listeners]
-            log.info("controller_started", node_id=self.node.node_id, listeners=names)
+            log.info("controller_started", node_id=self.node_id, listeners=names)
             task_status.started()
 
 
@@ -228,30 +236,30 @@ QuorumHandle = RaftQuorum | _NoQuorum
 class ClusterMode:
     """The roles of one node of a multi-node cluster."""
 
-    def __init__(self, node: BrokerNode) -> None:
-        config = node.config
-        self.node = node
+    def __init__(self, config: BrokerConfig, cluster_id: str, rng: random.Random, metrics: BrokerMetrics,
+                 scram_credential: CredentialLookup) -> None:
+        node_id = config.node_id
         self.config = config
         voters = [(v.node_id, v.host, v.port) for v in config.controller_quorum_voters]
         self.view = MetadataView()
-        self.channel = ControllerChannel(voters, f"cormorant-broker-{node.node_id}", node.rng,
+        self.channel = ControllerChannel(voters, f"cormorant-broker-{node_id}", rng,
                                          controller_security(config))
         # Registration and heartbeats have connections of their own (Kafka's "heartbeat" channel):
         # never queued behind an AlterPartition, a forwarded request or a metadata fetch that
         # waits on a controller the network cut off, while the session runs out.
-        self.heartbeat_channel = ControllerChannel(voters, f"cormorant-broker-{node.node_id}-heartbeat", node.rng,
+        self.heartbeat_channel = ControllerChannel(voters, f"cormorant-broker-{node_id}-heartbeat", rng,
                                                    controller_security(config))
         self.controller: ControllerRole | None = None
         self.follower: MetadataFollower | None = None
         self.lifecycle: BrokerLifecycle | None = None
         if config.is_controller:
-            self.controller = ControllerRole(node, voters)
+            self.controller = ControllerRole(config, cluster_id, rng, metrics, scram_credential, voters)
             self.controller.controller.add_image_listener(self.view.update)
         if config.is_broker:
             if self.controller is None:
-                self.follower = MetadataFollower(self.channel, node.node_id, node.cluster_id, self.view)
-            incarnation = uuid.UUID(int=node.rng.getrandbits(128), version=4)
-            self.lifecycle = BrokerLifecycle(self.heartbeat_channel, node.node_id, node.cluster_id, incarnation,
+                self.follower = MetadataFollower(self.channel, node_id, cluster_id, self.view)
+            incarnation = uuid.UUID(int=rng.getrandbits(128), version=4)
+            self.lifecycle = BrokerLifecycle(self.heartbeat_channel, node_id, cluster_id, incarnation,
                                              config.broker_heartbeat_interval_ms / 1000,
                                              lambda: self.view.image.offset,
                                              config.broker_session_timeout_ms / 1000)

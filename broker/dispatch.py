@@ -12,6 +12,7 @@ else down.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -25,15 +26,25 @@ from broker.pacing import OFF_LOOP_ENTRIES, OFF_LOOP_FRAME_BYTES, Pacer, off_loo
 from broker.principal import ANONYMOUS, KafkaPrincipal
 from broker.quotas import RequestThrottle, client_throttles
 from broker.response_errors import BrokerErrorLog, error_code_counts
+from broker.transaction.markers import WRITE_TXN_MARKERS_VERSION
 from wire.errors import ErrorCode
 from wire.exceptions import DecodeError, UnsupportedVersionError
-from wire.frame import EncodedFrame, RequestPreamble, decode_request, encode_response, peek_request
+from wire.frame import (
+    EncodedFrame,
+    RequestPreamble,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    peek_request,
+)
 from wire.generated.api_018_api_versions import ApiVersionsResponse, ApiVersionsResponseApiVersion
+from wire.generated.api_027_write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from wire.generated.header_request_header import RequestHeader
 from wire.primitives import REFERENCE_FROM, DecodeLimits, Message
 
 if TYPE_CHECKING:
-    from broker.node import BrokerNode
+    from broker.services import BrokerServices
 
 log = structlog.get_logger(__name__)
 
@@ -57,7 +68,10 @@ class ApiEntry:
 
 @dataclass(slots=True)
 class RequestContext:
-    node: BrokerNode
+    """One request as its handler sees it: who sent it on which connection, its header,
+    and the broker's services (what a handler may use, see broker/services.py)."""
+
+    services: BrokerServices
     conn: ConnectionInfo
     header: RequestHeader
     #: The authenticated principal; every PLAINTEXT client is User:ANONYMOUS, as in Kafka.
@@ -100,11 +114,21 @@ def load_handlers(modules: list[ModuleType]) -> dict[int, ApiEntry]:
 
 
 class Dispatcher:
-    def __init__(self, node: BrokerNode, apis: dict[int, ApiEntry], limits: DecodeLimits) -> None:
-        self.node = node
+    def __init__(self, apis: dict[int, ApiEntry], limits: DecodeLimits) -> None:
         self.apis = apis
         self.limits = limits
         self.error_log = BrokerErrorLog()
+        self._services: BrokerServices | None = None
+
+    def bind(self, services: BrokerServices) -> None:
+        """The services handlers get; set by the node once they exist, before any listener serves."""
+        self._services = services
+
+    @property
+    def services(self) -> BrokerServices:
+        if self._services is None:
+            raise RuntimeError("a request reached a dispatcher before the broker's services were bound")
+        return self._services
 
     def api_versions(self) -> list[ApiVersionsResponseApiVersion]:
         return [
@@ -113,7 +137,7 @@ class Dispatcher:
         ]
 
     async def handle(self, conn: ConnectionInfo, frame: bytearray) -> EncodedFrame | None:
-        metrics = self.node.metrics
+        metrics = self.services.metrics
         metrics.request_received(len(frame) + 4)
         sasl = conn.sasl
         if sasl is not None and not sasl.complete and sasl.raw_tokens:
@@ -156,7 +180,8 @@ class Dispatcher:
     async def _handle(
         self, conn: ConnectionInfo, frame: bytearray, pre: RequestPreamble, entry: ApiEntry, pacer: Pacer
     ) -> EncodedFrame | None:
-        metrics = self.node.metrics
+        services = self.services
+        metrics = services.metrics
         try:
             if len(frame) >= OFF_LOOP_FRAME_BYTES:
                 pacer.mark_large()
@@ -176,11 +201,11 @@ class Dispatcher:
                      peer=f"{conn.peer_host}:{conn.peer_port}")
             metrics.record_errors(entry.api_key, {ErrorCode.INVALID_REQUEST: 1})
             return refusal
-        ctx = RequestContext(self.node, conn, request.header, conn.principal, pacer, request_size=len(frame))
-        quotas = self.node.quotas
+        ctx = RequestContext(services, conn, request.header, conn.principal, pacer, request_size=len(frame))
+        quotas = services.quotas
         ctx.throttle = quotas.start_request(pre.api_key, conn.principal.name, request.header.client_id or "",
                                             _follower_fetch(pre.api_key, request.body), conn.io_tasks)
-        tracing = self.node.tracing
+        tracing = services.tracing
         span = tracing.start_request(pre.api_key, pre.api_version, request.header.client_id,
                                      (conn.peer_host, conn.peer_port), request.body) if tracing.active else None
         response: Message | None = None
@@ -240,6 +265,35 @@ class Dispatcher:
         if large or pacer.large:
             await release(pacer, request.body, response)
         return encoded
+
+
+class LoopbackMarkerSender:
+    """Sends WriteTxnMarkers to this broker through its own dispatcher, as a peer would
+    (the transaction coordinator's sender for partitions this broker leads)."""
+
+    def __init__(self, dispatcher: Dispatcher, node_id: int) -> None:
+        self._dispatcher = dispatcher
+        self._node_id = node_id
+        self._correlation = itertools.count(1)
+        self._conn = ConnectionInfo("inter-broker", "PLAINTEXT", "127.0.0.1", 0, 0, -1)
+
+    async def send(self, broker_id: int, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse | None:
+        if broker_id != self._node_id:
+            return None
+        correlation_id = next(self._correlation)
+        frame = encode_request(request, WRITE_TXN_MARKERS_VERSION, correlation_id,
+                               f"broker-{self._node_id}-txn-marker-sender")
+        try:
+            encoded = await self._dispatcher.handle(self._conn, bytearray(frame[4:]))
+        except CloseConnection as ex:
+            log.warning("txn_marker_request_rejected", reason=str(ex))
+            return None
+        if encoded is None:
+            return None
+        got, response = decode_response(encoded.to_bytes()[4:], WriteTxnMarkersResponse, WRITE_TXN_MARKERS_VERSION)
+        if got != correlation_id or not isinstance(response, WriteTxnMarkersResponse):
+            return None
+        return response
 
 
 def _follower_fetch(api_key: int, body: Message) -> bool:

@@ -9,6 +9,7 @@ replay, listeners bound, broker registered, listeners serving, ready line.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import gc
 import os
 import random
@@ -16,10 +17,8 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from functools import partial
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import structlog
 import trio
@@ -27,24 +26,17 @@ import trio
 from broker.audit_log import AuditLog
 from broker.authorizer import StandardAuthorizer
 from broker.cluster_mode import ClusterMode, QuorumHandle, quorum_cluster_id
-from broker.config import (
-    BrokerConfig,
-    ConfigEntry,
-    ConfigError,
-    TopicConfig,
-    broker_synonym_chain,
-    dynamic_log_layers,
-)
+from broker.config import BrokerConfig, ConfigError, TopicConfig
 from broker.connection_quotas import ConnectionQuotas
+from broker.controller_api import ControllerApi, LocalController
 from broker.coordinator import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, CoordinatorLookup
-from broker.dispatch import Dispatcher, load_handlers
+from broker.dispatch import Dispatcher, LoopbackMarkerSender, load_handlers
 from broker.fetch_sessions import FetchSessionCache
 from broker.group.coordinator import GroupCoordinator
 from broker.handlers import all_handlers
 from broker.limits import raise_open_file_limit, run_periodically, supervise
 from broker.log.clean_records import LastRecord
 from broker.log.cleaner import CleanerConfig, CleanerStats, LogCleaner
-from broker.log.config import LogConfig
 from broker.log.file_cache import FileCache, default_capacity
 from broker.log.files import TopicPartition
 from broker.log.manager import LogManager
@@ -55,7 +47,6 @@ from broker.network import Listener, NetworkLimits, NetworkMemory
 from broker.pacing import SWITCH_INTERVAL_S, full_collections
 from broker.peers import PeerBrokers
 from broker.quotas import QuotaManagers
-from broker.remote_controller import RemoteController
 from broker.replica_manager import Partition, ReplicaManager
 from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
 from broker.replication.isr import IsrManager
@@ -64,19 +55,19 @@ from broker.security.keystore_reload import ListenerKeystores
 from broker.security.password_encoder import DynamicPasswords, reencode_stored_passwords
 from broker.security.peer import inter_broker_security
 from broker.security.scram import ScramCredential
-from broker.security.scram_admin import alter_credentials
 from broker.security.scram_bootstrap import InitialCredential, upsertion_request
 from broker.security.setup import ListenerSecurity, listener_security
+from broker.services import BrokerServices
 from broker.share.coordinator import ShareCoordinator
 from broker.telemetry import Telemetry, TimedQuorum
+from broker.topic_configs import TopicConfigs
 from broker.tracing import Tracing
 from broker.transaction.coordinator import TransactionCoordinator
-from broker.validation import TargetCompression, TimestampPolicy, target_compression
 from broker.watchdog import start_watchdog
 from controller.acls import AuthorizerRules
 from controller.image import Endpoint, MetadataImage
 from controller.quorum import LocalQuorum
-from controller.service import Controller, ControllerSettings
+from controller.service import ControllerSettings
 from wire.primitives import DecodeLimits
 
 log = structlog.get_logger(__name__)
@@ -142,7 +133,7 @@ class BrokerNode:
         self.telemetry: Telemetry | None = None
         self.metrics_url: str | None = None
         self.cluster_id = ""
-        self.dispatcher = Dispatcher(self, load_handlers(all_handlers()), DecodeLimits())
+        self.dispatcher = Dispatcher(load_handlers(all_handlers()), DecodeLimits())
         #: Kafka's StandardAuthorizer when authorizer.class.name names it; None: everything is allowed.
         self.authorizer = StandardAuthorizer(
             AuthorizerRules(config.super_users, config.allow_everyone_if_no_acl_found), lambda: self.image,
@@ -157,11 +148,7 @@ class BrokerNode:
         self.listeners: list[Listener] = []
         #: Request and response memory of every client listener (queued.max.request.bytes).
         self.network_memory = NetworkMemory(config.queued_max_request_bytes)
-        self._topic_configs: dict[tuple[str, frozenset[tuple[str, str]]], TopicConfig] = {}
-        # The dynamic broker settings the effective configuration was built from.
-        self._dynamic_seen: tuple[Mapping[str, str], Mapping[str, str]] | None = None
-        self._dynamic_layers: tuple[dict[str, str], dict[str, str]] = ({}, {})
-        self._effective_config = config
+        self.topic_configs = TopicConfigs(config, self.node_id, lambda: self.image)
         self._shutdown = trio.Event()
         #: Called once when the node starts stopping (the watchdog disarms its stall abort).
         self.on_stopping: Callable[[], None] | None = None
@@ -171,7 +158,8 @@ class BrokerNode:
         # Set up in start():
         self.log_manager: LogManager
         self.quorum: LocalQuorum | QuorumHandle
-        self.controller: Controller | RemoteController
+        #: The in-process controller (single node) or the active one of the cluster: one API.
+        self.controller: ControllerApi
         #: The roles of a multi-node cluster (controller.quorum.voters set); None for a single node.
         self.cluster: ClusterMode | None = None
         self.replica_manager: ReplicaManager
@@ -195,10 +183,7 @@ class BrokerNode:
                                     lambda user, mechanism: (user, mechanism) in self.image.scram_credentials)
         if request is None:
             return
-        if isinstance(self.controller, Controller):
-            response = await self.controller.submit(partial(alter_credentials, request))
-        else:
-            response = await self.controller.alter_user_scram_credentials(request)
+        response = await self.controller.alter_user_scram_credentials(request)
         for result in response.results:
             if result.error_code:
                 raise ConfigError("--add-scram", f"{result.user}: {result.error_message}")
@@ -216,79 +201,22 @@ class BrokerNode:
         """This broker's registration epoch (-1 until registered)."""
         return self._broker_epoch
 
-    def controller_id_for_clients(self) -> int:
-        # KRaft brokers report themselves (clients cannot reach controllers directly).
-        return self.node_id
-
-    def effective_config(self, image: MetadataImage) -> BrokerConfig:
-        """The static configuration with the dynamic log settings of ``image`` in force
-        (this broker's own, then the cluster default): what topics default from."""
-        dynamic_broker = image.broker_config(self.node_id)
-        dynamic_default = image.broker_config("")
-        # The image replaces a resource's config mapping when it changes, never edits it.
-        seen = self._dynamic_seen
-        if seen is not None and seen[0] is dynamic_broker and seen[1] is dynamic_default:
-            return self._effective_config
-        self._dynamic_seen = (dynamic_broker, dynamic_default)
-        layers = dynamic_log_layers(dynamic_broker, dynamic_default)
-        if layers == self._dynamic_layers:
-            return self._effective_config  # only settings that do not apply to logs changed
-        self._dynamic_layers = layers
-        per_broker, default = layers
-        try:
-            effective = self.config.with_dynamic(dynamic_broker, dynamic_default)
-        except ConfigError as ex:
-            log.error("dynamic_broker_config_invalid", key=ex.key, error=str(ex))
-            effective = self.config
-        if effective is not self._effective_config:
-            log.info("dynamic_log_configs_applied", broker=per_broker, cluster_default=default)
-            self._effective_config = effective
-            self._topic_configs.clear()
-        return effective
-
-    def describe_topic_configs(self, overrides: Mapping[str, str]) -> list[ConfigEntry]:
-        """A topic's settings as DescribeConfigs and CreateTopics report them, with the
-        dynamic broker settings they default from; raises ConfigError."""
-        resolved = TopicConfig.resolve(self.effective_config(self.image).topic_defaults(), overrides)
-        per_broker, default = self._dynamic_layers  # as effective_config just read them
-        return resolved.describe(lambda key: broker_synonym_chain(self.config, key, per_broker, default))
-
-    def topic_config(self, image: MetadataImage, topic: str) -> TopicConfig:
-        defaults = self.effective_config(image).topic_defaults
-        overrides = image.topic_config(topic)
-        key = (topic, frozenset(overrides.items()))
-        cached = self._topic_configs.get(key)
-        if cached is None:
-            try:
-                cached = TopicConfig.resolve(defaults(), overrides)
-            except ConfigError as ex:
-                log.error("topic_config_invalid", topic=topic, key=ex.key, error=str(ex))
-                cached = TopicConfig.resolve(defaults(), {})
-            if len(self._topic_configs) > 10_000:
-                self._topic_configs.clear()
-            self._topic_configs[key] = cached
-        return cached
-
-    def log_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
-        return self.topic_config(image, topic)
-
-    def timestamp_policy_for(self, partition: Partition) -> TimestampPolicy:
-        tc = self.topic_config(self.image, partition.topic)
-        return TimestampPolicy(tc.message_timestamp_before_max_ms, tc.message_timestamp_after_max_ms)
-
-    def target_compression_for(self, partition: Partition) -> TargetCompression:
-        return target_compression(self.topic_config(self.image, partition.topic))
-
-    def min_insync_replicas(self, topic: str) -> int:
-        return self.topic_config(self.image, topic).min_insync_replicas
-
-    def log_client_error(self, event: str, **context: Any) -> None:
-        suppressed = self.client_error_log.admit(event)
-        if suppressed is None:
-            return
-        if suppressed:
-            context["suppressed"] = suppressed
-        log.info(event, **context)
+    def _bind_services(self) -> None:
+        """What handlers may use (broker/services.py), handed to every dispatcher of this node."""
+        services = BrokerServices(
+            node_id=self.node_id, cluster_id=self.cluster_id, config=self.config, clock_ms=self.clock_ms,
+            controller=self.controller, topic_configs=self.topic_configs, replica_manager=self.replica_manager,
+            log_manager=self.log_manager, fetch_sessions=self.fetch_sessions, isr_manager=self.isr_manager,
+            group_coordinator=self.group_coordinator, transaction_coordinator=self.transaction_coordinator,
+            share_coordinator=self.share_coordinator, coordinators=self.coordinators, authorizer=self.authorizer,
+            quotas=self.quotas, metrics=self.metrics, tracing=self.tracing, client_errors=self.client_error_log,
+            dynamic_passwords=self.dynamic_passwords, api_versions=self.dispatcher.api_versions,
+            cluster=self.cluster, quorum=self.quorum,
+        )
+        self.dispatcher.bind(services)
+        if self.cluster is not None and self.cluster.controller is not None:
+            role = self.cluster.controller
+            role.dispatcher.bind(dataclasses.replace(services, api_versions=role.dispatcher.api_versions))
 
     # ------------------------------------------------------------ lifecycle
 
@@ -345,11 +273,11 @@ class BrokerNode:
         )
         self.metrics.log_recovered(time.monotonic() - started)
         if self.config.controller_quorum_voters:
-            self.cluster = ClusterMode(self)
+            self.cluster = ClusterMode(self.config, self.cluster_id, self.rng, self.metrics, self.scram_credential)
             self.quorum, self.controller = self.cluster.quorum, self.cluster.remote
         else:
             self.quorum = LocalQuorum(self.node_id, self.config.log_dirs[0] / METADATA_DIR)
-            self.controller = Controller(
+            self.controller = controller = LocalController(
                 self.node_id,
                 TimedQuorum(self.quorum, self.metrics),
                 ControllerSettings(self.config.num_partitions, self.config.default_replication_factor,
@@ -358,15 +286,15 @@ class BrokerNode:
                                    config=self.config),
                 self.rng,
             )
-            self.controller.replay(list(self.quorum.replay()))
+            controller.replay(list(self.quorum.replay()))
         self.replica_manager = ReplicaManager(
             self.node_id,
             self.log_manager,
-            self.log_config_for,
+            self.topic_configs.log_config_for,
             {(tp.topic, tp.partition): hw for tp, hw in self.log_manager.read_high_watermarks().items()},
             producer_state_config=ProducerStateConfig(self.config.producer_id_expiration_ms),
             clock_ms=self.clock_ms,
-            min_insync_replicas=self.min_insync_replicas,
+            min_insync_replicas=self.topic_configs.min_insync_replicas,
         )
         self.replica_manager.apply_image(self.controller.image)
         self.controller.add_image_listener(self.replica_manager.apply_image)
@@ -382,7 +310,9 @@ class BrokerNode:
             active_producers_of=self._active_producers_of,
             on_cleaned=self._log_cleaned,
         )
-        self.group_coordinator = GroupCoordinator(self)
+        self.group_coordinator = GroupCoordinator(
+            self.config, self.node_id, lambda: self.image, self.replica_manager, self.controller, self.clock_ms,
+            self.rng, self.metrics)
         self.coordinators[KEY_TYPE_GROUP] = self.group_coordinator
         self.group_coordinator.on_image(self.controller.image)
         self.controller.add_image_listener(self.group_coordinator.on_image)
@@ -391,14 +321,20 @@ class BrokerNode:
         self.controller.add_image_listener(self.share_coordinator.on_image)
         self.peers = PeerBrokers(self.node_id, lambda: self.controller.image, self.config.inter_broker_listener_name,
                                  inter_broker_security(self.config))
-        self.transaction_coordinator = TransactionCoordinator(self)
+        self.transaction_coordinator = TransactionCoordinator(
+            self.config, self.node_id, lambda: self.image, self.replica_manager, self.controller,
+            self.group_coordinator, self.peers, LoopbackMarkerSender(self.dispatcher, self.node_id),
+            lambda: self._broker_epoch, self.clock_ms, self.rng)
         self.coordinators[KEY_TYPE_TRANSACTION] = self.transaction_coordinator
         self.transaction_coordinator.on_image(self.controller.image)
         self.controller.add_image_listener(self.transaction_coordinator.on_image)
         await self.controller.bootstrap()
         await self._create_initial_credentials()
-        self.telemetry = telemetry = Telemetry(self)
+        self.telemetry = telemetry = Telemetry(
+            self.config, self.node_id, self.cluster_id, self.metrics, self.controller, self.quorum,
+            self.replica_manager, self.log_manager, self.fetch_sessions, self.network_memory)
         self.tracing = telemetry.tracing
+        self._bind_services()
 
         limits = NetworkLimits(
             max_frame_bytes=self.config.socket_request_max_bytes,

@@ -2,11 +2,13 @@
 partition of a Produce request): check the partition, validate its record data, verify
 a transaction's first write with the coordinator, and append through
 :meth:`Partition.append_records_to_leader`. The handler (:mod:`broker.handlers.h00_produce`)
-decodes, calls this per partition, waits for acks=all and answers.
+decodes, calls :func:`append_request`, charges the produce quota, waits for acks=all and answers.
 """
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
 from functools import partial
 
 import structlog
@@ -17,17 +19,67 @@ from broker.log.producer_state import AppendOrigin
 from broker.pacing import OFF_LOOP_RECORD_BYTES, off_loop
 from broker.replication.delayed_produce import PendingWrite
 from broker.replication.partition import AppendRefusedError
-from broker.transaction.verification import verify_transactional_write
+from broker.transaction.verification import has_transactional_records, verify_transactional_write
 from broker.validation import RecordValidationError, validate_produce
 from controller.image import INTERNAL_TOPICS
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
+    ProduceRequest,
     ProduceRequestPartitionProduceData,
+    ProduceResponse,
     ProduceResponseBatchIndexAndErrorMessage,
     ProduceResponsePartitionProduceResponse,
+    ProduceResponseTopicProduceResponse,
 )
 
 log = structlog.get_logger(__name__)
+
+
+async def append_request(
+    ctx: RequestContext, request: ProduceRequest, may_write: Callable[[str], bool]
+) -> tuple[ProduceResponse, list[PendingWrite], bool]:
+    """Appends every partition of a Produce request: the response with each partition's
+    outcome, the writes acks=all waits for, and whether any partition failed."""
+    acks = request.acks
+    # Transactional records need a transactional id (Kafka answers every partition so).
+    refused = (ErrorCode.INVALID_REQUIRED_ACKS if acks not in (-1, 0, 1) else
+               ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if request.transactional_id is None and any(
+                   has_transactional_records(p.records) for t in request.topic_data for p in t.partition_data)
+               else None)
+    response = ProduceResponse()
+    waiting: list[PendingWrite] = []
+    failed = False
+    by_id = ctx.api_version >= 13
+    # One connection's produces append in the order they arrived, as Kafka's one request at a
+    # time per connection does: a pause below must not let a later request overtake.
+    async with ctx.conn.append_lock:
+        for topic in request.topic_data:
+            name = _topic_name(ctx, topic.topic_id) if by_id else topic.name
+            t_resp = ProduceResponseTopicProduceResponse(name=topic.name, topic_id=topic.topic_id)
+            response.responses.append(t_resp)
+            for pdata in topic.partition_data:
+                if ctx.pacer.tick():
+                    await ctx.pacer.pause()
+                p_resp = ProduceResponsePartitionProduceResponse(index=pdata.index, base_offset=-1)
+                t_resp.partition_responses.append(p_resp)
+                error = (refused if refused is ErrorCode.INVALID_REQUIRED_ACKS
+                         else ErrorCode.UNKNOWN_TOPIC_ID if name is None
+                         else refused if refused is not None
+                         else None if may_write(name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                if error is not None or name is None:
+                    p_resp.error_code = error or ErrorCode.UNKNOWN_TOPIC_ID
+                    pending = None
+                else:
+                    pending = await append_to_partition(ctx, name, pdata, acks, request.transactional_id, p_resp)
+                failed = failed or pending is None
+                if pending is not None and acks == -1:
+                    waiting.append(pending)
+    return response, waiting, failed
+
+
+def _topic_name(ctx: RequestContext, topic_id: uuid.UUID) -> str | None:
+    topic = ctx.services.image.topics_by_id.get(topic_id)
+    return None if topic is None else topic.name
 
 
 def _set_error(p_resp: ProduceResponsePartitionProduceResponse, code: ErrorCode) -> None:
@@ -44,13 +96,13 @@ async def append_to_partition(
 ) -> PendingWrite | None:
     """Append one partition's data; fills ``p_resp`` (its error code, else the offsets).
     Returns the write to wait for (acks=all) when it was appended."""
-    node = ctx.node
+    services = ctx.services
     if topic in INTERNAL_TOPICS:
         # Only the coordinators write there (not through Produce), as in Kafka.
         p_resp.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
         p_resp.error_message = f"Cannot append to internal topic {topic}"
         return None
-    partition = node.replica_manager.get(topic, pdata.index)
+    partition = services.replica_manager.get(topic, pdata.index)
     if partition is None:
         p_resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return None
@@ -60,17 +112,17 @@ async def append_to_partition(
         if not isinstance(records, (bytes, bytearray, memoryview)):  # absent, or a file region
             raise AppendRefusedError(ErrorCode.INVALID_RECORD)
         validate = partial(
-            validate_produce, records, ctx.api_version, partition.config, node.clock_ms(),
-            node.timestamp_policy_for(partition), topic_partition=f"{topic}-{pdata.index}",
-            target=node.target_compression_for(partition),
+            validate_produce, records, ctx.api_version, partition.config, services.clock_ms(),
+            services.topic_configs.timestamp_policy_for(partition), topic_partition=f"{topic}-{pdata.index}",
+            target=services.topic_configs.target_compression_for(partition),
         )
         # A large batch's copy and CRC would hold the loop; crc32c releases the GIL.
         validated = (await off_loop(validate, lane="records") if len(records) >= OFF_LOOP_RECORD_BYTES
                      else validate())
-        span = node.tracing.start_append(topic, pdata.index, validated.data, validated.batches,
-                                         validated.record_count) if node.tracing.active else None
+        span = services.tracing.start_append(topic, pdata.index, validated.data, validated.batches,
+                                             validated.record_count) if services.tracing.active else None
         guard = await verify_transactional_write(partition, validated, transactional_id, ctx.api_version,
-                                                 node.transaction_coordinator)
+                                                 services.transaction_coordinator)
         info = partition.append_records_to_leader(validated.data, origin=AppendOrigin.CLIENT, required_acks=acks,
                                                   batches=validated.batches, verification_guard=guard)
     except RecordValidationError as ex:
@@ -80,8 +132,8 @@ async def append_to_partition(
             ProduceResponseBatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
             for i, m in ex.record_errors
         ]
-        node.log_client_error("produce_rejected", topic=topic, partition=pdata.index,
-                              error=ex.code.name, reason=ex.message, client_id=ctx.client_id)
+        services.log_client_error("produce_rejected", topic=topic, partition=pdata.index,
+                                  error=ex.code.name, reason=ex.message, client_id=ctx.client_id)
         return None
     except AppendRefusedError as ex:
         p_resp.error_code = ex.code
@@ -93,10 +145,10 @@ async def append_to_partition(
         p_resp.error_message = describe_error(ex)
         log.error("append_failed", topic=topic, partition=pdata.index, error=p_resp.error_message)
         return None
-    node.metrics.record_produce(validated.record_count, len(validated.data))
-    node.metrics.record_batches(validated.batches)
+    services.metrics.record_produce(validated.record_count, len(validated.data))
+    services.metrics.record_batches(validated.batches)
     if span is not None:
-        node.tracing.end_append(span, info.first_offset)
+        services.tracing.end_append(span, info.first_offset)
     p_resp.base_offset = info.first_offset
     p_resp.log_append_time_ms = info.log_append_time_ms
     p_resp.log_start_offset = partition.log_start_offset

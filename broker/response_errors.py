@@ -248,3 +248,12 @@ class ClientErrorLog:
             return 0
         window[2] += 1
         return None
+
+    def log(self, event: str, **context: Any) -> None:
+        """Logs ``event`` at info level unless it is over the limit."""
+        suppressed = self.admit(event)
+        if suppressed is None:
+            return
+        if suppressed:
+            context["suppressed"] = suppressed
+        log.info(event, **context)

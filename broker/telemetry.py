@@ -70,8 +70,12 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import Meter
     from opentelemetry.sdk.trace import TracerProvider
 
-    from broker.node import BrokerNode
-    from broker.replica_manager import Partition
+    from broker.config import BrokerConfig
+    from broker.controller_api import MetadataSource, QuorumState
+    from broker.fetch_sessions import FetchSessionCache
+    from broker.log.manager import LogManager
+    from broker.network import NetworkMemory
+    from broker.replica_manager import Partition, ReplicaManager
     from controller.image import MetadataImage, TopicImage
     from controller.quorum import CommitListener, MetadataQuorum
     from wire.primitives import Message
@@ -287,10 +291,29 @@ class TimedQuorum:
 
 
 class Telemetry:
-    def __init__(self, node: BrokerNode) -> None:
-        self.node = node
-        self.metrics = node.metrics
-        self.resource = build_resource(node.cluster_id, node.node_id)
+    def __init__(
+        self,
+        config: BrokerConfig,
+        node_id: int,
+        cluster_id: str,
+        metrics: BrokerMetrics,
+        metadata: MetadataSource,
+        quorum: QuorumState,
+        replica_manager: ReplicaManager,
+        log_manager: LogManager,
+        fetch_sessions: FetchSessionCache,
+        network_memory: NetworkMemory,
+    ) -> None:
+        self.config = config
+        self.node_id = node_id
+        self.metrics = metrics
+        self._metadata = metadata
+        self._quorum_state = quorum
+        self._replica_manager = replica_manager
+        self._log_manager = log_manager
+        self._fetch_sessions = fetch_sessions
+        self._network_memory = network_memory
+        self.resource = build_resource(cluster_id, node_id)
         self.registry = CollectorRegistry(auto_describe=False)
         self.endpoint: MetricsEndpoint | None = None
         self.provider: MeterProvider | None = None
@@ -305,7 +328,6 @@ class Telemetry:
     # ------------------------------------------------------------ setup
 
     def _setup_metrics(self) -> None:
-        node = self.node
         histograms = _HistogramSource(self.resource, self.metrics.started_unix_ns, self._histogram_specs())
         readers: list[PrometheusMetricReader | _OtlpReader] = [_PrometheusReader(histograms, self.registry)]
         if otlp_endpoint("METRICS"):
@@ -314,15 +336,15 @@ class Telemetry:
         # Shut down by the node (final OTLP export); no second shutdown at interpreter exit.
         self.provider = MeterProvider(resource=self.resource, metric_readers=readers, shutdown_on_exit=False)
         self._register_instruments(self.provider.get_meter(SCOPE, package_version()))
-        tracker = IsrChangeTracker(node.node_id, self.metrics)
-        tracker.on_image(node.controller.image)
-        node.controller.add_image_listener(tracker.on_image)
-        if node.config.metrics_listener is not None:
-            hp = node.config.metrics_listener
+        tracker = IsrChangeTracker(self.node_id, self.metrics)
+        tracker.on_image(self._metadata.image)
+        self._metadata.add_image_listener(tracker.on_image)
+        if self.config.metrics_listener is not None:
+            hp = self.config.metrics_listener
             self.endpoint = MetricsEndpoint(hp.host, hp.port, self.render)
 
     def _setup_tracing(self) -> None:
-        ratio = self.node.config.tracing_sampling_ratio
+        ratio = self.config.tracing_sampling_ratio
         if ratio <= 0:
             return
         if not otlp_endpoint("TRACES"):
@@ -432,7 +454,7 @@ class Telemetry:
 
     def _register_instruments(self, meter: Meter) -> None:
         m = self.metrics
-        node = self.node
+        memory = self._network_memory
 
         def counter(name: str, unit: str, description: str, callback: Callback) -> None:
             meter.create_observable_counter(name, [callback], unit=unit, description=description)
@@ -473,11 +495,11 @@ class Telemetry:
         updown("cormorant.network.memory", "By",
                "Bytes held for requests (reserved as announced, read or being handled) and for responses built "
                "and not yet sent.",
-               by("buffer", lambda: [("request", node.network_memory.requests),
-                                     ("response", node.network_memory.responses)]))
+               by("buffer", lambda: [("request", memory.requests),
+                                     ("response", memory.responses)]))
         updown("cormorant.network.memory.waiting", "{connection}",
                "Connections not being read because their next request does not fit in queued.max.request.bytes.",
-               value(lambda: node.network_memory.waiting))
+               value(lambda: memory.waiting))
         updown("cormorant.request.active", "{request}", "Requests being handled now.", value(lambda: m.in_flight))
         gauge("cormorant.eventloop.step.max", "s", "Longest event-loop task step since the broker became ready.",
               value(lambda: m.longest_step_source() if m.longest_step_source is not None else 0.0))
@@ -497,7 +519,7 @@ class Telemetry:
         updown("cormorant.fetch.delayed", "{request}", "Fetch requests long-polling for data.",
                value(lambda: m.fetch_delayed))
         updown("cormorant.fetch.sessions", "{session}", "Incremental fetch sessions cached (KIP-227).",
-               value(lambda: len(node.fetch_sessions)))
+               value(lambda: len(self._fetch_sessions)))
         # storage
         gauge("cormorant.log.end_offset", "{offset}", "Log end offset of each hosted partition.",
               self._per_partition(lambda p: p.log_end_offset))
@@ -507,7 +529,7 @@ class Telemetry:
                self._per_partition(lambda p: p.log.size))
         updown("cormorant.log.segments", "{segment}", "Segments of each hosted partition.",
                self._per_partition(lambda p: len(p.log.segments)))
-        files = node.log_manager.file_cache
+        files = self._log_manager.file_cache
         updown("cormorant.log.open_files", "{file}",
                "Log segment and index files held open now (pinned by appends, reads and sends, or idle).",
                value(lambda: files.open_files))
@@ -566,11 +588,11 @@ class Telemetry:
                 by("result", lambda: [(r, m.transactions_completed[r]) for r in TRANSACTION_RESULTS]))
         # controller
         gauge("cormorant.controller.active", "1", "1 on the active controller, else 0.",
-              value(lambda: 1 if node.config.is_controller and node.quorum.is_leader() else 0))
+              value(lambda: 1 if self.config.is_controller and self._quorum_state.is_leader() else 0))
         gauge("cormorant.controller.raft.term", "{term}", "Raft term (epoch) of the metadata quorum.",
-              value(lambda: node.quorum.epoch))
+              value(lambda: self._quorum_state.epoch))
         gauge("cormorant.controller.metadata.offset", "{offset}", "Offset of the last metadata record applied.",
-              value(lambda: node.controller.image.offset))
+              value(lambda: self._metadata.image.offset))
         counter("cormorant.controller.heartbeats", "{heartbeat}", "Broker heartbeats handled as active controller.",
                 value(lambda: m.broker_heartbeats))
         updown("cormorant.controller.brokers", "{broker}", "Registered brokers, fenced or not.",
@@ -579,13 +601,13 @@ class Telemetry:
     # ------------------------------------------------------------ state readers
 
     def _led(self) -> list[Partition]:
-        node_id = self.node.node_id
-        return [p for p in self.node.replica_manager.partitions.values() if p.leader == node_id]
+        node_id = self.node_id
+        return [p for p in self._replica_manager.partitions.values() if p.leader == node_id]
 
     def _per_partition(self, read: Callable[[Partition], float]) -> Callback:
         def callback(_: CallbackOptions) -> Iterable[Observation]:
             return [Observation(read(p), {"topic": p.topic, "partition": p.index})
-                    for p in list(self.node.replica_manager.partitions.values())]
+                    for p in list(self._replica_manager.partitions.values())]
 
         return callback
 
@@ -593,13 +615,13 @@ class Telemetry:
         return lambda _: [Observation(read(p), {"topic": p.topic, "partition": p.index}) for p in self._led()]
 
     def _roles(self) -> list[tuple[str, float]]:
-        node_id = self.node.node_id
-        partitions = list(self.node.replica_manager.partitions.values())
+        node_id = self.node_id
+        partitions = list(self._replica_manager.partitions.values())
         leaders = sum(1 for p in partitions if p.leader == node_id)
         return [("leader", leaders), ("follower", len(partitions) - leaders)]
 
     def _follower_lags(self) -> Iterable[tuple[str, int, int, int]]:
-        node_id = self.node.node_id
+        node_id = self.node_id
         for p in self._led():
             end = p.log_end_offset
             for replica in p.replicas:
@@ -624,11 +646,11 @@ class Telemetry:
         source = self.metrics.committed_offsets_source
         if source is None:
             return []
-        rm = self.node.replica_manager
+        rm = self._replica_manager
         lags: list[tuple[int, str, str, int]] = []
         for c in source():
             p = rm.get(c.topic, c.partition)
-            if p is None or p.leader != self.node.node_id or c.offset < 0:
+            if p is None or p.leader != self.node_id or c.offset < 0:
                 continue
             lags.append((max(p.high_watermark - c.offset, 0), c.group_id, c.topic, c.partition))
         if len(lags) > MAX_LAG_SERIES:
@@ -639,7 +661,7 @@ class Telemetry:
         return [Observation(lag, {"group": g, "topic": t, "partition": i}) for lag, g, t, i in lags]
 
     def _broker_states(self) -> list[tuple[str, float]]:
-        brokers = list(self.node.controller.image.brokers.values())
+        brokers = list(self._metadata.image.brokers.values())
         fenced = sum(1 for b in brokers if b.fenced)
         return [("unfenced", len(brokers) - fenced), ("fenced", fenced)]
 

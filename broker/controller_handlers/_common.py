@@ -22,7 +22,7 @@ DEFAULT_TIMEOUT_S = 30.0
 
 
 def controller_role(ctx: RequestContext) -> ControllerRole:
-    cluster = ctx.node.cluster
+    cluster = ctx.services.cluster
     if cluster is None or cluster.controller is None:
         raise RuntimeError("a controller API reached a node without the controller role")
     return cluster.controller

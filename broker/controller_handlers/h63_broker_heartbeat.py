@@ -25,7 +25,7 @@ async def handle(ctx: RequestContext, request: BrokerHeartbeatRequest) -> Broker
         request.want_fence, request.want_shut_down))
     if reply is None:
         return BrokerHeartbeatResponse(error_code=code)
-    ctx.node.metrics.broker_heartbeat()
+    ctx.services.metrics.broker_heartbeat()
     return BrokerHeartbeatResponse(
         error_code=reply.error,
         is_caught_up=reply.is_caught_up,

@@ -48,8 +48,9 @@ KEY_TYPE_SHARE = 2
 
 
 class CoordinatorLookup(Protocol):
-    """What FindCoordinator asks of a coordinator; register it in ``node.coordinators[key_type]``
-    (the transaction coordinator under :data:`KEY_TYPE_TRANSACTION`)."""
+    """What FindCoordinator asks of a coordinator; the node registers each in its FindCoordinator
+    table (``BrokerServices.coordinators[key_type]``; the transaction coordinator under
+    :data:`KEY_TYPE_TRANSACTION`)."""
 
     async def find_coordinator(self, key: str, listener: str) -> tuple[ErrorCode, int, str, int]:
         """(error, node id, host, port) of the broker coordinating ``key``, as seen on ``listener``."""

@@ -58,7 +58,11 @@ from controller.service import TopicRequest
 from wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.node import BrokerNode
+    import random
+
+    from broker.config import BrokerConfig
+    from broker.controller_api import TopicCreator
+    from broker.replica_manager import ReplicaManager
 
 log = structlog.get_logger(__name__)
 
@@ -125,8 +129,7 @@ class GroupSnapshot:
     committed: dict[TopicPartition, int]
 
 
-def group_config_from(node: BrokerNode) -> GroupConfig:
-    c = node.config
+def group_config_from(c: BrokerConfig) -> GroupConfig:
     return GroupConfig(
         min_session_timeout_ms=c.group_min_session_timeout_ms,
         max_session_timeout_ms=c.group_max_session_timeout_ms,
@@ -138,8 +141,7 @@ def group_config_from(node: BrokerNode) -> GroupConfig:
     )
 
 
-def consumer_group_config_from(node: BrokerNode) -> ConsumerGroupConfig:
-    c = node.config
+def consumer_group_config_from(c: BrokerConfig) -> ConsumerGroupConfig:
     return ConsumerGroupConfig(
         session_timeout_ms=c.group_consumer_session_timeout_ms,
         heartbeat_interval_ms=c.group_consumer_heartbeat_interval_ms,
@@ -149,12 +151,24 @@ def consumer_group_config_from(node: BrokerNode) -> ConsumerGroupConfig:
 
 
 class GroupCoordinator:
-    def __init__(self, node: BrokerNode) -> None:
-        self.node = node
-        self.config = group_config_from(node)
-        self.consumer_config = consumer_group_config_from(node)
+    def __init__(
+        self,
+        config: BrokerConfig,
+        node_id: int,
+        image: Callable[[], MetadataImage],
+        replica_manager: ReplicaManager,
+        controller: TopicCreator,
+        clock_ms: Callable[[], int],
+        rng: random.Random,
+        metrics: Any,
+    ) -> None:
+        self._image = image
+        self._controller = controller
+        self.config = group_config_from(config)
+        self.consumer_config = consumer_group_config_from(config)
+        self.migration_policy = config.group_consumer_migration_policy
         self.counters = GroupCounters()
-        c = node.config
+        c = config
         topic = InternalTopic(
             name=OFFSETS_TOPIC,
             num_partitions=c.offsets_topic_num_partitions,
@@ -167,25 +181,25 @@ class GroupCoordinator:
         )
         self.runtime: CoordinatorRuntime[ConsumerGroupShard] = CoordinatorRuntime(
             name="group",
-            node_id=node.node_id,
+            node_id=node_id,
             topic=topic,
-            image=node.image,
-            replica_manager=node.replica_manager,
+            image=image(),
+            replica_manager=replica_manager,
             shard_factory=self._new_shard,
             create_topic=self._create_topic,
-            clock_ms=node.clock_ms,
-            rng=node.rng,
+            clock_ms=clock_ms,
+            rng=rng,
             append_timeout_ms=c.offsets_commit_timeout_ms,
         )
-        self._topics = frozenset(node.image.topic_ids)
+        self._topics = frozenset(image().topic_ids)
         self._active = False
-        self._watch_metrics(node.metrics)
+        self._watch_metrics(metrics)
 
     key_type = KEY_TYPE_GROUP
 
     def _new_shard(self, ctx: ShardContext) -> ConsumerGroupShard:
         shard = MigratingGroupShard(ctx, self.config, self.counters, self.consumer_config)
-        shard.migration_policy = self.node.config.group_consumer_migration_policy
+        shard.migration_policy = self.migration_policy
         shard._topic_lookup = self._subscribed_topics
         return shard
 
@@ -210,12 +224,12 @@ class GroupCoordinator:
         self.counters.delegate = observer
 
     async def _create_topic(self, topic: InternalTopic) -> None:
-        live = len(self.node.image.live_brokers())
+        live = len(self._image().live_brokers())
         rf = min(topic.replication_factor, max(live, 1))
         if rf < topic.replication_factor:
             log.warning("offsets_topic_replication_lowered", topic=topic.name,
                         configured=topic.replication_factor, live_brokers=live, replication_factor=rf)
-        results = await self.node.controller.create_topics(
+        results = await self._controller.create_topics(
             [TopicRequest(topic.name, topic.num_partitions, rf, configs=dict(topic.configs))])
         for r in results:
             if r.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
@@ -304,7 +318,7 @@ class GroupCoordinator:
         return await await_callback(lambda cb: shard.consumer_heartbeat(req, self._subscribed_topics, cb))
 
     def _subscribed_topics(self, names: set[str], regexes: set[str]) -> dict[str, TopicMetadata]:
-        image = self.node.image
+        image = self._image()
         out = {}
         if regexes:
             names = names | {t for r in regexes for t in resolve(r, image.topic_ids)}

@@ -84,10 +84,10 @@ def hosted_partition(ctx: RequestContext, topic: str, index: int) -> Partition:
     A partition the cluster has but this broker does not host is NOT_LEADER_OR_FOLLOWER;
     one the cluster does not know is UNKNOWN_TOPIC_OR_PARTITION.
     """
-    partition = ctx.node.replica_manager.get(topic, index)
+    partition = ctx.services.replica_manager.get(topic, index)
     if partition is not None:
         return partition
-    known = ctx.node.image.topic(topic)
+    known = ctx.services.image.topic(topic)
     if known is not None and index in known.partitions:
         raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
     raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -111,7 +111,7 @@ def local_log_for(
     error = check_leader_epoch(partition, current_leader_epoch)
     if error != ErrorCode.NONE:
         raise PartitionError(error)
-    if require_leader and not ctx.node.replica_manager.is_leader(partition):
+    if require_leader and not ctx.services.replica_manager.is_leader(partition):
         raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
     return partition
 
@@ -173,8 +173,8 @@ def _list(
         code = ex.code
         if code == ErrorCode.OFFSET_NOT_AVAILABLE and version < 5:
             code = ErrorCode.LEADER_NOT_AVAILABLE
-        ctx.node.log_client_error("list_offsets_failed", topic=topic, partition=p.partition_index,
-                                  error=code.name, client_id=ctx.client_id)
+        ctx.services.log_client_error("list_offsets_failed", topic=topic, partition=p.partition_index,
+                                      error=code.name, client_id=ctx.client_id)
         return _error(p, code)
     if found is None:
         return _error(p, ErrorCode.NONE)
@@ -275,7 +275,7 @@ def _list_v0(
         out.error_code = ex.code
         return out
     try:
-        offsets = legacy_offsets_before(partition, p.timestamp, p.max_num_offsets, ctx.node.clock_ms())
+        offsets = legacy_offsets_before(partition, p.timestamp, p.max_num_offsets, ctx.services.clock_ms())
     except OSError as ex:
         log.error("list_offsets_storage_error", topic=topic, partition=p.partition_index, error=str(ex))
         out.error_code = ErrorCode.KAFKA_STORAGE_ERROR

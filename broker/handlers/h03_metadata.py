@@ -99,13 +99,13 @@ def _always(name: str) -> bool:
 
 
 async def _describe(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
-    node = ctx.node
-    image = node.image
+    services = ctx.services
+    image = services.image
     listener = ctx.conn.listener
     response = MetadataResponse(
         brokers=brokers_for(image, listener),
-        cluster_id=node.cluster_id,
-        controller_id=node.controller_id_for_clients(),
+        cluster_id=services.cluster_id,
+        controller_id=services.node_id,
     )
     pacer = ctx.pacer
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
@@ -119,10 +119,10 @@ async def _describe(ctx: RequestContext, request: MetadataRequest) -> MetadataRe
     may_create = (_always if authorize(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False)
                   else checker(ctx, AclOperation.CREATE, ResourceType.TOPIC))
     denied: set[str] = set()
-    allow_create = node.config.auto_create_topics_enable and (ctx.api_version < 4 or request.allow_auto_topic_creation)
+    allow_create = services.config.auto_create_topics_enable and (ctx.api_version < 4 or request.allow_auto_topic_creation)
     to_create: dict[str, None] = {}
     # Each topic takes at least one partition: more than this many cannot be created anyway.
-    most = node.config.max_partitions_per_request
+    most = services.config.max_partitions_per_request
     for t in request.topics:
         if pacer.tick():
             await pacer.pause()
@@ -138,8 +138,8 @@ async def _describe(ctx: RequestContext, request: MetadataRequest) -> MetadataRe
             else:
                 to_create[name] = None
     if to_create:
-        await node.controller.create_topics([TopicRequest(name) for name in to_create])
-        image = node.image
+        await services.controller.create_topics([TopicRequest(name) for name in to_create])
+        image = services.image
     # A second pass over the request itself: a list of what was asked would be a
     # million more entries to free at once.
     for t in request.topics:

@@ -40,14 +40,14 @@ NO_LEADER_EPOCH = -1
 
 
 async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
-    node = ctx.node
+    services = ctx.services
     version = ctx.api_version
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    now = node.clock_ms()
+    now = services.clock_ms()
     retention = request.retention_time_ms if 2 <= version <= 4 else DEFAULT_RETENTION_TIME
     expire = None if retention == DEFAULT_RETENTION_TIME else now + retention
-    image = node.image
+    image = services.image
     group_allowed = authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id)
     may_read = checker(ctx, AclOperation.READ, ResourceType.TOPIC)
     pacer = ctx.pacer
@@ -80,7 +80,7 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
                     expire_timestamp_ms=expire,
                 )
     if offsets:
-        errors.update(await node.group_coordinator.commit_offsets(
+        errors.update(await services.group_coordinator.commit_offsets(
             request.group_id,
             request.member_id,
             request.group_instance_id if version >= 7 else None,

@@ -68,7 +68,7 @@ async def _group_offsets(
                     allowed.extend(named)
                 if pacer.tick(len(named)):
                     await pacer.pause()
-    coordinator = ctx.node.group_coordinator
+    coordinator = ctx.services.group_coordinator
     if allowed is None or len(allowed) <= LOOKUP_CHUNK:
         error, found = coordinator.fetch_offsets(group_id, allowed, require_stable, member)
     else:  # a request for many partitions is looked up a chunk at a time
@@ -100,7 +100,7 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
     if version >= MULTI_GROUP_VERSION:
         response = OffsetFetchResponse()
         by_id = version >= TOPIC_ID_VERSION
-        image = ctx.node.image
+        image = ctx.services.image
         for g in request.groups:
             unknown_ids: list[tuple[uuid.UUID, list[int]]] = []
             wanted: list[tuple[str, list[int]]] | None

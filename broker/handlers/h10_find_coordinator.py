@@ -4,7 +4,7 @@ v0 asks for a group; v1 adds ``key_type`` (0 group, 1 transaction); v4
 (KIP-699) batches keys, each answered with its own error; v6 adds share
 groups (key type 2), which Cormorant does not run: COORDINATOR_NOT_AVAILABLE
 (INVALID_REQUEST before v6, as Kafka). Coordinators register in
-``node.coordinators`` by key type; a key type nobody serves is
+``services.coordinators`` by key type; a key type nobody serves is
 COORDINATOR_NOT_AVAILABLE, so clients retry. The answer is the leader of the
 key's partition of the internal topic, on the listener the request came in
 on; the topic is created on first use.
@@ -45,7 +45,7 @@ async def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode
     if key_type == KEY_TYPE_TRANSACTION and not authorize(
             ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
         return (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, *_NO_NODE)
-    coordinator = ctx.node.coordinators.get(key_type)
+    coordinator = ctx.services.coordinators.get(key_type)
     if coordinator is None:
         return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *_NO_NODE)
     return await coordinator.find_coordinator(key, ctx.conn.listener)

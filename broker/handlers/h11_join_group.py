@@ -45,7 +45,7 @@ async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupRes
         protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
         reason=request.reason if version >= 8 else None,
     )
-    result = await ctx.node.group_coordinator.join_group(req)
+    result = await ctx.services.group_coordinator.join_group(req)
     protocol_name = result.protocol_name
     if version < 7 and protocol_name is None:
         protocol_name = ""  # not nullable before v7

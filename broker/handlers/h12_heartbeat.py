@@ -21,6 +21,6 @@ async def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatRes
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return HeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     instance_id = request.group_instance_id if ctx.api_version >= 3 else None
-    error = ctx.node.group_coordinator.heartbeat(
+    error = ctx.services.group_coordinator.heartbeat(
         request.group_id, request.member_id, instance_id, request.generation_id)
     return HeartbeatResponse(error_code=error)

@@ -31,7 +31,7 @@ async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupR
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     version = ctx.api_version
-    coordinator = ctx.node.group_coordinator
+    coordinator = ctx.services.group_coordinator
     if version < BATCHED_VERSION:
         error, results = coordinator.leave_group(request.group_id, [LeavingMember(request.member_id, None)])
         if error is ErrorCode.NONE:

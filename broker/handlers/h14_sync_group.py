@@ -34,7 +34,7 @@ async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupRes
         protocol_name=request.protocol_name if version >= 5 else None,
         assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
     )
-    result = await ctx.node.group_coordinator.sync_group(req)
+    result = await ctx.services.group_coordinator.sync_group(req)
     return SyncGroupResponse(
         error_code=result.error,
         protocol_type=result.protocol_type,

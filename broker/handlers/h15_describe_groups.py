@@ -35,7 +35,7 @@ MAX_VERSION = 6
 
 
 async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
-    coordinator = ctx.node.group_coordinator
+    coordinator = ctx.services.group_coordinator
     include_operations = ctx.api_version >= 3 and request.include_authorized_operations
     response = DescribeGroupsResponse()
     pacer = ctx.pacer
@@ -47,7 +47,7 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
                 error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id, group_state="",
                 protocol_type="", protocol_data="", authorized_operations=OPERATIONS_NOT_REQUESTED))
             continue
-        _, share_group = ctx.node.share_coordinator.group(group_id)
+        _, share_group = ctx.services.share_coordinator.group(group_id)
         if share_group is not None:
             # A share group: its state, type "share", members without protocol data.
             response.groups.append(DescribeGroupsResponseDescribedGroup(

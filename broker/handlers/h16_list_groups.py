@@ -30,8 +30,8 @@ async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsR
     version = ctx.api_version
     states = set(request.states_filter or []) if version >= 4 else set()
     types = set(request.types_filter or []) if version >= 5 else set()
-    error, groups = ctx.node.group_coordinator.list_groups(states, types)
-    groups = groups + ctx.node.share_coordinator.list_groups({s.lower() for s in states}, types)
+    error, groups = ctx.services.group_coordinator.list_groups(states, types)
+    groups = groups + ctx.services.share_coordinator.list_groups({s.lower() for s in states}, types)
     pacer = ctx.pacer
     # DESCRIBE on the cluster lists every group; otherwise those the caller may DESCRIBE (as Kafka).
     if not authorize_cluster(ctx, AclOperation.DESCRIBE, log_denied=False):

@@ -44,7 +44,7 @@ from wire.generated.api_019_create_topics import (
 )
 
 if TYPE_CHECKING:
-    from broker.node import BrokerNode
+    from broker.services import BrokerServices
 
 API_KEY = 19
 MIN_VERSION = 0
@@ -56,7 +56,7 @@ CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 
 
 async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
-    node = ctx.node
+    services = ctx.services
     counts = Counter(t.name for t in request.topics)
     validate_only = request.validate_only and ctx.api_version >= 1
     results: dict[str, CreateTopicsResponseCreatableTopicResult] = {}
@@ -89,7 +89,7 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             )
         )
     records = sum(
-        1 + len(t.configs) + (len(t.assignments) or (node.config.num_partitions if t.num_partitions == -1
+        1 + len(t.configs) + (len(t.assignments) or (services.config.num_partitions if t.num_partitions == -1
                                                       else max(t.num_partitions, 0)))
         for t in to_create
     )
@@ -105,14 +105,14 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
         created: list[CreateTopicResult] | None = None
         timeout_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else float("inf")
         with trio.move_on_after(timeout_s):
-            created = await node.controller.create_topics(to_create, validate_only)
+            created = await services.controller.create_topics(to_create, validate_only)
         if created is None:
             log.warning("create_topics_timed_out", topics=[t.name for t in to_create], timeout_ms=request.timeout_ms)
             return CreateTopicsResponse(
                 topics=[_failure(t.name, ErrorCode.REQUEST_TIMED_OUT, None) for t in request.topics]
             )
         for result in created:
-            results[result.name] = _result(node, result, configs_by_name[result.name])
+            results[result.name] = _result(services, result, configs_by_name[result.name])
     response = CreateTopicsResponse(topics=[results[name] for name in order])
     for name in counts:
         if counts[name] > 1:
@@ -124,8 +124,8 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
         ))
     for r in response.topics:
         if r.error_code != ErrorCode.NONE:
-            node.log_client_error("create_topic_rejected", topic=r.name, error=ErrorCode(r.error_code).name,
-                                  reason=r.error_message, client_id=ctx.client_id)
+            services.log_client_error("create_topic_rejected", topic=r.name, error=ErrorCode(r.error_code).name,
+                                      reason=r.error_message, client_id=ctx.client_id)
     return response
 
 
@@ -133,11 +133,11 @@ def _within_mutation_quota(ctx: RequestContext, topics: list[TopicRequest],
                            results: dict[str, CreateTopicsResponseCreatableTopicResult]) -> list[TopicRequest]:
     """controller_mutation_rate (KIP-599): each topic's partitions are counted in order; from v6 a
     topic arriving once the quota is exceeded gets THROTTLING_QUOTA_EXCEEDED."""
-    quota = ctx.node.quotas.controller_mutation.for_request(API_KEY, ctx.api_version, ctx.principal.name,
-                                                            ctx.client_id or "")
+    quota = ctx.services.quotas.controller_mutation.for_request(API_KEY, ctx.api_version, ctx.principal.name,
+                                                                ctx.client_id or "")
     allowed = []
     for topic in topics:
-        partitions = len(topic.assignments) or (ctx.node.config.num_partitions if topic.num_partitions == -1
+        partitions = len(topic.assignments) or (ctx.services.config.num_partitions if topic.num_partitions == -1
                                                 else topic.num_partitions)
         if quota.record(partitions):
             allowed.append(topic)
@@ -151,10 +151,10 @@ def _failure(name: str, code: ErrorCode, message: str | None) -> CreateTopicsRes
     return CreateTopicsResponseCreatableTopicResult(name=name, error_code=code, error_message=message)
 
 
-def _result(node: BrokerNode, result: CreateTopicResult, configs: dict[str, str]) -> CreateTopicsResponseCreatableTopicResult:
+def _result(services: BrokerServices, result: CreateTopicResult, configs: dict[str, str]) -> CreateTopicsResponseCreatableTopicResult:
     if result.error != ErrorCode.NONE:
         return _failure(result.name, result.error, result.message)
-    failure = node.replica_manager.creation_failure(result.name)
+    failure = services.replica_manager.creation_failure(result.name)
     if failure is not None:
         # A limit (descriptors, a full disk) stopped a log being created here; retried until it is.
         return _failure(result.name, ErrorCode.KAFKA_STORAGE_ERROR, failure)
@@ -167,7 +167,7 @@ def _result(node: BrokerNode, result: CreateTopicResult, configs: dict[str, str]
         configs=[],
     )
     try:
-        entries = node.describe_topic_configs(configs)
+        entries = services.topic_configs.describe(configs)
     except ConfigError:
         # The controller accepted these configs, so this cannot happen; answer without them.
         log.error("created_topic_configs_unresolvable", topic=result.name)

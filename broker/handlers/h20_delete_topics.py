@@ -48,7 +48,7 @@ def _states(ctx: RequestContext, request: DeleteTopicsRequest) -> list[DeleteTop
 
 
 async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
-    node = ctx.node
+    services = ctx.services
     states = _states(ctx, request)
     response = DeleteTopicsResponse()
 
@@ -57,7 +57,7 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
             DeleteTopicsResponseDeletableTopicResult(name=name, topic_id=topic_id, error_code=code, error_message=message)
         )
 
-    if not node.config.delete_topic_enable:
+    if not services.config.delete_topic_enable:
         code = ErrorCode.TOPIC_DELETION_DISABLED if ctx.api_version >= 3 else ErrorCode.INVALID_REQUEST
         for state in states:
             answer(state.name, state.topic_id, code)
@@ -98,7 +98,7 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
     for topic_id in duplicate_ids:
         answer(None, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic id.")
 
-    image = node.image
+    image = services.image
     id_to_name: dict[uuid.UUID, str] = {}
     may_delete = checker(ctx, AclOperation.DELETE, ResourceType.TOPIC)
     for topic_id in ids:
@@ -128,8 +128,8 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
             id_to_name[found] = name
     if id_to_name:
         # controller_mutation_rate (KIP-599): each topic's partitions, in order; strict from v5.
-        quota = node.quotas.controller_mutation.for_request(API_KEY, ctx.api_version, ctx.principal.name,
-                                                            ctx.client_id or "")
+        quota = services.quotas.controller_mutation.for_request(API_KEY, ctx.api_version, ctx.principal.name,
+                                                                ctx.client_id or "")
         for topic_id, name in list(id_to_name.items()):
             deleted = image.topic(name)
             if not quota.record(len(deleted.partitions) if deleted is not None else 0):
@@ -140,7 +140,7 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
         outcome: dict[str, ErrorCode] | None = None
         timeout_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else float("inf")
         with trio.move_on_after(timeout_s):
-            outcome = await node.controller.delete_topics(list(id_to_name.values()))
+            outcome = await services.controller.delete_topics(list(id_to_name.values()))
         if outcome is None:
             log.warning("delete_topics_timed_out", topics=sorted(id_to_name.values()), timeout_ms=request.timeout_ms)
             response.responses = []
@@ -152,6 +152,6 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
             answer(name, topic_id, code, None if code == ErrorCode.NONE else UNKNOWN_TOPIC_MESSAGE)
     for r in response.responses:
         if r.error_code != ErrorCode.NONE:
-            node.log_client_error("delete_topic_rejected", topic=r.name, topic_id=str(r.topic_id),
-                                  error=ErrorCode(r.error_code).name, client_id=ctx.client_id)
+            services.log_client_error("delete_topic_rejected", topic=r.name, topic_id=str(r.topic_id),
+                                      error=ErrorCode(r.error_code).name, client_id=ctx.client_id)
     return response

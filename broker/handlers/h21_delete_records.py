@@ -71,14 +71,14 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
                 out.low_watermark = _delete(ctx, name, index, offset)
             except PartitionError as ex:
                 out.error_code = ex.code
-                ctx.node.log_client_error("delete_records_failed", topic=name, partition=index, offset=offset,
+                ctx.services.log_client_error("delete_records_failed", topic=name, partition=index, offset=offset,
                                           error=ex.code.name, reason=ex.message, client_id=ctx.client_id)
         await discard(pacer, partitions)
     return response
 
 
 def _delete(ctx: RequestContext, topic: str, index: int, offset: int) -> int:
-    known = ctx.node.image.topic(topic)
+    known = ctx.services.image.topic(topic)
     if known is None or index not in known.partitions:
         raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if topic in INTERNAL_TOPICS:

@@ -37,7 +37,7 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
                                       producer_epoch=NO_PRODUCER_EPOCH)
     else:
         expected = (producer_id, producer_epoch)
-    result = await ctx.node.transaction_coordinator.init_producer_id(
+    result = await ctx.services.transaction_coordinator.init_producer_id(
         request.transactional_id, request.transaction_timeout_ms, expected)
     error = result.error
     if error is ErrorCode.PRODUCER_FENCED and ctx.api_version < PRODUCER_FENCED_VERSION:

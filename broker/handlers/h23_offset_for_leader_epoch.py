@@ -64,8 +64,8 @@ def _end_offset(
         local_log_for(ctx, partition, current, require_leader=True)
     except PartitionError as ex:
         out.error_code = ex.code
-        ctx.node.log_client_error("offset_for_leader_epoch_failed", topic=topic, partition=p.partition,
-                                  error=ex.code.name, client_id=ctx.client_id)
+        ctx.services.log_client_error("offset_for_leader_epoch_failed", topic=topic, partition=p.partition,
+                                      error=ex.code.name, client_id=ctx.client_id)
         return out
     epoch, end_offset = partition.log.end_offset_for_epoch(p.leader_epoch)
     if end_offset == UNDEFINED_EPOCH_OFFSET:

@@ -55,8 +55,8 @@ async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> Add
 async def _one(
     ctx: RequestContext, txn: AddPartitionsToTxnRequestAddPartitionsToTxnTransaction
 ) -> AddPartitionsToTxnResponseAddPartitionsToTxnResult:
-    coordinator = ctx.node.transaction_coordinator
-    image = ctx.node.image
+    coordinator = ctx.services.transaction_coordinator
+    image = ctx.services.image
     partitions: list[tuple[str, int]] = []
     for topic in txn.topics:
         for index in topic.partitions:

@@ -27,7 +27,7 @@ async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOff
         return AddOffsetsToTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return AddOffsetsToTxnResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    coordinator = ctx.node.transaction_coordinator
+    coordinator = ctx.services.transaction_coordinator
     tp = coordinator.offsets_partition(request.group_id)
     error = await coordinator.add_partitions(request.transactional_id, request.producer_id,
                                              request.producer_epoch, {tp}, ctx.conn)

@@ -33,7 +33,7 @@ TRANSACTIONS_V2_VERSION = 5
 async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         return EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    result = await ctx.node.transaction_coordinator.end_transaction(
+    result = await ctx.services.transaction_coordinator.end_transaction(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
         from_client=True, conn=ctx.conn,
         client_transaction_version=2 if ctx.api_version >= TRANSACTIONS_V2_VERSION else 0)

@@ -34,11 +34,11 @@ REQUEST_TIMEOUT_MS = 30_000
 
 
 async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
-    node = ctx.node
+    services = ctx.services
     if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return await write_txn_markers(node, request, REQUEST_TIMEOUT_MS,
-                                   node.transaction_coordinator.offsets_marker_listener(), ctx.api_version)
+    return await write_txn_markers(services.replica_manager, services.clock_ms, request, REQUEST_TIMEOUT_MS,
+                                   services.transaction_coordinator.offsets_marker_listener(), ctx.api_version)
 
 
 def error_response(request: WriteTxnMarkersRequest, code: ErrorCode) -> WriteTxnMarkersResponse:

@@ -47,11 +47,11 @@ TRANSACTIONS_V2_VERSION = 5
 
 
 async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
-    node = ctx.node
+    services = ctx.services
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    now = node.clock_ms()
-    image = node.image
+    now = services.clock_ms()
+    image = services.image
     denied = txn_offset_commit_denied(ctx, request.transactional_id, request.group_id)
     may_read = checker(ctx, AclOperation.READ, ResourceType.TOPIC)
     for topic in request.topics:
@@ -73,13 +73,13 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
                 )
     if offsets:
         # Only the group's coordinator asks the transaction coordinator (as Kafka checks the group first).
-        error = node.group_coordinator.group_status(request.group_id)
+        error = services.group_coordinator.group_status(request.group_id)
         if error is ErrorCode.NONE:
             error = await _verify(ctx, request)
         if error is not ErrorCode.NONE:
             errors.update(dict.fromkeys(offsets, error))
         else:
-            errors.update(await node.group_coordinator.commit_transactional_offsets(
+            errors.update(await services.group_coordinator.commit_transactional_offsets(
                 request.group_id, request.producer_id, request.producer_epoch, request.member_id,
                 request.group_instance_id, request.generation_id, offsets))
     if ctx.api_version < LOAD_IN_PROGRESS_VERSION:
@@ -97,9 +97,9 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
 
 async def _verify(ctx: RequestContext, request: TxnOffsetCommitRequest) -> ErrorCode:
     """Whether the group's offsets partition is in the producer's ongoing transaction."""
-    coordinator = ctx.node.transaction_coordinator
+    coordinator = ctx.services.transaction_coordinator
     tp = coordinator.offsets_partition(request.group_id)
-    partition = ctx.node.replica_manager.get(*tp)
+    partition = ctx.services.replica_manager.get(*tp)
     if partition is not None and partition.producer_state.has_ongoing_transaction(request.producer_id):
         return ErrorCode.NONE
     if ctx.api_version >= TRANSACTIONS_V2_VERSION and coordinator.transactions_v2_enabled():

@@ -30,7 +30,7 @@ def error_response(request: DescribeAclsRequest, code: ErrorCode, message: str |
 
 
 async def handle(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeAclsResponse:
-    if ctx.node.authorizer is None:
+    if ctx.services.authorizer is None:
         return error_response(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
@@ -41,7 +41,7 @@ async def handle(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeA
     except AclError as ex:
         return error_response(request, ErrorCode.INVALID_REQUEST, str(ex))
     by_resource: dict[tuple[int, str, int], list[StandardAcl]] = {}
-    for acl in sorted((a for a in ctx.node.image.acls.values() if flt.matches(a)), key=StandardAcl.sort_key):
+    for acl in sorted((a for a in ctx.services.image.acls.values() if flt.matches(a)), key=StandardAcl.sort_key):
         by_resource.setdefault((acl.resource_type, acl.resource_name, acl.pattern_type), []).append(acl)
     return DescribeAclsResponse(error_message=None, resources=[
         DescribeAclsResponseDescribeAclsResource(

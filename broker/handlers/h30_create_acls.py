@@ -33,7 +33,7 @@ def error_response(request: CreateAclsRequest, code: ErrorCode, message: str | N
 
 
 async def handle(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse:
-    if ctx.node.authorizer is None:
+    if ctx.services.authorizer is None:
         return error_response(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     if not authorize_cluster(ctx, AclOperation.ALTER):
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
@@ -41,10 +41,10 @@ async def handle(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsR
     if not request.creations:
         return CreateAclsResponse()
     acls = [acl_of_creation(c) for c in request.creations]
-    outcomes = await ctx.node.controller.create_acls(acls)
+    outcomes = await ctx.services.controller.create_acls(acls)
     for acl, (code, message) in zip(acls, outcomes, strict=True):
         if code != ErrorCode.NONE:
-            ctx.node.log_client_error("create_acls_rejected", acl=str(acl), error=code.name, reason=message,
-                                      client_id=ctx.client_id)
+            ctx.services.log_client_error("create_acls_rejected", acl=str(acl), error=code.name, reason=message,
+                                          client_id=ctx.client_id)
     return CreateAclsResponse(results=[CreateAclsResponseAclCreationResult(error_code=code, error_message=message)
                                        for code, message in outcomes])

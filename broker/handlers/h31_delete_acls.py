@@ -31,13 +31,13 @@ def error_response(request: DeleteAclsRequest, code: ErrorCode, message: str | N
 
 
 async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
-    if ctx.node.authorizer is None:
+    if ctx.services.authorizer is None:
         return error_response(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     if not authorize_cluster(ctx, AclOperation.ALTER):
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     if not request.filters:
         return DeleteAclsResponse()
-    outcomes = await ctx.node.controller.delete_acls([filter_of_wire(f) for f in request.filters])
+    outcomes = await ctx.services.controller.delete_acls([filter_of_wire(f) for f in request.filters])
     return DeleteAclsResponse(filter_results=[
         DeleteAclsResponseDeleteAclsFilterResult(error_code=code, error_message=message,
                                                  matching_acls=[matching_acl_of(a) for a in acls])

@@ -118,9 +118,9 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
         except ResourceError as ex:
             result.error_code = ex.code
             result.error_message = ex.message
-            ctx.node.log_client_error("describe_configs_failed", resource_type=resource.resource_type,
-                                      resource_name=resource.resource_name, error=ex.code.name,
-                                      reason=ex.message, client_id=ctx.client_id)
+            ctx.services.log_client_error("describe_configs_failed", resource_type=resource.resource_type,
+                                          resource_name=resource.resource_name, error=ex.code.name,
+                                          reason=ex.message, client_id=ctx.client_id)
         else:
             wanted = resource.configuration_keys
             if wanted:
@@ -132,8 +132,8 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
 
 
 def _describe(ctx: RequestContext, resource: DescribeConfigsRequestDescribeConfigsResource) -> list[ConfigEntry]:
-    node = ctx.node
-    image = node.image
+    services = ctx.services
+    image = services.image
     name = resource.resource_name
     if resource.resource_type == TOPIC:
         problem = validate_topic_name(name)
@@ -143,23 +143,23 @@ def _describe(ctx: RequestContext, resource: DescribeConfigsRequestDescribeConfi
             # Kafka leaves the message at its empty default here.
             raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "")
         try:
-            return node.describe_topic_configs(image.topic_config(name))
+            return services.topic_configs.describe(image.topic_config(name))
         except ConfigError as ex:
             log.error("topic_config_invalid", topic=name, key=ex.key, error=str(ex))
             raise ResourceError(ErrorCode.UNKNOWN_SERVER_ERROR, None) from ex
     if resource.resource_type == BROKER:
         if not name:
-            return dynamic_default_entries(node.config, image.broker_config(""))
-        if broker_id_of(name, "Broker id must be an integer, but it is: ") != node.node_id:
+            return dynamic_default_entries(services.config, image.broker_config(""))
+        if broker_id_of(name, "Broker id must be an integer, but it is: ") != services.node_id:
             raise ResourceError(ErrorCode.INVALID_REQUEST,
-                                f"Unexpected broker id, expected {node.node_id} or empty string, but received {name}")
-        return broker_entries(node.config, image.broker_config(node.node_id), image.broker_config(""))
+                                f"Unexpected broker id, expected {services.node_id} or empty string, but received {name}")
+        return broker_entries(services.config, image.broker_config(services.node_id), image.broker_config(""))
     if resource.resource_type == BROKER_LOGGER:
         if not name:
             raise ResourceError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
-        if broker_id_of(name, "Broker id must be an integer, but it is: ") != node.node_id:
+        if broker_id_of(name, "Broker id must be an integer, but it is: ") != services.node_id:
             raise ResourceError(ErrorCode.INVALID_REQUEST,
-                                f"Unexpected broker id, expected {node.node_id} but received {name}")
+                                f"Unexpected broker id, expected {services.node_id} but received {name}")
         return logger_entries()
     if resource.resource_type == GROUP:
         return share_group_entries(ctx, name)
@@ -175,7 +175,7 @@ def share_group_entries(ctx: RequestContext, group_id: str) -> list[ConfigEntry]
     """The share-group configs of a group: set ones as GROUP_CONFIG, the rest at their defaults."""
     if not group_id:
         raise ResourceError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
-    coordinator = ctx.node.share_coordinator
+    coordinator = ctx.services.share_coordinator
     _, group = coordinator.group(group_id)
     current = share_configs.describe(group.settings) if group is not None else {}
     defaults = share_configs.describe(ShareGroupSettings(

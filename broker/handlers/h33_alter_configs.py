@@ -61,17 +61,17 @@ async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConf
             configs = {c.name: c.value for c in resource.configs if c.value is not None}
             stored: dict[str, str | None] = dict(configs)
             if resource.resource_type == BROKER:
-                check_broker_name(ctx.node.node_id, name)
+                check_broker_name(ctx.services.node_id, name)
                 validate_broker_configs(configs, per_broker=bool(name))
-                check_dynamic_result(ctx.node, name, configs)
-                stored = encrypted_passwords(ctx.node, name, configs)
+                check_dynamic_result(ctx.services, name, configs)
+                stored = encrypted_passwords(ctx.services, name, configs)
             elif resource.resource_type != TOPIC:  # topics: the controller checks them
                 raise AlterError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")
             await write_changes(ctx, resource.resource_type, name, stored, True, request.validate_only)
         except AlterError as ex:
             out.error_code = ex.code
             out.error_message = ex.message
-            ctx.node.log_client_error("alter_configs_rejected", resource_type=resource.resource_type,
-                                      resource_name=name, error=ex.code.name, reason=ex.message,
-                                      client_id=ctx.client_id)
+            ctx.services.log_client_error("alter_configs_rejected", resource_type=resource.resource_type,
+                                          resource_name=name, error=ex.code.name, reason=ex.message,
+                                          client_id=ctx.client_id)
     return response

@@ -47,17 +47,17 @@ def _space(directory: Path) -> tuple[int, int]:
 
 
 async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
-    node = ctx.node
+    services = ctx.services
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):
         return DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
     by_dir: dict[Path, dict[str, list[DescribeLogDirsResponseDescribeLogDirsPartition]]] = {}
-    for tp, plog in node.log_manager.logs.items():
+    for tp, plog in services.log_manager.logs.items():
         if wanted is not None and (tp.topic, tp.partition) not in wanted:
             continue
-        partition = node.replica_manager.get(tp.topic, tp.partition)
+        partition = services.replica_manager.get(tp.topic, tp.partition)
         lag = INVALID_OFFSET_LAG if partition is None else max(partition.high_watermark - plog.log_end_offset, 0)
         by_dir.setdefault(plog.dir.parent.absolute(), {}).setdefault(tp.topic, []).append(
             DescribeLogDirsResponseDescribeLogDirsPartition(
@@ -65,7 +65,7 @@ async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> Descri
             )
         )
     response = DescribeLogDirsResponse()
-    for directory in node.log_manager.log_dirs:
+    for directory in services.log_manager.log_dirs:
         path = directory.absolute()
         result = DescribeLogDirsResponseDescribeLogDirsResult(log_dir=str(path))
         try:

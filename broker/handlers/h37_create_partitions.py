@@ -79,8 +79,8 @@ def _precheck(image: MetadataImage, topic: CreatePartitionsRequestCreatePartitio
 
 
 async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
-    node = ctx.node
-    image = node.image
+    services = ctx.services
+    image = services.image
     response = CreatePartitionsResponse()
     names = [t.name for t in request.topics]
     duplicates = [n for i, n in enumerate(names) if names.count(n) > 1 and names.index(n) == i]
@@ -113,8 +113,8 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
         ])
     if changes and not request.validate_only:
         # controller_mutation_rate (KIP-599): the new partitions of each topic, in order; strict from v3.
-        quota = node.quotas.controller_mutation.for_request(API_KEY, ctx.api_version, ctx.principal.name,
-                                                            ctx.client_id or "")
+        quota = services.quotas.controller_mutation.for_request(API_KEY, ctx.api_version, ctx.principal.name,
+                                                                ctx.client_id or "")
         allowed = []
         for change in changes:
             existing = image.topic(change[0])
@@ -128,14 +128,14 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
         outcome: dict[str, tuple[ErrorCode, str | None]] | None = None
         timeout_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else float("inf")
         with trio.move_on_after(timeout_s):
-            outcome = await node.controller.create_partitions(changes, request.validate_only)
+            outcome = await services.controller.create_partitions(changes, request.validate_only)
         if outcome is None:
             log.warning("create_partitions_timed_out", topics=[c[0] for c in changes], timeout_ms=request.timeout_ms)
             return CreatePartitionsResponse(
                 results=[_result(t.name, ErrorCode.REQUEST_TIMED_OUT, None) for t in request.topics]
             )
         for name, (code, message) in outcome.items():
-            failure = node.replica_manager.creation_failure(name) if code == ErrorCode.NONE else None
+            failure = services.replica_manager.creation_failure(name) if code == ErrorCode.NONE else None
             if failure is not None:
                 code, message = ErrorCode.KAFKA_STORAGE_ERROR, failure
             results[name] = _result(name, code, message)
@@ -144,8 +144,8 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
     response.results.extend(results[name] for name in order)
     for r in response.results:
         if r.error_code != ErrorCode.NONE:
-            node.log_client_error("create_partitions_rejected", topic=r.name, error=ErrorCode(r.error_code).name,
-                                  reason=r.error_message, client_id=ctx.client_id)
+            services.log_client_error("create_partitions_rejected", topic=r.name, error=ErrorCode(r.error_code).name,
+                                      reason=r.error_message, client_id=ctx.client_id)
     return response
 
 

@@ -25,9 +25,9 @@ async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGro
     group_ids = list(dict.fromkeys(request.groups_names))
     allowed = authorized_names(ctx, AclOperation.DELETE, ResourceType.GROUP, group_ids)
     results = {g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in group_ids if g not in allowed}
-    share = ctx.node.share_coordinator
+    share = ctx.services.share_coordinator
     shared = [g for g in group_ids if g in allowed and share.group(g)[1] is not None]
-    results.update(ctx.node.group_coordinator.delete_groups([g for g in group_ids if g in allowed and g not in shared]))
+    results.update(ctx.services.group_coordinator.delete_groups([g for g in group_ids if g in allowed and g not in shared]))
     results.update({g: share.delete_group(g) for g in shared})
     return DeleteGroupsResponse(results=[
         DeleteGroupsResponseDeletableGroupResult(group_id=g, error_code=results[g]) for g in group_ids])

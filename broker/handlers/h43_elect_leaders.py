@@ -71,7 +71,7 @@ async def handle(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLead
     outcomes: Mapping[tuple[str, int], ElectionOutcome] | None = None
     timeout_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else float("inf")
     with trio.move_on_after(timeout_s):
-        outcomes = await ctx.node.controller.elect_leaders(request.election_type, partitions)
+        outcomes = await ctx.services.controller.elect_leaders(request.election_type, partitions)
     if outcomes is None:
         log.warning("elect_leaders_timed_out", timeout_ms=request.timeout_ms)
         return failed(partitions, ErrorCode.REQUEST_TIMED_OUT)

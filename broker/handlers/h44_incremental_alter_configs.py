@@ -57,7 +57,7 @@ from wire.generated.api_044_incremental_alter_configs import (
 )
 
 if TYPE_CHECKING:
-    from broker.node import BrokerNode
+    from broker.services import BrokerServices
 
 API_KEY = 44
 MIN_VERSION = 0
@@ -148,26 +148,26 @@ def validate_broker_configs(configs: Mapping[str, str], per_broker: bool) -> Non
             )
 
 
-def check_dynamic_result(node: BrokerNode, name: str, configs: Mapping[str, str]) -> None:
+def check_dynamic_result(services: BrokerServices, name: str, configs: Mapping[str, str]) -> None:
     """The broker configuration with ``configs`` as broker ``name``'s dynamic settings ("" for
     the cluster default) must still be valid as a whole, as Kafka checks a dynamic update
     by building the new configuration."""
-    image = node.image
+    image = services.image
     if name:
         per_broker, default = configs, image.broker_config("")
     else:
-        per_broker, default = image.broker_config(node.node_id), configs
+        per_broker, default = image.broker_config(services.node_id), configs
     try:
-        node.config.with_dynamic(per_broker, default)
+        services.config.with_dynamic(per_broker, default)
     except ConfigError as ex:
         raise AlterError(ErrorCode.INVALID_REQUEST, str(ex)) from None
 
 
-def encrypted_passwords(node: BrokerNode, name: str, changes: Mapping[str, str | None]) -> dict[str, str | None]:
+def encrypted_passwords(services: BrokerServices, name: str, changes: Mapping[str, str | None]) -> dict[str, str | None]:
     """``changes`` as stored: password-type values encrypted with ``password.encoder.secret``,
     refused without it or at the cluster-default level (Kafka's DynamicBrokerConfig)."""
     try:
-        return node.dynamic_passwords.encode_changes(changes, per_broker=bool(name))
+        return services.dynamic_passwords.encode_changes(changes, per_broker=bool(name))
     except ConfigError as ex:
         raise AlterError(ErrorCode.INVALID_REQUEST,
                          f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {ex}") from None
@@ -243,7 +243,7 @@ async def write_changes(
     replace_all: bool,
     validate_only: bool,
 ) -> None:
-    code, message = await ctx.node.controller.alter_configs(resource_type, name, dict(changes), replace_all, validate_only)
+    code, message = await ctx.services.controller.alter_configs(resource_type, name, dict(changes), replace_all, validate_only)
     if code != ErrorCode.NONE:
         raise AlterError(code, message)
     if not validate_only:
@@ -276,13 +276,13 @@ async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -
         except AlterError as ex:
             out.error_code = ex.code
             out.error_message = ex.message
-            ctx.node.log_client_error("alter_configs_rejected", resource_type=resource.resource_type,
-                                      resource_name=resource.resource_name, error=ex.code.name,
-                                      reason=ex.message, client_id=ctx.client_id)
+            ctx.services.log_client_error("alter_configs_rejected", resource_type=resource.resource_type,
+                                          resource_name=resource.resource_name, error=ex.code.name,
+                                          reason=ex.message, client_id=ctx.client_id)
     return response
 
 
-def check_listener_stores(node: BrokerNode, name: str, current: Mapping[str, str], resulting: Mapping[str, str]) -> None:
+def check_listener_stores(services: BrokerServices, name: str, current: Mapping[str, str], resulting: Mapping[str, str]) -> None:
     """Listener TLS stores are per broker and must load, as Kafka's dynamic listener update."""
     touched = listener_keys_of(k for k in set(current) | set(resulting) if current.get(k) != resulting.get(k))
     if not touched:
@@ -292,31 +292,31 @@ def check_listener_stores(node: BrokerNode, name: str, current: Mapping[str, str
                          "Cannot update these configs at default cluster level, broker id must be specified: "
                          + _scala_set(touched))
     try:
-        check_listener_update(node.config, current, resulting)
+        check_listener_update(services.config, current, resulting)
     except (ConfigError, OSError, ValueError) as ex:
         raise AlterError(ErrorCode.INVALID_REQUEST, f"Validation of dynamic config update of SSLFactory failed: {ex}") from None
 
 
 async def _alter(ctx: RequestContext, resource_type: int, name: str, ops: list[Op], validate_only: bool) -> None:
-    node = ctx.node
+    services = ctx.services
     if resource_type == BROKER_LOGGER:
-        alter_loggers(node.node_id, name, ops, validate_only)
+        alter_loggers(services.node_id, name, ops, validate_only)
         return
     if resource_type == BROKER:
-        check_broker_name(node.node_id, name)
-        current = node.dynamic_passwords.decoded(node.image.broker_config(name))
+        check_broker_name(services.node_id, name)
+        current = services.dynamic_passwords.decoded(services.image.broker_config(name))
         changes = apply_ops(
             current, ops, BROKER_CONFIGS,
             lambda op: f"Config value {OP_NAMES[op.operation].lower()} is not allowed for config key: {op.name}",
             lambda op: f"Unknown config name: {op.name}",
         )
         validate_broker_configs(merged(current, changes), per_broker=bool(name))
-        check_dynamic_result(node, name, merged(current, changes))
-        check_listener_stores(node, name, current, merged(current, changes))
-        await write_changes(ctx, BROKER, name, encrypted_passwords(node, name, changes), False, validate_only)
+        check_dynamic_result(services, name, merged(current, changes))
+        check_listener_stores(services, name, current, merged(current, changes))
+        await write_changes(ctx, BROKER, name, encrypted_passwords(services, name, changes), False, validate_only)
         return
     if resource_type == TOPIC:
-        current = dict(node.image.topic_config(name))
+        current = dict(services.image.topic_config(name))
         changes = apply_ops(
             current, ops, TOPIC_CONFIGS,
             lambda op: f"Can't {OP_NAMES[op.operation]} to key {op.name} because its type is not LIST.",
@@ -331,7 +331,7 @@ async def _alter(ctx: RequestContext, resource_type: int, name: str, ops: list[O
 
 
 async def _alter_share_group(ctx: RequestContext, name: str, ops: list[Op], validate_only: bool) -> None:
-    coordinator = ctx.node.share_coordinator
+    coordinator = ctx.services.share_coordinator
     _, group = coordinator.group(name)
     try:
         settings = share_configs.apply(group.settings if group is not None else ShareGroupSettings(),

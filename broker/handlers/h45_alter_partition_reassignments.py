@@ -63,7 +63,7 @@ async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsReques
     outcomes: Mapping[tuple[str, int], ReassignmentOutcome] | None = None
     timeout_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else float("inf")
     with trio.move_on_after(timeout_s):
-        outcomes = await ctx.node.controller.alter_reassignments(requests)
+        outcomes = await ctx.services.controller.alter_reassignments(requests)
     if outcomes is None:
         log.warning("alter_partition_reassignments_timed_out", timeout_ms=request.timeout_ms)
         return reassignment_response(requests, None, ErrorCode.REQUEST_TIMED_OUT)

@@ -29,7 +29,7 @@ async def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequest
         response.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         return response
     by_topic: dict[str, ListPartitionReassignmentsResponseOngoingTopicReassignment] = {}
-    for r in ongoing(ctx.node.image, topics):
+    for r in ongoing(ctx.services.image, topics):
         topic = by_topic.get(r.topic)
         if topic is None:
             topic = by_topic[r.topic] = ListPartitionReassignmentsResponseOngoingTopicReassignment(name=r.topic)

@@ -25,7 +25,7 @@ MAX_VERSION = 0
 
 
 async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
-    image = ctx.node.image
+    image = ctx.services.image
     if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
         return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     may_read = checker(ctx, AclOperation.READ, ResourceType.TOPIC)
@@ -41,7 +41,7 @@ async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDel
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 valid.append(tp)
-    group_error, results = ctx.node.group_coordinator.delete_offsets(request.group_id, valid)
+    group_error, results = ctx.services.group_coordinator.delete_offsets(request.group_id, valid)
     if group_error is not ErrorCode.NONE:
         return OffsetDeleteResponse(error_code=group_error)
     errors.update(results)

@@ -39,7 +39,7 @@ async def handle(ctx: RequestContext, request: DescribeClientQuotasRequest) -> D
         check_filters(components)
     except QuotaError as ex:
         return error_response(request, ErrorCode.INVALID_REQUEST, str(ex))
-    quotas = ctx.node.image.client_quotas
+    quotas = ctx.services.image.client_quotas
     return DescribeClientQuotasResponse(error_message=None, entries=[
         DescribeClientQuotasResponseEntryData(
             entity=[DescribeClientQuotasResponseEntityData(entity_type=t, entity_name=n) for t, n in entity],

@@ -45,7 +45,7 @@ async def handle(ctx: RequestContext, request: AlterClientQuotasRequest) -> Alte
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     outcomes, changes = changes_of(request.entries)
     if changes:
-        results = await ctx.node.controller.alter_client_quotas([c for _, c in changes], request.validate_only)
+        results = await ctx.services.controller.alter_client_quotas([c for _, c in changes], request.validate_only)
         outcomes.update({i: r for (i, _), r in zip(changes, results, strict=True)})
     return AlterClientQuotasResponse(entries=[
         _entry(e.entity, *outcomes[i]) for i, e in enumerate(request.entries)])

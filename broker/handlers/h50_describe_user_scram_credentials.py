@@ -27,4 +27,4 @@ async def handle(
 ) -> DescribeUserScramCredentialsResponse:
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):
         return DescribeUserScramCredentialsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return describe_credentials(request, ctx.node.image)
+    return describe_credentials(request, ctx.services.image)

@@ -6,12 +6,8 @@ its own image has the change, so the user can authenticate here right after.
 
 from __future__ import annotations
 
-from functools import partial
-
 from broker.acl_operations import AclOperation, authorize_cluster
 from broker.dispatch import RequestContext
-from broker.remote_controller import RemoteController
-from broker.security.scram_admin import alter_credentials
 from controller.quorum import NotControllerError
 from wire.errors import ErrorCode
 from wire.generated.api_051_alter_user_scram_credentials import (
@@ -39,10 +35,7 @@ def error_response(request: AlterUserScramCredentialsRequest, code: ErrorCode) -
 async def handle(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
     if not authorize_cluster(ctx, AclOperation.ALTER):
         return failed(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    controller = ctx.node.controller
-    if isinstance(controller, RemoteController):
-        return await controller.alter_user_scram_credentials(request)
     try:
-        return await controller.submit(partial(alter_credentials, request))
+        return await ctx.services.controller.alter_user_scram_credentials(request)
     except NotControllerError:
         return failed(request, ErrorCode.NOT_CONTROLLER)

@@ -36,20 +36,20 @@ def _not_answered(response: DescribeQuorumResponse) -> bool:
 
 
 async def handle(ctx: RequestContext, request: DescribeQuorumRequest) -> DescribeQuorumResponse:
-    node = ctx.node
+    services = ctx.services
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):
         return DescribeQuorumResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    cluster = node.cluster
+    cluster = services.cluster
     if cluster is not None:
         try:
             return await cluster.channel.send_to_active(request, DescribeQuorumResponse, timeout_s=FORWARD_TIMEOUT_S,
                                                         not_controller=_not_answered, version=ctx.api_version)
         except ChannelError as ex:
-            node.log_client_error("describe_quorum_not_forwarded", reason=str(ex), client_id=ctx.client_id)
+            services.log_client_error("describe_quorum_not_forwarded", reason=str(ex), client_id=ctx.client_id)
             return _answer(request, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, 0, 0, [])
-    quorum = node.quorum
+    quorum = services.quorum
     end = quorum.end_offset
-    return _answer(request, ErrorCode.NONE, node.node_id, quorum.epoch, end, [(node.node_id, end)])
+    return _answer(request, ErrorCode.NONE, services.node_id, quorum.epoch, end, [(services.node_id, end)])
 
 
 def _answer(request: DescribeQuorumRequest, code: ErrorCode, leader: int, epoch: int, high_watermark: int,

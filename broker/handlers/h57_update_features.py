@@ -28,7 +28,7 @@ async def handle(ctx: RequestContext, request: UpdateFeaturesRequest) -> UpdateF
     if not authorize_cluster(ctx, AclOperation.ALTER):
         return response_of(request, version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     try:
-        error, message = await ctx.node.controller.update_features(updates_of(request, version),
+        error, message = await ctx.services.controller.update_features(updates_of(request, version),
                                                                     request.validate_only)
     except NotControllerError:
         error, message = ErrorCode.NOT_CONTROLLER, None

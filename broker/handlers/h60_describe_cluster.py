@@ -49,19 +49,20 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
                 f"{ENDPOINT_NAMES[wanted]}"
             ),
         )
-    node = ctx.node
+    services = ctx.services
     brokers = []
     with_fenced = ctx.api_version >= 2 and request.include_fenced_brokers
-    listed = node.image.brokers.values() if with_fenced else node.image.live_brokers()
+    listed = services.image.brokers.values() if with_fenced else services.image.live_brokers()
     for broker in sorted(listed, key=lambda b: b.broker_id):
         ep = broker.endpoint(ctx.conn.listener)
         if ep is not None:
             brokers.append(DescribeClusterResponseDescribeClusterBroker(
                 broker_id=broker.broker_id, host=ep.host, port=ep.port, rack=broker.rack, is_fenced=broker.fenced))
-    controller_id = node.controller_id_for_clients()
+    # KRaft brokers report themselves (clients cannot reach controllers directly).
+    controller_id = services.node_id
     return DescribeClusterResponse(
         endpoint_type=BROKER_ENDPOINT,
-        cluster_id=node.cluster_id,
+        cluster_id=services.cluster_id,
         # Kafka answers -1 rather than name a node the client cannot find in the list.
         controller_id=controller_id if any(b.broker_id == controller_id and not b.is_fenced for b in brokers) else -1,
         brokers=brokers,

@@ -23,8 +23,8 @@ MAX_VERSION = 0
 
 
 async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
-    node = ctx.node
-    rm = node.replica_manager
+    services = ctx.services
+    rm = services.replica_manager
     response = DescribeProducersResponse()
     for topic in request.topics:
         t_resp = DescribeProducersResponseTopicResponse(name=topic.name)
@@ -35,7 +35,7 @@ async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> Desc
             topic_error = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
         elif invalid is not None:
             topic_error = (ErrorCode.INVALID_TOPIC_EXCEPTION, invalid)
-        elif node.image.topic(topic.name) is None:
+        elif services.image.topic(topic.name) is None:
             topic_error = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.description)
         for index in topic.partition_indexes:
             p_resp = DescribeProducersResponsePartitionResponse(partition_index=index)
@@ -45,7 +45,7 @@ async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> Desc
                 continue
             partition = rm.get(topic.name, index)
             if partition is None:
-                t = node.image.topic(topic.name)
+                t = services.image.topic(topic.name)
                 known = t is not None and index in t.partitions
                 p_resp.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

@@ -23,7 +23,7 @@ MAX_VERSION = 0
 
 
 async def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
-    coordinator = ctx.node.transaction_coordinator
+    coordinator = ctx.services.transaction_coordinator
     response = DescribeTransactionsResponse()
     for transactional_id in request.transactional_ids:
         if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):

@@ -31,7 +31,7 @@ async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListT
             pattern = re.compile(request.transactional_id_pattern)
         except re.error:
             return ListTransactionsResponse(error_code=ErrorCode.INVALID_REGULAR_EXPRESSION)
-    error, unknown, found = ctx.node.transaction_coordinator.list_transactions(
+    error, unknown, found = ctx.services.transaction_coordinator.list_transactions(
         request.state_filters, request.producer_id_filters,
         request.duration_filter if ctx.api_version >= 1 else -1)
     return ListTransactionsResponse(

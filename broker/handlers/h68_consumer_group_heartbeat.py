@@ -58,12 +58,12 @@ def invalid_reason(request: ConsumerGroupHeartbeatRequest, version: int) -> str 
 
 async def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
     version = ctx.api_version
-    if level(ctx.node.image.features, GROUP_VERSION) < 1:
+    if level(ctx.services.image.features, GROUP_VERSION) < 1:
         # As Kafka 4: the consumer rebalance protocol needs group.version 1.
         return ConsumerGroupHeartbeatResponse(
             error_code=ErrorCode.UNSUPPORTED_VERSION,
             error_message="The consumer group protocol is not enabled (group.version is 0).")
-    coordinator = ctx.node.group_coordinator
+    coordinator = ctx.services.group_coordinator
     reason = invalid_reason(request, version)
     if reason is not None:
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=reason)

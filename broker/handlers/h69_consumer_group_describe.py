@@ -33,8 +33,8 @@ CONSUMER_MEMBER_TYPE = 1
 
 
 async def handle(ctx: RequestContext, request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
-    coordinator = ctx.node.group_coordinator
-    names = {tid: name for name, tid in ctx.node.image.topic_ids.items()}
+    coordinator = ctx.services.group_coordinator
+    names = {tid: name for name, tid in ctx.services.image.topic_ids.items()}
 
     def assignment(a: Mapping[uuid.UUID, frozenset[int]]) -> ConsumerGroupDescribeResponseAssignment:
         return ConsumerGroupDescribeResponseAssignment(topic_partitions=[

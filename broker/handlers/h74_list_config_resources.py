@@ -40,10 +40,10 @@ async def handle(ctx: RequestContext, request: ListConfigResourcesRequest) -> Li
     wanted = set(request.resource_types) if ctx.api_version >= 1 and request.resource_types else set(supported)
     if not wanted <= set(supported):
         return ListConfigResourcesResponse(error_code=ErrorCode.UNSUPPORTED_VERSION)
-    image = ctx.node.image
+    image = ctx.services.image
     brokers = sorted(b.broker_id for b in image.live_brokers() if b.endpoint(ctx.conn.listener) is not None)
     names = {
-        GROUP: ctx.node.share_coordinator.configured_group_ids(),
+        GROUP: ctx.services.share_coordinator.configured_group_ids(),
         CLIENT_METRICS: sorted(name for kind, name in image.configs if kind == CLIENT_METRICS),
         BROKER_LOGGER: [str(b) for b in brokers],
         BROKER: [str(b) for b in brokers],

@@ -38,7 +38,7 @@ MAX_VERSION = 0
 DEFAULT_PARTITION_LIMIT = 2000
 
 def _partition_limit(ctx: RequestContext, requested: int) -> int:
-    raw = ctx.node.config.raw.get("max.request.partition.size.limit", "").strip()
+    raw = ctx.services.config.raw.get("max.request.partition.size.limit", "").strip()
     cap = int(raw) if raw.lstrip("-").isdigit() else DEFAULT_PARTITION_LIMIT
     return max(min(cap, requested), 1)
 
@@ -52,7 +52,7 @@ def _refuse(request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsR
 
 
 async def handle(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
-    image = ctx.node.image
+    image = ctx.services.image
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     fetch_all = not request.topics

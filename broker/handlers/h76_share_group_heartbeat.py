@@ -42,12 +42,12 @@ def invalid_reason(request: ShareGroupHeartbeatRequest) -> str | None:
 
 
 async def handle(ctx: RequestContext, request: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse:
-    if not share_groups_enabled(ctx.node.image):
+    if not share_groups_enabled(ctx.services.image):
         return ShareGroupHeartbeatResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED_MESSAGE)
     reason = invalid_reason(request)
     if reason is not None:
         return ShareGroupHeartbeatResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=reason)
-    coordinator = ctx.node.share_coordinator
+    coordinator = ctx.services.share_coordinator
     result = await coordinator.heartbeat(request.group_id, request.member_id, request.member_epoch,
                                          request.rack_id, request.subscribed_topic_names,
                                          ctx.client_id or "", f"/{ctx.conn.peer_host}")

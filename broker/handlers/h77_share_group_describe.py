@@ -22,14 +22,14 @@ MAX_VERSION = 1
 
 
 async def handle(ctx: RequestContext, request: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
-    image = ctx.node.image
+    image = ctx.services.image
     if not share_groups_enabled(image):
         return ShareGroupDescribeResponse(groups=[ShareGroupDescribeResponseDescribedGroup(
             group_id=g, error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED_MESSAGE)
             for g in request.group_ids])
     response = ShareGroupDescribeResponse()
     for group_id in request.group_ids:
-        error, group = ctx.node.share_coordinator.group(group_id)
+        error, group = ctx.services.share_coordinator.group(group_id)
         if group is None:
             message = f"Group {group_id} not found." if error is ErrorCode.GROUP_ID_NOT_FOUND else None
             response.groups.append(ShareGroupDescribeResponseDescribedGroup(

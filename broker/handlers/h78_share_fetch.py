@@ -33,9 +33,9 @@ DEFAULT_MAX_RECORDS = 500
 
 
 async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchResponse:
-    if not share_groups_enabled(ctx.node.image):
+    if not share_groups_enabled(ctx.services.image):
         return ShareFetchResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED_MESSAGE)
-    coordinator = ctx.node.share_coordinator
+    coordinator = ctx.services.share_coordinator
     group_id, member_id, epoch = request.group_id or "", request.member_id or "", request.share_session_epoch
     if not group_id or not member_id:
         return ShareFetchResponse(error_code=ErrorCode.INVALID_REQUEST,

@@ -25,8 +25,8 @@ MAX_VERSION = 1
 
 
 async def handle(ctx: RequestContext, request: DescribeShareGroupOffsetsRequest) -> DescribeShareGroupOffsetsResponse:
-    node = ctx.node
-    image = node.image
+    services = ctx.services
+    image = services.image
     if not share_groups_enabled(image):
         return DescribeShareGroupOffsetsResponse(groups=[DescribeShareGroupOffsetsResponseGroup(
             group_id=g.group_id, error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED_MESSAGE)
@@ -35,7 +35,7 @@ async def handle(ctx: RequestContext, request: DescribeShareGroupOffsetsRequest)
     for g in request.groups:
         out = DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id)
         response.groups.append(out)
-        error, group = node.share_coordinator.group(g.group_id)
+        error, group = services.share_coordinator.group(g.group_id)
         if group is None:
             out.error_code = error
             out.error_message = f"Group {g.group_id} not found." if error is ErrorCode.GROUP_ID_NOT_FOUND else None
@@ -67,7 +67,7 @@ async def handle(ctx: RequestContext, request: DescribeShareGroupOffsetsRequest)
                     continue
                 pd.start_offset = summary.start_offset
                 pd.leader_epoch = topic.partitions[p].leader_epoch
-                local = node.replica_manager.get(name, p)
+                local = services.replica_manager.get(name, p)
                 if local is not None:
                     pd.lag = max(local.high_watermark - summary.start_offset, 0)
     return response

@@ -25,23 +25,23 @@ EARLIEST = -2
 
 
 async def handle(ctx: RequestContext, request: AlterShareGroupOffsetsRequest) -> AlterShareGroupOffsetsResponse:
-    node = ctx.node
-    if not share_groups_enabled(node.image):
+    services = ctx.services
+    if not share_groups_enabled(services.image):
         return AlterShareGroupOffsetsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED_MESSAGE)
     response = AlterShareGroupOffsetsResponse()
-    _, group = node.share_coordinator.group(request.group_id)
+    _, group = services.share_coordinator.group(request.group_id)
     if group is not None and group.members:
         response.error_code = ErrorCode.NON_EMPTY_GROUP
         response.error_message = "The group has active members."
         return response
     for t in request.topics:
-        topic = node.image.topic(t.topic_name)
+        topic = services.image.topic(t.topic_name)
         entry = AlterShareGroupOffsetsResponseTopic(topic_name=t.topic_name,
                                                     topic_id=topic.topic_id if topic is not None else None)  # type: ignore[arg-type]
         response.responses.append(entry)
         offsets = {}
         for p in t.partitions:
-            local = node.replica_manager.get(t.topic_name, p.partition_index)
+            local = services.replica_manager.get(t.topic_name, p.partition_index)
             if topic is None or p.partition_index not in topic.partitions or local is None:
                 entry.partitions.append(AlterShareGroupOffsetsResponsePartition(
                     partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
@@ -53,7 +53,7 @@ async def handle(ctx: RequestContext, request: AlterShareGroupOffsetsRequest) ->
                     partition_index=p.partition_index, error_code=ErrorCode.OFFSET_OUT_OF_RANGE))
                 continue
             offsets[(topic.topic_id, p.partition_index)] = offset
-        results = await node.share_coordinator.reset_offsets(request.group_id, offsets) if offsets else {}
+        results = await services.share_coordinator.reset_offsets(request.group_id, offsets) if offsets else {}
         for (_, partition), code in results.items():
             entry.partitions.append(AlterShareGroupOffsetsResponsePartition(partition_index=partition, error_code=code))
     return response

@@ -17,12 +17,12 @@ MAX_VERSION = 0
 
 
 async def handle(ctx: RequestContext, request: DeleteShareGroupOffsetsRequest) -> DeleteShareGroupOffsetsResponse:
-    node = ctx.node
-    if not share_groups_enabled(node.image):
+    services = ctx.services
+    if not share_groups_enabled(services.image):
         return DeleteShareGroupOffsetsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
                                                error_message=DISABLED_MESSAGE)
     response = DeleteShareGroupOffsetsResponse()
-    error, group = node.share_coordinator.group(request.group_id)
+    error, group = services.share_coordinator.group(request.group_id)
     if group is None:
         response.error_code = error
         return response
@@ -30,12 +30,12 @@ async def handle(ctx: RequestContext, request: DeleteShareGroupOffsetsRequest) -
         response.error_code = ErrorCode.NON_EMPTY_GROUP
         return response
     for t in request.topics:
-        topic = node.image.topic(t.topic_name)
+        topic = services.image.topic(t.topic_name)
         entry = DeleteShareGroupOffsetsResponseTopic(topic_name=t.topic_name)
         response.responses.append(entry)
         if topic is None:
             entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             continue
         entry.topic_id = topic.topic_id
-        entry.error_code = node.share_coordinator.delete_offsets(request.group_id, topic.topic_id)
+        entry.error_code = services.share_coordinator.delete_offsets(request.group_id, topic.topic_id)
     return response

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 import trio
@@ -40,9 +40,9 @@ from broker.coordinator import (
     InternalTopic,
     ShardContext,
 )
-from broker.network import ConnectionInfo
 from broker.transaction.end_txn import EndTxnResult, epoch_bumped_by_end_txn, plan_end_txn
 from broker.transaction.markers import (
+    MarkerSender,
     NetworkMarkerSender,
     PendingCompleteTxn,
     TransactionMarkerChannel,
@@ -57,21 +57,22 @@ from broker.transaction.metadata import (
 from broker.transaction.producer_ids import ProducerIdManager, ProducerIdsUnavailableError
 from broker.transaction.records import key_bytes, value_bytes
 from broker.transaction.shard import TransactionShard
+from broker.transaction.verification import ask_coordinator
 from broker.transaction.write_markers import OffsetsMarkerListener
 from controller.features import TRANSACTION_VERSION, level
 from controller.image import MetadataImage
 from controller.service import TopicRequest
 from wire.errors import ErrorCode
-from wire.generated.api_024_add_partitions_to_txn import (
-    AddPartitionsToTxnRequest,
-    AddPartitionsToTxnRequestAddPartitionsToTxnTopic,
-    AddPartitionsToTxnRequestAddPartitionsToTxnTransaction,
-    AddPartitionsToTxnResponse,
-)
 from wire.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 if TYPE_CHECKING:
-    from broker.node import BrokerNode
+    import random
+
+    from broker.config import BrokerConfig
+    from broker.controller_api import ControllerApi
+    from broker.group.coordinator import GroupCoordinator
+    from broker.peers import PeerBrokers
+    from broker.replica_manager import ReplicaManager
 
 log = structlog.get_logger(__name__)
 
@@ -79,9 +80,6 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 #: How long an append to __transaction_state may wait for replication.
 APPEND_TIMEOUT_MS = 30_000
-#: AddPartitionsToTxn v4 (batched): what a partition leader asks a remote coordinator.
-VERIFY_VERSION = 4
-VERIFY_TIMEOUT_S = 10.0
 
 S = TransactionState
 
@@ -142,12 +140,43 @@ def _append_error(error: ErrorCode) -> ErrorCode:
     return error
 
 
+class ClientConnection(Protocol):
+    """The connection a request came on: EndTxn from an older connection of the listener
+    that began the transaction is refused."""
+
+    @property
+    def listener(self) -> str: ...
+
+    @property
+    def connection_id(self) -> int: ...
+
+
 class TransactionCoordinator:
     key_type = KEY_TYPE_TRANSACTION
 
-    def __init__(self, node: BrokerNode) -> None:
-        self.node = node
-        c = node.config
+    def __init__(
+        self,
+        config: BrokerConfig,
+        node_id: int,
+        image: Callable[[], MetadataImage],
+        replica_manager: ReplicaManager,
+        controller: ControllerApi,
+        groups: GroupCoordinator,
+        peers: PeerBrokers,
+        local_markers: MarkerSender,
+        broker_epoch: Callable[[], int],
+        clock_ms: Callable[[], int],
+        rng: random.Random,
+    ) -> None:
+        self.node_id = node_id
+        self._image = image
+        self._replica_manager = replica_manager
+        self._controller = controller
+        self._groups = groups
+        self._peers = peers
+        self._broker_epoch = broker_epoch
+        self._clock_ms = clock_ms
+        c = config
         self.max_timeout_ms = c.transaction_max_timeout_ms
         self.transactional_id_expiration_ms = c.transactional_id_expiration_ms
         self.abort_interval_ms = c.transaction_abort_timed_out_transaction_cleanup_interval_ms
@@ -166,18 +195,19 @@ class TransactionCoordinator:
         )
         self.runtime: CoordinatorRuntime[TransactionShard] = CoordinatorRuntime(
             name="transaction",
-            node_id=node.node_id,
+            node_id=node_id,
             topic=topic,
-            image=node.image,
-            replica_manager=node.replica_manager,
+            image=image(),
+            replica_manager=replica_manager,
             shard_factory=self._new_shard,
             create_topic=self._create_topic,
-            clock_ms=node.clock_ms,
-            rng=node.rng,
+            clock_ms=clock_ms,
+            rng=rng,
             append_timeout_ms=APPEND_TIMEOUT_MS,
         )
         self.producer_ids = ProducerIdManager(self._allocate_producer_ids)
-        self.markers = TransactionMarkerChannel(self, NetworkMarkerSender(node, node.peers), self._leader_of)
+        self.markers = TransactionMarkerChannel(self, NetworkMarkerSender(node_id, local_markers, peers),
+                                                self._leader_of)
         # transactional id -> (listener, connection id) that began its ongoing transaction
         self._started_on: dict[str, tuple[str, int]] = {}
         self._active = False
@@ -185,12 +215,12 @@ class TransactionCoordinator:
     # ------------------------------------------------------------ wiring
 
     def _new_shard(self, ctx: ShardContext) -> TransactionShard:
-        partition = self.node.replica_manager.get(TRANSACTION_STATE_TOPIC, ctx.partition)
+        partition = self._replica_manager.get(TRANSACTION_STATE_TOPIC, ctx.partition)
         epoch = partition.leader_epoch if partition is not None else 0
         return TransactionShard(ctx, epoch, self._on_shard_loaded)
 
     async def _create_topic(self, topic: InternalTopic) -> None:
-        live = len(self.node.image.live_brokers())
+        live = len(self._image().live_brokers())
         rf = min(topic.replication_factor, max(live, 1))
         configs = dict(topic.configs)
         if rf < topic.replication_factor:
@@ -199,17 +229,17 @@ class TransactionCoordinator:
             log.warning("transaction_topic_replication_lowered", topic=topic.name,
                         configured=topic.replication_factor, live_brokers=live, replication_factor=rf)
             configs["min.insync.replicas"] = str(min(int(configs["min.insync.replicas"]), rf))
-        results = await self.node.controller.create_topics(
+        results = await self._controller.create_topics(
             [TopicRequest(topic.name, topic.num_partitions, rf, configs=configs)])
         for r in results:
             if r.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                 log.error("transaction_topic_not_created", topic=topic.name, error=r.error.name, message=r.message)
 
     async def _allocate_producer_ids(self) -> tuple[int, int]:
-        return await self.node.controller.allocate_producer_ids(self.node.node_id, self.node.broker_epoch)
+        return await self._controller.allocate_producer_ids(self.node_id, self._broker_epoch())
 
     def _leader_of(self, topic: str, partition: int) -> int | None:
-        t = self.node.image.topic(topic)
+        t = self._image().topic(topic)
         if t is None or partition not in t.partitions:
             return None
         return t.partitions[partition].leader
@@ -250,7 +280,7 @@ class TransactionCoordinator:
                 log.exception("transaction_coordinator_job_failed", job=getattr(job, "__name__", "?"))
 
     def _now(self) -> int:
-        return self.node.clock_ms()
+        return self._clock_ms()
 
     # ------------------------------------------------------------ state lookup and writes
 
@@ -277,7 +307,7 @@ class TransactionCoordinator:
         if metadata is None or current is not shard or current.coordinator_epoch != coordinator_epoch:
             return ErrorCode.NOT_COORDINATOR
         value = None if transit.txn_state is S.DEAD else value_bytes(
-            transit, level(self.node.image.features, TRANSACTION_VERSION))
+            transit, level(self._image().features, TRANSACTION_VERSION))
         record = CoordinatorRecord(key_bytes(transactional_id), value)
         result = await _await_append(lambda cb: shard.ctx.append([record], cb))
         error = ErrorCode.NONE if result.error is ErrorCode.NONE else _append_error(result.error)
@@ -403,7 +433,7 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         partitions: set[tuple[str, int]],
-        conn: ConnectionInfo | None = None,
+        conn: ClientConnection | None = None,
         client_transaction_version: int = 0,
     ) -> ErrorCode:
         if not transactional_id:
@@ -430,15 +460,15 @@ class TransactionCoordinator:
         return error
 
     def offsets_partition(self, group_id: str) -> tuple[str, int]:
-        return OFFSETS_TOPIC, self.node.group_coordinator.partition_for(group_id)
+        return OFFSETS_TOPIC, self._groups.partition_for(group_id)
 
     def offsets_marker_listener(self) -> OffsetsMarkerListener:
         """The group coordinator's hook that makes a transaction's offset commits visible
         (or drops them) once its marker is on ``__consumer_offsets``."""
-        return self.node.group_coordinator.complete_transaction
+        return self._groups.complete_transaction
 
     def transactions_v2_enabled(self) -> bool:
-        return level(self.node.image.features, TRANSACTION_VERSION) >= 2
+        return level(self._image().features, TRANSACTION_VERSION) >= 2
 
     async def add_partitions_for_produce(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
@@ -448,12 +478,12 @@ class TransactionCoordinator:
         error, shard, _ = self._lookup(transactional_id)
         leader = self._leader_of(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
         if shard is not None or error is not ErrorCode.NOT_COORDINATOR or leader is None or leader < 0 \
-                or leader == self.node.node_id:
+                or leader == self.node_id:
             code = await self.add_partitions(transactional_id, producer_id, producer_epoch, set(partitions),
                                              client_transaction_version=2)
             return dict.fromkeys(partitions, code)
-        return await self._ask_coordinator(leader, transactional_id, producer_id, producer_epoch, partitions,
-                                           verify_only=False)
+        return await ask_coordinator(self._peers, leader, transactional_id, producer_id, producer_epoch,
+                                     partitions, verify_only=False)
 
     def verify_partitions_now(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
@@ -484,34 +514,10 @@ class TransactionCoordinator:
         if not transactional_id or any(code != ErrorCode.NOT_COORDINATOR for code in local.values()):
             return local
         leader = self._leader_of(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
-        if leader is None or leader < 0 or leader == self.node.node_id:
+        if leader is None or leader < 0 or leader == self.node_id:
             return local
-        return await self._ask_coordinator(leader, transactional_id, producer_id, producer_epoch, partitions,
-                                           verify_only=True)
-
-    async def _ask_coordinator(
-        self, leader: int, transactional_id: str, producer_id: int, producer_epoch: int,
-        partitions: list[tuple[str, int]], *, verify_only: bool,
-    ) -> dict[tuple[str, int], ErrorCode]:
-        topics: dict[str, list[int]] = {}
-        for topic, index in partitions:
-            topics.setdefault(topic, []).append(index)
-        request = AddPartitionsToTxnRequest(transactions=[AddPartitionsToTxnRequestAddPartitionsToTxnTransaction(
-            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
-            verify_only=verify_only,
-            topics=[AddPartitionsToTxnRequestAddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics.items()],
-        )])
-        reply = await self.node.peers.request(leader, request, AddPartitionsToTxnResponse, VERIFY_TIMEOUT_S,
-                                              VERIFY_VERSION)
-        if reply is None:
-            return dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)
-        if reply.error_code != ErrorCode.NONE:
-            return dict.fromkeys(partitions, ErrorCode.for_code(reply.error_code))
-        answered = {
-            (t.name, r.partition_index): ErrorCode.for_code(r.partition_error_code)
-            for txn in reply.results_by_transaction for t in txn.topic_results for r in t.results_by_partition
-        }
-        return {tp: answered.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in partitions}
+        return await ask_coordinator(self._peers, leader, transactional_id, producer_id, producer_epoch,
+                                     partitions, verify_only=True)
 
     # ------------------------------------------------------------ EndTxn
 
@@ -523,7 +529,7 @@ class TransactionCoordinator:
         commit: bool,
         *,
         from_client: bool = True,
-        conn: ConnectionInfo | None = None,
+        conn: ClientConnection | None = None,
         client_transaction_version: int = 0,
     ) -> EndTxnResult:
         """EndTxn (Kafka's TransactionCoordinator.endTransaction). With transactions v2
@@ -593,7 +599,7 @@ class TransactionCoordinator:
         self._send_markers(shard, coordinator_epoch, m, commit)
         return EndTxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch)
 
-    def _is_stale_connection(self, transactional_id: str, conn: ConnectionInfo | None) -> bool:
+    def _is_stale_connection(self, transactional_id: str, conn: ClientConnection | None) -> bool:
         started = self._started_on.get(transactional_id)
         return (conn is not None and started is not None and started[0] == conn.listener
                 and conn.connection_id < started[1])

@@ -12,14 +12,14 @@ a partition leader says the producer or coordinator epoch moved on.
 
 Requests go through a :class:`MarkerSender`. To the local broker (every
 partition of a single node) they are encoded, dispatched to the WriteTxnMarkers
-handler and decoded like any request from another broker; a remote leader
+handler and decoded like any request from another broker
+(:class:`broker.dispatch.LoopbackMarkerSender`); a remote leader
 is sent WriteTxnMarkers over the inter-broker listener (:class:`NetworkMarkerSender`);
 one that cannot be reached is retried.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,10 +28,8 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 import trio
 
-from broker.network import CloseConnection, ConnectionInfo
 from broker.transaction.metadata import TransactionMetadata, TxnTransitMetadata
 from wire.errors import ErrorCode
-from wire.frame import decode_response, encode_request
 from wire.generated.api_027_write_txn_markers import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersRequestWritableTxnMarker,
@@ -40,7 +38,6 @@ from wire.generated.api_027_write_txn_markers import (
 )
 
 if TYPE_CHECKING:
-    from broker.node import BrokerNode
     from broker.peers import PeerBrokers
     from broker.transaction.coordinator import TransactionCoordinator
     from broker.transaction.shard import TransactionShard
@@ -67,45 +64,18 @@ class MarkerSender(Protocol):
         ...
 
 
-class LoopbackMarkerSender:
-    """Sends WriteTxnMarkers to this broker through its own dispatcher, as a peer would."""
-
-    def __init__(self, node: BrokerNode) -> None:
-        self._node = node
-        self._correlation = itertools.count(1)
-        self._conn = ConnectionInfo("inter-broker", "PLAINTEXT", "127.0.0.1", 0, 0, -1)
-
-    async def send(self, broker_id: int, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse | None:
-        if broker_id != self._node.node_id:
-            return None
-        correlation_id = next(self._correlation)
-        frame = encode_request(request, WRITE_TXN_MARKERS_VERSION, correlation_id,
-                               f"broker-{self._node.node_id}-txn-marker-sender")
-        try:
-            encoded = await self._node.dispatcher.handle(self._conn, bytearray(frame[4:]))
-        except CloseConnection as ex:
-            log.warning("txn_marker_request_rejected", reason=str(ex))
-            return None
-        if encoded is None:
-            return None
-        got, response = decode_response(encoded.to_bytes()[4:], WriteTxnMarkersResponse, WRITE_TXN_MARKERS_VERSION)
-        if got != correlation_id or not isinstance(response, WriteTxnMarkersResponse):
-            return None
-        return response
-
-
 class NetworkMarkerSender:
-    """This broker's own partitions through its dispatcher, other leaders over the
+    """This broker's own partitions through ``local`` (its dispatcher), other leaders over the
     inter-broker listener (Kafka's TransactionMarkerChannelManager)."""
 
-    def __init__(self, node: BrokerNode, peers: PeerBrokers) -> None:
-        self._node = node
-        self._loopback = LoopbackMarkerSender(node)
+    def __init__(self, node_id: int, local: MarkerSender, peers: PeerBrokers) -> None:
+        self._node_id = node_id
+        self._local = local
         self._peers = peers
 
     async def send(self, broker_id: int, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse | None:
-        if broker_id == self._node.node_id:
-            return await self._loopback.send(broker_id, request)
+        if broker_id == self._node_id:
+            return await self._local.send(broker_id, request)
         return await self._peers.request(broker_id, request, WriteTxnMarkersResponse, PEER_TIMEOUT_S,
                                          WRITE_TXN_MARKERS_VERSION)
 

@@ -12,12 +12,18 @@ part 2). Only produces carrying transactional batches come here.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from broker.log.producer_state import VerificationGuard
 from broker.replication.partition import AppendRefusedError, Partition
 from broker.validation import ValidatedRecords
 from wire.errors import ErrorCode
+from wire.generated.api_024_add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnRequestAddPartitionsToTxnTopic,
+    AddPartitionsToTxnRequestAddPartitionsToTxnTransaction,
+    AddPartitionsToTxnResponse,
+)
 from wire.records import (
     ATTRIBUTES_OFFSET,
     MAGIC_OFFSET,
@@ -26,8 +32,14 @@ from wire.records import (
     TRANSACTIONAL_FLAG_MASK,
 )
 
+if TYPE_CHECKING:
+    from broker.peers import PeerBrokers
+
 #: Produce v11 is the first whose clients understand TRANSACTION_ABORTABLE (KIP-890).
 TRANSACTION_ABORTABLE_PRODUCE_VERSION = 11
+#: AddPartitionsToTxn v4 (batched): what a partition leader asks a remote coordinator.
+VERIFY_VERSION = 4
+VERIFY_TIMEOUT_S = 10.0
 #: Produce v12+ on transactions v2: the partition leader adds the partition to the transaction.
 TRANSACTIONS_V2_PRODUCE_VERSION = 12
 
@@ -116,3 +128,29 @@ async def _verify(partition: Partition, transactional_id: str | None, producer_i
             ErrorCode.NOT_ENOUGH_REPLICAS,
             f"Unable to verify the partition has been added to the transaction. Underlying error: {error.name}")
     raise AppendRefusedError(error)
+
+
+async def ask_coordinator(
+    peers: PeerBrokers, leader: int, transactional_id: str, producer_id: int, producer_epoch: int,
+    partitions: list[tuple[str, int]], *, verify_only: bool,
+) -> dict[tuple[str, int], ErrorCode]:
+    """AddPartitionsToTxn v4 to the coordinator's broker ``leader``: verify (or, transactions
+    v2, add) the partitions; an unreachable coordinator reads as NETWORK_EXCEPTION."""
+    topics: dict[str, list[int]] = {}
+    for topic, index in partitions:
+        topics.setdefault(topic, []).append(index)
+    request = AddPartitionsToTxnRequest(transactions=[AddPartitionsToTxnRequestAddPartitionsToTxnTransaction(
+        transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+        verify_only=verify_only,
+        topics=[AddPartitionsToTxnRequestAddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics.items()],
+    )])
+    reply = await peers.request(leader, request, AddPartitionsToTxnResponse, VERIFY_TIMEOUT_S, VERIFY_VERSION)
+    if reply is None:
+        return dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)
+    if reply.error_code != ErrorCode.NONE:
+        return dict.fromkeys(partitions, ErrorCode.for_code(reply.error_code))
+    answered = {
+        (t.name, r.partition_index): ErrorCode.for_code(r.partition_error_code)
+        for txn in reply.results_by_transaction for t in txn.topic_results for r in t.results_by_partition
+    }
+    return {tp: answered.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in partitions}

@@ -28,7 +28,7 @@ from wire.generated.api_027_write_txn_markers import (
 from wire.records import ControlRecordType
 
 if TYPE_CHECKING:
-    from broker.node import BrokerNode
+    from broker.replica_manager import ReplicaManager
 
 log = structlog.get_logger(__name__)
 
@@ -45,14 +45,15 @@ def _set_error(result: WriteTxnMarkersResponseWritableTxnMarkerPartitionResult, 
 
 
 async def write_txn_markers(
-    node: BrokerNode,
+    replica_manager: ReplicaManager,
+    clock_ms: Callable[[], int],
     request: WriteTxnMarkersRequest,
     timeout_ms: int,
     offsets_marker_listener: OffsetsMarkerListener | None = None,
     api_version: int = 1,
 ) -> WriteTxnMarkersResponse:
     """Write each marker to the partitions this broker leads and wait until they are replicated."""
-    rm = node.replica_manager
+    rm = replica_manager
     response = WriteTxnMarkersResponse()
     waiting: list[PendingWrite] = []
     for marker in request.markers:
@@ -73,7 +74,7 @@ async def write_txn_markers(
                     continue
                 try:
                     info = partition.append_txn_marker(control_type, marker.producer_id, marker.producer_epoch,
-                                                       marker.coordinator_epoch, node.clock_ms(),
+                                                       marker.coordinator_epoch, clock_ms(),
                                                        transaction_version=transaction_version)
                 except AppendRefusedError as ex:
                     p_result.error_code = ex.code

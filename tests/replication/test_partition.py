@@ -9,7 +9,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import trio
@@ -129,7 +128,6 @@ def test_an_acks_all_wait_ends_when_leadership_moves(logs: LogManager) -> None:
 def test_a_marker_waiting_for_replication_answers_not_leader_when_leadership_moves(logs: LogManager) -> None:
     rm, p = leader(logs)
     p.append_records_to_leader(batch(0, txn=True), origin=AppendOrigin.COORDINATOR)
-    node = SimpleNamespace(replica_manager=rm, clock_ms=lambda: 1_000)
     request = WriteTxnMarkersRequest(markers=[WriteTxnMarkersRequestWritableTxnMarker(
         producer_id=PID, producer_epoch=0, transaction_result=True, coordinator_epoch=0,
         topics=[WriteTxnMarkersRequestWritableTxnMarkerTopic(name=TOPIC, partition_indexes=[0])])])
@@ -139,7 +137,7 @@ def test_a_marker_waiting_for_replication_answers_not_leader_when_leadership_mov
             results: list[int] = []
 
             async def write() -> None:
-                response = await write_txn_markers(node, request, 30_000)  # type: ignore[arg-type]
+                response = await write_txn_markers(rm, lambda: 1_000, request, 30_000)
                 results.extend(part.error_code for part in response.markers[0].topics[0].partitions)
 
             nursery.start_soon(write)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import trio
@@ -23,6 +23,7 @@ from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.replica_manager import ReplicaManager
 from controller.image import BrokerImage, Endpoint, MetadataImage, PartitionImage, TopicImage
+from controller.service import CreateTopicResult, TopicRequest
 from tests.broker.group.fake import subscription
 from wire.errors import ErrorCode
 
@@ -175,8 +176,6 @@ def test_loading_is_reported_until_replay_ends(tmp_path: Path) -> None:
 def test_the_facade_checks_group_status_like_kafka(tmp_path: Path) -> None:
     """validateGroupStatus: invalid id, then not active, then loading, then not coordinator;
     while loading a Heartbeat is answered NONE and a SyncGroup REBALANCE_IN_PROGRESS."""
-    from types import SimpleNamespace
-
     from broker.config import build_config
     from broker.group.coordinator import GroupCoordinator
     from broker.group.shard import SyncRequest
@@ -184,10 +183,15 @@ def test_the_facade_checks_group_status_like_kafka(tmp_path: Path) -> None:
     async def main() -> None:
         config, _ = build_config({"offsets.topic.num.partitions": str(PARTITIONS)})
         world = World(tmp_path, lambda: 1_700_000_000_000)
-        node = SimpleNamespace(
-            config=config, node_id=1, image=image(), replica_manager=world.rm, clock_ms=world.runtime.clock_ms,
-            rng=random.Random(3), metrics=object(), min_insync_replicas=lambda _topic: 1)
-        coordinator = GroupCoordinator(node)  # type: ignore[arg-type]
+        current = image()
+
+        class OffsetsTopicExists:
+            async def create_topics(self, requests: Sequence[TopicRequest],
+                                    validate_only: bool = False) -> list[CreateTopicResult]:
+                raise AssertionError("the image has __consumer_offsets: nothing is created")
+
+        coordinator = GroupCoordinator(config, 1, lambda: current, world.rm, OffsetsTopicExists(),
+                                       world.runtime.clock_ms, random.Random(3), object())
         assert coordinator.heartbeat("", "m", None, 1) is ErrorCode.INVALID_GROUP_ID
         assert coordinator.heartbeat("g", "m", None, 1) is ErrorCode.COORDINATOR_NOT_AVAILABLE
         assert coordinator.fetch_offsets("", None, False) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, {})

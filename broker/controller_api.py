@@ -1,0 +1,123 @@
+"""What a broker asks of the controller, whichever controller that is.
+
+A single node runs the controller in process (:class:`LocalController`, the
+:class:`controller.service.Controller` of a one-voter quorum); a node of a cluster
+forwards each call to the active controller (:class:`broker.remote_controller.RemoteController`).
+Handlers, coordinators and the node type against :class:`ControllerApi` alone, so
+none of them tells the two apart. ``mypy --strict`` checks that both implement it: the
+node (``broker/node.py``) assigns either to its ``controller: ControllerApi``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Protocol
+
+from broker.security.scram_admin import alter_credentials
+from controller.acls import AclFilter, StandardAcl
+from controller.elections import ElectionOutcome
+from controller.features import FeatureUpdate
+from controller.image import Endpoint, MetadataImage
+from controller.reassignment import ReassignmentOutcome
+from controller.service import Controller, CreateTopicResult, TopicRequest
+from wire.errors import ErrorCode
+from wire.generated.api_051_alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+)
+
+#: One client-quota entity (pairs of entity type and name) and its keys to set (a value) or remove (None).
+QuotaChange = tuple[Sequence[tuple[str, str | None]], Mapping[str, float | None]]
+#: Per DeleteAcls filter: its error, message and the ACLs it removed.
+DeleteOutcome = tuple[ErrorCode, str | None, list[StandardAcl]]
+
+
+class MetadataSource(Protocol):
+    """The metadata image as this broker knows it now, and a way to hear of every new one."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    def add_image_listener(self, listener: Callable[[MetadataImage], None]) -> None: ...
+
+
+class QuorumState(Protocol):
+    """The metadata quorum as DescribeQuorum and the metrics report it."""
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def end_offset(self) -> int: ...
+
+    def is_leader(self) -> bool: ...
+
+
+class TopicCreator(Protocol):
+    """Creating topics (the coordinators create their internal topics through it)."""
+
+    async def create_topics(
+        self, requests: Sequence[TopicRequest], validate_only: bool = False
+    ) -> list[CreateTopicResult]: ...
+
+
+class ProducerIdSource(Protocol):
+    """Blocks of producer ids (Kafka's AllocateProducerIds), for the transaction coordinator."""
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]: ...
+
+
+class ControllerApi(MetadataSource, TopicCreator, ProducerIdSource, Protocol):
+    """Every call a broker makes on the controller; errors come back as Kafka error codes."""
+
+    async def bootstrap(self) -> None: ...
+
+    async def register_broker(self, broker_id: int, endpoints: Sequence[Endpoint], rack: str | None) -> int: ...
+
+    async def delete_topics(self, names: Sequence[str]) -> dict[str, ErrorCode]: ...
+
+    async def create_partitions(
+        self, changes: Sequence[tuple[str, int, list[list[int]] | None]], validate_only: bool
+    ) -> dict[str, tuple[ErrorCode, str | None]]: ...
+
+    async def elect_leaders(
+        self, election_type: int, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], ElectionOutcome]: ...
+
+    async def alter_reassignments(
+        self, requests: Sequence[tuple[str, int, Sequence[int] | None]]
+    ) -> dict[tuple[str, int], ReassignmentOutcome]: ...
+
+    async def alter_configs(
+        self, resource_type: int, resource_name: str, changes: Mapping[str, str | None], replace_all: bool,
+        validate_only: bool,
+    ) -> tuple[ErrorCode, str | None]: ...
+
+    async def create_acls(self, acls: Sequence[StandardAcl]) -> list[tuple[ErrorCode, str | None]]: ...
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[DeleteOutcome]: ...
+
+    async def alter_client_quotas(
+        self, entries: Sequence[QuotaChange], validate_only: bool
+    ) -> list[tuple[ErrorCode, str | None]]: ...
+
+    async def update_features(
+        self, updates: Sequence[FeatureUpdate], validate_only: bool
+    ) -> tuple[ErrorCode, str | None]: ...
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest
+    ) -> AlterUserScramCredentialsResponse:
+        """Raises NotControllerError when this node's controller is not the active one."""
+        ...
+
+
+class LocalController(Controller):
+    """The in-process controller of a single node: the controller service, plus the
+    SCRAM checks, which live on the broker side (``broker.security.scram_admin``)."""
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest
+    ) -> AlterUserScramCredentialsResponse:
+        return await self.submit(partial(alter_credentials, request))

@@ -1,0 +1,78 @@
+"""What request handlers may use of their broker: the narrow, typed services of
+:class:`BrokerServices`, built once by the node (``broker/node.py``, the composition
+root) and handed to every request in its :class:`broker.dispatch.RequestContext`.
+
+Handlers type against these classes and protocols, never against the node, so that
+what a handler can reach is written down here, and adding a member is a decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from broker.authorizer import StandardAuthorizer
+    from broker.cluster_mode import ClusterMode
+    from broker.config import BrokerConfig
+    from broker.controller_api import ControllerApi, QuorumState
+    from broker.coordinator import CoordinatorLookup
+    from broker.fetch_sessions import FetchSessionCache
+    from broker.group.coordinator import GroupCoordinator
+    from broker.log.manager import LogManager
+    from broker.metrics import BrokerMetrics
+    from broker.quotas import QuotaManagers
+    from broker.replica_manager import ReplicaManager
+    from broker.replication.isr import IsrManager
+    from broker.response_errors import ClientErrorLog
+    from broker.security.password_encoder import DynamicPasswords
+    from broker.share.coordinator import ShareCoordinator
+    from broker.topic_configs import TopicConfigs
+    from broker.tracing import Tracing
+    from broker.transaction.coordinator import TransactionCoordinator
+    from controller.image import MetadataImage
+    from wire.generated.api_018_api_versions import ApiVersionsResponseApiVersion
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerServices:
+    node_id: int
+    cluster_id: str
+    #: The static configuration (dynamic settings are in the image; see ``topic_configs``).
+    config: BrokerConfig
+    clock_ms: Callable[[], int]
+    #: The in-process controller of a single node, or the active controller of a cluster.
+    controller: ControllerApi
+    topic_configs: TopicConfigs
+    replica_manager: ReplicaManager
+    log_manager: LogManager
+    fetch_sessions: FetchSessionCache
+    #: The leader's ISR upkeep (cluster mode only): follower fetches feed it.
+    isr_manager: IsrManager | None
+    group_coordinator: GroupCoordinator
+    transaction_coordinator: TransactionCoordinator
+    share_coordinator: ShareCoordinator
+    #: FindCoordinator key type -> the coordinator answering it.
+    coordinators: Mapping[int, CoordinatorLookup]
+    #: Kafka's StandardAuthorizer when authorizer.class.name names it; None: everything is allowed.
+    authorizer: StandardAuthorizer | None
+    quotas: QuotaManagers
+    metrics: BrokerMetrics
+    tracing: Tracing
+    client_errors: ClientErrorLog
+    dynamic_passwords: DynamicPasswords
+    #: The APIs and versions this listener's dispatcher serves (ApiVersions).
+    api_versions: Callable[[], list[ApiVersionsResponseApiVersion]]
+    #: The roles of a multi-node cluster; None for a single node.
+    cluster: ClusterMode | None
+    quorum: QuorumState
+
+    @property
+    def image(self) -> MetadataImage:
+        """The metadata image as this broker knows it now."""
+        return self.controller.image
+
+    def log_client_error(self, event: str, **context: Any) -> None:
+        """A line about a client's mistake, rate-limited per event."""
+        self.client_errors.log(event, **context)

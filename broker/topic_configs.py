@@ -1,0 +1,104 @@
+"""Topic settings as this broker resolves them: the static configuration, the dynamic
+broker settings of the metadata image in force, and each topic's overrides.
+
+One cache per node; the log, Produce validation, DescribeConfigs and CreateTopics all
+read it, so a topic's settings are resolved once per change of what they depend on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import structlog
+
+from broker.config import (
+    BrokerConfig,
+    ConfigEntry,
+    ConfigError,
+    TopicConfig,
+    broker_synonym_chain,
+    dynamic_log_layers,
+)
+from broker.log.config import LogConfig
+from broker.replication.partition import Partition
+from broker.validation import TargetCompression, TimestampPolicy, target_compression
+from controller.image import MetadataImage
+
+log = structlog.get_logger(__name__)
+
+#: Resolved topic configurations kept before the cache starts over.
+CACHE_LIMIT = 10_000
+
+
+class TopicConfigs:
+    def __init__(self, config: BrokerConfig, node_id: int, image: Callable[[], MetadataImage]) -> None:
+        self.config = config
+        self.node_id = node_id
+        self._image = image
+        self._topic_configs: dict[tuple[str, frozenset[tuple[str, str]]], TopicConfig] = {}
+        # The dynamic broker settings the effective configuration was built from.
+        self._dynamic_seen: tuple[Mapping[str, str], Mapping[str, str]] | None = None
+        self._dynamic_layers: tuple[dict[str, str], dict[str, str]] = ({}, {})
+        self._effective_config = config
+
+    def effective_config(self, image: MetadataImage) -> BrokerConfig:
+        """The static configuration with the dynamic log settings of ``image`` in force
+        (this broker's own, then the cluster default): what topics default from."""
+        dynamic_broker = image.broker_config(self.node_id)
+        dynamic_default = image.broker_config("")
+        # The image replaces a resource's config mapping when it changes, never edits it.
+        seen = self._dynamic_seen
+        if seen is not None and seen[0] is dynamic_broker and seen[1] is dynamic_default:
+            return self._effective_config
+        self._dynamic_seen = (dynamic_broker, dynamic_default)
+        layers = dynamic_log_layers(dynamic_broker, dynamic_default)
+        if layers == self._dynamic_layers:
+            return self._effective_config  # only settings that do not apply to logs changed
+        self._dynamic_layers = layers
+        per_broker, default = layers
+        try:
+            effective = self.config.with_dynamic(dynamic_broker, dynamic_default)
+        except ConfigError as ex:
+            log.error("dynamic_broker_config_invalid", key=ex.key, error=str(ex))
+            effective = self.config
+        if effective is not self._effective_config:
+            log.info("dynamic_log_configs_applied", broker=per_broker, cluster_default=default)
+            self._effective_config = effective
+            self._topic_configs.clear()
+        return effective
+
+    def describe(self, overrides: Mapping[str, str]) -> list[ConfigEntry]:
+        """A topic's settings as DescribeConfigs and CreateTopics report them, with the
+        dynamic broker settings they default from; raises ConfigError."""
+        resolved = TopicConfig.resolve(self.effective_config(self._image()).topic_defaults(), overrides)
+        per_broker, default = self._dynamic_layers  # as effective_config just read them
+        return resolved.describe(lambda key: broker_synonym_chain(self.config, key, per_broker, default))
+
+    def topic_config(self, image: MetadataImage, topic: str) -> TopicConfig:
+        defaults = self.effective_config(image).topic_defaults
+        overrides = image.topic_config(topic)
+        key = (topic, frozenset(overrides.items()))
+        cached = self._topic_configs.get(key)
+        if cached is None:
+            try:
+                cached = TopicConfig.resolve(defaults(), overrides)
+            except ConfigError as ex:
+                log.error("topic_config_invalid", topic=topic, key=ex.key, error=str(ex))
+                cached = TopicConfig.resolve(defaults(), {})
+            if len(self._topic_configs) > CACHE_LIMIT:
+                self._topic_configs.clear()
+            self._topic_configs[key] = cached
+        return cached
+
+    def log_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
+        return self.topic_config(image, topic)
+
+    def timestamp_policy_for(self, partition: Partition) -> TimestampPolicy:
+        tc = self.topic_config(self._image(), partition.topic)
+        return TimestampPolicy(tc.message_timestamp_before_max_ms, tc.message_timestamp_after_max_ms)
+
+    def target_compression_for(self, partition: Partition) -> TargetCompression:
+        return target_compression(self.topic_config(self._image(), partition.topic))
+
+    def min_insync_replicas(self, topic: str) -> int:
+        return self.topic_config(self._image(), topic).min_insync_replicas
