@@ -298,7 +298,8 @@ class BrokerNode:
         )
         self.replica_manager.apply_image(self.controller.image)
         self.controller.add_image_listener(self.replica_manager.apply_image)
-        if isinstance(self.controller, Controller):
+        if isinstance(self.controller, LocalController):
+            # Only the in-process controller waits for new partitions' files (see prepare_image).
             self.controller.add_image_preparer(self.replica_manager.prepare_image)
         if self.cluster is not None and self.cluster.lifecycle is not None:
             self._start_replication(self.cluster)

@@ -72,7 +72,7 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
             except PartitionError as ex:
                 out.error_code = ex.code
                 ctx.services.log_client_error("delete_records_failed", topic=name, partition=index, offset=offset,
-                                          error=ex.code.name, reason=ex.message, client_id=ctx.client_id)
+                                              error=ex.code.name, reason=ex.message, client_id=ctx.client_id)
         await discard(pacer, partitions)
     return response
 

@@ -23,4 +23,4 @@ MAX_VERSION = 0
 
 async def handle(ctx: RequestContext, request: DeleteShareGroupStateRequest) -> DeleteShareGroupStateResponse:
     refused = None if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    return await ctx.node.share_coordinator.state_service.delete(request, refused)
+    return await ctx.services.share_coordinator.state_service.delete(request, refused)

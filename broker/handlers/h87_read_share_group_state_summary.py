@@ -23,4 +23,4 @@ MAX_VERSION = 1
 
 async def handle(ctx: RequestContext, request: ReadShareGroupStateSummaryRequest) -> ReadShareGroupStateSummaryResponse:
     refused = None if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    return await ctx.node.share_coordinator.state_service.read_summary(request, refused)
+    return await ctx.services.share_coordinator.state_service.read_summary(request, refused)

@@ -59,7 +59,7 @@ async def handle(ctx: RequestContext, request: DescribeShareGroupOffsetsRequest)
                 if topic is None or p not in topic.partitions:
                     pd.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
-                summary = await node.share_coordinator.persister.read_summary((g.group_id, topic.topic_id, p))
+                summary = await services.share_coordinator.persister.read_summary((g.group_id, topic.topic_id, p))
                 if summary.error is not ErrorCode.NONE:
                     pd.error_code = summary.error
                     continue
