@@ -548,7 +548,7 @@ class TransactionCoordinator:
             if decision.error is ErrorCode.NONE:
                 return EndTxnResult(ErrorCode.NONE, metadata.producer_id, metadata.producer_epoch)
             if decision.error is ErrorCode.INVALID_TXN_STATE:
-                log_invalid_state(metadata, producer_id, producer_epoch, commit, "refused")
+                log_invalid_state(metadata, producer_id, producer_epoch, commit, tv2, "refused")
             return EndTxnResult(decision.error)
         next_producer_id = NO_PRODUCER_ID
         if tv2 and decision.next_state is not None and metadata.is_producer_epoch_exhausted:
@@ -595,7 +595,7 @@ class TransactionCoordinator:
         if m.pending_transition_in_progress:
             return EndTxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         if m.state is not (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
-            log_invalid_state(m, producer_id, producer_epoch, commit, "changed during the write")
+            log_invalid_state(m, producer_id, producer_epoch, commit, tv2, "changed during the write")
             return EndTxnResult(ErrorCode.INVALID_TXN_STATE)
         self._started_on.pop(transactional_id, None)
         self._send_markers(shard, coordinator_epoch, m, commit)

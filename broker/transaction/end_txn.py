@@ -101,9 +101,9 @@ def plan_end_txn(metadata: TransactionMetadata, producer_id: int, producer_epoch
 
 
 def log_invalid_state(metadata: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool,
-                      why: str) -> None:
+                      tv2: bool, why: str) -> None:
     """An EndTxn answered INVALID_TXN_STATE (fatal to the client): what the coordinator had."""
-    log.info("end_txn_invalid_state", transactional_id=metadata.transactional_id, why=why,
+    log.info("end_txn_invalid_state", transactional_id=metadata.transactional_id, why=why, transactions_v2=tv2,
              result="commit" if commit else "abort", state=metadata.state.state_name,
              pending_state=None if metadata.pending_state is None else metadata.pending_state.state_name,
              producer_id=producer_id, producer_epoch=producer_epoch, current_producer_id=metadata.producer_id,
