@@ -15,13 +15,12 @@ S = TransactionState
 
 def committed_once() -> TransactionMetadata:
     m = TransactionMetadata.new("tx", 7, 60_000, 1_000)
-    for transit in (lambda: m.prepare_increment_producer_epoch(60_000, None, 1_000),
-                    lambda: m.prepare_add_partitions({("t", 0)}, 2_000),
-                    lambda: m.prepare_abort_or_commit(S.PREPARE_COMMIT, 3_000),
-                    lambda: m.prepare_complete(4_000)):
-        step = transit()
-        assert not isinstance(step, ErrorCode)
-        m.complete_transition(step)
+    bump = m.prepare_increment_producer_epoch(60_000, None, 1_000)
+    assert not isinstance(bump, ErrorCode)
+    m.complete_transition(bump)
+    m.complete_transition(m.prepare_add_partitions({("t", 0)}, 2_000))
+    m.complete_transition(m.prepare_abort_or_commit(S.PREPARE_COMMIT, 3_000))
+    m.complete_transition(m.prepare_complete(4_000))
     assert m.state is S.COMPLETE_COMMIT
     return m
 
