@@ -40,7 +40,12 @@ from broker.coordinator import (
     InternalTopic,
     ShardContext,
 )
-from broker.transaction.end_txn import EndTxnResult, epoch_bumped_by_end_txn, plan_end_txn
+from broker.transaction.end_txn import (
+    EndTxnResult,
+    epoch_bumped_by_end_txn,
+    log_invalid_state,
+    plan_end_txn,
+)
 from broker.transaction.markers import (
     MarkerSender,
     NetworkMarkerSender,
@@ -548,6 +553,8 @@ class TransactionCoordinator:
         if decision.error is not None:
             if decision.error is ErrorCode.NONE:
                 return EndTxnResult(ErrorCode.NONE, metadata.producer_id, metadata.producer_epoch)
+            if decision.error is ErrorCode.INVALID_TXN_STATE:
+                log_invalid_state(metadata, producer_id, producer_epoch, commit, tv2, "refused")
             return EndTxnResult(decision.error)
         next_producer_id = NO_PRODUCER_ID
         if tv2 and decision.next_state is not None and metadata.is_producer_epoch_exhausted:
@@ -594,6 +601,7 @@ class TransactionCoordinator:
         if m.pending_transition_in_progress:
             return EndTxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         if m.state is not (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
+            log_invalid_state(m, producer_id, producer_epoch, commit, tv2, "changed during the write")
             return EndTxnResult(ErrorCode.INVALID_TXN_STATE)
         self._started_on.pop(transactional_id, None)
         self._send_markers(shard, coordinator_epoch, m, commit)

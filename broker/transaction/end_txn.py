@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import structlog
+
 from broker.transaction.metadata import (
     MAX_EPOCH,
     IllegalTransitionError,
@@ -23,6 +25,7 @@ from wire.errors import ErrorCode
 from wire.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 S = TransactionState
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,3 +98,13 @@ def plan_end_txn(metadata: TransactionMetadata, producer_id: int, producer_epoch
     if state is S.EMPTY:
         return abort_empty or EndTxnDecision(ErrorCode.INVALID_TXN_STATE)
     raise IllegalTransitionError(f"{metadata.transactional_id} found in state {state}")
+
+
+def log_invalid_state(metadata: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool,
+                      tv2: bool, why: str) -> None:
+    """An EndTxn answered INVALID_TXN_STATE (fatal to the client): what the coordinator had."""
+    log.info("end_txn_invalid_state", transactional_id=metadata.transactional_id, why=why, transactions_v2=tv2,
+             result="commit" if commit else "abort", state=metadata.state.state_name,
+             pending_state=None if metadata.pending_state is None else metadata.pending_state.state_name,
+             producer_id=producer_id, producer_epoch=producer_epoch, current_producer_id=metadata.producer_id,
+             current_producer_epoch=metadata.producer_epoch)

@@ -27,7 +27,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from tests.integration.quorum_cluster import Node
-from tests.replication.fault_checker import Outcome, Report, Send, drain, partition_dirs
+from tests.replication.fault_checker import (
+    Outcome,
+    Read,
+    Report,
+    Send,
+    Writer,
+    drain,
+    partition_dirs,
+)
 from tests.replication.fault_cluster import start_writers, stop_writers
 from tests.replication.fault_invariants import (
     GroupOffsetReport,
@@ -39,6 +47,12 @@ from tests.replication.fault_invariants import (
     producer_epochs_of,
     transaction_problems,
     unavailability_windows,
+)
+from tests.replication.fault_transform import (
+    OUTPUT_PREFIX,
+    Transformer,
+    TransformReport,
+    transform_problems,
 )
 from tests.replication.fault_workloads import (
     GroupMember,
@@ -61,8 +75,10 @@ class NemesisNotApplicable(Exception):
 class Workload:
     """What runs through a nemesis: ``writers`` librdkafka and ``java_writers`` Java kafka-clients
     idempotent acks=all writers at ``rate`` records a second each over ``partitions`` partitions;
-    ``transactional_writers`` transactional producers on a topic of their own; ``group_members``
-    read_committed consumers of both topics in one group, committing every second."""
+    ``transactional_writers`` transactional producers on a topic of their own; ``transformers``
+    consume-transform-produce applications reading the writers' topic and writing a topic of their
+    own in transactions that commit their group's offsets; ``group_members`` read_committed
+    consumers of every topic in one group, committing every second."""
 
     partitions: int = 3
     writers: int = 2
@@ -70,6 +86,7 @@ class Workload:
     java_writers: int = 1
     transactional_writers: int = 1
     group_members: int = 2
+    transformers: int = 1
 
 
 @dataclass
@@ -84,6 +101,8 @@ class Context:
     killed: list[Node] = field(default_factory=list)
     #: (when, the nodes cut off from a majority of the voters from then on), at each fault and heal.
     cut_off: list[tuple[float, frozenset[int]]] = field(default_factory=list)
+    name: str = ""
+    seed: int = 0
 
     @property
     def net(self) -> NetnsFaultCluster:
@@ -283,6 +302,7 @@ class NemesisResult:
     producer_fatal_errors: list[str]
     group: GroupOffsetReport = field(default_factory=GroupOffsetReport)
     transactions: TransactionReport = field(default_factory=TransactionReport)
+    transform: TransformReport | None = None
     layout: str = "3 combined"
     #: Values written twice, by cause (:func:`~tests.replication.fault_invariants.duplicate_causes`).
     duplicates_by_cause: dict[str, list[str]] = field(default_factory=dict)
@@ -301,7 +321,8 @@ class NemesisResult:
             out.append(f"acked below min.insync.replicas: {len(self.below_min_isr)} (first: {self.below_min_isr[:3]})")
         if self.read_committed_differs:
             out.append(f"read_committed differs: {self.read_committed_differs[:3]}")
-        return out + self.group.problems + self.transactions.problems
+        return (out + self.group.problems + self.transactions.problems
+                + (self.transform.problems if self.transform else []))
 
     @property
     def ok(self) -> bool:
@@ -317,6 +338,7 @@ class NemesisResult:
                 f"txns_committed={t.committed} txns_aborted={t.aborted} txns_unknown={t.unknown} "
                 f"aborted_read={len(t.aborted_read)} committed_txn_missing={len(t.committed_missing)} "
                 f"txn_duplicated={len(t.duplicated)} txn_partial={len(t.partial)} "
+                + (f"{self.transform.summary()} " if self.transform else "")
                 + "".join(f"duplicated_{cause.replace(' ', '_')}={len(v)} "
                           for cause, v in self.duplicates_by_cause.items()) +
                 f"java_acked={self.acked_by_java} faults={self.faults} unavailable_windows={len(self.unavailability.windows)} "
@@ -398,6 +420,32 @@ def layout_of(cluster: NetnsFaultCluster) -> str:
     return f"{brokers} combined" + ("" if voters == brokers else f" ({voters} voters)")
 
 
+def check_transformers(cluster: NetnsFaultCluster, transformers: list[Transformer], source: str, sink: str,
+                       source_reads: list[Read], high_watermarks: dict[tuple[str, int], int],
+                       read_by_members: list[str], catch_up_s: float = 90.0) -> TransformReport:
+    """Once the source topic is drained (its writers stopped), let the transformers consume it to its
+    end (bounded), stop them, and check the sink's read_committed drain against the source's log and
+    the group's committed offsets."""
+    ends = {p: hw for (t, p), hw in high_watermarks.items() if t == source}
+    try:
+        caught_up = all([x.catch_up(ends, catch_up_s) for x in transformers])
+    finally:
+        for x in transformers:
+            x.stop()
+        for x in transformers:
+            x.join(60.0)
+    group = transformers[0].group
+    final = OffsetObserver(lambda: [(n.node_id, n.host, n.port) for n in cluster.reachable_brokers()], group,
+                           {source: sorted(ends)}).final()
+    outputs = [r.value for r in drain(cluster.bootstrap(), [sink], timeout_s=60.0,
+                                      isolation_level="read_committed")[0]]
+    return transform_problems(source, [t for x in transformers for t in x.transactions],
+                              [c for x in transformers for c in x.commits()],
+                              {(r.partition, r.offset): r.value for r in source_reads if r.topic == source},
+                              outputs, {p: o for (t, p), o in final.items() if t == source}, ends,
+                              [v for v in read_by_members if v.startswith(OUTPUT_PREFIX)], caught_up)
+
+
 def run_nemesis(cluster: NetnsFaultCluster, name: str, seed: int, duration_s: float, topic: str = "chaos",
                 workload: Workload | None = None, log: Callable[[str], None] = lambda _: None) -> NemesisResult:
     """The ``workload`` through ``duration_s`` of the nemesis ``name`` (the last fault started before
@@ -412,7 +460,9 @@ def run_nemesis(cluster: NetnsFaultCluster, name: str, seed: int, duration_s: fl
     started = time.monotonic()
     tx_topic = f"{topic}-tx"
     group = f"fault-group-{seed}"
-    topics = [topic, *([tx_topic] if load.transactional_writers else [])]
+    out_topic = f"{topic}-out"
+    topics = [topic, *([tx_topic] if load.transactional_writers else []),
+              *([out_topic] if load.transformers else [])]
     for t in topics:
         cluster.create_topic(t, partitions, 3, configs={"min.insync.replicas": str(MIN_INSYNC_REPLICAS)})
     monitor = IsrMonitor(cluster, [topic]).start()
@@ -423,13 +473,28 @@ def run_nemesis(cluster: NetnsFaultCluster, name: str, seed: int, duration_s: fl
             for i in range(load.java_writers)]
     txns = [TransactionalWriter(f"t{i}", bootstrap, tx_topic, partitions, seed * 100 + i).start()
             for i in range(load.transactional_writers)]
+    transformers = [Transformer(f"x{i}", bootstrap, f"fault-ctp-{seed}", topic, out_topic, seed * 100 + 50 + i).start()
+                    for i in range(load.transformers)]
     members = [GroupMember(f"m{i}", bootstrap, group, topics).start() for i in range(load.group_members)]
     observer = OffsetObserver(lambda: [(n.node_id, n.host, n.port) for n in cluster.reachable_brokers()], group,
                               {t: list(range(partitions)) for t in topics}) if members else None
     if observer:
         observer.start()
     ctx = Context(cluster, random.Random(seed), time.monotonic() + 3.0 + duration_s, topic, partitions,
-                  name.endswith("+kill"), log)
+                  name.endswith("+kill"), log, name=name, seed=seed)
+    try:
+        return _run_and_check(ctx, base_name, load, topics, tx_topic, out_topic, monitor, running, java, txns,
+                              transformers, members, observer, started)
+    finally:  # stopped already unless the run failed
+        for x in transformers:
+            x.stop()
+
+
+def _run_and_check(ctx: Context, base_name: str, load: Workload, topics: list[str], tx_topic: str, out_topic: str,
+                   monitor: IsrMonitor, running: list[Writer], java: list[JavaWriter],
+                   txns: list[TransactionalWriter], transformers: list[Transformer], members: list[GroupMember],
+                   observer: OffsetObserver | None, started: float) -> NemesisResult:
+    cluster, topic, partitions, name, seed = ctx.cluster, ctx.topic, load.partitions, ctx.name, ctx.seed
     try:
         time.sleep(3.0)  # acknowledged writes before the first fault
         BASE[base_name](ctx)
@@ -467,6 +532,15 @@ def run_nemesis(cluster: NetnsFaultCluster, name: str, seed: int, duration_s: fl
                                              observer.final(), high_watermarks,
                                              merge_windows(cut_off_windows(ctx.cut_off, ZOMBIE_GRACE_S),
                                                            fenced_windows(cluster, ZOMBIE_GRACE_S)))
+    transform_report = check_transformers(cluster, transformers, topic, out_topic, uncommitted_reads,
+                                          high_watermarks, [v for m in members for v in m.read]) \
+        if transformers else None
+    # What the transactional clients were told, for the run's log.
+    told = [(f"transactional producer {w.name}", w.errors) for w in txns]
+    told += [(f"transformer {x.name}", x.errors) for x in transformers]
+    for who, errors in told:
+        for error in errors[:20]:
+            ctx.log(f"{who}: {error}")
     txn_report = transaction_problems([x for w in txns for x in w.transactions],
                                       [r.value for r in committed_reads if r.topic == tx_topic],
                                       [v for m in members for v in m.read if v.startswith("tx-")])
@@ -474,5 +548,5 @@ def run_nemesis(cluster: NetnsFaultCluster, name: str, seed: int, duration_s: fl
         name, seed, report, unavailability_windows(sends),
         acks_below_min_isr(sends, monitor.samples, MIN_INSYNC_REPLICAS), differs,
         sum(1 for f in cluster.history.faults if f.what != "heal"), time.monotonic() - started,
-        [e for w in running for e in w.fatal_errors], group_report, txn_report, layout_of(cluster),
+        [e for w in running for e in w.fatal_errors], group_report, txn_report, transform_report, layout_of(cluster),
         duplicates_by_cause=causes, sends=sends, fault_log=[f.what for f in cluster.history.faults])

@@ -29,6 +29,7 @@ from tests.replication.fault_invariants import (
     TransactionReport,
     group_offset_problems,
     transaction_problems,
+    unavailability_windows,
 )
 from tests.replication.fault_workloads import (
     CLIENT_SETTINGS,
@@ -150,6 +151,9 @@ class SoakResult:
     error_lines: dict[str, int]
     compaction: dict[str, Any] = field(default_factory=dict)
     retention: dict[str, Any] = field(default_factory=dict)
+    #: Per partition of the checked topic, each stretch over 1 s without an acknowledgement while a
+    #: write waited: (partition, start, length in seconds), start in seconds since the soak started.
+    unavailable: list[tuple[int, float, float]] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps({**asdict(self), "samples": [asdict(s) for s in self.samples]}, indent=1)
@@ -244,14 +248,17 @@ def soak(cluster: FaultCluster, minutes: float, kill_every_s: float = 180.0, sam
     if compaction_wrong:
         problems.append(f"compaction: {len(compaction_wrong)} keys wrong (first: {compaction_wrong[:3]})")
     elapsed = (time.monotonic() - started) / 60
+    windows = unavailability_windows(cluster.history.snapshot())
     summary = (f"soak minutes={elapsed:.1f} kills={kills} {report.summary()} group_commits={group_report.commits} "
                f"group_offsets_back={len(group_report.went_back)} txns_committed={txn_report.committed} "
                f"txns_aborted={txn_report.aborted} aborted_read={len(txn_report.aborted_read)} "
                f"compacted_records_read={len(compact_reads)} keyed_acked={keyed.acked} "
                f"retention_log_start={sum(retention_starts.values())} "
-               f"retention_end={sum(retention_ends.values())}")
+               f"retention_end={sum(retention_ends.values())} unavailable_windows={len(windows.windows)} "
+               f"unavailable_median_s={windows.median_s:.1f} unavailable_max_s={windows.max_s:.1f}")
     return SoakResult(elapsed, kills, summary, problems, sampler.samples, error_lines(cluster),
                       {"records_read": len(compact_reads), "log_start": sum(compact_starts.values()),
                        "keys_wrong": len(compaction_wrong)},
                       {"log_start": sum(retention_starts.values()), "end": sum(retention_ends.values()),
-                       "records_read": len(retention_reads)})
+                       "records_read": len(retention_reads)},
+                      [(w.partition, round(w.start - started, 1), round(w.length_s, 1)) for w in windows.windows])
