@@ -26,7 +26,6 @@ client still waiting on that connection would retry.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
@@ -39,6 +38,11 @@ from broker.coordinator import (
     CoordinatorRuntime,
     InternalTopic,
     ShardContext,
+)
+from broker.transaction.coordinator_results import (
+    InitProducerIdResult,
+    TransactionDescription,
+    TransactionListing,
 )
 from broker.transaction.end_txn import (
     EndTxnResult,
@@ -87,32 +91,6 @@ OFFSETS_TOPIC = "__consumer_offsets"
 APPEND_TIMEOUT_MS = 30_000
 
 S = TransactionState
-
-
-@dataclass(frozen=True, slots=True)
-class InitProducerIdResult:
-    error: ErrorCode
-    producer_id: int = -1
-    producer_epoch: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class TransactionDescription:
-    transactional_id: str
-    error: ErrorCode
-    state: str = ""
-    timeout_ms: int = 0
-    start_time_ms: int = -1
-    producer_id: int = -1
-    producer_epoch: int = -1
-    partitions: tuple[tuple[str, int], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class TransactionListing:
-    transactional_id: str
-    producer_id: int
-    state: str
 
 
 class _NeedProducerId(Exception):
