@@ -21,22 +21,22 @@ from dataclasses import dataclass
 
 from broker.config import TopicConfig
 from broker.log.config import LogConfig
+from wire.batch_builder import RecordBatchBuilder
 from wire.compression import Compression, decompress
 from wire.errors import ErrorCode
 from wire.exceptions import CorruptRecordError, DecodeError
+from wire.legacy_records import upconvert_legacy
 from wire.record_walk import INT64_MAX, INT64_MIN, walk_records
 from wire.records import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     MAGIC_V2,
     RECORDS_OFFSET,
-    RecordBatchBuilder,
     RecordBatchHeader,
     TimestampType,
     iter_records,
     peek_magic,
     read_batch_header,
     set_max_timestamp_and_type,
-    upconvert_legacy,
     validate_batch,
 )
 

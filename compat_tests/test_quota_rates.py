@@ -39,6 +39,7 @@ from compat_tests.harness import settings
 from compat_tests.harness.broker import Broker
 from compat_tests.harness.drivers import Record
 from compat_tests.harness.scenario import get_driver, unique_topic
+from wire.batch_builder import build_batch
 from wire.generated.api_000_produce import (
     ProduceRequest,
     ProduceRequestPartitionProduceData,
@@ -52,7 +53,7 @@ from wire.generated.api_049_alter_client_quotas import (
     AlterClientQuotasRequestOpData,
     AlterClientQuotasResponse,
 )
-from wire.records import NewRecord, build_batch
+from wire.records import NewRecord
 
 pytestmark = pytest.mark.skipif(settings.target() != "cormorant", reason="Cormorant's byte counters")
 

@@ -26,6 +26,7 @@ import crc32c
 from controller.image import MetadataImage
 from controller.records import decode_record, encode_record
 from controller.state import apply
+from wire.batch_builder import build_batch
 from wire.exceptions import CorruptRecordError, DecodeError
 from wire.generated.metadata.rec_000_register_broker_record import (
     RegisterBrokerRecord,
@@ -43,7 +44,7 @@ from wire.generated.metadata.rec_014_client_quota_record import (
 from wire.generated.metadata.rec_015_producer_ids_record import ProducerIdsRecord
 from wire.generated.metadata.rec_018_access_control_entry_record import AccessControlEntryRecord
 from wire.primitives import Message
-from wire.records import NewRecord, build_batch, iter_batch_headers, iter_records
+from wire.records import NewRecord, iter_batch_headers, iter_records
 
 SNAPSHOT_MAGIC = b"CMRS"
 SNAPSHOT_VERSION = 1

@@ -47,6 +47,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
 from bench_load import Cormorant, Tansu, percentile, tansu_binary
 
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.frame import decode_response, encode_request
 from wire.generated.api_000_produce import (
@@ -73,7 +74,7 @@ from wire.generated.api_013_leave_group import (
     LeaveGroupResponse,
 )
 from wire.primitives import Message
-from wire.records import CRC_OFFSET, NewRecord, build_batch
+from wire.records import CRC_OFFSET, NewRecord
 
 ADVERSARIES = ("metadata", "offsets", "slowloris", "churn", "bad-crc", "group-churn")
 HEADER = struct.Struct(">qd")  # sequence, send time (time.time())

@@ -94,6 +94,7 @@ def hot_path(iterations: int = 200_000) -> int:
     sys.path.insert(0, str(ROOT))
     from broker.metrics import BrokerMetrics, DisabledMetrics
     from broker.response_errors import error_code_counts
+    from wire.batch_builder import build_batch
     from wire.generated.api_000_produce import (
         ProduceResponse,
         ProduceResponsePartitionProduceResponse,
@@ -104,7 +105,7 @@ def hot_path(iterations: int = 200_000) -> int:
         FetchResponseFetchableTopicResponse,
         FetchResponsePartitionData,
     )
-    from wire.records import NewRecord, build_batch, iter_batch_headers
+    from wire.records import NewRecord, iter_batch_headers
 
     batch = build_batch([NewRecord(key=None, value=b"x" * 100)] * 10)
     batches = list(iter_batch_headers(batch))

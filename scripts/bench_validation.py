@@ -23,8 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from broker.log.config import LogConfig
 from broker.validation import TimestampPolicy, validate_produce
 from wire import record_walk
+from wire.batch_builder import build_batch
 from wire.compression import Compression
-from wire.records import NewRecord, build_batch
+from wire.records import NewRecord
 
 CASES = ((100, 5000), (1024, 1000), (64 * 1024, 15))
 

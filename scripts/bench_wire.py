@@ -23,6 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from wire.batch_builder import build_batch
 from wire.generated.api_000_produce import (
     ProduceRequest,
     ProduceRequestPartitionProduceData,
@@ -40,7 +41,7 @@ from wire.generated.api_003_metadata import (
     MetadataResponseTopic,
 )
 from wire.generated.api_011_join_group import JoinGroupRequest, JoinGroupRequestProtocol
-from wire.records import NewRecord, build_batch
+from wire.records import NewRecord
 
 
 def batch_of(size: int) -> bytes:

@@ -41,12 +41,12 @@ from broker.log.producer_state import AppendOrigin
 from broker.replica_manager import ReplicaManager
 from broker.replication.partition import AppendRefusedError, Partition
 from controller.image import MetadataImage
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.exceptions import CorruptRecordError
 from wire.records import (
     ControlRecordType,
     NewRecord,
-    build_batch,
     iter_batch_headers,
     iter_records,
     parse_control_record,

@@ -29,15 +29,14 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from wire.batch_builder import RecordBatchBuilder, build_empty_batch
 from wire.exceptions import CorruptRecordError
 from wire.records import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     BytesLike,
     ControlRecordType,
     Record,
-    RecordBatchBuilder,
     RecordBatchHeader,
-    build_empty_batch,
     iter_records,
     parse_control_record,
 )

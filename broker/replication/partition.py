@@ -37,13 +37,9 @@ from broker.log.producer_state import (
     TransactionCoordinatorFencedError,
     VerificationGuard,
 )
+from wire.batch_builder import build_control_batch
 from wire.errors import ErrorCode
-from wire.records import (
-    ControlRecordType,
-    RecordBatchHeader,
-    build_control_batch,
-    iter_batch_headers,
-)
+from wire.records import ControlRecordType, RecordBatchHeader, iter_batch_headers
 
 log = structlog.get_logger(__name__)
 

@@ -26,7 +26,8 @@ import structlog
 from broker.log.producer_state import AppendOrigin
 from broker.share.group import ShareGroup
 from broker.share.partition import ArchivedRecord
-from wire.records import NewRecord, Record, build_batch, iter_batch_headers, iter_records
+from wire.batch_builder import build_batch
+from wire.records import NewRecord, Record, iter_batch_headers, iter_records
 
 if TYPE_CHECKING:
     from broker.replica_manager import Partition, ReplicaManager

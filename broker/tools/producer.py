@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 from broker.client import ClientError, KafkaClient, parse_bootstrap
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
     ProduceRequest,
@@ -30,7 +31,7 @@ from wire.generated.api_019_create_topics import (
     CreateTopicsRequestCreatableTopic,
     CreateTopicsResponse,
 )
-from wire.records import NewRecord, build_batch
+from wire.records import NewRecord
 
 #: Records and payload bytes per batch: well under the default message.max.bytes (1 MiB).
 BATCH_RECORDS_MAX = 1000

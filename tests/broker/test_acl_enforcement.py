@@ -14,6 +14,7 @@ import pytest
 
 from broker.client import KafkaClient
 from tests.broker.broker_process import BrokerProcess
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
     ProduceRequest,
@@ -52,7 +53,7 @@ from wire.generated.api_031_delete_acls import (
     DeleteAclsRequestDeleteAclsFilter,
     DeleteAclsResponse,
 )
-from wire.records import NewRecord, build_batch
+from wire.records import NewRecord
 
 TOPIC, GROUP, CLUSTER, TXN = 2, 3, 4, 5
 ANY, LITERAL, PREFIXED = 1, 3, 4

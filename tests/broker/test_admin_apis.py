@@ -14,6 +14,7 @@ import pytest
 
 from broker.client import ClientError, KafkaClient, parse_bootstrap
 from tests.broker.broker_process import BrokerProcess
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.frame import encode_request_parts
 from wire.generated.api_000_produce import (
@@ -98,7 +99,7 @@ from wire.generated.api_075_describe_topic_partitions import (
     DescribeTopicPartitionsResponse,
 )
 from wire.primitives import REFERENCE_FROM, ZERO_UUID, Message
-from wire.records import NewRecord, build_batch, iter_records
+from wire.records import NewRecord, iter_records
 
 TOPIC = 2
 BROKER = 4

@@ -10,6 +10,7 @@ from pathlib import Path
 from broker.client import KafkaClient
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.test_acl_apis import ALTER, AUTHORIZER, CLUSTER, DENY, WRITE, creation
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
     ProduceRequest,
@@ -24,7 +25,7 @@ from wire.generated.api_019_create_topics import (
     CreateTopicsResponse,
 )
 from wire.generated.api_030_create_acls import CreateAclsRequest, CreateAclsResponse
-from wire.records import NewRecord, build_batch
+from wire.records import NewRecord
 
 
 def test_decisions_go_to_a_rotated_json_file(tmp_path: Path) -> None:

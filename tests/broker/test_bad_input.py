@@ -12,6 +12,7 @@ import pytest
 
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.raw_client import RawClient
+from wire.batch_builder import build_batch, build_control_batch
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
     ProduceRequest,
@@ -32,8 +33,6 @@ from wire.records import (
     CRC_OFFSET,
     ControlRecordType,
     NewRecord,
-    build_batch,
-    build_control_batch,
     compute_crc,
     read_batch_header,
 )

@@ -22,6 +22,7 @@ import pytest
 
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.raw_client import RawClient
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
     ProduceRequest,
@@ -64,7 +65,7 @@ from wire.generated.api_066_list_transactions import (
     ListTransactionsResponse,
 )
 from wire.primitives import Message
-from wire.records import NewRecord, build_batch, iter_batch_headers, iter_records
+from wire.records import NewRecord, iter_batch_headers, iter_records
 from wire.regions import FileRegion
 
 TOPIC = "eos-wire"

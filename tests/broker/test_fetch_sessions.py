@@ -20,6 +20,7 @@ from broker.fetch_sessions import (
     next_epoch,
 )
 from tests.broker.broker_process import BrokerProcess
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
     ProduceRequest,
@@ -41,7 +42,7 @@ from wire.generated.api_019_create_topics import (
     CreateTopicsRequestCreatableTopic,
     CreateTopicsResponse,
 )
-from wire.records import NewRecord, build_batch, iter_records
+from wire.records import NewRecord, iter_records
 
 # ------------------------------------------------------------ the cache
 

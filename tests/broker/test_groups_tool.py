@@ -12,6 +12,7 @@ from broker.cli import main
 from broker.client import KafkaClient
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.test_group_apis import OVERRIDES, commit, create_topic, fetch, find, join_member
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
     ProduceRequest,
@@ -33,7 +34,7 @@ from wire.generated.data.consumer_protocol_assignment import (
     ConsumerProtocolAssignment,
     ConsumerProtocolAssignmentTopicPartition,
 )
-from wire.records import NewRecord, build_batch
+from wire.records import NewRecord
 
 
 @pytest.fixture(scope="module")

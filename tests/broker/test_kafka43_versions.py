@@ -14,6 +14,7 @@ import pytest
 
 from broker.client import KafkaClient
 from tests.broker.broker_process import BrokerProcess
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
     ProduceRequest,
@@ -76,7 +77,7 @@ from wire.generated.api_074_list_config_resources import (
     ListConfigResourcesRequest,
     ListConfigResourcesResponse,
 )
-from wire.records import NewRecord, build_batch, iter_batch_headers, iter_records
+from wire.records import NewRecord, iter_batch_headers, iter_records
 
 
 @pytest.fixture(scope="module")

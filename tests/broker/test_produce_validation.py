@@ -13,6 +13,7 @@ import pytest
 
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.raw_client import RawClient
+from wire.batch_builder import build_batch
 from wire.compression import Compression, compress
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
@@ -41,7 +42,6 @@ from wire.records import (
     RECORDS_COUNT_OFFSET,
     RECORDS_OFFSET,
     NewRecord,
-    build_batch,
     compute_crc,
     iter_records,
     read_batch_header,

@@ -16,6 +16,7 @@ import pytest
 from broker.client import KafkaClient, parse_bootstrap
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.test_client_quotas import alter, entry
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.frame import encode_request
 from wire.generated.api_000_produce import (
@@ -38,7 +39,7 @@ from wire.generated.api_019_create_topics import (
     CreateTopicsResponse,
 )
 from wire.generated.api_020_delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
-from wire.records import NewRecord, build_batch
+from wire.records import NewRecord
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import pytest
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.raw_client import RawClient
 from tests.shared import ROOT
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
     ProduceRequest,
@@ -29,7 +30,7 @@ from wire.generated.api_001_fetch import (
 )
 from wire.generated.api_003_metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
-from wire.records import NewRecord, build_batch, iter_records
+from wire.records import NewRecord, iter_records
 
 
 def assert_closed(sock: socket.socket) -> None:

@@ -15,14 +15,9 @@ from broker.cli import main
 from broker.tools.dump_log import dump_log
 from tests.broker.broker_process import BrokerProcess
 from tests.shared import ROOT
+from wire.batch_builder import build_batch, build_control_batch
 from wire.compression import Compression
-from wire.records import (
-    ControlRecordType,
-    NewRecord,
-    TimestampType,
-    build_batch,
-    build_control_batch,
-)
+from wire.records import ControlRecordType, NewRecord, TimestampType
 
 BASE_TS = 1_700_000_000_000
 

@@ -24,6 +24,7 @@ from tests.observability.helpers import (
     scrape,
     value,
 )
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
     ProduceRequest,
@@ -31,7 +32,7 @@ from wire.generated.api_000_produce import (
     ProduceRequestTopicProduceData,
     ProduceResponse,
 )
-from wire.records import NewRecord, build_batch
+from wire.records import NewRecord
 
 kafka = pytest.importorskip("kafka", reason="kafka-python is not installed (pip install -e '.[test]')")
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")

@@ -14,6 +14,7 @@ import pytest
 
 from broker.client import KafkaClient
 from tests.observability.helpers import MetricsBroker
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
     ProduceRequest,
@@ -22,7 +23,7 @@ from wire.generated.api_000_produce import (
     ProduceResponse,
 )
 from wire.generated.api_003_metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
-from wire.records import Compression, NewRecord, build_batch
+from wire.records import Compression, NewRecord
 
 trace_pb2 = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
 metrics_pb2 = pytest.importorskip("opentelemetry.proto.collector.metrics.v1.metrics_service_pb2")

@@ -13,6 +13,7 @@ from broker.tools.top import parse, render
 from broker.tracing import parse_traceparent, traceparents
 from tests.observability.helpers import metric_dictionary
 from tests.shared import ROOT
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
     ProduceResponse,
@@ -20,7 +21,7 @@ from wire.generated.api_000_produce import (
     ProduceResponseTopicProduceResponse,
 )
 from wire.generated.api_018_api_versions import ApiVersionsResponse
-from wire.records import Compression, NewRecord, build_batch, iter_batch_headers
+from wire.records import Compression, NewRecord, iter_batch_headers
 
 TRACEPARENT = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 

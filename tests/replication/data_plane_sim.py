@@ -52,9 +52,10 @@ from broker.replication.fetcher import divergence_truncation_offset
 from broker.replication.isr import wanted_isr
 from broker.replication.partition import AppendRefusedError, Partition
 from controller.image import MetadataImage, PartitionImage, TopicImage
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.generated.api_001_fetch import FetchRequestFetchPartition, FetchResponsePartitionData
-from wire.records import NewRecord, build_batch, iter_batch_headers, iter_records
+from wire.records import NewRecord, iter_batch_headers, iter_records
 
 TOPIC = "sim"
 TOPIC_ID = uuid.UUID(int=0x51)

@@ -44,6 +44,7 @@ from tests.replication.fault_checker import (
     partition_dirs,
     segment_batches,
 )
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
     ProduceRequest,
@@ -59,7 +60,7 @@ from wire.generated.api_019_create_topics import (
     CreateTopicsRequestCreatableTopicConfig,
     CreateTopicsResponse,
 )
-from wire.records import NewRecord, build_batch
+from wire.records import NewRecord
 
 SESSION_TIMEOUT_MS = 3000
 #: How long a node may take to print its ready line. Several nodes start at once, and on a machine

@@ -19,7 +19,8 @@ from tests.replication.fault_checker import (
     failover_gaps,
     segment_batches,
 )
-from wire.records import NewRecord, build_batch
+from wire.batch_builder import build_batch
+from wire.records import NewRecord
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -22,13 +22,14 @@ from broker.replication.delayed_produce import wait_for_replication
 from broker.replication.partition import AppendRefusedError, Partition
 from broker.transaction.write_markers import write_txn_markers
 from controller.image import MetadataImage, PartitionImage, TopicImage
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.generated.api_027_write_txn_markers import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersRequestWritableTxnMarker,
     WriteTxnMarkersRequestWritableTxnMarkerTopic,
 )
-from wire.records import NewRecord, build_batch
+from wire.records import NewRecord
 
 TOPIC = "t"
 TOPIC_ID = uuid.UUID(int=7)

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from wire.batch_builder import build_batch
 from wire.frame import (
     decode_request,
     decode_response,
@@ -28,7 +29,7 @@ from wire.generated.api_001_fetch import (
     FetchResponsePartitionData,
 )
 from wire.primitives import REFERENCE_FROM, Regions
-from wire.records import NewRecord, build_batch, iter_records
+from wire.records import NewRecord, iter_records
 from wire.regions import EncodedParts, FileRegion, split_parts
 
 Records = bytes | bytearray | memoryview | None

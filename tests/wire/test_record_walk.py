@@ -12,9 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wire import record_walk
+from wire.batch_builder import build_batch
 from wire.exceptions import CorruptRecordError, DecodeError
 from wire.record_walk import INT64_MAX, INT64_MIN, walk_records, walk_records_py
-from wire.records import RECORDS_OFFSET, NewRecord, build_batch, iter_records, read_batch_header
+from wire.records import RECORDS_OFFSET, NewRecord, iter_records, read_batch_header
 
 accelerated: Any = record_walk._accelerated
 needs_accel = pytest.mark.skipif(accelerated is None, reason="the C accelerator is not built")

@@ -18,8 +18,10 @@ from hypothesis import strategies as st
 
 import wire.compression
 import wire.records
+from wire.batch_builder import RecordBatchBuilder, build_batch, build_control_batch
 from wire.compression import Compression, UnsupportedCompressionError, compress
 from wire.exceptions import CorruptRecordError, DecodeError, DecompressionLimitError
+from wire.legacy_records import LegacyMessage, iter_legacy_messages, upconvert_legacy
 from wire.records import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,
@@ -38,19 +40,14 @@ from wire.records import (
     PRODUCER_ID_OFFSET,
     RECORDS_COUNT_OFFSET,
     ControlRecordType,
-    LegacyMessage,
     NewRecord,
     Record,
-    RecordBatchBuilder,
     TimestampType,
     batch_size_at,
-    build_batch,
-    build_control_batch,
     compute_crc,
     crc_is_valid,
     increment_sequence,
     iter_batch_headers,
-    iter_legacy_messages,
     iter_records,
     parse_control_record,
     peek_magic,
@@ -58,7 +55,6 @@ from wire.records import (
     set_base_offset,
     set_max_timestamp_and_type,
     set_partition_leader_epoch,
-    upconvert_legacy,
     validate_batch,
     validate_batches,
 )

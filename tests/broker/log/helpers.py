@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from broker.log import PartitionLog
+from wire.batch_builder import build_batch
 from wire.compression import Compression
 from wire.records import (
     NewRecord,
     RecordBatchHeader,
-    build_batch,
     crc_is_valid,
     iter_batch_headers,
     iter_records,

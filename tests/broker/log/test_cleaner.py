@@ -30,17 +30,19 @@ from broker.log.cleaner import (
 )
 from broker.log.files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 from broker.validation import RecordValidationError, TimestampPolicy, validate_produce
+from wire.batch_builder import (
+    RecordBatchBuilder,
+    build_batch,
+    build_control_batch,
+    build_empty_batch,
+)
 from wire.compression import Compression
 from wire.errors import ErrorCode
 from wire.records import (
     ControlRecordType,
     NewRecord,
     Record,
-    RecordBatchBuilder,
     RecordBatchHeader,
-    build_batch,
-    build_control_batch,
-    build_empty_batch,
     crc_is_valid,
     iter_records,
     read_batch_header,

@@ -191,7 +191,8 @@ def test_compaction_races_reads_and_evictions(tmp_path: Path) -> None:
     the compacted logs read back, and no descriptor is left open."""
     from broker.log.cleaner import CleanerConfig, LogCleaner
     from broker.log.manager import LogManager
-    from wire.records import NewRecord, build_batch, iter_batch_headers, iter_records
+    from wire.batch_builder import build_batch
+    from wire.records import NewRecord, iter_batch_headers, iter_records
 
     clock = Clock()
     before = open_fds()

@@ -25,13 +25,8 @@ from broker.log.producer_state import (
     read_snapshot,
 )
 from broker.log.txn_index import AbortedTxn
-from wire.records import (
-    ControlRecordType,
-    NewRecord,
-    build_batch,
-    build_control_batch,
-    read_batch_header,
-)
+from wire.batch_builder import build_batch, build_control_batch
+from wire.records import ControlRecordType, NewRecord, read_batch_header
 
 from .conftest import OpenLog
 from .helpers import Clock

@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from broker.log import LogConfig, OffsetOutOfRangeError, PartitionLog
+from wire.batch_builder import build_batch
 from wire.compression import Compression
-from wire.records import NewRecord, build_batch, iter_records
+from wire.records import NewRecord, iter_records
 
 from .helpers import Clock, batches_in, read_all
 

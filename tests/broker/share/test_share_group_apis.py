@@ -12,6 +12,7 @@ import pytest
 from broker.client import KafkaClient
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.test_group_apis import create_topic
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
     ProduceRequest,
@@ -41,7 +42,7 @@ from wire.generated.api_079_share_acknowledge import (
     ShareAcknowledgeRequestAcknowledgeTopic,
     ShareAcknowledgeResponse,
 )
-from wire.records import NewRecord, build_batch
+from wire.records import NewRecord
 
 OVERRIDES = {"offsets.topic.num.partitions": "1", "share.coordinator.state.topic.num.partitions": "1",
              "share.coordinator.state.topic.replication.factor": "1"}
