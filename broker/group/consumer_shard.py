@@ -59,11 +59,11 @@ from broker.group.group import (
     JoinResult,
 )
 from broker.group.records import OffsetAndMetadata, RecordFormatError
-from broker.group.shard import (
+from broker.group.shard import GroupShard
+from broker.group.shard_types import (
     CommitCallback,
     GroupConfig,
     GroupObserver,
-    GroupShard,
     JoinRequest,
     TopicPartition,
 )

@@ -42,7 +42,7 @@ from broker.group.consumer_shard import (
 from broker.group.group import GroupOverview, GroupSummary, JoinResult, SyncResult
 from broker.group.migration import MigratingGroupShard
 from broker.group.records import OffsetAndMetadata
-from broker.group.shard import (
+from broker.group.shard_types import (
     FetchedOffset,
     GroupConfig,
     GroupObserver,

@@ -64,7 +64,7 @@ from broker.group.group import (
     SyncResult,
 )
 from broker.group.records import group_metadata_key
-from broker.group.shard import JoinRequest, LeavingMember, SyncRequest
+from broker.group.shard_types import JoinRequest, LeavingMember, SyncRequest
 from wire.errors import ErrorCode
 from wire.exceptions import DecodeError
 from wire.generated.data.consumer_protocol_assignment import (

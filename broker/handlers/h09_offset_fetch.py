@@ -19,7 +19,7 @@ import uuid
 
 from broker.acl_operations import AclOperation, ResourceType, authorize, checker
 from broker.dispatch import RequestContext
-from broker.group.shard import FetchedOffset
+from broker.group.shard_types import FetchedOffset
 from broker.pacing import discard
 from wire.errors import ErrorCode
 from wire.generated.api_009_offset_fetch import (

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from broker.acl_operations import AclOperation, ResourceType, authorize
 from broker.dispatch import RequestContext
-from broker.group.shard import JoinRequest
+from broker.group.shard_types import JoinRequest
 from wire.errors import ErrorCode
 from wire.generated.api_011_join_group import (
     JoinGroupRequest,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from broker.acl_operations import AclOperation, ResourceType, authorize
 from broker.dispatch import RequestContext
-from broker.group.shard import LeavingMember
+from broker.group.shard_types import LeavingMember
 from wire.errors import ErrorCode
 from wire.generated.api_013_leave_group import (
     LeaveGroupRequest,

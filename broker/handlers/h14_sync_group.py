@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from broker.acl_operations import AclOperation, ResourceType, authorize
 from broker.dispatch import RequestContext
-from broker.group.shard import SyncRequest
+from broker.group.shard_types import SyncRequest
 from wire.errors import ErrorCode
 from wire.generated.api_014_sync_group import SyncGroupRequest, SyncGroupResponse
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from broker.coordinator.runtime import AppendResult, CoordinatorRecord, ReplayedRecord
 from broker.group.group import JoinResult, SyncResult
 from broker.group.records import OffsetAndMetadata
-from broker.group.shard import GroupConfig, GroupShard, JoinRequest, SyncRequest
+from broker.group.shard import GroupShard
+from broker.group.shard_types import GroupConfig, JoinRequest, SyncRequest
 from wire.errors import ErrorCode
 from wire.generated.data.consumer_protocol_assignment import (
     ConsumerProtocolAssignment,

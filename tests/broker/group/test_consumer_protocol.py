@@ -23,7 +23,7 @@ from broker.group.consumer_shard import (
     ConsumerHeartbeatResult,
 )
 from broker.group.records import OffsetAndMetadata
-from broker.group.shard import GroupConfig
+from broker.group.shard_types import GroupConfig
 from tests.broker.group.fake import Box, FakeContext
 from wire.errors import ErrorCode
 
@@ -292,7 +292,7 @@ def test_a_new_coordinator_replays_the_group() -> None:
 def test_a_classic_group_with_members_is_not_a_consumer_group_and_vice_versa() -> None:
     d = CDriver()
     d.client_step("m1")
-    from broker.group.shard import JoinRequest
+    from broker.group.shard_types import JoinRequest
     from tests.broker.group.fake import subscription
     box = Box()
     d.shard.join_group(JoinRequest("g", "", None, False, False, "c", "/h", 30_000, 10_000, "consumer",

@@ -12,7 +12,7 @@ from broker.group.consumer_shard import (
 )
 from broker.group.group import JoinResult, SyncResult
 from broker.group.migration import MigratingGroupShard, decode_assignment
-from broker.group.shard import GroupConfig, JoinRequest, LeavingMember, SyncRequest
+from broker.group.shard_types import GroupConfig, JoinRequest, LeavingMember, SyncRequest
 from tests.broker.group.fake import Box, Driver, FakeContext, assignment, subscription
 from wire.errors import ErrorCode
 

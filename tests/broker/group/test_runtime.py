@@ -18,7 +18,8 @@ import trio.testing
 from broker.coordinator.runtime import CoordinatorRuntime, InternalTopic
 from broker.group.group import JoinResult
 from broker.group.records import OffsetAndMetadata
-from broker.group.shard import GroupConfig, GroupShard, JoinRequest
+from broker.group.shard import GroupShard
+from broker.group.shard_types import GroupConfig, JoinRequest
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.replica_manager import ReplicaManager
@@ -178,7 +179,7 @@ def test_the_facade_checks_group_status_like_kafka(tmp_path: Path) -> None:
     while loading a Heartbeat is answered NONE and a SyncGroup REBALANCE_IN_PROGRESS."""
     from broker.config import build_config
     from broker.group.coordinator import GroupCoordinator
-    from broker.group.shard import SyncRequest
+    from broker.group.shard_types import SyncRequest
 
     async def main() -> None:
         config, _ = build_config({"offsets.topic.num.partitions": str(PARTITIONS)})

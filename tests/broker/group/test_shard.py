@@ -15,7 +15,8 @@ from broker.group.records import (
     parse_key,
     parse_offset_value,
 )
-from broker.group.shard import GroupConfig, GroupShard, LeavingMember
+from broker.group.shard import GroupShard
+from broker.group.shard_types import GroupConfig, LeavingMember
 from tests.broker.group.fake import Driver, FakeContext, assignment, subscription
 from wire.errors import ErrorCode
 
