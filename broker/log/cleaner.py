@@ -1,7 +1,9 @@
 """The log cleaner: compaction of every partition whose ``cleanup.policy`` has ``compact``.
 
 Mirrors Kafka's LogCleaner, LogCleanerManager and Cleaner; the record-level
-rules are in :mod:`broker.log.clean_records`. One Trio task (:meth:`LogCleaner.run`)
+rules are in :mod:`broker.log.clean_records`, the steps a worker thread runs
+(snapshot reads, planning, writing cleaned segments) in :mod:`broker.log.cleaner_worker`.
+One Trio task (:meth:`LogCleaner.run`)
 repeatedly picks the dirtiest compacted log and cleans it, or sleeps
 ``log.cleaner.backoff.ms`` when none qualifies.
 
@@ -47,15 +49,14 @@ recovery at the next start removes or completes whatever a crash left.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import structlog
 import trio
@@ -63,14 +64,25 @@ import trio
 from broker.log.checkpoint import OffsetCheckpointFile
 from broker.log.clean_records import (
     CleanCounts,
-    CleanRound,
     LastRecord,
     OffsetMap,
-    ProducerScan,
-    TransactionTracker,
-    control_marker,
     filter_batch,
-    map_batch,
+)
+from broker.log.cleaner_worker import (
+    DOUBLE_MAX,
+    CleaningAbortedError,
+    CleanPlan,
+    CleanSnapshot,
+    SegmentSnapshot,
+    ThreadRunner,
+    Throttler,
+    WorkerRunner,
+    floor_index,
+    plan_clean,
+    read_batches,
+    run_inline,
+    segments_between,
+    write_all,
 )
 from broker.log.errors import CheckpointError
 from broker.log.files import (
@@ -83,15 +95,7 @@ from broker.log.manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment
 from wire.exceptions import CorruptRecordError
-from wire.records import (
-    BATCH_HEADER_SIZE,
-    DEFAULT_MAX_DECOMPRESSED_BYTES,
-    BytesLike,
-    RecordBatchHeader,
-    batch_size_at,
-    iter_batch_headers,
-    read_batch_header,
-)
+from wire.records import DEFAULT_MAX_DECOMPRESSED_BYTES, BytesLike
 
 log = structlog.get_logger(__name__)
 
@@ -102,14 +106,8 @@ CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 #: written and fsynced; renamed ``.swap``; each replaced segment renamed
 #: ``.deleted``; the new files renamed into place.
 CLEAN_STEPS = ("cleaned", "swap", "retire", "swapped")
-_INT32_MAX = 2**31 - 1
-#: Bytes read at a time when only batch headers are needed.
 _HEADER_SCAN_BYTES = 16 * 1024
 _MIN_IO_BYTES = 4096
-#: Java's Double.MAX_VALUE, Kafka's "no throttle".
-_DOUBLE_MAX = 1.7976931348623157e308
-#: How much I/O time the throttler lets pass between checks (Kafka's 300 ms).
-_THROTTLE_CHECK_S = 0.3
 
 FaultHook = Callable[[str, PartitionLog], None]
 
@@ -127,7 +125,7 @@ class CleanerConfig:
     #: Read and write buffers together, as Kafka splits ``log.cleaner.io.buffer.size``.
     io_buffer_size: int = 512 * 1024
     #: ``log.cleaner.io.max.bytes.per.second``: reads plus writes.
-    io_max_bytes_per_second: float = _DOUBLE_MAX
+    io_max_bytes_per_second: float = DOUBLE_MAX
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
 
     def __post_init__(self) -> None:
@@ -181,16 +179,8 @@ class CleanerStats:
     completed: bool
 
 
-class CleaningAbortedError(Exception):
-    """The log changed under a clean (truncation, deletion, retention) or the cleaner is stopping."""
-
-
 class _SwapFailedError(Exception):
     """A swap that failed part-way: the log in memory must not be cleaned again before a restart."""
-
-
-class _WorkerRunner(Protocol):
-    def __call__(self, fn: Callable[[], T], /) -> Awaitable[T]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,72 +191,6 @@ class _Checkpoint:
     log: PartitionLog
     offset: int
     truncations: int
-
-
-@dataclass(frozen=True, slots=True)
-class _SegmentSnapshot:
-    segment: LogSegment
-    base_offset: int
-    size: int
-    fd: int  # a duplicate, closed when the clean ends
-    #: Where the dirty range starts in this segment (0 unless it holds the first dirty offset).
-    dirty_position: int
-
-
-class _Throttler:
-    """Kafka's Throttler: every ``_THROTTLE_CHECK_S`` of I/O, waits long enough to bring the
-    rate down to ``bytes_per_second``. Waits on ``stop``, so a stopping cleaner is not held up."""
-
-    def __init__(
-        self, bytes_per_second: float, stop: threading.Event, monotonic: Callable[[], float]
-    ) -> None:
-        self._rate = bytes_per_second
-        self._stop = stop
-        self._monotonic = monotonic
-        self._period_start = monotonic()
-        self._observed = 0
-
-    def maybe_throttle(self, size: int) -> None:
-        if self._rate >= _DOUBLE_MAX:
-            return
-        self._observed += size
-        elapsed = self._monotonic() - self._period_start
-        if elapsed < _THROTTLE_CHECK_S:
-            return
-        wait_s = self._observed / self._rate - elapsed
-        if wait_s > 0 and self._stop.wait(wait_s):
-            raise CleaningAbortedError("the cleaner is stopping")
-        self._period_start = self._monotonic()
-        self._observed = 0
-
-
-@dataclass(slots=True)
-class _Snapshot:
-    log: PartitionLog
-    segments: list[_SegmentSnapshot]
-    truncations: int
-    active_producers: Mapping[int, LastRecord] | None
-    now_ms: int
-    stop: threading.Event
-    throttler: _Throttler
-
-    def check_done(self) -> None:
-        """Called by the worker between batches (Kafka's checkDone)."""
-        if self.stop.is_set():
-            raise CleaningAbortedError("the cleaner is stopping")
-        if self.log.truncation_count != self.truncations:
-            raise CleaningAbortedError("the log was truncated")
-
-
-@dataclass(slots=True)
-class _Plan:
-    """The mapped dirty range and the groups of segments to rewrite."""
-
-    cleaning: CleanRound
-    transactions: TransactionTracker
-    end_offset: int
-    groups: list[list[_SegmentSnapshot]]
-    counts: CleanCounts = field(default_factory=CleanCounts)
 
 
 class LogCleaner:
@@ -398,7 +322,7 @@ class LogCleaner:
         config = partition_log.config
         segments = partition_log.segments
         first_dirty = self._first_dirty_offset(tp, partition_log)
-        non_active_dirty = segments[_floor_index(segments, first_dirty) : -1]
+        non_active_dirty = segments[floor_index(segments, first_dirty) : -1]
 
         uncleanable = min(last_stable_offset, segments[-1].base_offset)
         min_lag_ms = max(config.min_compaction_lag_ms, 0)
@@ -418,10 +342,10 @@ class LogCleaner:
             needs_now = earliest is not None and earliest < clean_until_ms
 
         # The first uncleanable offset rounds down to the segment holding it (the active one at most).
-        index = _floor_index(segments, uncleanable)
+        index = floor_index(segments, uncleanable)
         first_uncleanable = segments[min(index, len(segments) - 1)].base_offset
         cleanable_bytes = sum(
-            s.size for s in _segments_between(segments, min(first_dirty, first_uncleanable), first_uncleanable)
+            s.size for s in segments_between(segments, min(first_dirty, first_uncleanable), first_uncleanable)
         )
         clean_bytes = sum(s.size for s in segments if s.base_offset < first_dirty)
         return LogToClean(
@@ -482,7 +406,7 @@ class LogCleaner:
         if chosen is None:
             return None
         stop = threading.Event()
-        runner: _WorkerRunner = _ThreadRunner(stop) if in_thread else _run_inline
+        runner: WorkerRunner = ThreadRunner(stop) if in_thread else run_inline
         self._busy = True
         try:
             return await self._clean(chosen, now_ms, stop, runner)
@@ -490,7 +414,7 @@ class LogCleaner:
             self._busy = False
 
     async def _clean(
-        self, chosen: LogToClean, now_ms: int, stop: threading.Event, run: _WorkerRunner
+        self, chosen: LogToClean, now_ms: int, stop: threading.Event, run: WorkerRunner
     ) -> CleanerStats:
         tp = chosen.topic_partition
         partition_log = chosen.log
@@ -503,7 +427,7 @@ class LogCleaner:
             first_uncleanable_offset=chosen.first_uncleanable_offset,
             dirty_ratio=round(chosen.cleanable_ratio, 4),
         )
-        snapshot: _Snapshot | None = None
+        snapshot: CleanSnapshot | None = None
         counts = CleanCounts()
         end_offset = chosen.first_dirty_offset
         replaced = 0
@@ -585,13 +509,13 @@ class LogCleaner:
 
     # -- Trio-thread steps -------------------------------------------------------------
 
-    def _snapshot(self, chosen: LogToClean, now_ms: int, stop: threading.Event) -> _Snapshot:
+    def _snapshot(self, chosen: LogToClean, now_ms: int, stop: threading.Event) -> CleanSnapshot:
         partition_log = chosen.log
         tp = chosen.topic_partition
         producers = self._active_producers_of(tp) if self._active_producers_of is not None else None
         segments = partition_log.segments
-        first_dirty_segment = segments[_floor_index(segments, chosen.first_dirty_offset)]
-        snapshots: list[_SegmentSnapshot] = []
+        first_dirty_segment = segments[floor_index(segments, chosen.first_dirty_offset)]
+        snapshots: list[SegmentSnapshot] = []
         try:
             for segment in segments:
                 dirty_position = 0
@@ -599,23 +523,23 @@ class LogCleaner:
                     dirty_position = segment.offset_index.lookup(chosen.first_dirty_offset).position
                 fd = segment.dup_log_fd()
                 snapshots.append(
-                    _SegmentSnapshot(segment, segment.base_offset, segment.size, fd, dirty_position)
+                    SegmentSnapshot(segment, segment.base_offset, segment.size, fd, dirty_position)
                 )
         except BaseException:
             for taken in snapshots:
                 os.close(taken.fd)
             raise
-        return _Snapshot(
+        return CleanSnapshot(
             partition_log,
             snapshots,
             partition_log.truncation_count,
             dict(producers) if producers is not None else None,
             now_ms,
             stop,
-            _Throttler(self._config.io_max_bytes_per_second, stop, self._monotonic),
+            Throttler(self._config.io_max_bytes_per_second, stop, self._monotonic),
         )
 
-    def _swap(self, snapshot: _Snapshot, cleaned: LogSegment, group: list[_SegmentSnapshot]) -> None:
+    def _swap(self, snapshot: CleanSnapshot, cleaned: LogSegment, group: list[SegmentSnapshot]) -> None:
         partition_log = snapshot.log
         try:
             self._step("cleaned", partition_log)
@@ -638,7 +562,7 @@ class LogCleaner:
         if self._fault_hook is not None:
             self._fault_hook(step, log_)
 
-    def _log_unchanged(self, snapshot: _Snapshot) -> bool:
+    def _log_unchanged(self, snapshot: CleanSnapshot) -> bool:
         """Still the manager's log for its partition, and not truncated since the snapshot."""
         partition_log = snapshot.log
         return (
@@ -646,7 +570,7 @@ class LogCleaner:
             and partition_log.truncation_count == snapshot.truncations
         )
 
-    def _still_current(self, snapshot: _Snapshot, group: list[_SegmentSnapshot]) -> bool:
+    def _still_current(self, snapshot: CleanSnapshot, group: list[SegmentSnapshot]) -> bool:
         partition_log = snapshot.log
         if not self._log_unchanged(snapshot):
             return False
@@ -659,75 +583,15 @@ class LogCleaner:
 
     # -- worker-thread steps -----------------------------------------------------------
 
-    def _plan(self, chosen: LogToClean, snapshot: _Snapshot) -> _Plan:
-        """Scan the log, map the dirty range, and group the segments to rewrite (Kafka's doClean)."""
-        config = snapshot.log.config
-        scan = ProducerScan()
-        for segment in snapshot.segments:
-            for header, marker_buf in _scan_headers(segment, snapshot.check_done):
-                scan.add(
-                    header,
-                    control_marker(marker_buf, 0, self._config.max_decompressed_bytes)
-                    if marker_buf is not None
-                    else None,
-                )
-        offset_map = OffsetMap(
-            self._config.dedupe_buffer_size, self._config.dedupe_buffer_load_factor
-        )
-        counts = CleanCounts()
-        transactions = TransactionTracker(scan.aborted)
-        start = chosen.first_dirty_offset
-        upper = chosen.first_uncleanable_offset
-        dirty = [s for s in snapshot.segments if s.base_offset < upper]
-        dirty = dirty[_floor_index(dirty, start) :]
-        full = False
-        for index, segment in enumerate(dirty):
-            for buf, pos, header in _read_batches(
-                segment, segment.dirty_position, self._io_chunk_bytes, snapshot
-            ):
-                full = map_batch(
-                    offset_map,
-                    transactions,
-                    buf,
-                    pos,
-                    header,
-                    start,
-                    counts,
-                    self._config.max_decompressed_bytes,
-                )
-                if full:
-                    break
-            if full:
-                break
-            # Past any gap at the segment's end, up to where the next one starts.
-            following = dirty[index + 1].base_offset if index + 1 < len(dirty) else upper
-            offset_map.latest_offset = max(offset_map.latest_offset, following - 1)
-        end_offset = offset_map.latest_offset + 1
-        producers = snapshot.active_producers
-        cleaning = CleanRound(
-            offset_map=offset_map,
-            active_producers=producers if producers is not None else scan.producers,
-            now_ms=snapshot.now_ms,
-            delete_retention_ms=config.delete_retention_ms,
-            upper_bound_offset=upper,
-            max_decompressed_bytes=self._config.max_decompressed_bytes,
-        )
-        to_clean = [s for s in snapshot.segments[:-1] if s.base_offset < end_offset]
-        groups = _group_segments(
-            to_clean,
-            config.segment_bytes,
-            max(config.segment_index_bytes // 12, 1),
-            config.index_interval_bytes,
-            upper,
-        )
-        return _Plan(cleaning, TransactionTracker(scan.aborted), end_offset, groups, counts)
+    def _plan(self, chosen: LogToClean, snapshot: CleanSnapshot) -> CleanPlan:
+        return plan_clean(chosen, snapshot, self._config, self._io_chunk_bytes)
 
     @property
     def _io_chunk_bytes(self) -> int:
         return max(self._config.io_buffer_size // 2, _MIN_IO_BYTES)
 
     def _write_cleaned(
-        self, snapshot: _Snapshot, plan: _Plan, group: list[_SegmentSnapshot]
+        self, snapshot: CleanSnapshot, plan: CleanPlan, group: list[SegmentSnapshot]
     ) -> LogSegment:
         """Write what ``group`` keeps into a ``.cleaned`` segment, indexed and fsynced (Kafka's cleanSegments)."""
         partition_log = snapshot.log
@@ -743,17 +607,17 @@ class LogCleaner:
             pending: list[BytesLike] = []
             pending_bytes = 0
             for segment in group:
-                for buf, pos, header in _read_batches(segment, 0, chunk, snapshot):
+                for buf, pos, header in read_batches(segment, 0, chunk, snapshot):
                     kept = filter_batch(plan.cleaning, plan.transactions, buf, pos, header, plan.counts)
                     if kept is None:
                         continue
                     pending.append(kept)
                     pending_bytes += len(kept)
                     if pending_bytes >= chunk:
-                        _write_all(fd, pending)
+                        write_all(fd, pending)
                         snapshot.throttler.maybe_throttle(pending_bytes)
                         pending, pending_bytes = [], 0
-            _write_all(fd, pending)
+            write_all(fd, pending)
             os.fsync(fd)
         except BaseException:
             path.unlink(missing_ok=True)
@@ -782,164 +646,3 @@ class LogCleaner:
             cleaned.delete()
             raise
         return cleaned
-
-
-# -- worker helpers -----------------------------------------------------------------------
-
-
-async def _run_inline(fn: Callable[[], T], /) -> T:
-    return fn()
-
-
-@dataclass(frozen=True, slots=True)
-class _ThreadRunner:
-    """Runs work in a worker thread. If the task is cancelled meanwhile, it sets
-    ``stop`` and waits for the work to notice, so no worker outlives the task
-    (the log manager may be closed right after)."""
-
-    stop: threading.Event
-
-    async def __call__(self, fn: Callable[[], T], /) -> T:
-        finished = False
-
-        async def stop_when_cancelled() -> None:
-            try:
-                await trio.sleep_forever()
-            finally:
-                if not finished:
-                    self.stop.set()
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(stop_when_cancelled)
-            try:
-                return await trio.to_thread.run_sync(fn)
-            finally:
-                finished = True
-                nursery.cancel_scope.cancel()
-
-
-def _read_batches(
-    segment: _SegmentSnapshot, start: int, chunk_bytes: int, snapshot: _Snapshot
-) -> Iterator[tuple[BytesLike, int, RecordBatchHeader]]:
-    """Each whole batch of the snapshot from ``start`` (a batch boundary): ``(buffer, position, header)``."""
-    position = start
-    end = segment.size
-    while position < end:
-        snapshot.check_done()
-        buf = os.pread(segment.fd, min(chunk_bytes, end - position), position)
-        snapshot.throttler.maybe_throttle(len(buf))
-        consumed = 0
-        for at, header in iter_batch_headers(buf):
-            yield buf, at, header
-            consumed = at + header.size_in_bytes
-        if consumed == 0:
-            # A batch larger than the chunk: read it whole.
-            size = batch_size_at(buf)
-            if size is None or size < BATCH_HEADER_SIZE or size > end - position:
-                raise CorruptRecordError(
-                    f"{segment.segment.log_path.name}: no whole batch at {position}", offset=position
-                )
-            buf = os.pread(segment.fd, size, position)
-            if len(buf) != size:
-                raise CorruptRecordError("short read of a batch", offset=position)
-            snapshot.throttler.maybe_throttle(size)
-            yield buf, 0, read_batch_header(buf)
-            consumed = size
-        position += consumed
-
-
-def _scan_headers(
-    segment: _SegmentSnapshot, check_done: Callable[[], None]
-) -> Iterator[tuple[RecordBatchHeader, bytes | None]]:
-    """Each batch header of the snapshot, with the whole batch for control batches only."""
-    position = 0
-    end = segment.size
-    buf = b""
-    buf_start = 0
-    while end - position >= BATCH_HEADER_SIZE:
-        at = position - buf_start
-        if at + BATCH_HEADER_SIZE > len(buf):
-            check_done()
-            buf = os.pread(segment.fd, min(_HEADER_SCAN_BYTES, end - position), position)
-            buf_start, at = position, 0
-        header = read_batch_header(buf, at)
-        size = header.size_in_bytes
-        if size < BATCH_HEADER_SIZE or size > end - position:
-            raise CorruptRecordError(
-                f"{segment.segment.log_path.name}: batch at {position} runs past the snapshot",
-                offset=position,
-            )
-        whole = None
-        if header.is_control:
-            whole = os.pread(segment.fd, size, position)
-            if len(whole) != size:
-                raise CorruptRecordError("short read of a control batch", offset=position)
-        yield header, whole
-        position += size
-    if position != end:
-        raise CorruptRecordError(f"{segment.segment.log_path.name}: torn batch at {position}")
-
-
-def _write_all(fd: int, chunks: Sequence[BytesLike]) -> None:
-    for chunk in chunks:
-        view = memoryview(chunk)
-        while view:
-            view = view[os.write(fd, view) :]
-
-
-def _group_segments(
-    segments: Sequence[_SegmentSnapshot],
-    max_bytes: int,
-    max_index_entries: int,
-    index_interval_bytes: int,
-    first_uncleanable_offset: int,
-) -> list[list[_SegmentSnapshot]]:
-    """Consecutive segments whose total fits one segment (Kafka's groupSegmentsBySize).
-
-    A group's offsets must fit int32 relative offsets, and its data must not
-    need more index entries than one index holds (Kafka compares index file
-    sizes; ours are rebuilt, so the count follows from the data size).
-    """
-    groups: list[list[_SegmentSnapshot]] = []
-    index = 0
-    while index < len(segments):
-        group = [segments[index]]
-        size = segments[index].size
-        index += 1
-        while index < len(segments):
-            candidate = segments[index]
-            # The candidate's last offset, bounded by where the next segment starts.
-            last_offset = (
-                segments[index + 1].base_offset - 1
-                if index + 1 < len(segments)
-                else first_uncleanable_offset - 1
-            )
-            if (
-                size + candidate.size > max_bytes
-                or (size + candidate.size) // (index_interval_bytes + 1) + 1 > max_index_entries
-                or (candidate.size and last_offset - group[0].base_offset > _INT32_MAX)
-            ):
-                break
-            group.append(candidate)
-            size += candidate.size
-            index += 1
-        groups.append(group)
-    return groups
-
-
-class _HasBaseOffset(Protocol):
-    @property
-    def base_offset(self) -> int: ...
-
-
-def _floor_index(segments: Sequence[_HasBaseOffset], offset: int) -> int:
-    """The index of the segment holding ``offset`` (the first if it is below them all)."""
-    return max(bisect.bisect_right(segments, offset, key=lambda s: s.base_offset) - 1, 0)
-
-
-def _segments_between(
-    segments: Sequence[LogSegment], start: int, end: int
-) -> Sequence[LogSegment]:
-    """The segments overlapping ``[start, end)`` (Kafka's logSegments(from, to))."""
-    first = _floor_index(segments, start)
-    return [s for s in segments[first:] if s.base_offset < end]

@@ -22,12 +22,10 @@ from broker.log.cleaner import (
     CLEANER_CHECKPOINT,
     CleanerConfig,
     CleanerStats,
-    CleaningAbortedError,
     FaultHook,
     LogCleaner,
-    _ThreadRunner,
-    _Throttler,
 )
+from broker.log.cleaner_worker import CleaningAbortedError, ThreadRunner, Throttler
 from broker.log.files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 from broker.validation import RecordValidationError, TimestampPolicy, validate_produce
 from wire.batch_builder import (
@@ -885,7 +883,7 @@ def test_cancelling_the_cleaner_stops_its_worker_first() -> None:
 
         async def run() -> None:
             started.set()
-            await _ThreadRunner(stop)(work)
+            await ThreadRunner(stop)(work)
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run)
@@ -912,7 +910,7 @@ class _RecordingStop(threading.Event):
 def test_the_throttler_paces_io_to_the_configured_rate() -> None:
     now = [0.0]
     stop = _RecordingStop()
-    throttler = _Throttler(1_000.0, stop, lambda: now[0])
+    throttler = Throttler(1_000.0, stop, lambda: now[0])
     throttler.maybe_throttle(500)  # checked only once 300 ms have passed
     now[0] = 0.4
     throttler.maybe_throttle(500)  # 1000 bytes in 0.4 s: wait until 1 s
@@ -928,7 +926,7 @@ def test_the_throttler_paces_io_to_the_configured_rate() -> None:
     now[0] = 2.0
     with pytest.raises(CleaningAbortedError):
         throttler.maybe_throttle(10_000)
-    unlimited = _Throttler(CleanerConfig().io_max_bytes_per_second, _RecordingStop(), lambda: 0.0)
+    unlimited = Throttler(CleanerConfig().io_max_bytes_per_second, _RecordingStop(), lambda: 0.0)
     unlimited.maybe_throttle(10**12)
 
 
