@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from broker.config import ConfigError
+    from config import ConfigError
 
 EXIT_CONFIG = 2
 EXIT_BROKEN_PIPE = 1
@@ -46,8 +46,8 @@ def package_version() -> str:
 def _serve(args: argparse.Namespace) -> int:
     import trio
 
-    from broker.config import ConfigError, load_config
-    from broker.logging_setup import configure_logging
+    from broker.observability.logging_setup import configure_logging
+    from config import ConfigError, load_config
 
     try:
         config, warnings = load_config(Path(args.properties) if args.properties else None, args.override or [])
@@ -367,9 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     if command_config is not None:
         # Tools that read more of the file than its security settings (the console) find it here.
         args.command_config = command_config
-        from broker.client import set_default_security
-        from broker.config import ConfigError
         from broker.security.client_config import load_client_security
+        from broker.tools.client import set_default_security
+        from config import ConfigError
 
         try:
             set_default_security(load_client_security(Path(command_config)))

@@ -23,18 +23,15 @@ from pathlib import Path
 import structlog
 import trio
 
-from broker.audit_log import AuditLog
-from broker.authorizer import StandardAuthorizer
-from broker.cluster_mode import ClusterMode, QuorumHandle, quorum_cluster_id
-from broker.config import BrokerConfig, ConfigError, TopicConfig
-from broker.connection_quotas import ConnectionQuotas
-from broker.controller_api import ControllerApi, LocalController
+from broker.cluster.cluster_mode import ClusterMode, QuorumHandle, quorum_cluster_id
+from broker.cluster.controller_api import ControllerApi, LocalController
+from broker.cluster.peers import PeerBrokers
 from broker.coordinator import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, CoordinatorLookup
-from broker.dispatch import Dispatcher, LoopbackMarkerSender, load_handlers
-from broker.fetch_sessions import FetchSessionCache
+from broker.eventloop.limits import raise_open_file_limit, run_periodically, supervise
+from broker.eventloop.pacing import SWITCH_INTERVAL_S, full_collections
+from broker.eventloop.watchdog import start_watchdog
 from broker.group.coordinator import GroupCoordinator
 from broker.handlers import all_handlers
-from broker.limits import raise_open_file_limit, run_periodically, supervise
 from broker.log.clean_records import LastRecord
 from broker.log.cleaner import CleanerConfig, CleanerStats, LogCleaner
 from broker.log.file_cache import FileCache, default_capacity
@@ -42,28 +39,31 @@ from broker.log.files import TopicPartition
 from broker.log.manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.log.producer_state import ProducerStateConfig
-from broker.metrics import BrokerMetrics, DisabledMetrics
-from broker.network import Listener, NetworkLimits, NetworkMemory
-from broker.pacing import SWITCH_INTERVAL_S, full_collections
-from broker.peers import PeerBrokers
-from broker.quotas import QuotaManagers
-from broker.replica_manager import Partition, ReplicaManager
+from broker.observability.metrics import BrokerMetrics, DisabledMetrics
+from broker.observability.telemetry import Telemetry, TimedQuorum
+from broker.observability.tracing import Tracing
+from broker.quotas.connection_quotas import ConnectionQuotas
+from broker.quotas.managers import QuotaManagers
 from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
 from broker.replication.isr import IsrManager
-from broker.response_errors import ClientErrorLog
+from broker.replication.replica_manager import Partition, ReplicaManager
+from broker.replication.topic_configs import TopicConfigs
+from broker.security.audit_log import AuditLog
+from broker.security.authorizer import StandardAuthorizer
 from broker.security.keystore_reload import ListenerKeystores
 from broker.security.password_encoder import DynamicPasswords, reencode_stored_passwords
 from broker.security.peer import inter_broker_security
 from broker.security.scram import ScramCredential
 from broker.security.scram_bootstrap import InitialCredential, upsertion_request
 from broker.security.setup import ListenerSecurity, listener_security
-from broker.services import BrokerServices
+from broker.server.dispatch import Dispatcher, LoopbackMarkerSender, load_handlers
+from broker.server.fetch_sessions import FetchSessionCache
+from broker.server.network import Listener, NetworkLimits, NetworkMemory
+from broker.server.response_errors import ClientErrorLog
+from broker.server.services import BrokerServices
 from broker.share.coordinator import ShareCoordinator
-from broker.telemetry import Telemetry, TimedQuorum
-from broker.topic_configs import TopicConfigs
-from broker.tracing import Tracing
 from broker.transaction.coordinator import TransactionCoordinator
-from broker.watchdog import start_watchdog
+from config import BrokerConfig, ConfigError, TopicConfig
 from controller.acls import AuthorizerRules
 from controller.image import Endpoint, MetadataImage
 from controller.quorum import LocalQuorum
@@ -202,7 +202,7 @@ class BrokerNode:
         return self._broker_epoch
 
     def _bind_services(self) -> None:
-        """What handlers may use (broker/services.py), handed to every dispatcher of this node."""
+        """What handlers may use (broker/server/services.py), handed to every dispatcher of this node."""
         services = BrokerServices(
             node_id=self.node_id, cluster_id=self.cluster_id, config=self.config, clock_ms=self.clock_ms,
             controller=self.controller, topic_configs=self.topic_configs, replica_manager=self.replica_manager,

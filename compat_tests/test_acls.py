@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from broker.client import KafkaClient
+from broker.tools.client import KafkaClient
 from compat_tests.conftest import BrokerFactory
 from compat_tests.harness import settings
 from compat_tests.harness.broker import Broker

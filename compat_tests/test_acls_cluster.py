@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.client import KafkaClient
+from broker.tools.client import KafkaClient
 from compat_tests.harness import settings
 from compat_tests.harness.cluster import LocalCluster
 from compat_tests.harness.scenario import unique_topic

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from broker.client import KafkaClient
+from broker.tools.client import KafkaClient
 from compat_tests.harness import settings
 from compat_tests.harness.cluster import LocalCluster
 from compat_tests.harness.drivers import Record, make_driver

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from broker.client import KafkaClient
+from broker.tools.client import KafkaClient
 from compat_tests.harness.broker import Broker
 from compat_tests.harness.drivers import Record
 from compat_tests.harness.drivers.jsonproc import JsonProcessDriver

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from broker.client import KafkaClient
+from broker.tools.client import KafkaClient
 from compat_tests.conftest import BrokerFactory
 from compat_tests.harness import settings
 from compat_tests.harness.drivers import Record

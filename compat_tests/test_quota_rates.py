@@ -33,7 +33,7 @@ from collections.abc import Callable
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.client import KafkaClient
+from broker.tools.client import KafkaClient
 from compat_tests.conftest import BrokerFactory
 from compat_tests.harness import settings
 from compat_tests.harness.broker import Broker

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from broker.client import ClientError, KafkaClient
+from broker.tools.client import ClientError, KafkaClient
 from compat_tests.harness import settings
 from compat_tests.harness.cluster import LocalCluster
 from compat_tests.harness.scenario import unique_topic

@@ -275,7 +275,7 @@ def test_keystore_password_refused_without_encoder_secret(certs: Path, tmp_path:
         assert "Password encoder secret not configured" in error.str(), error.str()
         # And at the cluster-default level (no client library names the "" resource; Cormorant's
         # own request client does), as Kafka: passwords are per-broker settings only.
-        from broker.client import KafkaClient
+        from broker.tools.client import KafkaClient
         from wire.generated.api_044_incremental_alter_configs import (
             IncrementalAlterConfigsRequest,
             IncrementalAlterConfigsRequestAlterableConfig,

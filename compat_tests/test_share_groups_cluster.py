@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 
-from broker.client import KafkaClient
 from broker.coordinator import partition_for
 from broker.share.state_store import coordinator_key
+from broker.tools.client import KafkaClient
 from broker.tools.cluster import PID_FILE, read_pid
 from compat_tests.harness import settings
 from compat_tests.harness.cluster import GROUP_KEY, LocalCluster

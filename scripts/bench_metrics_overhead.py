@@ -92,8 +92,8 @@ def cpu_seconds(pid: int) -> float:
 def hot_path(iterations: int = 200_000) -> int:
     """Per-request cost of the metric calls on the produce and fetch paths."""
     sys.path.insert(0, str(ROOT))
-    from broker.metrics import BrokerMetrics, DisabledMetrics
-    from broker.response_errors import error_code_counts
+    from broker.observability.metrics import BrokerMetrics, DisabledMetrics
+    from broker.server.response_errors import error_code_counts
     from wire.batch_builder import build_batch
     from wire.generated.api_000_produce import (
         ProduceResponse,

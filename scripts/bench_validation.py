@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPU cost of validating produced batches (broker/validation.py), in process.
+"""CPU cost of validating produced batches (broker/log/validation.py), in process.
 
 Times ``validate_produce`` (CRC, header checks, inflating compressed batches, walking
 every record) on batches like the load benchmark's: 100 B, 1 KiB and 64 KiB values, no
@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from broker.log.config import LogConfig
-from broker.validation import TimestampPolicy, validate_produce
+from broker.log.validation import TimestampPolicy, validate_produce
 from wire import record_walk
 from wire.batch_builder import build_batch
 from wire.compression import Compression

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
-from broker.client import ClientError
 from broker.console.actions import ActionError
 from broker.console.kafka import ClusterClient
+from broker.tools.client import ClientError
 from wire.errors import ErrorCode
 from wire.generated.api_029_describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from wire.generated.api_030_create_acls import (

@@ -9,11 +9,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from broker.client import ClientError
 from broker.console import access
 from broker.console.access import AclBinding
 from broker.console.actions import ActionError
 from broker.console.forms import Mutations
+from broker.tools.client import ClientError
 
 if TYPE_CHECKING:
     from broker.console.app import Console

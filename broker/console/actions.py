@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.client import ClientError
 from broker.console.collect import EARLIEST, LATEST, fetch_committed, list_offsets
 from broker.console.kafka import ClusterClient
+from broker.tools.client import ClientError
 from wire.errors import ErrorCode
 from wire.generated.api_008_offset_commit import (
     OffsetCommitRequest,

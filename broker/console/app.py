@@ -28,7 +28,6 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from broker.client import ClientError
 from broker.console import access_pages, forms
 from broker.console.actions import ActionError, describe_topic_configs
 from broker.console.auth import is_loopback
@@ -36,6 +35,7 @@ from broker.console.charts import human, line_chart
 from broker.console.messages import MAX_PAGE_SIZE, Query, Start, View, read_page
 from broker.console.snapshot import Snapshot
 from broker.console.state import ConsoleState
+from broker.tools.client import ClientError
 
 STATIC_DIR = Path(__file__).parent / "static"
 #: Rows of the topics list per page: enough to scan, few enough for a browser to lay out at once.

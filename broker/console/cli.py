@@ -86,7 +86,7 @@ def run_console(args: argparse.Namespace) -> int:
     from broker.console.kafka import ClusterClient, ConsoleConfigError, load_client_properties
     from broker.console.metrics_source import MetricsScraper
     from broker.console.state import ConsoleState
-    from broker.logging_setup import configure_logging
+    from broker.observability.logging_setup import configure_logging
 
     try:
         settings = load_client_properties(Path(args.command_config) if args.command_config else None)

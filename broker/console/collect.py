@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from broker.client import ClientError
 from broker.console.kafka import ClusterClient
 from broker.console.metrics_source import MetricsScraper
 from broker.console.snapshot import (
@@ -29,6 +28,7 @@ from broker.console.snapshot import (
     TransactionView,
     VoterView,
 )
+from broker.tools.client import ClientError
 from wire.errors import ErrorCode
 from wire.exceptions import DecodeError
 from wire.generated.api_002_list_offsets import (

@@ -13,9 +13,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from broker.client import ClientError
 from broker.console import actions
 from broker.console.actions import ActionError
+from broker.tools.client import ClientError
 
 if TYPE_CHECKING:
     from broker.console.app import Console

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from broker.client import ClientError, KafkaClient, parse_bootstrap
 from broker.security.client_config import ClientSecurity, client_security
+from broker.tools.client import ClientError, KafkaClient, parse_bootstrap
 from wire.errors import ErrorCode
 from wire.generated.api_003_metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from wire.generated.api_010_find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse

@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass
 from enum import StrEnum
 
-from broker.client import ClientError
 from broker.console.collect import EARLIEST, LATEST, list_offsets
 from broker.console.kafka import ClusterClient
+from broker.tools.client import ClientError
 from wire.errors import ErrorCode
 from wire.exceptions import CorruptRecordError
 from wire.generated.api_001_fetch import (

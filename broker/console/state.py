@@ -8,11 +8,11 @@ from dataclasses import dataclass, field, replace
 import anyio
 import structlog
 
-from broker.client import ClientError
 from broker.console.auth import Authenticator
 from broker.console.collect import Collector
 from broker.console.kafka import ClusterClient
 from broker.console.snapshot import EMPTY, Snapshot
+from broker.tools.client import ClientError
 
 DEFAULT_REFRESH_S = 2.0
 

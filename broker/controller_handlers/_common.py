@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from controller.quorum import NotControllerError, QuorumTimeoutError
 from wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.cluster_mode import ControllerRole
+    from broker.cluster.cluster_mode import ControllerRole
 
 _T = TypeVar("_T")
 

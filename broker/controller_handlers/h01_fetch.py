@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.controller_channel import CLUSTER_METADATA_TOPIC, METADATA_TOPIC_ID
+from broker.cluster.controller_channel import CLUSTER_METADATA_TOPIC, METADATA_TOPIC_ID
 from broker.controller_handlers._common import controller_role
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from controller.snapshot import encode_record_batches
 from wire.errors import ErrorCode
 from wire.generated.api_001_fetch import (
@@ -32,7 +32,7 @@ from wire.generated.api_001_fetch import (
 )
 
 if TYPE_CHECKING:
-    from broker.cluster_mode import ControllerRole
+    from broker.cluster.cluster_mode import ControllerRole
 
 API_KEY = 1
 MIN_VERSION = 4

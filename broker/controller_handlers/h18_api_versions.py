@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 
+from broker.cluster.feature_requests import add_features
 from broker.controller_handlers._common import controller_role
-from broker.dispatch import RequestContext
-from broker.feature_requests import add_features
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
 

@@ -10,7 +10,7 @@ REQUEST_TIMED_OUT (7) when the quorum does not commit within ``timeout_ms``.
 from __future__ import annotations
 
 from broker.controller_handlers._common import call, controller_role
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from controller.service import TopicRequest
 from wire.generated.api_019_create_topics import (
     CreateTopicsRequest,

@@ -8,7 +8,7 @@ when the quorum does not commit within ``timeout_ms``.
 from __future__ import annotations
 
 from broker.controller_handlers._common import call, controller_role
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_020_delete_topics import (
     DeleteTopicsRequest,

@@ -6,9 +6,9 @@ writes AccessControlEntryRecords. NOT_CONTROLLER (41) on a controller that is no
 
 from __future__ import annotations
 
-from broker.acl_requests import acl_of_creation
 from broker.controller_handlers._common import call, controller_role
-from broker.dispatch import RequestContext
+from broker.security.acl_requests import acl_of_creation
+from broker.server.dispatch import RequestContext
 from wire.generated.api_030_create_acls import (
     CreateAclsRequest,
     CreateAclsResponse,

@@ -7,9 +7,9 @@ that is not active.
 
 from __future__ import annotations
 
-from broker.acl_requests import filter_of_wire, matching_acl_of
 from broker.controller_handlers._common import call, controller_role
-from broker.dispatch import RequestContext
+from broker.security.acl_requests import filter_of_wire, matching_acl_of
+from broker.server.dispatch import RequestContext
 from wire.generated.api_031_delete_acls import (
     DeleteAclsRequest,
     DeleteAclsResponse,

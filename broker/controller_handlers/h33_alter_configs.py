@@ -7,7 +7,7 @@ defaults). NOT_CONTROLLER (41) on a controller that is not active.
 from __future__ import annotations
 
 from broker.controller_handlers._common import call, controller_role
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from wire.generated.api_033_alter_configs import (
     AlterConfigsRequest,
     AlterConfigsResponse,

@@ -7,7 +7,7 @@ when the quorum does not commit within ``timeout_ms``.
 from __future__ import annotations
 
 from broker.controller_handlers._common import call, controller_role
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from wire.generated.api_037_create_partitions import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,

@@ -7,8 +7,8 @@ when the quorum does not commit within ``timeout_ms``.
 from __future__ import annotations
 
 from broker.controller_handlers._common import call, controller_role
-from broker.dispatch import RequestContext
 from broker.handlers.h43_elect_leaders import election_response, failed, requested_partitions
+from broker.server.dispatch import RequestContext
 from controller.elections import ELECTION_TYPES
 from wire.errors import ErrorCode
 from wire.generated.api_043_elect_leaders import ElectLeadersRequest, ElectLeadersResponse

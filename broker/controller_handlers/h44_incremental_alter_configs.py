@@ -8,7 +8,7 @@ controller that is not active.
 from __future__ import annotations
 
 from broker.controller_handlers._common import call, controller_role
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_044_incremental_alter_configs import (
     IncrementalAlterConfigsRequest,

@@ -7,8 +7,8 @@ when the quorum does not commit within ``timeout_ms``.
 from __future__ import annotations
 
 from broker.controller_handlers._common import call, controller_role
-from broker.dispatch import RequestContext
 from broker.handlers.h45_alter_partition_reassignments import reassignment_response, requested
+from broker.server.dispatch import RequestContext
 from wire.generated.api_045_alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,

@@ -7,8 +7,8 @@ The active controller validates each entry and writes ClientQuotaRecords. NOT_CO
 from __future__ import annotations
 
 from broker.controller_handlers._common import call, controller_role
-from broker.dispatch import RequestContext
-from broker.quota_requests import changes_of
+from broker.quotas.quota_requests import changes_of
+from broker.server.dispatch import RequestContext
 from wire.generated.api_049_alter_client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,

@@ -9,9 +9,9 @@ from __future__ import annotations
 from functools import partial
 
 from broker.controller_handlers._common import call, controller_role
-from broker.dispatch import RequestContext
 from broker.handlers.h51_alter_user_scram_credentials import failed
 from broker.security.scram_admin import alter_credentials
+from broker.server.dispatch import RequestContext
 from wire.generated.api_051_alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,

@@ -12,7 +12,7 @@ voter's controller endpoint.
 from __future__ import annotations
 
 from broker.controller_handlers._common import controller_role
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_055_describe_quorum import (
     DescribeQuorumRequest,

@@ -14,7 +14,7 @@ in v0). A stale broker epoch of the requester fails the whole request
 from __future__ import annotations
 
 from broker.controller_handlers._common import call, controller_role
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from controller.apis import IsrChange
 from wire.errors import ErrorCode
 from wire.generated.api_056_alter_partition import (

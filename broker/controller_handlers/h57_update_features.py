@@ -4,9 +4,9 @@ controller that is not active."""
 
 from __future__ import annotations
 
+from broker.cluster.feature_requests import response_of, updates_of
 from broker.controller_handlers._common import call, controller_role
-from broker.dispatch import RequestContext
-from broker.feature_requests import response_of, updates_of
+from broker.server.dispatch import RequestContext
 from wire.generated.api_057_update_features import UpdateFeaturesRequest, UpdateFeaturesResponse
 
 API_KEY = 57

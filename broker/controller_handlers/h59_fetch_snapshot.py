@@ -10,9 +10,9 @@ snapshots come in chunks of at most ``max_bytes``.
 
 from __future__ import annotations
 
-from broker.controller_channel import CLUSTER_METADATA_TOPIC
+from broker.cluster.controller_channel import CLUSTER_METADATA_TOPIC
 from broker.controller_handlers._common import controller_role
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_059_fetch_snapshot import (
     FetchSnapshotRequest,

@@ -10,7 +10,7 @@ active. A retry of a registration that committed gets the same epoch.
 from __future__ import annotations
 
 from broker.controller_handlers._common import call, controller_role
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from controller.apis import Registration
 from controller.image import Endpoint
 from wire.generated.api_062_broker_registration import (

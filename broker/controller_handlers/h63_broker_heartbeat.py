@@ -10,7 +10,7 @@ controller that is not active.
 from __future__ import annotations
 
 from broker.controller_handlers._common import call, controller_role
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from wire.generated.api_063_broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
 
 API_KEY = 63

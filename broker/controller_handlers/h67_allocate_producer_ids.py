@@ -8,7 +8,7 @@ an unknown requester; NOT_CONTROLLER on a controller that is not active.
 from __future__ import annotations
 
 from broker.controller_handlers._common import call, controller_role
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from wire.generated.api_067_allocate_producer_ids import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,

@@ -38,8 +38,8 @@ import trio
 from broker.coordinator.hashing import partition_for
 from broker.log.errors import LogError, RecordBatchTooLargeError, RecordTooLargeError
 from broker.log.producer_state import AppendOrigin
-from broker.replica_manager import ReplicaManager
 from broker.replication.partition import AppendRefusedError, Partition
+from broker.replication.replica_manager import ReplicaManager
 from controller.image import MetadataImage
 from wire.batch_builder import build_batch
 from wire.errors import ErrorCode

@@ -60,9 +60,9 @@ from wire.errors import ErrorCode
 if TYPE_CHECKING:
     import random
 
-    from broker.config import BrokerConfig
-    from broker.controller_api import TopicCreator
-    from broker.replica_manager import ReplicaManager
+    from broker.cluster.controller_api import TopicCreator
+    from broker.replication.replica_manager import ReplicaManager
+    from config import BrokerConfig
 
 log = structlog.get_logger(__name__)
 
@@ -103,7 +103,7 @@ class GroupCounters:
 
 
 class _BrokerMetricsObserver:
-    """Group events into the broker's metrics (``broker.metrics``, docs/metrics.md)."""
+    """Group events into the broker's metrics (``broker.observability.metrics``, docs/metrics.md)."""
 
     def __init__(self, metrics: Any) -> None:
         self.metrics = metrics
@@ -208,7 +208,7 @@ class GroupCoordinator:
         # a metrics object without these hooks (an older or stub one) is left alone.
         if not all(hasattr(metrics, name) for name in ("watch_groups", "group_rebalance", "offset_commit")):
             return
-        from broker.metrics import CommittedOffset, GroupSample
+        from broker.observability.metrics import CommittedOffset, GroupSample
 
         def groups() -> list[GroupSample]:
             return [GroupSample(s.group_id, s.state, s.members) for s in self.snapshots()]

@@ -1,5 +1,5 @@
 """Produce (0), v0-13: each partition's data is validated and appended by the partition
-leader (:func:`broker.produce.append_request`, :meth:`Partition.append_records_to_leader`),
+leader (:func:`broker.server.produce.append_request`, :meth:`Partition.append_records_to_leader`),
 and answered now (acks 0/1) or once the high watermark passes it (acks=all,
 :mod:`broker.replication.delayed_produce`). Errors are per partition. With acks=0 nothing
 is answered, and any error closes the connection so the client notices, as Kafka does.
@@ -8,12 +8,12 @@ v13 names topics by id (KIP-516): an id the metadata does not know gets UNKNOWN_
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, ResourceType, authorize, checker
-from broker.dispatch import RequestContext
-from broker.network import CloseConnection
-from broker.produce import append_request
-from broker.quota_manager import PRODUCE
+from broker.quotas.client_quota_manager import PRODUCE
 from broker.replication.delayed_produce import wait_for_replication
+from broker.security.acl_operations import AclOperation, ResourceType, authorize, checker
+from broker.server.dispatch import RequestContext
+from broker.server.network import CloseConnection
+from broker.server.produce import append_request
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
     ProduceRequest,

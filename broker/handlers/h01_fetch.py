@@ -1,8 +1,8 @@
 """Fetch (1), v4-18: the partitions are read by the replica manager
 (:meth:`ReplicaManager.fetch_records`, :mod:`broker.replication.fetch`: leadership and
 epoch checks, divergence, isolation level, long-polling), record data going out as file
-regions with ``os.sendfile``; client quotas are applied by :mod:`broker.fetch_quota`.
-Fetch sessions (v7+, KIP-227, :mod:`broker.fetch_sessions`): a full fetch with epoch 0
+regions with ``os.sendfile``; client quotas are applied by :mod:`broker.quotas.fetch_quota`.
+Fetch sessions (v7+, KIP-227, :mod:`broker.server.fetch_sessions`): a full fetch with epoch 0
 opens one; incremental fetches name only what changed and get only partitions with news;
 an unknown session is FETCH_SESSION_ID_NOT_FOUND, a wrong epoch INVALID_FETCH_SESSION_EPOCH.
 v13+ name topics by id.
@@ -13,11 +13,11 @@ Cormorant stores magic 2 only, so those versions are not offered.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, replica_or_topic_checker
-from broker.dispatch import RequestContext
-from broker.fetch_quota import fetch_max_bytes, throttled_response
-from broker.fetch_sessions import CachedPartition, build_response, open_fetch
+from broker.quotas.fetch_quota import fetch_max_bytes, throttled_response
 from broker.replication.fetch import FetchParams, FetchSlot
+from broker.security.acl_operations import AclOperation, replica_or_topic_checker
+from broker.server.dispatch import RequestContext
+from broker.server.fetch_sessions import CachedPartition, build_response, open_fetch
 from wire.errors import ErrorCode
 from wire.generated.api_001_fetch import (
     FetchRequest,

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import structlog
 
-from broker.acl_operations import AclOperation, ResourceType, checker
-from broker.dispatch import RequestContext
-from broker.pacing import discard
-from broker.replica_manager import Partition
+from broker.eventloop.pacing import discard
+from broker.replication.replica_manager import Partition
+from broker.security.acl_operations import AclOperation, ResourceType, checker
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.exceptions import CorruptRecordError
 from wire.generated.api_002_list_offsets import (

@@ -18,7 +18,7 @@ TOPIC_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
-from broker.acl_operations import (
+from broker.security.acl_operations import (
     CLUSTER_NAME,
     AclOperation,
     ResourceType,
@@ -26,7 +26,7 @@ from broker.acl_operations import (
     authorized_operations,
     checker,
 )
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from controller.image import MetadataImage, TopicImage
 from controller.service import TopicRequest, validate_topic_name
 from wire.errors import ErrorCode

@@ -18,10 +18,10 @@ UNKNOWN_TOPIC_ID.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, ResourceType, authorize, checker
-from broker.dispatch import RequestContext
+from broker.eventloop.pacing import discard
 from broker.group.records import OffsetAndMetadata
-from broker.pacing import discard
+from broker.security.acl_operations import AclOperation, ResourceType, authorize, checker
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_008_offset_commit import (
     OffsetCommitRequest,

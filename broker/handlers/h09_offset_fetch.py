@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import uuid
 
-from broker.acl_operations import AclOperation, ResourceType, authorize, checker
-from broker.dispatch import RequestContext
+from broker.eventloop.pacing import discard
 from broker.group.shard_types import FetchedOffset
-from broker.pacing import discard
+from broker.security.acl_operations import AclOperation, ResourceType, authorize, checker
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_009_offset_fetch import (
     OffsetFetchRequest,

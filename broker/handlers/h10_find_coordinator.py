@@ -15,9 +15,9 @@ v1-3 errors carry Kafka's error message; success carries "NONE", as Kafka's
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, ResourceType, authorize
 from broker.coordinator import KEY_TYPE_GROUP, KEY_TYPE_SHARE, KEY_TYPE_TRANSACTION
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, ResourceType, authorize
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_010_find_coordinator import (
     FindCoordinatorRequest,

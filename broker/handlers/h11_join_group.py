@@ -11,9 +11,9 @@ host is reported as Kafka does (``/1.2.3.4``).
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, ResourceType, authorize
-from broker.dispatch import RequestContext
 from broker.group.shard_types import JoinRequest
+from broker.security.acl_operations import AclOperation, ResourceType, authorize
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_011_join_group import (
     JoinGroupRequest,

@@ -7,8 +7,8 @@ answer is NONE, as Kafka's.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, ResourceType, authorize
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, ResourceType, authorize
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_012_heartbeat import HeartbeatRequest, HeartbeatResponse
 

@@ -8,9 +8,9 @@ by member id or, for an administrative removal of a static member, by
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, ResourceType, authorize
-from broker.dispatch import RequestContext
 from broker.group.shard_types import LeavingMember
+from broker.security.acl_operations import AclOperation, ResourceType, authorize
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_013_leave_group import (
     LeaveGroupRequest,

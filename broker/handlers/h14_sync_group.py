@@ -8,9 +8,9 @@ and echoes them back.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, ResourceType, authorize
-from broker.dispatch import RequestContext
 from broker.group.shard_types import SyncRequest
+from broker.security.acl_operations import AclOperation, ResourceType, authorize
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_014_sync_group import SyncGroupRequest, SyncGroupResponse
 

@@ -12,15 +12,15 @@ described as ``Dead``.
 
 from __future__ import annotations
 
-from broker.acl_operations import (
+from broker.group.group import GroupState
+from broker.security.acl_operations import (
     OPERATIONS_NOT_REQUESTED,
     AclOperation,
     ResourceType,
     authorize,
     authorized_operations,
 )
-from broker.dispatch import RequestContext
-from broker.group.group import GroupState
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_015_describe_groups import (
     DescribeGroupsRequest,

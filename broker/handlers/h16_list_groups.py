@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import heapq
 
-from broker.acl_operations import AclOperation, ResourceType, authorize, authorize_cluster
-from broker.dispatch import RequestContext
 from broker.group.group import GroupOverview
+from broker.security.acl_operations import AclOperation, ResourceType, authorize, authorize_cluster
+from broker.server.dispatch import RequestContext
 from wire.generated.api_016_list_groups import (
     ListGroupsRequest,
     ListGroupsResponse,

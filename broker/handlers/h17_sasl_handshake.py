@@ -7,7 +7,7 @@ authenticated, or its listener has no SASL: ILLEGAL_SASL_STATE, as Kafka's Kafka
 
 from __future__ import annotations
 
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_017_sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 

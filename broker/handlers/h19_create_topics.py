@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
-from broker.acl_operations import AclOperation, ResourceType, authorize_cluster, checker
-from broker.config import ConfigError
-from broker.dispatch import RequestContext
-from broker.quota_manager import CONTROLLER_MUTATION
+from broker.quotas.client_quota_manager import CONTROLLER_MUTATION
+from broker.security.acl_operations import AclOperation, ResourceType, authorize_cluster, checker
+from broker.server.dispatch import RequestContext
+from config import ConfigError
 from controller.service import CreateTopicResult, TopicRequest
 from controller.topic_creation import MAX_RECORDS_PER_USER_OP
 from wire.errors import ErrorCode
@@ -44,7 +44,7 @@ from wire.generated.api_019_create_topics import (
 )
 
 if TYPE_CHECKING:
-    from broker.services import BrokerServices
+    from broker.server.services import BrokerServices
 
 API_KEY = 19
 MIN_VERSION = 0

@@ -18,9 +18,9 @@ import uuid
 import structlog
 import trio
 
-from broker.acl_operations import AclOperation, ResourceType, authorize, checker
-from broker.dispatch import RequestContext
-from broker.quota_manager import CONTROLLER_MUTATION
+from broker.quotas.client_quota_manager import CONTROLLER_MUTATION
+from broker.security.acl_operations import AclOperation, ResourceType, authorize, checker
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_020_delete_topics import (
     DeleteTopicsRequest,

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import structlog
 
-from broker.acl_operations import AclOperation, ResourceType, checker
-from broker.dispatch import RequestContext
+from broker.eventloop.pacing import discard
 from broker.handlers.h02_list_offsets import PartitionError, hosted_partition, local_log_for
 from broker.log.errors import OffsetOutOfRangeError
-from broker.pacing import discard
+from broker.security.acl_operations import AclOperation, ResourceType, checker
+from broker.server.dispatch import RequestContext
 from controller.image import INTERNAL_TOPICS
 from wire.errors import ErrorCode
 from wire.generated.api_021_delete_records import (

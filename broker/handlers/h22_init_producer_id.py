@@ -12,8 +12,8 @@ TRANSACTION_ABORTABLE.
 
 from __future__ import annotations
 
-from broker.acl_operations import init_producer_id_denied
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import init_producer_id_denied
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_022_init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from wire.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID

@@ -17,9 +17,9 @@ the answer: only the leader answers. v4 is flexible.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, replica_or_topic_checker
-from broker.dispatch import RequestContext
 from broker.handlers.h02_list_offsets import PartitionError, hosted_partition, local_log_for
+from broker.security.acl_operations import AclOperation, replica_or_topic_checker
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_023_offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,

@@ -14,8 +14,14 @@ OPERATION_NOT_ATTEMPTED. Clients may not add the internal topics
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, ResourceType, authorize, authorize_cluster, checker
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import (
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorize_cluster,
+    checker,
+)
+from broker.server.dispatch import RequestContext
 from controller.image import INTERNAL_TOPICS
 from wire.errors import ErrorCode
 from wire.generated.api_024_add_partitions_to_txn import (

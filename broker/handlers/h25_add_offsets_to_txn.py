@@ -7,8 +7,8 @@ is flexible; v4 (KIP-890) is for clients that handle TRANSACTION_ABORTABLE.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, ResourceType, authorize
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, ResourceType, authorize
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_025_add_offsets_to_txn import (
     AddOffsetsToTxnRequest,

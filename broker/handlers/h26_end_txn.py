@@ -15,8 +15,8 @@ older than the one that began the ongoing transaction is refused (see
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, ResourceType, authorize
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, ResourceType, authorize
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_026_end_txn import EndTxnRequest, EndTxnResponse
 

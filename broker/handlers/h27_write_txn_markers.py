@@ -13,8 +13,8 @@ coordinator still sends v1.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, authorize_cluster
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, authorize_cluster
+from broker.server.dispatch import RequestContext
 from broker.transaction.write_markers import write_txn_markers
 from wire.errors import ErrorCode
 from wire.generated.api_027_write_txn_markers import (

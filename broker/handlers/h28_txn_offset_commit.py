@@ -22,10 +22,15 @@ COORDINATOR_NOT_AVAILABLE, which older clients expect.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, ResourceType, checker, txn_offset_commit_denied
-from broker.dispatch import RequestContext
 from broker.group.records import OffsetAndMetadata
 from broker.group.shard_types import commit_error
+from broker.security.acl_operations import (
+    AclOperation,
+    ResourceType,
+    checker,
+    txn_offset_commit_denied,
+)
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_028_txn_offset_commit import (
     TxnOffsetCommitRequest,

@@ -8,9 +8,9 @@ pattern type (LITERAL); v2 is flexible.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, authorize_cluster
-from broker.dispatch import RequestContext
 from broker.handlers.h30_create_acls import NO_AUTHORIZER
+from broker.security.acl_operations import AclOperation, authorize_cluster
+from broker.server.dispatch import RequestContext
 from controller.acls import AclError, AclFilter, StandardAcl
 from wire.errors import ErrorCode
 from wire.generated.api_029_describe_acls import (

@@ -10,9 +10,9 @@ already succeeds. v0 has no pattern type (LITERAL); v2 is flexible.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, authorize_cluster
-from broker.acl_requests import acl_of_creation
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, authorize_cluster
+from broker.security.acl_requests import acl_of_creation
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_030_create_acls import (
     CreateAclsRequest,

@@ -9,10 +9,10 @@ filters is listed by both, removed once). v0 has no pattern type (LITERAL); v2 i
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, authorize_cluster
-from broker.acl_requests import filter_of_wire, matching_acl_of
-from broker.dispatch import RequestContext
 from broker.handlers.h30_create_acls import NO_AUTHORIZER
+from broker.security.acl_operations import AclOperation, authorize_cluster
+from broker.security.acl_requests import filter_of_wire, matching_acl_of
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_031_delete_acls import (
     DeleteAclsRequest,

@@ -32,8 +32,11 @@ from collections.abc import Iterable, Mapping
 
 import structlog
 
-from broker.acl_operations import config_resource_denied
-from broker.config import (
+from broker.security.acl_operations import config_resource_denied
+from broker.server.dispatch import RequestContext
+from broker.share import group_configs as share_configs
+from broker.share.group import ShareGroupSettings
+from config import (
     BROKER_CONFIGS,
     BrokerConfig,
     ConfigEntry,
@@ -43,9 +46,6 @@ from broker.config import (
     ConfigType,
     broker_synonym_chain,
 )
-from broker.dispatch import RequestContext
-from broker.share import group_configs as share_configs
-from broker.share.group import ShareGroupSettings
 from controller.service import validate_topic_name
 from wire.errors import ErrorCode
 from wire.generated.api_032_describe_configs import (

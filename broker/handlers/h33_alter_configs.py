@@ -14,8 +14,6 @@ resource type"). ``validate_only`` changes nothing. v2 is flexible.
 
 from __future__ import annotations
 
-from broker.acl_operations import config_resource_denied
-from broker.dispatch import RequestContext
 from broker.handlers.h32_describe_configs import BROKER, TOPIC
 from broker.handlers.h44_incremental_alter_configs import (
     AlterError,
@@ -28,6 +26,8 @@ from broker.handlers.h44_incremental_alter_configs import (
     validate_broker_configs,
     write_changes,
 )
+from broker.security.acl_operations import config_resource_denied
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_033_alter_configs import (
     AlterConfigsRequest,

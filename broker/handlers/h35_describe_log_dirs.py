@@ -17,8 +17,8 @@ from pathlib import Path
 
 import structlog
 
-from broker.acl_operations import AclOperation, authorize_cluster
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, authorize_cluster
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_035_describe_log_dirs import (
     DescribeLogDirsRequest,

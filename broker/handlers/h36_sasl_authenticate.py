@@ -7,7 +7,7 @@ ILLEGAL_SASL_STATE, with Kafka's message.
 
 from __future__ import annotations
 
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_036_sasl_authenticate import (
     SaslAuthenticateRequest,

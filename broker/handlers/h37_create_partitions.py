@@ -20,9 +20,9 @@ from __future__ import annotations
 import structlog
 import trio
 
-from broker.acl_operations import AclOperation, ResourceType, authorize
-from broker.dispatch import RequestContext
-from broker.quota_manager import CONTROLLER_MUTATION
+from broker.quotas.client_quota_manager import CONTROLLER_MUTATION
+from broker.security.acl_operations import AclOperation, ResourceType, authorize
+from broker.server.dispatch import RequestContext
 from controller.image import MetadataImage
 from controller.topic_creation import MAX_RECORDS_PER_USER_OP, manual_assignment_error
 from wire.errors import ErrorCode

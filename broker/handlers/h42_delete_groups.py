@@ -7,8 +7,8 @@ in ``__consumer_offsets`` (a share group's state in ``__share_group_state``). Ea
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, ResourceType, authorized_names
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, ResourceType, authorized_names
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_042_delete_groups import (
     DeleteGroupsRequest,

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 import structlog
 import trio
 
-from broker.acl_operations import AclOperation, authorize_cluster
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, authorize_cluster
+from broker.server.dispatch import RequestContext
 from controller.elections import ELECTION_TYPES, ElectionOutcome
 from wire.errors import ErrorCode
 from wire.generated.api_043_elect_leaders import (

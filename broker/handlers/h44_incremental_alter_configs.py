@@ -35,8 +35,13 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.acl_operations import config_resource_denied
-from broker.config import (
+from broker.handlers.h32_describe_configs import BROKER, BROKER_LOGGER, ROOT_LOGGER, TOPIC
+from broker.security.acl_operations import config_resource_denied
+from broker.security.keystore_reload import check_listener_update, listener_keys_of
+from broker.server.dispatch import RequestContext
+from broker.share import group_configs as share_configs
+from broker.share.group import ShareGroupSettings
+from config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
     ConfigError,
@@ -44,11 +49,6 @@ from broker.config import (
     ConfigType,
     UpdateMode,
 )
-from broker.dispatch import RequestContext
-from broker.handlers.h32_describe_configs import BROKER, BROKER_LOGGER, ROOT_LOGGER, TOPIC
-from broker.security.keystore_reload import check_listener_update, listener_keys_of
-from broker.share import group_configs as share_configs
-from broker.share.group import ShareGroupSettings
 from wire.errors import ErrorCode
 from wire.generated.api_044_incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
@@ -57,7 +57,7 @@ from wire.generated.api_044_incremental_alter_configs import (
 )
 
 if TYPE_CHECKING:
-    from broker.services import BrokerServices
+    from broker.server.services import BrokerServices
 
 API_KEY = 44
 MIN_VERSION = 0

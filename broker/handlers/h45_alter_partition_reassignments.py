@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 import structlog
 import trio
 
-from broker.acl_operations import AclOperation, authorize_cluster
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, authorize_cluster
+from broker.server.dispatch import RequestContext
 from controller.reassignment import ReassignmentOutcome
 from wire.errors import ErrorCode
 from wire.generated.api_045_alter_partition_reassignments import (

@@ -6,8 +6,8 @@ metadata image, which follows the controller's log.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, authorize_cluster
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, authorize_cluster
+from broker.server.dispatch import RequestContext
 from controller.reassignment import ongoing
 from wire.errors import ErrorCode
 from wire.generated.api_046_list_partition_reassignments import (

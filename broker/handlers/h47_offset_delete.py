@@ -9,8 +9,8 @@ partitions, as Kafka answers.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, ResourceType, authorize, checker
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, ResourceType, authorize, checker
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_047_offset_delete import (
     OffsetDeleteRequest,

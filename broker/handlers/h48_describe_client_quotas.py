@@ -9,8 +9,8 @@ other types. v1 is flexible.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, authorize_cluster
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, authorize_cluster
+from broker.server.dispatch import RequestContext
 from controller.quotas import QuotaError, QuotaFilter, check_filters, matches
 from wire.errors import ErrorCode
 from wire.generated.api_048_describe_client_quotas import (

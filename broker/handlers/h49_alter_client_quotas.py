@@ -5,16 +5,16 @@ the active controller validates each entry (INVALID_REQUEST with Kafka's message
 empty or unknown entity type, ``ip`` combined with another type, an invalid IP, an unknown
 key, a non-positive value or a fraction for a byte rate); a key named twice in one entry is
 INVALID_REQUEST. ``validate_only`` changes nothing. v1 is flexible. Of the quotas,
-``producer_byte_rate`` is enforced (broker/quota_manager.py); the others are stored only.
+``producer_byte_rate`` is enforced (broker/quotas/client_quota_manager.py); the others are stored only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from broker.acl_operations import AclOperation, authorize_cluster
-from broker.dispatch import RequestContext
-from broker.quota_requests import changes_of
+from broker.quotas.quota_requests import changes_of
+from broker.security.acl_operations import AclOperation, authorize_cluster
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_049_alter_client_quotas import (
     AlterClientQuotasRequest,

@@ -8,9 +8,9 @@ authorizer the caller needs DESCRIBE on the cluster (ALTER for AlterUserScramCre
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, authorize_cluster
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, authorize_cluster
 from broker.security.scram_admin import describe_credentials
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_050_describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,

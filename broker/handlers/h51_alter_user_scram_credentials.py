@@ -6,8 +6,8 @@ its own image has the change, so the user can authenticate here right after.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, authorize_cluster
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, authorize_cluster
+from broker.server.dispatch import RequestContext
 from controller.quorum import NotControllerError
 from wire.errors import ErrorCode
 from wire.generated.api_051_alter_user_scram_credentials import (

@@ -10,9 +10,9 @@ NOT_LEADER_OR_FOLLOWER (6); the tool or client retries.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, authorize_cluster
-from broker.controller_channel import ChannelError
-from broker.dispatch import RequestContext
+from broker.cluster.controller_channel import ChannelError
+from broker.security.acl_operations import AclOperation, authorize_cluster
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_055_describe_quorum import (
     DescribeQuorumRequest,

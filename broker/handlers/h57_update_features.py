@@ -10,10 +10,10 @@ feature named twice is INVALID_REQUEST. ``validate_only`` changes nothing.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, authorize_cluster
-from broker.controller_channel import ControllerRequestError
-from broker.dispatch import RequestContext
-from broker.feature_requests import response_of, updates_of
+from broker.cluster.controller_channel import ControllerRequestError
+from broker.cluster.feature_requests import response_of, updates_of
+from broker.security.acl_operations import AclOperation, authorize_cluster
+from broker.server.dispatch import RequestContext
 from controller.quorum import NotControllerError, QuorumTimeoutError
 from wire.errors import ErrorCode
 from wire.generated.api_057_update_features import UpdateFeaturesRequest, UpdateFeaturesResponse

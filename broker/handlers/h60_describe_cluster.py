@@ -12,13 +12,13 @@ for the fenced brokers too, each with ``is_fenced``.
 
 from __future__ import annotations
 
-from broker.acl_operations import (
+from broker.security.acl_operations import (
     CLUSTER_NAME,
     OPERATIONS_NOT_REQUESTED,
     ResourceType,
     authorized_operations,
 )
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_060_describe_cluster import (
     DescribeClusterRequest,

@@ -5,8 +5,8 @@ epoch of the last marker and the first offset of an open transaction (-1 if none
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, ResourceType, authorize
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, ResourceType, authorize
+from broker.server.dispatch import RequestContext
 from controller.service import validate_topic_name
 from wire.errors import ErrorCode
 from wire.generated.api_061_describe_producers import (

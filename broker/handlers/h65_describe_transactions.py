@@ -7,8 +7,8 @@ FindCoordinator first); an unknown one TRANSACTIONAL_ID_NOT_FOUND.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, ResourceType, authorize
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, ResourceType, authorize
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_065_describe_transactions import (
     DescribeTransactionsRequest,

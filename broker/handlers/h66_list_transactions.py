@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from broker.acl_operations import AclOperation, ResourceType, authorize
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, ResourceType, authorize
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_066_list_transactions import (
     ListTransactionsRequest,

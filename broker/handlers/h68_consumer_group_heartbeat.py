@@ -12,10 +12,10 @@ pattern RE2 rejects gets INVALID_REGULAR_EXPRESSION).
 
 from __future__ import annotations
 
-from broker.dispatch import RequestContext
 from broker.group.consumer_group import JOIN_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH
 from broker.group.consumer_shard import ConsumerHeartbeat
 from broker.group.topic_regex import validate
+from broker.server.dispatch import RequestContext
 from controller.features import GROUP_VERSION, level
 from wire.errors import ErrorCode
 from wire.generated.api_068_consumer_group_heartbeat import (

@@ -12,8 +12,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from broker.acl_operations import OPERATIONS_NOT_REQUESTED, ResourceType, authorized_operations
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import (
+    OPERATIONS_NOT_REQUESTED,
+    ResourceType,
+    authorized_operations,
+)
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_069_consumer_group_describe import (
     ConsumerGroupDescribeRequest,

@@ -10,8 +10,8 @@ cluster, else CLUSTER_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, authorize_cluster
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, authorize_cluster
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_074_list_config_resources import (
     ListConfigResourcesRequest,

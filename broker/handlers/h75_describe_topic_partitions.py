@@ -16,8 +16,13 @@ operation, as a broker without an authorizer allows them all.
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, ResourceType, authorize, authorized_operations
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import (
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorized_operations,
+)
+from broker.server.dispatch import RequestContext
 from controller.image import INTERNAL_TOPICS, MetadataImage, TopicImage
 from controller.service import validate_topic_name
 from wire.errors import ErrorCode

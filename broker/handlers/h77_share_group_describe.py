@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
 from wire.errors import ErrorCode
 from wire.generated.api_077_share_group_describe import (

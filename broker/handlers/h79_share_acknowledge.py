@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from broker.share.coordinator import FINAL_EPOCH, INITIAL_EPOCH
 from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
 from broker.share.leader import AckBatch

@@ -8,8 +8,8 @@ Each share-partition is answered by the shard of its coordinator key
 
 from __future__ import annotations
 
-from broker.acl_operations import AclOperation, authorize_cluster
-from broker.dispatch import RequestContext
+from broker.security.acl_operations import AclOperation, authorize_cluster
+from broker.server.dispatch import RequestContext
 from wire.errors import ErrorCode
 from wire.generated.api_087_read_share_group_state_summary import (
     ReadShareGroupStateSummaryRequest,

@@ -8,7 +8,7 @@ answers start offset -1. v1 (4.3) may ask for every topic (Topics null).
 
 from __future__ import annotations
 
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
 from wire.errors import ErrorCode
 from wire.generated.api_090_describe_share_group_offsets import (

@@ -7,7 +7,7 @@ members: NON_EMPTY_GROUP.
 
 from __future__ import annotations
 
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
 from wire.errors import ErrorCode
 from wire.generated.api_091_alter_share_group_offsets import (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.dispatch import RequestContext
+from broker.server.dispatch import RequestContext
 from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
 from wire.errors import ErrorCode
 from wire.generated.api_092_delete_share_group_offsets import (

@@ -28,7 +28,7 @@ from types import MappingProxyType
 
 import structlog
 
-from broker.limits import describe_error
+from broker.eventloop.limits import describe_error
 from broker.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
-from broker.limits import describe_error
+from broker.eventloop.limits import describe_error
+from broker.eventloop.pacing import Pacer
 from broker.log.errors import OffsetOutOfRangeError
-from broker.pacing import Pacer
 from broker.replication.delayed_produce import wait_for_change
 from broker.replication.partition import Partition
 from wire.errors import ErrorCode
@@ -32,7 +32,7 @@ from wire.generated.api_001_fetch import (
 )
 
 if TYPE_CHECKING:
-    from broker.replica_manager import ReplicaManager
+    from broker.replication.replica_manager import ReplicaManager
 
 log = structlog.get_logger(__name__)
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import structlog
 import trio
 
-from broker.controller_channel import ChannelError, PeerConnection
+from broker.cluster.controller_channel import ChannelError, PeerConnection
+from broker.cluster.peers import broker_address
 from broker.log.errors import LogError
 from broker.log.producer_state import ProducerStateError
-from broker.peers import broker_address
-from broker.replica_manager import Partition, ReplicaManager
+from broker.replication.replica_manager import Partition, ReplicaManager
 from broker.security.peer import PeerSecurity
 from controller.image import MetadataImage
 from wire.errors import ErrorCode

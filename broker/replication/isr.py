@@ -16,8 +16,12 @@ from collections.abc import Callable
 import structlog
 import trio
 
-from broker.controller_channel import ChannelError, ControllerChannel, ControllerRequestError
-from broker.replica_manager import Partition, ReplicaManager
+from broker.cluster.controller_channel import (
+    ChannelError,
+    ControllerChannel,
+    ControllerRequestError,
+)
+from broker.replication.replica_manager import Partition, ReplicaManager
 from controller.image import MetadataImage
 from wire.errors import ErrorCode
 from wire.generated.api_056_alter_partition import (

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.config import BROKER_CONFIGS, ConfigError, ConfigValue, read_properties_file
 from broker.security.jaas import JaasError, parse_jaas_config
 from broker.security.oauthbearer_login import OAuthBearerLogin
 from broker.security.tls import load_chain, load_keystore, load_truststore
+from config import BROKER_CONFIGS, ConfigError, ConfigValue, read_properties_file
 
 SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")

@@ -18,10 +18,10 @@ from typing import Final
 import structlog
 from cryptography import x509
 
-from broker.config import BROKER_CONFIGS, BrokerConfig, ConfigError, ConfigValue, SecurityProtocol
 from broker.security.password_encoder import DynamicPasswords
 from broker.security.setup import ListenerSecurity
 from broker.security.tls import Setting, load_keystore, server_context
+from config import BROKER_CONFIGS, BrokerConfig, ConfigError, ConfigValue, SecurityProtocol
 from controller.image import MetadataImage
 
 log = structlog.get_logger(__name__)

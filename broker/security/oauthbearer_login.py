@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from broker.config import ConfigError
+from config import ConfigError
 
 UNSECURED_PREFIX: Final = "unsecuredLogin"
 TOKEN_ENDPOINT_TIMEOUT_S: Final = 30.0

@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 
-from broker.config import BrokerConfig, ConfigError, Password
+from config import BrokerConfig, ConfigError, Password
 from controller.image import BROKER_RESOURCE, MetadataImage
 from wire.errors import ErrorCode
 

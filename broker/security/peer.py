@@ -23,12 +23,12 @@ from typing import Any
 
 import trio
 
-from broker.config import BrokerConfig, ConfigError, SecurityProtocol
 from broker.security.jaas import JaasError, parse_jaas_config
 from broker.security.mechanism import AuthenticationFailed
 from broker.security.oauthbearer_login import OAuthBearerClient, OAuthBearerLogin
 from broker.security.scram import SaslClient
 from broker.security.tls import load_chain, load_keystore, load_truststore
+from config import BrokerConfig, ConfigError, SecurityProtocol
 from wire.errors import ErrorCode
 from wire.generated.api_017_sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from wire.generated.api_036_sasl_authenticate import (

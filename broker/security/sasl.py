@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import structlog
 import trio
 
-from broker.network import CloseConnection, ConnectionInfo
-from broker.principal import USER_TYPE, KafkaPrincipal
+from broker.security.kafka_principal import USER_TYPE, KafkaPrincipal
 from broker.security.mechanism import AuthenticationFailed, MechanismServer
+from broker.server.network import CloseConnection, ConnectionInfo
 from wire.errors import ErrorCode
 from wire.exceptions import DecodeError
 from wire.frame import (

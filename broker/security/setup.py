@@ -14,10 +14,8 @@ from functools import partial
 import structlog
 import trio
 
-from broker.config import BrokerConfig, ConfigError, ConfigValue, Listener, SecurityProtocol
-from broker.network import CloseConnection, ConnectionInfo
-from broker.principal import USER_TYPE, KafkaPrincipal
 from broker.security.jaas import JaasError, parse_jaas_config
+from broker.security.kafka_principal import USER_TYPE, KafkaPrincipal
 from broker.security.mechanism import MechanismServer, PlainServer
 from broker.security.oauthbearer import (
     JwksValidator,
@@ -30,6 +28,8 @@ from broker.security.sasl import SaslListener, SaslSession
 from broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from broker.security.scram import CredentialLookup, ScramServer
 from broker.security.tls import peer_distinguished_name, server_context
+from broker.server.network import CloseConnection, ConnectionInfo
+from config import BrokerConfig, ConfigError, ConfigValue, Listener, SecurityProtocol
 
 log = structlog.get_logger(__name__)
 
@@ -41,7 +41,7 @@ AuthenticationCallback = Callable[[str, str, bool], None]
 
 
 class ListenerSecurity:
-    """A listener's :class:`~broker.network.ConnectionSetup`: TLS, then SASL state."""
+    """A listener's :class:`~broker.server.network.ConnectionSetup`: TLS, then SASL state."""
 
     def __init__(self, name: str, tls: ssl.SSLContext | None, handshake_timeout_s: float,
                  mapper: PrincipalMapper, sasl: SaslListener | None, on_result: AuthenticationCallback) -> None:

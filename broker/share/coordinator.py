@@ -32,7 +32,7 @@ from broker.coordinator import (
     await_callback,
 )
 from broker.group.group import GroupOverview
-from broker.replica_manager import ReplicaManager
+from broker.replication.replica_manager import ReplicaManager
 from broker.share.dead_letters import DeadLetterWriter
 from broker.share.group import ShareGroup, ShareGroupSettings, TopicIdPartition
 from broker.share.leader import AckBatch, PartitionOutcome, SharePartitionManager

@@ -30,7 +30,7 @@ from wire.batch_builder import build_batch
 from wire.records import NewRecord, Record, iter_batch_headers, iter_records
 
 if TYPE_CHECKING:
-    from broker.replica_manager import Partition, ReplicaManager
+    from broker.replication.replica_manager import Partition, ReplicaManager
     from controller.image import MetadataImage
 
 log = structlog.get_logger(__name__)

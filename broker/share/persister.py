@@ -79,7 +79,7 @@ RETRY_BACKOFF_S = 0.1
 
 
 class PeerRequester(Protocol):
-    """The inter-broker channel (broker/peers.py): None when the broker cannot be reached."""
+    """The inter-broker channel (broker/cluster/peers.py): None when the broker cannot be reached."""
 
     async def request(self, broker_id: int, message: Message, response_type: type[_R], timeout_s: float,
                       version: int | None = None) -> _R | None: ...

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TextIO
 
-from broker.client import ClientError, KafkaClient
+from broker.tools.client import ClientError, KafkaClient
 from broker.tools.common import P, add_bootstrap_argument
 from controller.acls import (
     CLUSTER_NAME,

@@ -15,7 +15,7 @@ import argparse
 import sys
 from typing import TextIO
 
-from broker.client import ClientError, KafkaClient
+from broker.tools.client import ClientError, KafkaClient
 from broker.tools.common import P, add_bootstrap_argument
 from wire.errors import ErrorCode
 from wire.generated.api_048_describe_client_quotas import (

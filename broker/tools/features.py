@@ -1,7 +1,7 @@
 """``cormorant features``: describe and change the cluster's finalized features, like
 kafka-features.sh.
 
-Every action speaks the Kafka protocol through :class:`broker.client.KafkaClient`, so it
+Every action speaks the Kafka protocol through :class:`broker.tools.client.KafkaClient`, so it
 works against any Kafka-compatible cluster:
 
 - ``describe``: ApiVersions (v3+) at the bootstrap broker; one line per feature the broker
@@ -25,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from broker.client import ClientError, KafkaClient
+from broker.tools.client import ClientError, KafkaClient
 from broker.tools.common import P, add_bootstrap_argument, subcommand_parsers
 from controller.features import (
     METADATA_VERSION,

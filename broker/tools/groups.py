@@ -1,7 +1,7 @@
 """``cormorant groups``: list, describe, delete consumer groups and reset their offsets,
 like kafka-consumer-groups.sh.
 
-Every action speaks the Kafka protocol through :class:`broker.client.KafkaClient`:
+Every action speaks the Kafka protocol through :class:`broker.tools.client.KafkaClient`:
 FindCoordinator for the group, then ConsumerGroupDescribe (consumer-protocol groups) or
 DescribeGroups / OffsetFetch / DeleteGroups / OffsetCommit at the coordinator, Metadata and ListOffsets at partition leaders. So
 it works against any Kafka-compatible cluster. Output follows
@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TextIO
 
-from broker.client import ClientError, KafkaClient, parse_bootstrap
+from broker.tools.client import ClientError, KafkaClient, parse_bootstrap
 from broker.tools.common import P, add_bootstrap_argument, subcommand_parsers
 from wire.errors import ErrorCode
 from wire.exceptions import DecodeError

@@ -20,8 +20,8 @@ import sys
 import time
 from typing import Any, TextIO
 
-from broker.client import ClientError, KafkaClient
-from broker.controller_channel import describe_quorum_request
+from broker.cluster.controller_channel import describe_quorum_request
+from broker.tools.client import ClientError, KafkaClient
 from broker.tools.topics import kafka_uuid
 from wire.errors import ErrorCode
 from wire.generated.api_003_metadata import MetadataRequest, MetadataResponse

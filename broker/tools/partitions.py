@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from broker.client import ClientError, KafkaClient
+from broker.tools.client import ClientError, KafkaClient
 from broker.tools.common import P, add_bootstrap_argument, subcommand_parsers
 from broker.tools.topics import topic_metadata
 from wire.errors import ErrorCode

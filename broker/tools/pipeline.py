@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from broker.client import ClientError
+from broker.tools.client import ClientError
 from broker.tools.common import add_bootstrap_argument
 from broker.tools.producer import ProduceError, RecordWriter, ensure_topic
 from broker.tools.spark_session import (

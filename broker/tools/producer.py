@@ -3,7 +3,7 @@
 ``cormorant replay`` must put records back with their original timestamps, and Spark's
 Kafka sink cannot set a record's timestamp (its ProducerRecord has none), so the tools
 write through this instead: record batches built with :mod:`wire.records`, sent with
-Produce (acks=all) by :class:`broker.client.KafkaClient` to each partition's leader.
+Produce (acks=all) by :class:`broker.tools.client.KafkaClient` to each partition's leader.
 
 Per partition there is at most one request in flight and a failed request is never
 retried, so records land in the order given, each once, or the tool stops with the error
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from broker.client import ClientError, KafkaClient, parse_bootstrap
+from broker.tools.client import ClientError, KafkaClient, parse_bootstrap
 from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (

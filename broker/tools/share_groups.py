@@ -1,7 +1,7 @@
 """``cormorant share-groups``: list, describe, delete share groups (KIP-932) and reset
 their start offsets, like kafka-share-groups.sh.
 
-Everything goes through the Kafka protocol (:class:`broker.client.KafkaClient`):
+Everything goes through the Kafka protocol (:class:`broker.tools.client.KafkaClient`):
 ListGroups (type ``share``) on every broker; FindCoordinator, then
 ShareGroupDescribe, DescribeShareGroupOffsets, AlterShareGroupOffsets and
 DeleteGroups at the group's coordinator. Failures print one line on stderr and
@@ -22,7 +22,7 @@ import argparse
 import sys
 from typing import TextIO
 
-from broker.client import ClientError
+from broker.tools.client import ClientError
 from broker.tools.common import P, add_bootstrap_argument, fail, subcommand_parsers
 from broker.tools.groups import (
     EARLIEST,

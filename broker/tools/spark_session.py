@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from broker.client import ClientError, KafkaClient
+from broker.tools.client import ClientError, KafkaClient
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

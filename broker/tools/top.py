@@ -26,7 +26,7 @@ from typing import TextIO
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.client import ClientError, KafkaClient, parse_bootstrap
+from broker.tools.client import ClientError, KafkaClient, parse_bootstrap
 from broker.tools.common import DEFAULT_BOOTSTRAP
 from wire.generated.api_003_metadata import MetadataRequest, MetadataResponse
 

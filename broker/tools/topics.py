@@ -1,6 +1,6 @@
 """``cormorant topics``: create, list, describe, delete and configure topics, like kafka-topics.sh.
 
-Every action is one or two Kafka requests through :class:`broker.client.KafkaClient`,
+Every action is one or two Kafka requests through :class:`broker.tools.client.KafkaClient`,
 so the tool works against any Kafka-compatible broker. Output follows
 kafka-topics.sh; a failure prints one line on stderr ("cormorant topics: ...", with
 Kafka's error message) and exits with status 1.
@@ -14,7 +14,7 @@ import sys
 import uuid
 from typing import TextIO
 
-from broker.client import ClientError, KafkaClient
+from broker.tools.client import ClientError, KafkaClient
 from wire.errors import ErrorCode
 from wire.generated.api_003_metadata import (
     MetadataRequest,

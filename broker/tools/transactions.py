@@ -1,6 +1,6 @@
 """``cormorant transactions``: list and describe transactional ids, like kafka-transactions.sh.
 
-Every action speaks the Kafka protocol through :class:`broker.client.KafkaClient`, so it
+Every action speaks the Kafka protocol through :class:`broker.tools.client.KafkaClient`, so it
 works against any Kafka-compatible cluster:
 
 - ``list [--duration-filter MS]``: ListTransactions at every broker (Metadata names them);
@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
-from broker.client import ClientError, KafkaClient
+from broker.tools.client import ClientError, KafkaClient
 from broker.tools.common import P, add_bootstrap_argument, subcommand_parsers
 from wire.errors import ErrorCode
 from wire.generated.api_003_metadata import MetadataRequest, MetadataResponse

@@ -16,7 +16,6 @@ import argparse
 import os
 import sys
 
-from broker.client import ClientError, KafkaClient
 from broker.security.scram import (
     MAX_ITERATIONS,
     MECHANISM_NAMES,
@@ -24,6 +23,7 @@ from broker.security.scram import (
     MIN_ITERATIONS,
     salted_password,
 )
+from broker.tools.client import ClientError, KafkaClient
 from broker.tools.common import P, add_bootstrap_argument, subcommand_parsers
 from wire.errors import ErrorCode
 from wire.generated.api_050_describe_user_scram_credentials import (

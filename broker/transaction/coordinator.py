@@ -77,11 +77,11 @@ from wire.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 if TYPE_CHECKING:
     import random
 
-    from broker.config import BrokerConfig
-    from broker.controller_api import ControllerApi
+    from broker.cluster.controller_api import ControllerApi
+    from broker.cluster.peers import PeerBrokers
     from broker.group.coordinator import GroupCoordinator
-    from broker.peers import PeerBrokers
-    from broker.replica_manager import ReplicaManager
+    from broker.replication.replica_manager import ReplicaManager
+    from config import BrokerConfig
 
 log = structlog.get_logger(__name__)
 

@@ -13,7 +13,7 @@ a partition leader says the producer or coordinator epoch moved on.
 Requests go through a :class:`MarkerSender`. To the local broker (every
 partition of a single node) they are encoded, dispatched to the WriteTxnMarkers
 handler and decoded like any request from another broker
-(:class:`broker.dispatch.LoopbackMarkerSender`); a remote leader
+(:class:`broker.server.dispatch.LoopbackMarkerSender`); a remote leader
 is sent WriteTxnMarkers over the inter-broker listener (:class:`NetworkMarkerSender`);
 one that cannot be reached is retried.
 """
@@ -38,7 +38,7 @@ from wire.generated.api_027_write_txn_markers import (
 )
 
 if TYPE_CHECKING:
-    from broker.peers import PeerBrokers
+    from broker.cluster.peers import PeerBrokers
     from broker.transaction.coordinator import TransactionCoordinator
     from broker.transaction.shard import TransactionShard
 

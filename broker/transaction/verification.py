@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from broker.log.producer_state import VerificationGuard
+from broker.log.validation import ValidatedRecords
 from broker.replication.partition import AppendRefusedError, Partition
-from broker.validation import ValidatedRecords
 from wire.errors import ErrorCode
 from wire.generated.api_024_add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
@@ -33,7 +33,7 @@ from wire.records import (
 )
 
 if TYPE_CHECKING:
-    from broker.peers import PeerBrokers
+    from broker.cluster.peers import PeerBrokers
 
 #: Produce v11 is the first whose clients understand TRANSACTION_ABORTABLE (KIP-890).
 TRANSACTION_ABORTABLE_PRODUCE_VERSION = 11

@@ -28,7 +28,7 @@ from wire.generated.api_027_write_txn_markers import (
 from wire.records import ControlRecordType
 
 if TYPE_CHECKING:
-    from broker.replica_manager import ReplicaManager
+    from broker.replication.replica_manager import ReplicaManager
 
 log = structlog.get_logger(__name__)
 

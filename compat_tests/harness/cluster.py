@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from broker.client import ClientError, KafkaClient
+from broker.tools.client import ClientError, KafkaClient
 from compat_tests.harness.settings import PROJECT_ROOT
 from wire.errors import ErrorCode
 from wire.generated.api_010_find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse

@@ -1,4 +1,4 @@
-"""The admin and offset APIs against a real broker process, through broker.client.
+"""The admin and offset APIs against a real broker process, through broker.tools.client.
 
 One broker serves the module (each test uses its own topics); a second one,
 with ``delete.topic.enable=false``, serves the test that needs it.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import ClientError, KafkaClient, parse_bootstrap
+from broker.tools.client import ClientError, KafkaClient, parse_bootstrap
 from tests.broker.broker_process import BrokerProcess
 from wire.batch_builder import build_batch
 from wire.errors import ErrorCode

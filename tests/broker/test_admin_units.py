@@ -9,14 +9,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.config import (
-    BROKER_CONFIGS,
-    TOPIC_CONFIGS,
-    ConfigError,
-    ConfigSource,
-    TopicConfig,
-    build_config,
-)
 from broker.handlers.h32_describe_configs import broker_entries, broker_synonym_chain, log4j_level
 from broker.handlers.h44_incremental_alter_configs import (
     APPEND,
@@ -30,6 +22,14 @@ from broker.handlers.h44_incremental_alter_configs import (
     check_keys,
     merged,
     validate_broker_configs,
+)
+from config import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    ConfigError,
+    ConfigSource,
+    TopicConfig,
+    build_config,
 )
 from controller.image import BrokerImage, MetadataImage
 from controller.topic_creation import manual_assignment_error

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from broker.client import KafkaClient
+from broker.tools.client import KafkaClient
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.test_acl_apis import ALTER, AUTHORIZER, CLUSTER, DENY, WRITE, creation
 from wire.batch_builder import build_batch

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.client import KafkaClient
+from broker.tools.client import KafkaClient
 from tests.broker.broker_process import BrokerProcess
 from wire.errors import ErrorCode
 from wire.generated.api_003_metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse

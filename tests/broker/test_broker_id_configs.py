@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.config import ConfigSource
+from broker.tools.client import KafkaClient
+from config import ConfigSource
 from tests.broker.broker_process import BrokerProcess
 from wire.errors import ErrorCode
 from wire.generated.api_032_describe_configs import (

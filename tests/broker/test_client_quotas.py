@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.client import KafkaClient
+from broker.tools.client import KafkaClient
 from tests.broker.broker_process import BrokerProcess
 from wire.errors import ErrorCode
 from wire.generated.api_048_describe_client_quotas import (

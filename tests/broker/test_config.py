@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.config import (
+from config import (
     BROKER_CONFIGS,
     DOUBLE_MAX,
     LONG_MAX,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import ClientError, KafkaClient, parse_bootstrap
+from broker.tools.client import ClientError, KafkaClient, parse_bootstrap
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.test_client_quotas import alter, entry
 from tests.observability.helpers import MetricsBroker, scrape, value

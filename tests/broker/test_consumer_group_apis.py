@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from broker.cli import main
-from broker.client import KafkaClient
+from broker.tools.client import KafkaClient
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.test_group_apis import commit, create_topic, fetch, find
 from wire.errors import ErrorCode

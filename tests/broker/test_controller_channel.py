@@ -10,7 +10,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from broker.controller_channel import (
+from broker.cluster.controller_channel import (
     FIND_ACTIVE_TIMEOUT_S,
     ChannelError,
     ControllerChannel,

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.fetch_sessions import (
+from broker.server.fetch_sessions import (
     MAX_EPOCH,
     CachedPartition,
     FetchSession,
     FetchSessionCache,
     next_epoch,
 )
+from broker.tools.client import KafkaClient
 from tests.broker.broker_process import BrokerProcess
 from wire.batch_builder import build_batch
 from wire.errors import ErrorCode

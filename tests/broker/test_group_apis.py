@@ -1,4 +1,4 @@
-"""The group APIs at every version against a real broker process, through broker.client.
+"""The group APIs at every version against a real broker process, through broker.tools.client.
 
 Clients' behaviour is covered by compat_tests/test_groups.py; these tests pin what
 the wire says per version (fields that appear, errors Kafka gives) and what
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
+from broker.tools.client import KafkaClient
 from tests.broker.broker_process import BrokerProcess
 from wire.errors import ErrorCode
 from wire.generated.api_008_offset_commit import (

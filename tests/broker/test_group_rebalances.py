@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
+from broker.tools.client import KafkaClient
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.test_group_apis import commit, create_topic, subscription, sync
 from tests.replication.fault_cluster import FaultCluster

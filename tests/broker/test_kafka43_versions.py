@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.client import KafkaClient
+from broker.tools.client import KafkaClient
 from tests.broker.broker_process import BrokerProcess
 from wire.batch_builder import build_batch
 from wire.errors import ErrorCode

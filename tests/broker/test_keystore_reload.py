@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerConfig, ConfigError, build_config
 from broker.security.keystore_reload import (
     ListenerKeystores,
     check_listener_update,
@@ -16,6 +15,7 @@ from broker.security.keystore_reload import (
 from broker.security.password_encoder import DynamicPasswords
 from broker.security.setup import listener_security
 from broker.tools.tls_init import init_tls
+from config import BrokerConfig, ConfigError, build_config
 from controller.image import BROKER_RESOURCE, MetadataImage
 
 KEY = "listener.name.ssl.ssl.keystore.location"

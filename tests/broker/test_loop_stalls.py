@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.config import load_config
 from broker.node import BrokerNode
+from config import load_config
 
 
 def test_periodic_checkpoints_and_fsyncs_do_not_run_on_the_event_loop(

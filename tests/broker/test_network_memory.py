@@ -6,7 +6,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from broker.network import NetworkMemory
+from broker.server.network import NetworkMemory
 
 MiB = 1024 * 1024
 

@@ -122,8 +122,8 @@ def test_unsecured_login_token_is_accepted_by_the_unsecured_validator() -> None:
 
 
 def test_client_security_takes_oauthbearer_from_command_config(tmp_path: Path) -> None:
-    from broker.config import ConfigError
     from broker.security.client_config import client_security
+    from config import ConfigError
 
     module = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
     security = client_security({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
@@ -188,7 +188,7 @@ def test_token_endpoint_client_credentials_grant(signing_key: rsa.RSAPrivateKey)
         now[0] = NOW + 590  # within a minute of exp: fetched again
         login.token()
         assert len(requests) == 2
-        from broker.config import ConfigError
+        from config import ConfigError
 
         with pytest.raises(ConfigError, match="HTTP 401"):
             OAuthBearerLogin({"clientId": "tool", "clientSecret": "wrong"}, url).token()
@@ -211,8 +211,8 @@ LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginMod
 
 
 def test_broker_logs_in_to_peers_with_the_listeners_oauthbearer_jaas(tmp_path: Path) -> None:
-    from broker.config import ConfigError, build_config
     from broker.security.peer import controller_security, inter_broker_security
+    from config import ConfigError, build_config
 
     token_file = tmp_path / "token"
     config, _ = build_config({
@@ -239,8 +239,8 @@ def test_peer_token_that_cannot_be_had_fails_the_authentication(tmp_path: Path) 
     (retried by its caller), not an error that ends the broker's task."""
     import trio
 
-    from broker.config import build_config
     from broker.security.peer import authenticate, controller_security
+    from config import build_config
     from wire.generated.api_017_sasl_handshake import SaslHandshakeResponse
 
     config, _ = build_config({

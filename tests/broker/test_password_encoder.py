@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import ConfigError, build_config
 from broker.security.password_encoder import (
     CBC,
     GCM,
@@ -18,6 +17,7 @@ from broker.security.password_encoder import (
     PasswordEncoder,
     is_password_config,
 )
+from config import ConfigError, build_config
 
 
 def _fields(encoded: str) -> dict[str, str]:

@@ -292,7 +292,7 @@ def test_a_topic_with_its_own_compression_type_recompresses(client: RawClient) -
 
 def test_legacy_message_sets_with_any_inner_offsets_are_numbered_afresh() -> None:
     from broker.log.config import LogConfig
-    from broker.validation import TimestampPolicy, validate_produce
+    from broker.log.validation import TimestampPolicy, validate_produce
     from tests.wire.test_records import legacy
 
     plain = legacy(5, b"a") + legacy(5, b"b") + legacy(2, b"c")

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.client import KafkaClient, parse_bootstrap
+from broker.tools.client import KafkaClient, parse_bootstrap
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.test_client_quotas import alter, entry
 from wire.batch_builder import build_batch

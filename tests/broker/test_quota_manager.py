@@ -1,4 +1,4 @@
-"""broker.quota_manager: Kafka's quota precedence, windowed rate and throttle time, with a fake clock."""
+"""broker.quotas.client_quota_manager: Kafka's quota precedence, windowed rate and throttle time, with a fake clock."""
 
 from __future__ import annotations
 
@@ -7,8 +7,14 @@ import time
 import trio
 import trio.testing
 
-from broker.quota_manager import PRODUCE, REQUEST, ClientQuotaManager, WindowedRate, quota_for
-from broker.quotas import QuotaManagers
+from broker.quotas.client_quota_manager import (
+    PRODUCE,
+    REQUEST,
+    ClientQuotaManager,
+    WindowedRate,
+    quota_for,
+)
+from broker.quotas.managers import QuotaManagers
 from controller.quotas import CLIENT_ID, QuotaEntity
 
 
@@ -58,7 +64,7 @@ def test_throttle_time_is_kafkas() -> None:
 
 
 def test_controller_mutation_token_bucket() -> None:
-    from broker.quotas import ControllerMutationQuotaManager
+    from broker.quotas.managers import ControllerMutationQuotaManager
 
     now = [0]
     quotas: dict[QuotaEntity, dict[str, float]] = {(("user", None),): {"controller_mutation_rate": 2.0}}

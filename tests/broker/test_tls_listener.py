@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.config import build_config
-from broker.network import ConnectionInfo, Listener, NetworkLimits
 from broker.security.setup import ListenerSecurity, listener_security
+from broker.server.network import ConnectionInfo, Listener, NetworkLimits
 from broker.tools.tls_init import init_tls
+from config import build_config
 from wire.frame import EncodedFrame, encode_response
 from wire.generated.api_018_api_versions import ApiVersionsResponse
 
@@ -192,7 +192,7 @@ def test_inline_pem_keystore(certs: Path) -> None:
      "ssl.client.auth"),
 ])
 def test_misconfiguration_names_the_setting(certs: Path, settings: dict[str, str], names: str) -> None:
-    from broker.config import ConfigError
+    from config import ConfigError
 
     with pytest.raises(ConfigError) as caught:
         _security(certs, **settings)

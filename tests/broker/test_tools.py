@@ -116,7 +116,7 @@ def test_topics_command_line(broker: BrokerProcess) -> None:
 
 
 def test_dump_log_real_segment(broker: BrokerProcess, capsys: pytest.CaptureFixture[str]) -> None:
-    from broker.client import KafkaClient
+    from broker.tools.client import KafkaClient
     from wire.generated.api_000_produce import (
         ProduceRequest,
         ProduceRequestPartitionProduceData,

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.client import KafkaClient
+from broker.tools.client import KafkaClient
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.test_admin_apis import created, describe_topic, list_offset, produce
 

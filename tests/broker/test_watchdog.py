@@ -7,7 +7,7 @@ import time
 
 import trio
 
-from broker.watchdog import SlowStep, SlowStepWatchdog
+from broker.eventloop.watchdog import SlowStep, SlowStepWatchdog
 
 
 def hold_the_loop_for(seconds: float) -> None:
@@ -79,7 +79,7 @@ def test_gc_inside_a_step_is_timed() -> None:
 def test_full_collections_are_deferred_while_running_and_restored_after() -> None:
     import gc
 
-    from broker.pacing import full_collections
+    from broker.eventloop.pacing import full_collections
 
     before = gc.get_threshold()
     seen: list[tuple[int, int, int]] = []
@@ -97,7 +97,7 @@ def test_full_collections_are_deferred_while_running_and_restored_after() -> Non
 
 
 def test_the_pacer_asks_for_a_pause_once_its_slice_is_spent() -> None:
-    from broker.pacing import CHECK_EVERY, OFF_LOOP_ENTRIES, SLICE_S, LargeRequests, Pacer
+    from broker.eventloop.pacing import CHECK_EVERY, OFF_LOOP_ENTRIES, SLICE_S, LargeRequests, Pacer
 
     now = [0.0]
     pacer = Pacer(clock=lambda: now[0])
@@ -114,7 +114,7 @@ def test_the_pacer_asks_for_a_pause_once_its_slice_is_spent() -> None:
 def test_a_large_message_is_freed_a_chunk_at_a_time_nested_lists_too() -> None:
     """One topic holding 100,000 partitions (ListOffsets, OffsetFetch) is as long to free as
     100,000 topics: its partitions are freed between pauses, not in one deallocation."""
-    from broker.pacing import RELEASE_CHUNK, Pacer, release
+    from broker.eventloop.pacing import RELEASE_CHUNK, Pacer, release
     from wire.generated.api_002_list_offsets import (
         ListOffsetsResponse,
         ListOffsetsResponseListOffsetsPartitionResponse,

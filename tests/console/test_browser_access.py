@@ -178,7 +178,7 @@ def test_quotas_listed_set_and_removed(secured: tuple[BrokerProcess, ConsoleProc
 
 def _quotas(bootstrap: str) -> dict[str, dict[str, float]]:
     """What the cluster holds, as the CLI equivalent (``cormorant configs``) reads it: DescribeClientQuotas."""
-    from broker.client import KafkaClient
+    from broker.tools.client import KafkaClient
     from wire.generated.api_048_describe_client_quotas import (
         DescribeClientQuotasRequest,
         DescribeClientQuotasResponse,

@@ -95,7 +95,7 @@ def test_a_share_group_shows_its_member_and_assignment(tmp_path: Path) -> None:
     the broker's share group tests do, and the console shows it from ShareGroupDescribe."""
     import httpx
 
-    from broker.client import KafkaClient
+    from broker.tools.client import KafkaClient
     from tests.broker.share.test_share_group_apis import OVERRIDES, heartbeat
     from tests.broker.test_group_apis import create_topic
 

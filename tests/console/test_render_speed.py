@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from broker.client import KafkaClient
 from broker.console.collect import Collector
 from broker.console.kafka import ClusterClient
+from broker.tools.client import KafkaClient
 from tests.broker.broker_process import BrokerProcess
 from tests.console.harness import (
     CHROMEDRIVER,

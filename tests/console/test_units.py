@@ -180,7 +180,7 @@ def test_chart_escapes_and_waits_for_two_points() -> None:
     assert "lag &lt;b&gt;" in svg and "<polyline" in svg and "5 ms" in svg
 
 
-ALLOWED = ("broker.console", "broker.client", "broker.security.client_config", "broker.logging_setup", "wire")
+ALLOWED = ("broker.console", "broker.tools.client", "broker.security.client_config", "broker.observability.logging_setup", "wire")
 
 
 def test_console_is_a_client_and_imports_no_broker_internals() -> None:

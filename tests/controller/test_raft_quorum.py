@@ -9,8 +9,8 @@ from pathlib import Path
 
 import trio
 
-from broker.cluster_mode import ControllerListener
-from broker.network import ConnectionInfo, NetworkLimits
+from broker.cluster.cluster_mode import ControllerListener
+from broker.server.network import ConnectionInfo, NetworkLimits
 from controller.raft import RaftQuorum, RaftSettings
 from wire.frame import EncodedFrame
 from wire.generated.metadata.rec_012_feature_level_record import FeatureLevelRecord

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from broker.client import ClientError, KafkaClient
+from broker.tools.client import ClientError, KafkaClient
 from broker.tools.metadata import describe_image, describe_quorum
 from tests.shared import ROOT, STALL_GUARD
 

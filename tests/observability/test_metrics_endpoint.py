@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
+from broker.tools.client import KafkaClient
 from tests.observability.helpers import (
     MetricDoc,
     MetricsBroker,

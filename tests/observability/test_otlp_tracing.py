@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
+from broker.tools.client import KafkaClient
 from tests.observability.helpers import MetricsBroker
 from wire.batch_builder import build_batch
 from wire.errors import ErrorCode

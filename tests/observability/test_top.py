@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from broker.client import KafkaClient
+from broker.tools.client import KafkaClient
 from tests.observability.helpers import MetricsBroker
 from tests.shared import ROOT
 from wire.generated.api_003_metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse

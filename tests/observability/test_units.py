@@ -7,10 +7,16 @@ import re
 
 import structlog
 
-from broker.metrics import Histogram
-from broker.response_errors import LOG_BURST, BrokerErrorLog, error_code_counts, error_codes, where
+from broker.observability.metrics import Histogram
+from broker.observability.tracing import parse_traceparent, traceparents
+from broker.server.response_errors import (
+    LOG_BURST,
+    BrokerErrorLog,
+    error_code_counts,
+    error_codes,
+    where,
+)
 from broker.tools.top import parse, render
-from broker.tracing import parse_traceparent, traceparents
 from tests.observability.helpers import metric_dictionary
 from tests.shared import ROOT
 from wire.batch_builder import build_batch
@@ -96,7 +102,7 @@ def test_documented_prometheus_names_follow_the_exporter() -> None:
 
 
 def test_dictionary_matches_the_registered_instruments() -> None:
-    source = (ROOT / "broker" / "telemetry.py").read_text()
+    source = (ROOT / "broker" / "observability" / "telemetry.py").read_text()
     kinds = {"counter": "Counter", "updown": "UpDownCounter", "gauge": "Gauge", "HistogramSpec": "Histogram"}
     registered = {
         name: (kinds[fn], unit)
@@ -131,7 +137,12 @@ cormorant_request_errors_total{api="Produce",error="NOT_ENOUGH_REPLICAS"} %(e)s
 
 
 def test_the_emitting_api_is_callable() -> None:
-    from broker.metrics import BrokerMetrics, CommittedOffset, DisabledMetrics, GroupSample
+    from broker.observability.metrics import (
+        BrokerMetrics,
+        CommittedOffset,
+        DisabledMetrics,
+        GroupSample,
+    )
 
     for metrics in (BrokerMetrics(), DisabledMetrics()):
         metrics.group_rebalance(0.2)

@@ -42,15 +42,15 @@ import structlog
 import trio
 import trio.testing
 
+from broker.eventloop.pacing import Pacer
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.log.producer_state import AppendOrigin
-from broker.pacing import Pacer
-from broker.replica_manager import ReplicaManager
 from broker.replication.fetch import FetchParams, FetchSlot
 from broker.replication.fetcher import divergence_truncation_offset
 from broker.replication.isr import wanted_isr
 from broker.replication.partition import AppendRefusedError, Partition
+from broker.replication.replica_manager import ReplicaManager
 from controller.image import MetadataImage, PartitionImage, TopicImage
 from wire.batch_builder import build_batch
 from wire.errors import ErrorCode

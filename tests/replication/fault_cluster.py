@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker.client import ClientError, KafkaClient
+from broker.tools.client import ClientError, KafkaClient
 from broker.tools.metadata import describe_image
 from tests.integration.quorum_cluster import Node, QuorumCluster
 from tests.replication.fault_checker import (

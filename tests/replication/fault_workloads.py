@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from broker.client import ClientError, KafkaClient
+from broker.tools.client import ClientError, KafkaClient
 from tests.replication.fault_checker import History, Outcome, Send, classify_error
 from tests.replication.fault_invariants import (
     OffsetCommit,

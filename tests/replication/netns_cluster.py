@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from broker.client import ClientError, KafkaClient
+from broker.tools.client import ClientError, KafkaClient
 from broker.tools.metadata import describe_image, describe_quorum
 from tests.integration.quorum_cluster import Node
 from tests.replication.fault_cluster import FaultCluster

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import ClientError
+from broker.tools.client import ClientError
 from broker.tools.metadata import ToolError, describe_image, describe_quorum
 from tests.replication.netns import CLIENT, NetnsUnavailable, Network
 from tests.replication.netns_cluster import NetnsFaultCluster

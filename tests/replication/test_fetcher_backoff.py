@@ -15,8 +15,8 @@ import trio.testing
 
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
-from broker.replica_manager import ReplicaManager
 from broker.replication.fetcher import FetcherSettings, ReplicaFetchers, _LeaderFetcher
+from broker.replication.replica_manager import ReplicaManager
 from controller.image import BrokerImage, Endpoint, MetadataImage, PartitionImage, TopicImage
 
 TOPIC = "t"

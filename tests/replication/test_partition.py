@@ -17,9 +17,9 @@ import trio.testing
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.log.producer_state import AppendOrigin
-from broker.replica_manager import ReplicaManager
 from broker.replication.delayed_produce import wait_for_replication
 from broker.replication.partition import AppendRefusedError, Partition
+from broker.replication.replica_manager import ReplicaManager
 from broker.transaction.write_markers import write_txn_markers
 from controller.image import MetadataImage, PartitionImage, TopicImage
 from wire.batch_builder import build_batch

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import ClientError, KafkaClient
 from broker.security.client_config import ClientSecurity, client_security
 from broker.security.scram import salted_password
+from broker.tools.client import ClientError, KafkaClient
 from broker.tools.tls_init import init_tls
 from controller.raft import encode_peer_message
 from tests.integration.quorum_cluster import Node, QuorumCluster, free_ports

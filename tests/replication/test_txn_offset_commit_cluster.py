@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
 from broker.coordinator.hashing import partition_for
+from broker.tools.client import KafkaClient
 from tests.broker.test_group_apis import join_member, sync
 from tests.integration.quorum_cluster import Node
 from tests.replication.fault_cluster import CLUSTER_OVERRIDES, FaultCluster

@@ -22,7 +22,7 @@ from broker.group.shard import GroupShard
 from broker.group.shard_types import GroupConfig, JoinRequest
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
-from broker.replica_manager import ReplicaManager
+from broker.replication.replica_manager import ReplicaManager
 from controller.image import BrokerImage, Endpoint, MetadataImage, PartitionImage, TopicImage
 from controller.service import CreateTopicResult, TopicRequest
 from tests.broker.group.fake import subscription
@@ -177,9 +177,9 @@ def test_loading_is_reported_until_replay_ends(tmp_path: Path) -> None:
 def test_the_facade_checks_group_status_like_kafka(tmp_path: Path) -> None:
     """validateGroupStatus: invalid id, then not active, then loading, then not coordinator;
     while loading a Heartbeat is answered NONE and a SyncGroup REBALANCE_IN_PROGRESS."""
-    from broker.config import build_config
     from broker.group.coordinator import GroupCoordinator
     from broker.group.shard_types import SyncRequest
+    from config import build_config
 
     async def main() -> None:
         config, _ = build_config({"offsets.topic.num.partitions": str(PARTITIONS)})

@@ -27,7 +27,7 @@ from broker.log.cleaner import (
 )
 from broker.log.cleaner_worker import CleaningAbortedError, ThreadRunner, Throttler
 from broker.log.files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
-from broker.validation import RecordValidationError, TimestampPolicy, validate_produce
+from broker.log.validation import RecordValidationError, TimestampPolicy, validate_produce
 from wire.batch_builder import (
     RecordBatchBuilder,
     build_batch,

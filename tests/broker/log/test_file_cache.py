@@ -14,7 +14,7 @@ import pytest
 import trio
 import trio.testing
 
-from broker.limits import run_periodically
+from broker.eventloop.limits import run_periodically
 from broker.log.config import LogConfig
 from broker.log.file_cache import FileCache
 from broker.log.partition_log import PartitionLog

@@ -11,12 +11,12 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from broker.client import KafkaClient
-from broker.peers import PeerBrokers
+from broker.cluster.peers import PeerBrokers
 from broker.share.partition import RecordState
 from broker.share.partition import StateBatch as B
 from broker.share.persister import SharePersister
 from broker.share.state_service import ShareStateService
+from broker.tools.client import KafkaClient
 from controller.image import BrokerImage, Endpoint, MetadataImage, PartitionImage, TopicImage
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.share.test_share_group_apis import OVERRIDES, heartbeat

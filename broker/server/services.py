@@ -1,6 +1,6 @@
 """What request handlers may use of their broker: the narrow, typed services of
 :class:`BrokerServices`, built once by the node (``broker/node.py``, the composition
-root) and handed to every request in its :class:`broker.dispatch.RequestContext`.
+root) and handed to every request in its :class:`broker.server.dispatch.RequestContext`.
 
 Handlers type against these classes and protocols, never against the node, so that
 what a handler can reach is written down here, and adding a member is a decision.
@@ -13,24 +13,24 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from broker.authorizer import StandardAuthorizer
-    from broker.cluster_mode import ClusterMode
-    from broker.config import BrokerConfig
-    from broker.controller_api import ControllerApi, QuorumState
+    from broker.cluster.cluster_mode import ClusterMode
+    from broker.cluster.controller_api import ControllerApi, QuorumState
     from broker.coordinator import CoordinatorLookup
-    from broker.fetch_sessions import FetchSessionCache
     from broker.group.coordinator import GroupCoordinator
     from broker.log.manager import LogManager
-    from broker.metrics import BrokerMetrics
-    from broker.quotas import QuotaManagers
-    from broker.replica_manager import ReplicaManager
+    from broker.observability.metrics import BrokerMetrics
+    from broker.observability.tracing import Tracing
+    from broker.quotas.managers import QuotaManagers
     from broker.replication.isr import IsrManager
-    from broker.response_errors import ClientErrorLog
+    from broker.replication.replica_manager import ReplicaManager
+    from broker.replication.topic_configs import TopicConfigs
+    from broker.security.authorizer import StandardAuthorizer
     from broker.security.password_encoder import DynamicPasswords
+    from broker.server.fetch_sessions import FetchSessionCache
+    from broker.server.response_errors import ClientErrorLog
     from broker.share.coordinator import ShareCoordinator
-    from broker.topic_configs import TopicConfigs
-    from broker.tracing import Tracing
     from broker.transaction.coordinator import TransactionCoordinator
+    from config import BrokerConfig
     from controller.image import MetadataImage
     from wire.generated.api_018_api_versions import ApiVersionsResponseApiVersion
 

@@ -1,7 +1,7 @@
 """Kafka's quota managers of one broker, and how a throttle reaches the client.
 
 * ``producer_byte_rate`` and ``consumer_byte_rate``: the size of Produce requests and Fetch
-  responses (:class:`broker.quota_manager.ClientQuotaManager`);
+  responses (:class:`broker.quotas.client_quota_manager.ClientQuotaManager`);
 * ``request_percentage``: the share of the event loop a client's requests take, in percent of
   one request handler as Kafka counts it (100 = all of Cormorant's event loop), measured as
   the time the request's task runs — waits (a long-polling Fetch, acks=all) are not counted,
@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from broker.config import BrokerConfig
-from broker.quota_manager import (
+from broker.quotas.client_quota_manager import (
     CONTROLLER_MUTATION,
     FETCH,
     PRODUCE,
@@ -36,6 +35,7 @@ from broker.quota_manager import (
     ClientQuotaManager,
     quota_for,
 )
+from config import BrokerConfig
 from controller.quotas import QuotaEntity
 from wire.errors import ErrorCode
 

@@ -2,7 +2,7 @@
 
 A single node runs the controller in process (:class:`LocalController`, the
 :class:`controller.service.Controller` of a one-voter quorum); a node of a cluster
-forwards each call to the active controller (:class:`broker.remote_controller.RemoteController`).
+forwards each call to the active controller (:class:`broker.cluster.remote_controller.RemoteController`).
 Handlers, coordinators and the node type against :class:`ControllerApi` alone, so
 none of them tells the two apart. ``mypy --strict`` checks that both implement it: the
 node (``broker/node.py``) assigns either to its ``controller: ControllerApi``.

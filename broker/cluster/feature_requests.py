@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
-from broker.controller_channel import ControllerChannel
+from broker.cluster.controller_channel import ControllerChannel
 from controller.features import FEATURES, SAFE_DOWNGRADE, UPGRADE, FeatureUpdate, finalized
 from controller.image import MetadataImage
 from wire.errors import ErrorCode

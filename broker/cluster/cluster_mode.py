@@ -10,11 +10,11 @@ metadata to this module (an empty voter list keeps the single-node path, with
   :mod:`broker.controller_handlers`, on the same port as the quorum's own
   traffic (:class:`ControllerListener` tells them apart by their first bytes).
 - The **broker role** registers with the active controller and heartbeats
-  (:class:`broker.controller_channel.BrokerLifecycle`), forwards topic and
-  config changes to it (:class:`broker.remote_controller.RemoteController`,
+  (:class:`broker.cluster.controller_channel.BrokerLifecycle`), forwards topic and
+  config changes to it (:class:`broker.cluster.remote_controller.RemoteController`,
   which handlers reach as ``ctx.services.controller``), and reads metadata from a
-  :class:`broker.metadata_follower.MetadataView`: fed by its own controller's
-  image on a combined node, by a :class:`broker.metadata_follower.MetadataFollower`
+  :class:`broker.cluster.metadata_follower.MetadataView`: fed by its own controller's
+  image on a combined node, by a :class:`broker.cluster.metadata_follower.MetadataFollower`
   on a broker-only node.
 
 Without ``cluster.id``, nodes sharing the same voters derive the same id from
@@ -34,17 +34,17 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
-from broker.config import BrokerConfig, ConfigError, Listener, Password, SecurityProtocol
-from broker.controller_channel import BrokerLifecycle, ControllerChannel
+from broker.cluster.controller_channel import BrokerLifecycle, ControllerChannel
+from broker.cluster.metadata_follower import MetadataFollower, MetadataView
+from broker.cluster.remote_controller import RemoteController
 from broker.controller_handlers import all_controller_handlers
-from broker.dispatch import Dispatcher, load_handlers
-from broker.metadata_follower import MetadataFollower, MetadataView
-from broker.network import Listener as NetworkListener
-from broker.network import NetworkLimits
-from broker.remote_controller import RemoteController
+from broker.observability.telemetry import TimedQuorum
 from broker.security.peer import controller_security
 from broker.security.setup import ListenerSecurity, listener_security
-from broker.telemetry import TimedQuorum
+from broker.server.dispatch import Dispatcher, load_handlers
+from broker.server.network import Listener as NetworkListener
+from broker.server.network import NetworkLimits
+from config import BrokerConfig, ConfigError, Listener, Password, SecurityProtocol
 from controller.apis import ClusterControl
 from controller.elections import PREFERRED, imbalanced_partitions
 from controller.image import Endpoint
@@ -57,7 +57,7 @@ from wire.primitives import DecodeLimits
 if TYPE_CHECKING:
     import random
 
-    from broker.metrics import BrokerMetrics
+    from broker.observability.metrics import BrokerMetrics
     from broker.security.scram import ScramCredential
 
 #: A user's SCRAM credential as the metadata log has it now (user, mechanism).

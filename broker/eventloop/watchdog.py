@@ -28,7 +28,7 @@ from typing import Any
 import structlog
 import trio
 
-from broker.metrics import BrokerMetrics
+from broker.observability.metrics import BrokerMetrics
 
 log = structlog.get_logger(__name__)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import structlog
 import trio
 
-from broker.quota_manager import PURGE_EVERY, WindowedRate
+from broker.quotas.client_quota_manager import PURGE_EVERY, WindowedRate
 from config import INT_MAX, BrokerConfig
 from config.catalog.quotas import connection_overrides
 from controller.quotas import IP, QuotaEntity

@@ -17,7 +17,7 @@ from wire.generated.api_049_alter_client_quotas import (
 )
 
 if TYPE_CHECKING:
-    from broker.controller_channel import ControllerChannel
+    from broker.cluster.controller_channel import ControllerChannel
 
 WaitForImage = Callable[[Callable[[MetadataImage], bool], float], Awaitable[bool]]
 QuotaChange = tuple[Sequence[tuple[str, str | None]], Mapping[str, float | None]]

@@ -14,7 +14,7 @@ from typing import TypeVar
 import structlog
 import trio
 
-from broker.controller_channel import ChannelError, PeerConnection
+from broker.cluster.controller_channel import ChannelError, PeerConnection
 from broker.security.peer import PeerSecurity
 from controller.image import MetadataImage
 from wire.primitives import Message

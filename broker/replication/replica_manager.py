@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterable, Mapping
 import structlog
 import trio
 
-from broker.limits import describe_error
+from broker.eventloop.limits import describe_error
+from broker.eventloop.pacing import Pacer
 from broker.log.config import LogConfig
 from broker.log.files import TopicPartition
 from broker.log.manager import LogManager
 from broker.log.producer_state import ProducerStateConfig, ProducerStateManager
-from broker.pacing import Pacer
 from broker.replication import delayed_produce, fetch
 from broker.replication.fetch import FetchParams, FetchSlot
 from broker.replication.partition import Partition

@@ -5,7 +5,7 @@ the same AccessControlEntryRecords, so every broker decides alike, and a change
 reaches a broker as soon as its image has the record. The index is rebuilt only
 when the image's ACL map changes (images share unchanged parts, so an identity
 check suffices). Denials, and allowed mutations (create, delete, alter, alter
-configs), go to the audit log (:mod:`broker.audit_log`, Kafka's ``kafka.authorizer.logger``).
+configs), go to the audit log (:mod:`broker.security.audit_log`, Kafka's ``kafka.authorizer.logger``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from broker.audit_log import AuditLog
+from broker.security.audit_log import AuditLog
 from controller.acls import (
     AclIndex,
     AclOperation,

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import structlog
 import trio
 
-from broker.controller_channel import (
+from broker.cluster.controller_channel import (
     CLUSTER_METADATA_TOPIC,
     METADATA_TOPIC_ID,
     ChannelError,

@@ -22,7 +22,7 @@ from wire.generated.api_031_delete_acls import (
 )
 
 if TYPE_CHECKING:
-    from broker.controller_channel import ControllerChannel
+    from broker.cluster.controller_channel import ControllerChannel
 
 WaitForImage = Callable[[Callable[[MetadataImage], bool], float], Awaitable[bool]]
 DeleteOutcome = tuple[ErrorCode, str | None, list[StandardAcl]]

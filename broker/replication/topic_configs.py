@@ -11,7 +11,10 @@ from collections.abc import Callable, Mapping
 
 import structlog
 
-from broker.config import (
+from broker.log.config import LogConfig
+from broker.log.validation import TargetCompression, TimestampPolicy, target_compression
+from broker.replication.partition import Partition
+from config import (
     BrokerConfig,
     ConfigEntry,
     ConfigError,
@@ -19,9 +22,6 @@ from broker.config import (
     broker_synonym_chain,
     dynamic_log_layers,
 )
-from broker.log.config import LogConfig
-from broker.replication.partition import Partition
-from broker.validation import TargetCompression, TimestampPolicy, target_compression
 from controller.image import MetadataImage
 
 log = structlog.get_logger(__name__)

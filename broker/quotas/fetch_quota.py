@@ -7,10 +7,10 @@ Follower fetches are exempt. The Fetch handler (:mod:`broker.handlers.h01_fetch`
 
 from __future__ import annotations
 
-from broker.dispatch import RequestContext
-from broker.fetch_sessions import SessionFetch
-from broker.quota_manager import FETCH
+from broker.quotas.client_quota_manager import FETCH
 from broker.replication.fetch import FetchSlot
+from broker.server.dispatch import RequestContext
+from broker.server.fetch_sessions import SessionFetch
 from wire.generated.api_001_fetch import FetchResponse
 
 #: Bytes of a FetchResponse besides its topics (throttle time, error code, session id, array, tags).

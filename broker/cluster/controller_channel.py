@@ -5,7 +5,7 @@
 of them DescribeQuorum, and retries on NOT_CONTROLLER (41) or a lost connection
 until the caller's deadline — as Kafka's NodeToControllerChannelManager does.
 
-:class:`broker.remote_controller.RemoteController` gives the handlers the same
+:class:`broker.cluster.remote_controller.RemoteController` gives the handlers the same
 calls as the in-process :class:`controller.service.Controller` and forwards each
 over this channel.
 

@@ -13,14 +13,14 @@ from functools import partial
 
 import structlog
 
-from broker.dispatch import RequestContext
-from broker.limits import describe_error
+from broker.eventloop.limits import describe_error
+from broker.eventloop.pacing import OFF_LOOP_RECORD_BYTES, off_loop
 from broker.log.producer_state import AppendOrigin
-from broker.pacing import OFF_LOOP_RECORD_BYTES, off_loop
+from broker.log.validation import RecordValidationError, validate_produce
 from broker.replication.delayed_produce import PendingWrite
 from broker.replication.partition import AppendRefusedError
+from broker.server.dispatch import RequestContext
 from broker.transaction.verification import has_transactional_records, verify_transactional_write
-from broker.validation import RecordValidationError, validate_produce
 from controller.image import INTERNAL_TOPICS
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (

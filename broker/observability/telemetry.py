@@ -1,7 +1,7 @@
 """OpenTelemetry for one node: the instruments of docs/metrics.md, their exporters, tracing.
 
 Counters and gauges are *observable* instruments whose callbacks read
-:class:`broker.metrics.BrokerMetrics` and the broker's own state (partitions,
+:class:`broker.observability.metrics.BrokerMetrics` and the broker's own state (partitions,
 metadata image, group coordinator) when a collection happens. Histograms are
 bucketed by ``BrokerMetrics`` on the hot path (an OpenTelemetry ``record()``
 costs ~7 µs in Python, a bisect and two adds ~0.1 µs) and handed to the
@@ -9,7 +9,7 @@ exporters as OpenTelemetry histogram points at collection time.
 
 Exporters:
 
-* Prometheus text on ``metrics.listener`` (``broker/metrics_endpoint.py``);
+* Prometheus text on ``metrics.listener`` (``broker/observability/metrics_endpoint.py``);
   collections run on the Trio thread, when scraped.
 * OTLP over HTTP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the metrics-specific
   variable) is set: collected on the Trio thread every
@@ -53,7 +53,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from prometheus_client import CollectorRegistry, generate_latest
 
-from broker.metrics import (
+from broker.observability.metrics import (
     DECODE_FAILURE_REASONS,
     GROUP_STATES,
     TRANSACTION_RESULTS,
@@ -61,8 +61,8 @@ from broker.metrics import (
     GroupSample,
     Histogram,
 )
-from broker.metrics_endpoint import MetricsEndpoint
-from broker.tracing import Tracing
+from broker.observability.metrics_endpoint import MetricsEndpoint
+from broker.observability.tracing import Tracing
 from wire.errors import ErrorCode
 from wire.generated.registry import API_SPECS
 
@@ -70,12 +70,12 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import Meter
     from opentelemetry.sdk.trace import TracerProvider
 
-    from broker.config import BrokerConfig
-    from broker.controller_api import MetadataSource, QuorumState
-    from broker.fetch_sessions import FetchSessionCache
+    from broker.cluster.controller_api import MetadataSource, QuorumState
     from broker.log.manager import LogManager
-    from broker.network import NetworkMemory
-    from broker.replica_manager import Partition, ReplicaManager
+    from broker.replication.replica_manager import Partition, ReplicaManager
+    from broker.server.fetch_sessions import FetchSessionCache
+    from broker.server.network import NetworkMemory
+    from config import BrokerConfig
     from controller.image import MetadataImage, TopicImage
     from controller.quorum import CommitListener, MetadataQuorum
     from wire.primitives import Message

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
 
-from broker.config import ConfigError
 from broker.security.client_config import ClientSecurity
 from broker.security.mechanism import AuthenticationFailed
 from broker.security.oauthbearer_login import OAuthBearerClient
 from broker.security.scram import SaslClient
+from config import ConfigError
 from wire.errors import ErrorCode
 from wire.frame import decode_response, encode_request_parts
 from wire.generated.api_017_sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse

@@ -4,7 +4,7 @@ Every metric is listed in docs/metrics.md. Code that does the work calls the
 methods below; they only add to ints, dicts and pre-bucketed histograms, which
 costs a fraction of a microsecond. OpenTelemetry reads these numbers when a
 collection happens (a Prometheus scrape, an OTLP export) — see
-``broker/telemetry.py`` — so no OpenTelemetry code runs per request.
+``broker/observability/telemetry.py`` — so no OpenTelemetry code runs per request.
 
 Subsystems that report *state* rather than events (group coordinator,
 producer state, transaction coordinator) register a callable with one of the

@@ -22,7 +22,7 @@ from controller.acls import CLUSTER_NAME, AclOperation, ResourceType
 from wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.dispatch import RequestContext
+    from broker.server.dispatch import RequestContext
 
 __all__ = [
     "CLUSTER_NAME",

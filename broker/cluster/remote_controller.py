@@ -4,7 +4,7 @@
 :class:`controller.service.Controller` (CreateTopics, DeleteTopics, CreatePartitions,
 AlterConfigs/IncrementalAlterConfigs, ACLs, client quotas, SCRAM credentials,
 AllocateProducerIds) and forwards each as the Kafka request to the active controller
-over the :class:`broker.controller_channel.ControllerChannel`, as Kafka's KRaft brokers
+over the :class:`broker.cluster.controller_channel.ControllerChannel`, as Kafka's KRaft brokers
 forward admin changes. After a change it waits, briefly, until this broker's metadata
 shows it, so a client that created a topic finds it in the next Metadata answer.
 """
@@ -16,16 +16,16 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import structlog
 
-from broker.acl_requests import DeleteOutcome, forward_create_acls, forward_delete_acls
-from broker.controller_channel import (
+from broker.cluster.controller_channel import (
     OP_DELETE,
     OP_SET,
     PROPAGATION_WAIT_S,
     ControllerChannel,
     ControllerRequestError,
 )
-from broker.feature_requests import forward_update_features
-from broker.quota_requests import QuotaChange, forward_alter_client_quotas
+from broker.cluster.feature_requests import forward_update_features
+from broker.quotas.quota_requests import QuotaChange, forward_alter_client_quotas
+from broker.security.acl_requests import DeleteOutcome, forward_create_acls, forward_delete_acls
 from controller.acls import AclFilter, StandardAcl
 from controller.elections import PREFERRED, ElectionOutcome
 from controller.features import FeatureUpdate

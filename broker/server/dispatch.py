@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.network import CloseConnection, ConnectionInfo, delay_response
-from broker.pacing import OFF_LOOP_ENTRIES, OFF_LOOP_FRAME_BYTES, Pacer, off_loop, release
-from broker.principal import ANONYMOUS, KafkaPrincipal
-from broker.quotas import RequestThrottle, client_throttles
-from broker.response_errors import BrokerErrorLog, error_code_counts
+from broker.eventloop.pacing import OFF_LOOP_ENTRIES, OFF_LOOP_FRAME_BYTES, Pacer, off_loop, release
+from broker.quotas.managers import RequestThrottle, client_throttles
+from broker.security.kafka_principal import ANONYMOUS, KafkaPrincipal
+from broker.server.network import CloseConnection, ConnectionInfo, delay_response
+from broker.server.response_errors import BrokerErrorLog, error_code_counts
 from broker.transaction.markers import WRITE_TXN_MARKERS_VERSION
 from wire.errors import ErrorCode
 from wire.exceptions import DecodeError, UnsupportedVersionError
@@ -44,7 +44,7 @@ from wire.generated.header_request_header import RequestHeader
 from wire.primitives import REFERENCE_FROM, DecodeLimits, Message
 
 if TYPE_CHECKING:
-    from broker.services import BrokerServices
+    from broker.server.services import BrokerServices
 
 log = structlog.get_logger(__name__)
 
@@ -69,7 +69,7 @@ class ApiEntry:
 @dataclass(slots=True)
 class RequestContext:
     """One request as its handler sees it: who sent it on which connection, its header,
-    and the broker's services (what a handler may use, see broker/services.py)."""
+    and the broker's services (what a handler may use, see broker/server/services.py)."""
 
     services: BrokerServices
     conn: ConnectionInfo
@@ -81,7 +81,7 @@ class RequestContext:
     def client_host(self) -> str:
         """The client's address, which host-restricted ACLs compare with."""
         return self.conn.peer_host
-    #: Handlers looping over the request's entries tick it (see broker/pacing.py).
+    #: Handlers looping over the request's entries tick it (see broker/eventloop/pacing.py).
     pacer: Pacer = field(default_factory=Pacer)
     #: Quota throttling of this request: handlers add theirs, the dispatcher applies it.
     throttle: RequestThrottle = field(default_factory=lambda: RequestThrottle("", ""))

@@ -30,8 +30,12 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 import trio
 
-from broker.connection_quotas import ConnectionQuotas, ConnectionThrottled, TooManyConnections
-from broker.principal import ANONYMOUS, KafkaPrincipal
+from broker.quotas.connection_quotas import (
+    ConnectionQuotas,
+    ConnectionThrottled,
+    TooManyConnections,
+)
+from broker.security.kafka_principal import ANONYMOUS, KafkaPrincipal
 from wire.frame import EncodedFrame
 from wire.regions import FileRegion
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from broker.config import TopicConfig
 from broker.log.config import LogConfig
+from config import TopicConfig
 from wire.batch_builder import RecordBatchBuilder
 from wire.compression import Compression, decompress
 from wire.errors import ErrorCode
@@ -42,7 +42,7 @@ from wire.records import (
 
 _KNOWN_CODECS = frozenset(int(c) for c in Compression)
 #: Record data larger than this is copied a chunk at a time. Large batches are validated in a
-#: worker thread (broker.pacing), but one copy of 100 MB holds the GIL, and so the event loop,
+#: worker thread (broker.eventloop.pacing), but one copy of 100 MB holds the GIL, and so the event loop,
 #: for tens of milliseconds; between chunks the loop gets it back.
 COPY_CHUNK = 1 << 20
 
