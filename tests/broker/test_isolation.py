@@ -16,6 +16,7 @@ import pytest
 
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.raw_client import RawClient
+from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.frame import decode_response, encode_request
 from wire.generated.api_000_produce import (
@@ -74,7 +75,7 @@ from wire.generated.api_032_describe_configs import (
     DescribeConfigsResponse,
 )
 from wire.primitives import Message, write_uvarint
-from wire.records import CRC_OFFSET, NewRecord, build_batch
+from wire.records import CRC_OFFSET, NewRecord
 
 ARRAY_CAP = 1_000_000
 #: The watcher's worst ApiVersions round trip allowed while an adversary runs: a sanity
