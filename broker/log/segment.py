@@ -38,21 +38,17 @@ from broker.log.files import (
     segment_file_name,
 )
 from broker.log.index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
-from broker.log.segment_io import scan_headers, scan_pinned, write_all
+from broker.log.segment_io import RecoveryScan, scan_headers, scan_pinned, write_all
 from wire.exceptions import CorruptRecordError
 from wire.records import (
-    BATCH_HEADER_SIZE,
     RecordBatchHeader,
-    batch_size_at,
     iter_records,
-    validate_batch,
 )
 from wire.regions import FileRegion
 
 log = structlog.get_logger(__name__)
 
 #: Bytes read at a time when recovery re-validates a whole segment.
-RECOVERY_CHUNK_BYTES = 1024 * 1024
 #: No batch can be larger than an int32 length allows.
 MAX_BATCH_SIZE = 2**31 - 1
 
@@ -461,55 +457,20 @@ class LogSegment:
         self._indexes_ready = True
         self._indexes_missing = False
         file_size = os.fstat(fd).st_size
-        valid = 0
         last_index_entry = 0
         max_timestamp = TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        previous_last_offset = self.base_offset - 1
-        problem: str | None = None
-        buf = b""
-        buf_start = 0
-        while valid < file_size:
-            remaining = file_size - valid
-            if valid + BATCH_HEADER_SIZE > buf_start + len(buf):
-                buf = os.pread(fd, min(RECOVERY_CHUNK_BYTES, remaining), valid)
-                buf_start = valid
-            at = valid - buf_start
-            try:
-                size = batch_size_at(buf, at)
-                if size is None or remaining < BATCH_HEADER_SIZE:
-                    problem = "torn header"
-                    break
-                if size > remaining:
-                    problem = "torn batch"
-                    break
-                if size > max_batch_size:
-                    problem = "batch too large"
-                    break
-                if at + size > len(buf):
-                    buf = os.pread(fd, max(size, min(RECOVERY_CHUNK_BYTES, remaining)), valid)
-                    buf_start = valid
-                    at = 0
-                header = validate_batch(buf, at)
-            except CorruptRecordError as exc:
-                problem = exc.reason
-                break
-            if header.base_offset <= previous_last_offset:
-                problem = "offsets do not increase"
-                break
-            if not self.can_convert_to_relative_offset(header.last_offset):
-                problem = "offset does not fit the segment"
-                break
+        scan = RecoveryScan(fd, file_size, max_batch_size, self.can_convert_to_relative_offset, self.base_offset - 1)
+        for position, header in scan:
             if header.max_timestamp > max_timestamp.timestamp:
                 max_timestamp = TimestampOffset(header.max_timestamp, header.last_offset)
             # A full index (segment.index.bytes lowered since) just stays sparser.
-            if valid - last_index_entry > self._index_interval_bytes and not self.index_is_full:
-                self._offset_index.append(header.last_offset, valid)
+            if position - last_index_entry > self._index_interval_bytes and not self.index_is_full:
+                self._offset_index.append(header.last_offset, position)
                 self._time_index.maybe_append(*max_timestamp)
-                last_index_entry = valid
-            valid += size
-            previous_last_offset = header.last_offset
+                last_index_entry = position
             if on_batch is not None:
                 on_batch(header)
+        valid, previous_last_offset, problem = scan.valid, scan.last_offset, scan.problem
         truncated = file_size - valid
         if truncated:
             log.warning(
