@@ -21,7 +21,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -219,11 +219,10 @@ def test_consumers_over_partitions_led_by_three_brokers_get_distinct_records(clu
     assert len(set(led.values())) >= 2, f"partition leaders {led}: expected them spread over the brokers"
 
 
-def test_a_killed_partition_leader_loses_no_acknowledgement(cluster: LocalCluster) -> None:
-    state_leaders = state_topic_ready(cluster)
-    topic = unique_topic("share-failover")
-    leader = create_topic(cluster, topic, 1)[0]
-    group, node = group_served_by(cluster, state_leaders, {1, 2, 3} - {leader}, "leader-kill")
+def accept_six_of_ten_then(cluster: LocalCluster, node: int, group: str, topic: str,
+                           fault: Callable[[], None]) -> None:
+    """Offsets 0-9 produced and acquired by one consumer, 0-5 accepted and committed, then
+    ``fault`` while 6-9 are still acquired."""
     set_earliest(cluster, node, group)
     produce(cluster, topic, {0: range(10)})
     c = share_consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
@@ -233,25 +232,38 @@ def test_a_killed_partition_leader_loses_no_acknowledgement(cluster: LocalCluste
         for m in first[:6]:
             c.acknowledge(m, AcknowledgeType.ACCEPT)
         c.commit_sync()
-        # 6-9 stay acquired, unacknowledged, when the leader dies
-        kill9(cluster, leader)
+        fault()
     finally:
         c.close()
 
-    def moved() -> bool:
-        return leaders(cluster, topic)[0] not in (leader, -1)
 
-    cluster.wait_for(moved, 30, f"a new leader of {topic}")
+def expect_six_to_fourteen(cluster: LocalCluster, group: str, topic: str) -> None:
+    """After 10-14 are produced, a new consumer gets 6-14 exactly: nothing accepted comes back."""
     produce(cluster, topic, {0: range(10, 15)})
     c = share_consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
     try:
-        # the new leader read the state back: 0-5 are done, 6-9 are delivered again, 10-14 are new
         again = poll_until([c], 9, accept=True)[0]
         offsets = sorted(m.offset() for m in again)
         assert offsets == [6, 7, 8, 9, 10, 11, 12, 13, 14], (offsets, cluster.log_tail())
         assert poll_until([c], 1, timeout_s=3) == [[]]
     finally:
         c.close()
+
+
+def test_a_killed_partition_leader_loses_no_acknowledgement(cluster: LocalCluster) -> None:
+    state_leaders = state_topic_ready(cluster)
+    topic = unique_topic("share-failover")
+    leader = create_topic(cluster, topic, 1)[0]
+    group, node = group_served_by(cluster, state_leaders, {1, 2, 3} - {leader}, "leader-kill")
+    # 6-9 stay acquired, unacknowledged, when the leader dies
+    accept_six_of_ten_then(cluster, node, group, topic, lambda: kill9(cluster, leader))
+
+    def moved() -> bool:
+        return leaders(cluster, topic)[0] not in (leader, -1)
+
+    cluster.wait_for(moved, 30, f"a new leader of {topic}")
+    # the new leader read the state back: 0-5 are done, 6-9 are delivered again, 10-14 are new
+    expect_six_to_fourteen(cluster, group, topic)
 
 
 def test_java_consumers_over_partitions_led_by_three_brokers(cluster: LocalCluster,
@@ -284,26 +296,8 @@ def test_a_killed_share_coordinator_loses_no_acknowledgement(cluster: LocalClust
             break
     else:
         raise AssertionError("no group whose three roles are on three nodes")
-    set_earliest(cluster, node, group)
-    produce(cluster, topic, {0: range(10)})
-    c = share_consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
-    try:
-        first = poll_until([c], 10)[0]
-        assert sorted(m.offset() for m in first) == list(range(10))
-        for m in first[:6]:
-            c.acknowledge(m, AcknowledgeType.ACCEPT)
-        c.commit_sync()
-        kill9(cluster, share_coordinator)
-    finally:
-        c.close()  # 6-9 released: written to the new share coordinator once it is elected
-    produce(cluster, topic, {0: range(10, 15)})
-    c = share_consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
-    try:
-        again = poll_until([c], 9, accept=True)[0]
-        offsets = sorted(m.offset() for m in again)
-        assert offsets == [6, 7, 8, 9, 10, 11, 12, 13, 14], (offsets, cluster.log_tail())
-        assert poll_until([c], 1, timeout_s=3) == [[]]
-    finally:
-        c.close()
+    # 6-9 are released as the consumer closes: written to the new share coordinator once elected
+    accept_six_of_ten_then(cluster, node, group, topic, lambda: kill9(cluster, share_coordinator))
+    expect_six_to_fourteen(cluster, group, topic)
     # the new share coordinator has every acknowledgement: all 15 records are done
     cluster.wait_for(lambda: start_offset(cluster, node, group, topic) == 15, 30, "start offset 15")

@@ -34,7 +34,7 @@ from tests.replication.fault_invariants import (
     TxnOutcome,
     group_offset_problems,
 )
-from tests.replication.fault_workloads import CLIENT_SETTINGS
+from tests.replication.fault_workloads import CLIENT_SETTINGS, transactional_producer_config
 
 OUTPUT_PREFIX = "ctp-"
 
@@ -86,19 +86,7 @@ class Transformer:
             "heartbeat.interval.ms": 1000,
             "max.poll.interval.ms": 120_000,
         }
-        self.producer_config: dict[str, Any] = {
-            **common,
-            "transactional.id": f"fault-ctp-{name}",
-            "client.id": f"fault-ctp-{name}",
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 5,
-            "request.timeout.ms": 5000,
-            "transaction.timeout.ms": 30_000,
-            "message.timeout.ms": 25_000,
-            "retry.backoff.ms": 100,
-            "retry.backoff.max.ms": 1000,
-        }
+        self.producer_config = transactional_producer_config(bootstrap, f"fault-ctp-{name}")
         self.transactions: list[TransformTxn] = []
         self.errors: list[str] = []
         self.sessions = 0

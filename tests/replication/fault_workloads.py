@@ -208,6 +208,25 @@ class OffsetObserver:
         raise AssertionError(f"no coordinator of {self.group} answered OffsetFetch within {timeout_s}s")
 
 
+def transactional_producer_config(bootstrap: Sequence[str], transactional_id: str) -> dict[str, Any]:
+    """A librdkafka transactional producer's settings in the fault runs: retries short enough
+    for the nemeses' cuts, timeouts long enough to ride them out."""
+    return {
+        **CLIENT_SETTINGS,
+        "bootstrap.servers": ",".join(bootstrap),
+        "transactional.id": transactional_id,
+        "client.id": transactional_id,
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 5,
+        "request.timeout.ms": 5000,
+        "transaction.timeout.ms": 30_000,
+        "message.timeout.ms": 25_000,
+        "retry.backoff.ms": 100,
+        "retry.backoff.max.ms": 1000,
+    }
+
+
 class TransactionalWriter:
     """Transactions of 2 to 6 values (``tx-NAME:SEQ``) spread over ``partitions`` of ``topic``, one
     every ``interval_s``; ``abort_share`` of them (seeded) are aborted on purpose."""
@@ -220,20 +239,7 @@ class TransactionalWriter:
         self.rng = random.Random(seed)
         self.interval_s = interval_s
         self.abort_share = abort_share
-        self.config: dict[str, Any] = {
-            **CLIENT_SETTINGS,
-            "bootstrap.servers": ",".join(bootstrap),
-            "transactional.id": f"fault-tx-{name}",
-            "client.id": f"fault-tx-{name}",
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 5,
-            "request.timeout.ms": 5000,
-            "transaction.timeout.ms": 30_000,
-            "message.timeout.ms": 25_000,
-            "retry.backoff.ms": 100,
-            "retry.backoff.max.ms": 1000,
-        }
+        self.config = transactional_producer_config(bootstrap, f"fault-tx-{name}")
         self.transactions: list[Transaction] = []
         self.errors: list[str] = []
         self.producers = 0
