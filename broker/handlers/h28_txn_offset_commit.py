@@ -105,7 +105,8 @@ async def _verify(ctx: RequestContext, request: TxnOffsetCommitRequest) -> Error
     coordinator = ctx.services.transaction_coordinator
     tp = coordinator.offsets_partition(request.group_id)
     partition = ctx.services.replica_manager.get(*tp)
-    if partition is not None and partition.producer_state.has_ongoing_transaction(request.producer_id):
+    if partition is not None and partition.producer_state.has_ongoing_transaction(
+            request.producer_id, request.producer_epoch):
         return ErrorCode.NONE
     if ctx.api_version >= TRANSACTIONS_V2_VERSION and coordinator.transactions_v2_enabled():
         # Transactions v2: no AddOffsetsToTxn was sent; the offsets partition is added here.

@@ -422,7 +422,7 @@ class ProducerStateManager:
                     return duplicate
             if (origin is AppendOrigin.CLIENT and header.is_transactional
                     and not header.is_control and self._config.transaction_verification_enabled
-                    and not self.has_ongoing_transaction(pid)):
+                    and not self.has_ongoing_transaction(pid, header.producer_epoch)):
                 state = self._verification.get(pid)
                 if state is None or verification_guard is None or state.guard is not verification_guard:
                     raise InvalidTxnStateError("Record was not part of an ongoing transaction")
@@ -483,18 +483,23 @@ class ProducerStateManager:
 
     # -- transactions and the last stable offset ------------------------------------------------
 
-    def has_ongoing_transaction(self, producer_id: int) -> bool:
-        """Whether the producer has an open transaction here (as of the last :meth:`sync`)."""
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the producer has an open transaction here at ``producer_epoch`` (as of the
+        last :meth:`sync`). The epoch matters with transactions v2: each transaction ends with
+        an epoch bump, and the next one's first write may come before the last one's marker;
+        it is a new transaction to verify, not part of the open one (as Kafka 4's
+        ``UnifiedLog.hasOngoingTransaction``)."""
         if not self._loaded:
             self._reload()
         entry = self._producers.get(producer_id)
-        return entry is not None and entry.current_txn_first_offset is not None
+        return (entry is not None and entry.current_txn_first_offset is not None
+                and entry.producer_epoch == producer_epoch)
 
     def maybe_start_verification(self, producer_id: int, sequence: int, epoch: int) -> VerificationGuard | None:
         """None if the producer's transaction is already going here; else the guard its first
         transactional write must carry once the coordinator has verified the partition."""
         self.sync()
-        if self.has_ongoing_transaction(producer_id):
+        if self.has_ongoing_transaction(producer_id, epoch):
             return None
         state = self._verification.get(producer_id)
         if state is None:

@@ -103,7 +103,7 @@ def test_a_follower_append_updates_the_producer_state(logs: LogManager, tmp_path
         assert data is not None
         follower.append_records_to_follower(data if isinstance(data, bytes) else data.read())
         # The transaction is open on the follower as on the leader, with no catch-up by hand.
-        assert follower.producer_state.has_ongoing_transaction(PID)
+        assert follower.producer_state.has_ongoing_transaction(PID, 0)
         follower.high_watermark = 1
         assert follower.last_stable_offset == 0
     finally:
@@ -143,7 +143,7 @@ def test_a_marker_waiting_for_replication_answers_not_leader_when_leadership_mov
 
             nursery.start_soon(write)
             await trio.sleep(1)
-            assert not p.producer_state.has_ongoing_transaction(PID)  # the marker is in the log
+            assert not p.producer_state.has_ongoing_transaction(PID, 0)  # the marker is in the log
             rm.apply_image(image(2, 4))
         return results
 

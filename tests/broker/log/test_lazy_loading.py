@@ -164,7 +164,7 @@ def test_producer_state_loaded_lazily_deduplicates_and_tracks_transactions_alike
         assert append(lazy, batch(i)) == (i, i)  # exact retries: read on first use
     assert lazy.loaded
     assert lazy.last_stable_offset(reopened.log_end_offset) == 8
-    assert lazy.has_ongoing_transaction(5)
+    assert lazy.has_ongoing_transaction(5, 0)
     assert [t.last_offset for t in lazy.aborted_transactions()] == [7]
 
 

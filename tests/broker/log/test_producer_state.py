@@ -218,7 +218,7 @@ def test_a_reload_after_a_crash_rebuilds_everything_from_the_log(open_log: OpenL
         assert append(state2, batch(i)) == (i, i)
     assert state2.aborted_transactions() == [AbortedTxn(5, 6, 7, 8)]
     assert state2.last_stable_offset(plog2.log_end_offset) == 8
-    assert state2.has_ongoing_transaction(5)
+    assert state2.has_ongoing_transaction(5, 0)
 
 
 def test_snapshots_keep_five_batches_and_stay_readable_as_kafka_reads_them(
@@ -300,7 +300,7 @@ def test_foreign_appends_are_picked_up(open_log: OpenLog, clock: Clock) -> None:
     plog, state = open_state(open_log, clock)
     plog.append_as_leader(batch(0, txn=True), 0)
     assert state.last_stable_offset(plog.log_end_offset) == 0
-    assert state.has_ongoing_transaction(PID)
+    assert state.has_ongoing_transaction(PID, 0)
     commit(state)
     assert state.last_stable_offset(plog.log_end_offset) == 2
 
@@ -324,3 +324,15 @@ def test_replication_origin_skips_sequence_checks(open_log: OpenLog, clock: Cloc
     _, state = open_state(open_log, clock)
     append(state, batch(0))
     append(state, batch(9), origin=AppendOrigin.REPLICATION)
+
+
+def test_a_write_at_the_next_epoch_is_a_new_transaction_to_verify(open_log: OpenLog, clock: Clock) -> None:
+    """Transactions v2: the commit bumped the epoch, and the next transaction's first write
+    arrives before the last one's marker. It is not part of the open transaction (whose marker
+    would otherwise commit it): it needs verification of its own."""
+    _plog, state = open_state(open_log, clock)
+    append(state, batch(0, txn=True), verification_guard=state.maybe_start_verification(PID, 0, 0))
+    assert state.has_ongoing_transaction(PID, 0)
+    assert not state.has_ongoing_transaction(PID, 1)
+    assert state.maybe_start_verification(PID, 0, 0) is None  # the same transaction goes on
+    assert state.maybe_start_verification(PID, 0, 1) is not None  # the next one is verified
