@@ -18,7 +18,8 @@ unless its config says 1 (as Kafka's sample server.properties does).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,12 +36,11 @@ from broker.coordinator import (
 from broker.group.consumer_group import ConsumerGroup, TopicMetadata
 from broker.group.consumer_shard import (
     ConsumerGroupConfig,
-    ConsumerGroupShard,
     ConsumerHeartbeat,
     ConsumerHeartbeatResult,
 )
+from broker.group.coordinator_shard import GroupCoordinatorShard
 from broker.group.group import GroupOverview, GroupSummary, JoinResult, SyncResult
-from broker.group.migration import MigratingGroupShard
 from broker.group.records import OffsetAndMetadata
 from broker.group.shard_types import (
     FetchedOffset,
@@ -52,6 +52,8 @@ from broker.group.shard_types import (
     SyncRequest,
     TopicPartition,
 )
+from broker.group.share_groups import ShareGroupConfig
+from broker.group.share_service import ShareGroupService
 from broker.group.topic_regex import resolve
 from controller.image import MetadataImage
 from controller.service import TopicRequest
@@ -141,6 +143,14 @@ def group_config_from(c: BrokerConfig) -> GroupConfig:
     )
 
 
+def share_group_config_from(c: BrokerConfig) -> ShareGroupConfig:
+    return ShareGroupConfig(
+        session_timeout_ms=c.group_share_session_timeout_ms,
+        heartbeat_interval_ms=c.group_share_heartbeat_interval_ms,
+        max_size=c.group_share_max_size,
+    )
+
+
 def consumer_group_config_from(c: BrokerConfig) -> ConsumerGroupConfig:
     return ConsumerGroupConfig(
         session_timeout_ms=c.group_consumer_session_timeout_ms,
@@ -166,6 +176,7 @@ class GroupCoordinator:
         self._controller = controller
         self.config = group_config_from(config)
         self.consumer_config = consumer_group_config_from(config)
+        self.share_config = share_group_config_from(config)
         self.migration_policy = config.group_consumer_migration_policy
         self.counters = GroupCounters()
         c = config
@@ -179,7 +190,7 @@ class GroupCoordinator:
                 "compression.type": "producer",
             },
         )
-        self.runtime: CoordinatorRuntime[ConsumerGroupShard] = CoordinatorRuntime(
+        self.runtime: CoordinatorRuntime[GroupCoordinatorShard] = CoordinatorRuntime(
             name="group",
             node_id=node_id,
             topic=topic,
@@ -193,15 +204,33 @@ class GroupCoordinator:
         )
         self._topics = frozenset(image().topic_ids)
         self._active = False
+        #: Share groups (KIP-932): what their API handlers call.
+        self.share = ShareGroupService(self._locate)
         self._watch_metrics(metrics)
 
     key_type = KEY_TYPE_GROUP
 
-    def _new_shard(self, ctx: ShardContext) -> ConsumerGroupShard:
-        shard = MigratingGroupShard(ctx, self.config, self.counters, self.consumer_config)
+    def _new_shard(self, ctx: ShardContext) -> GroupCoordinatorShard:
+        shard = GroupCoordinatorShard(ctx, self.config, self.counters, self.consumer_config, self.share_config,
+                                      self._share_topics, self._topic_name)
         shard.migration_policy = self.migration_policy
         shard._topic_lookup = self._subscribed_topics
+        shard.share.on_member_removed = self.share.member_removed
+        shard.on_share_group_deleted = self.share.group_deleted
         return shard
+
+    def _share_topics(self, names: Iterable[str]) -> dict[str, tuple[uuid.UUID, int]]:
+        image = self._image()
+        out = {}
+        for name in names:
+            topic = image.topic(name)
+            if topic is not None and topic.partitions:
+                out[name] = (topic.topic_id, len(topic.partitions))
+        return out
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        topic = self._image().topics_by_id.get(topic_id)
+        return None if topic is None else topic.name
 
     def _watch_metrics(self, metrics: Any) -> None:
         # The metrics layer reads group state at collection time and counts events;
@@ -242,9 +271,10 @@ class GroupCoordinator:
         topics = frozenset(image.topic_ids)
         deleted = self._topics - topics
         self._topics = topics
-        if deleted:
-            for shard in self.runtime.active_shards():
+        for shard in self.runtime.active_shards():
+            if deleted:
                 shard.on_topics_deleted(set(deleted))
+            shard.share.refresh_assignments()
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         self._active = True
@@ -263,7 +293,8 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return self.runtime.partition_for(group_id)
 
-    def _locate(self, group_id: str | None, *, allow_empty: bool = False) -> tuple[ErrorCode, ConsumerGroupShard | None]:
+    def _locate(self, group_id: str | None, *, allow_empty: bool = False
+                ) -> tuple[ErrorCode, GroupCoordinatorShard | None]:
         if group_id is None or (not group_id and not allow_empty):
             return ErrorCode.INVALID_GROUP_ID, None
         if not self._active:
@@ -426,7 +457,7 @@ class GroupCoordinator:
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         results: dict[str, ErrorCode] = {}
-        by_shard: dict[int, tuple[ConsumerGroupShard, list[str]]] = {}
+        by_shard: dict[int, tuple[GroupCoordinatorShard, list[str]]] = {}
         for group_id in group_ids:
             error, shard = self._locate(group_id, allow_empty=True)
             if shard is None:

@@ -47,7 +47,7 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
                 error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id, group_state="",
                 protocol_type="", protocol_data="", authorized_operations=OPERATIONS_NOT_REQUESTED))
             continue
-        _, share_group = ctx.services.share_coordinator.group(group_id)
+        _, share_group = coordinator.share.group(group_id)
         if share_group is not None:
             # A share group: its state, type "share", members without protocol data.
             response.groups.append(DescribeGroupsResponseDescribedGroup(

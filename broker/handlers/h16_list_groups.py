@@ -31,7 +31,6 @@ async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsR
     states = set(request.states_filter or []) if version >= 4 else set()
     types = set(request.types_filter or []) if version >= 5 else set()
     error, groups = ctx.services.group_coordinator.list_groups(states, types)
-    groups = groups + ctx.services.share_coordinator.list_groups({s.lower() for s in states}, types)
     pacer = ctx.pacer
     # DESCRIBE on the cluster lists every group; otherwise those the caller may DESCRIBE (as Kafka).
     if not authorize_cluster(ctx, AclOperation.DESCRIBE, log_denied=False):

@@ -1,8 +1,9 @@
 """DeleteGroups (42), v0-2: delete empty groups and their committed offsets.
 
 Only an Empty group can go (NON_EMPTY_GROUP otherwise); an unknown one is
-GROUP_ID_NOT_FOUND. Offsets and the group record are removed with tombstones
-in ``__consumer_offsets`` (a share group's state in ``__share_group_state``). Each group is answered once, in request order.
+GROUP_ID_NOT_FOUND. Offsets and the group records are removed with tombstones
+in ``__consumer_offsets``; a share group's share-partitions' state is deleted at
+their share coordinators (``__share_group_state``). Each group is answered once, in request order.
 """
 
 from __future__ import annotations
@@ -25,9 +26,6 @@ async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGro
     group_ids = list(dict.fromkeys(request.groups_names))
     allowed = authorized_names(ctx, AclOperation.DELETE, ResourceType.GROUP, group_ids)
     results = {g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in group_ids if g not in allowed}
-    share = ctx.services.share_coordinator
-    shared = [g for g in group_ids if g in allowed and share.group(g)[1] is not None]
-    results.update(ctx.services.group_coordinator.delete_groups([g for g in group_ids if g in allowed and g not in shared]))
-    results.update({g: share.delete_group(g) for g in shared})
+    results.update(ctx.services.group_coordinator.delete_groups([g for g in group_ids if g in allowed]))
     return DeleteGroupsResponse(results=[
         DeleteGroupsResponseDeletableGroupResult(group_id=g, error_code=results[g]) for g in group_ids])

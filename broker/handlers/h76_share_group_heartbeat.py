@@ -3,7 +3,7 @@
 A member brings its own member id, joins with epoch 0 naming its topics, then
 heartbeats with the epoch it was given; -1 leaves (its acquired records are
 released). The assignment (see broker/share/group.py) comes with the answer
-whenever it changed.
+whenever it changed. Served by the group coordinator (broker/group/share_groups.py).
 """
 
 from __future__ import annotations
@@ -47,15 +47,14 @@ async def handle(ctx: RequestContext, request: ShareGroupHeartbeatRequest) -> Sh
     reason = invalid_reason(request)
     if reason is not None:
         return ShareGroupHeartbeatResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=reason)
-    coordinator = ctx.services.share_coordinator
-    result = await coordinator.heartbeat(request.group_id, request.member_id, request.member_epoch,
-                                         request.rack_id, request.subscribed_topic_names,
-                                         ctx.client_id or "", f"/{ctx.conn.peer_host}")
+    result = await ctx.services.group_coordinator.share.heartbeat(
+        request.group_id, request.member_id, request.member_epoch, request.rack_id, request.subscribed_topic_names,
+        ctx.client_id or "", f"/{ctx.conn.peer_host}")
     if result.error is not ErrorCode.NONE:
         return ShareGroupHeartbeatResponse(error_code=result.error, error_message=result.message)
     response = ShareGroupHeartbeatResponse(
         member_id=request.member_id, member_epoch=result.member_epoch,
-        heartbeat_interval_ms=coordinator.defaults.heartbeat_interval_ms)
+        heartbeat_interval_ms=result.heartbeat_interval_ms)
     if result.assignment is not None:
         by_topic: dict[uuid.UUID, list[int]] = {}
         for topic_id, partition in sorted(result.assignment):

@@ -1,4 +1,5 @@
-"""ShareGroupDescribe (77), v1: share groups with their members and assignments."""
+"""ShareGroupDescribe (77), v1: share groups with their members and assignments, at their
+group coordinator (the leader of the group's ``__consumer_offsets`` partition)."""
 
 from __future__ import annotations
 
@@ -29,9 +30,14 @@ async def handle(ctx: RequestContext, request: ShareGroupDescribeRequest) -> Sha
             for g in request.group_ids])
     response = ShareGroupDescribeResponse()
     for group_id in request.group_ids:
-        error, group = ctx.services.share_coordinator.group(group_id)
+        error, group = ctx.services.group_coordinator.share.group(group_id)
         if group is None:
-            message = f"Group {group_id} not found." if error is ErrorCode.GROUP_ID_NOT_FOUND else None
+            message = None
+            if error is ErrorCode.GROUP_ID_NOT_FOUND:
+                _, summary = ctx.services.group_coordinator.describe_group(group_id)
+                _, consumer_group = ctx.services.group_coordinator.describe_consumer_group(group_id)
+                other = consumer_group is not None or summary.state not in ("", "Dead")
+                message = f"Group {group_id} is not a share group." if other else f"Group {group_id} not found."
             response.groups.append(ShareGroupDescribeResponseDescribedGroup(
                 group_id=group_id, error_code=error, error_message=message, group_state="Dead"))
             continue

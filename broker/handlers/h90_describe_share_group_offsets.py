@@ -1,6 +1,7 @@
 """DescribeShareGroupOffsets (90), v0-1: each share-partition's start offset and lag.
 
-The start offset is the first record not yet accepted or archived, as the share
+At the group's coordinator (which knows the share-partitions the group covers). The
+start offset is the first record not yet accepted or archived, as the share
 coordinator keeps it (ReadShareGroupStateSummary through the persister); the lag counts
 the offsets from there to the high watermark (when this broker leads the partition). A partition the group never read
 answers start offset -1. v1 (4.3) may ask for every topic (Topics null).
@@ -35,7 +36,7 @@ async def handle(ctx: RequestContext, request: DescribeShareGroupOffsetsRequest)
     for g in request.groups:
         out = DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id)
         response.groups.append(out)
-        error, group = services.share_coordinator.group(g.group_id)
+        error, group = services.group_coordinator.share.group(g.group_id)
         if group is None:
             out.error_code = error
             out.error_message = f"Group {g.group_id} not found." if error is ErrorCode.GROUP_ID_NOT_FOUND else None

@@ -7,6 +7,8 @@ members: NON_EMPTY_GROUP.
 
 from __future__ import annotations
 
+import uuid
+
 from broker.server.dispatch import RequestContext
 from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
 from wire.errors import ErrorCode
@@ -29,7 +31,10 @@ async def handle(ctx: RequestContext, request: AlterShareGroupOffsetsRequest) ->
     if not share_groups_enabled(services.image):
         return AlterShareGroupOffsetsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED_MESSAGE)
     response = AlterShareGroupOffsetsResponse()
-    _, group = services.share_coordinator.group(request.group_id)
+    error, group = services.group_coordinator.share.group(request.group_id)
+    if error not in (ErrorCode.NONE, ErrorCode.GROUP_ID_NOT_FOUND):
+        response.error_code = error  # NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...
+        return response
     if group is not None and group.members:
         response.error_code = ErrorCode.NON_EMPTY_GROUP
         response.error_message = "The group has active members."
@@ -53,7 +58,12 @@ async def handle(ctx: RequestContext, request: AlterShareGroupOffsetsRequest) ->
                     partition_index=p.partition_index, error_code=ErrorCode.OFFSET_OUT_OF_RANGE))
                 continue
             offsets[(topic.topic_id, p.partition_index)] = offset
-        results = await services.share_coordinator.reset_offsets(request.group_id, offsets) if offsets else {}
+        results: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+        if offsets:
+            # The group (at its group coordinator) covers them, then their state restarts.
+            error = services.group_coordinator.share.cover_for_reset(request.group_id, offsets)
+            results = ({tp: error for tp in offsets} if error is not ErrorCode.NONE
+                       else await services.share_coordinator.reset_offsets(request.group_id, offsets))
         for (_, partition), code in results.items():
             entry.partitions.append(AlterShareGroupOffsetsResponsePartition(partition_index=partition, error_code=code))
     return response

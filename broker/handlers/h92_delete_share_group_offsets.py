@@ -1,4 +1,5 @@
-"""DeleteShareGroupOffsets (92), v0: an empty share group forgets its state of whole topics."""
+"""DeleteShareGroupOffsets (92), v0: an empty share group forgets its state of whole topics
+(at its group coordinator, which deletes the state at the share coordinators)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ async def handle(ctx: RequestContext, request: DeleteShareGroupOffsetsRequest) -
         return DeleteShareGroupOffsetsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
                                                error_message=DISABLED_MESSAGE)
     response = DeleteShareGroupOffsetsResponse()
-    error, group = services.share_coordinator.group(request.group_id)
+    error, group = services.group_coordinator.share.group(request.group_id)
     if group is None:
         response.error_code = error
         return response
@@ -37,5 +38,5 @@ async def handle(ctx: RequestContext, request: DeleteShareGroupOffsetsRequest) -
             entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             continue
         entry.topic_id = topic.topic_id
-        entry.error_code = services.share_coordinator.delete_offsets(request.group_id, topic.topic_id)
+        entry.error_code = services.group_coordinator.share.delete_offsets(request.group_id, topic.topic_id)
     return response

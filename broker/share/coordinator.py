@@ -1,11 +1,14 @@
-"""ShareCoordinator: share groups (KIP-932) on this broker.
+"""ShareCoordinator: the share-partitions (KIP-932) of this broker.
 
-Kafka's split: groups are hashed onto the partitions of ``__share_group_state``
-(created on first use, compacted, ``share.coordinator.state.topic.*``); the
-leader of a group's partition serves its membership (heartbeats, assignment).
-Share-partitions live at each topic partition's leader
-(broker/share/leader.py), which persists their state through the persister at
-the share coordinator of ``groupId:topicId:partition`` (state_service.py).
+Kafka's split: a share group's membership (heartbeats, assignment) is its group
+coordinator's, the leader of its ``__consumer_offsets`` partition
+(broker/group/share_groups.py), which calls this side through
+:class:`~broker.group.share_groups.SharePartitionHooks`. Share-partitions live at
+each topic partition's leader (broker/share/leader.py), which persists their state
+through the persister at the share coordinator of ``groupId:topicId:partition``:
+the leader of the ``__share_group_state`` partition that key hashes to (created on
+first use, compacted, ``share.coordinator.state.topic.*``; state_service.py). The
+group's settings are kept in the shard of the group id's own partition.
 
 Share sessions (ShareSessionEpoch) are kept per (group, member) at the broker the
 member fetches from: 0 opens one with the partitions named, later epochs add and
@@ -16,7 +19,6 @@ from __future__ import annotations
 
 import math
 import random
-import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -31,14 +33,14 @@ from broker.coordinator import (
     ShardContext,
     await_callback,
 )
-from broker.group.group import GroupOverview
 from broker.replication.replica_manager import ReplicaManager
 from broker.share.dead_letters import DeadLetterWriter
-from broker.share.group import ShareGroup, ShareGroupSettings, TopicIdPartition
+from broker.share.group import ShareGroupSettings, TopicIdPartition
 from broker.share.leader import AckBatch, PartitionOutcome, SharePartitionManager
 from broker.share.partition import ArchivedRecord
 from broker.share.persister import PeerRequester, SharePersister
-from broker.share.shard import ShareDefaults, ShareGroupShard, ShareHeartbeatResult
+from broker.share.settings_lookup import remote_settings
+from broker.share.shard import ShareDefaults, ShareGroupConfigEntry, ShareGroupShard
 from broker.share.state_service import ShareStateService
 from config.broker import BrokerConfig
 from controller.image import MetadataImage
@@ -62,8 +64,8 @@ INITIAL_EPOCH = 0
 EARLIEST_TIMESTAMP = -2
 #: One request to another broker (ListOffsets of a partition's leader).
 PEER_TIMEOUT_S = 5.0
-#: How long a heartbeat waits for ``__share_group_state`` to be created and loaded.
-LOAD_WAIT_S = 5.0
+#: How long a heartbeat waits for a new ``__share_group_state`` to show, or a loading shard.
+CREATE_WAIT_S = 5.0
 
 
 @dataclass(slots=True)
@@ -83,8 +85,9 @@ class ShareServices:
     clock_ms: Callable[[], int]
     rng: random.Random
     create_topics: Callable[[Sequence[TopicRequest]], Awaitable[list[CreateTopicResult]]]
-    #: Whether a consumer or classic group already holds a group id.
-    other_group_type: Callable[[str], bool]
+    #: At the group coordinator of a share group, whether a member is in it (None: yes, or
+    #: another broker coordinates the group), see ShareGroupService.member_status.
+    member_status: Callable[[str, str], ErrorCode | None]
     #: The inter-broker channel (made after the coordinator, hence a callable).
     peers: Callable[[], PeerRequester]
 
@@ -130,35 +133,30 @@ class ShareCoordinator:
             persister=self.persister, clock_ms=sv.clock_ms, defaults=self.defaults,
             settings=self._settings, on_archived=self._archived)
         self.sessions: dict[tuple[str, str], ShareSession] = {}
-        #: Share-partitions whose state a heartbeat is initializing (earliest), set when done.
-        self._initializing: dict[tuple[str, TopicIdPartition], trio.Event] = {}
         #: Work a synchronous caller asked for (releases, state deletes), run by :meth:`run`.
         self._work_send, self._work_recv = trio.open_memory_channel[Callable[[], Awaitable[object]]](math.inf)
-        self.dead_letters: Callable[[ShareGroup, str, int, list[ArchivedRecord]], None] | None = \
+        self.dead_letters: Callable[[ShareGroupConfigEntry, str, int, list[ArchivedRecord]], None] | None = \
             DeadLetterWriter(sv.node_id, sv.image, sv.replica_manager)
         self._active = False
 
     @classmethod
     def from_node(cls, node: BrokerNode) -> ShareCoordinator:
-        def other_group_type(group_id: str) -> bool:
-            groups = node.group_coordinator
-            if groups.describe_consumer_group(group_id)[0] is ErrorCode.NONE:
-                return True
-            error, summary = groups.describe_group(group_id)
-            return error is ErrorCode.NONE and summary.state not in ("", "Dead")
-
-        return cls(ShareServices(
+        """The share coordinator of ``node``, hooked to its group coordinator (made before it)."""
+        groups = node.group_coordinator
+        coordinator = cls(ShareServices(
             config=node.config, node_id=node.node_id, image=lambda: node.image,
             replica_manager=node.replica_manager, clock_ms=node.clock_ms, rng=node.rng,
             create_topics=lambda requests: node.controller.create_topics(requests),
-            other_group_type=other_group_type, peers=lambda: node.peers))
+            member_status=groups.share.member_status, peers=lambda: node.peers))
+        groups.share.hooks = coordinator
+        return coordinator
 
     def _new_shard(self, ctx: ShardContext) -> ShareGroupShard:
-        shard = ShareGroupShard(ctx, self.defaults, self._topic_partitions)
-        shard.on_member_removed = self._member_removed
-        return shard
+        return ShareGroupShard(ctx)
 
-    def _member_removed(self, group_id: str, member_id: str) -> None:
+    # ------------------------------------------------------------ what the group coordinator asks
+
+    def member_removed(self, group_id: str, member_id: str) -> None:
         """A member left or expired: its session ends and the records it holds here are released."""
         self.sessions.pop((group_id, member_id), None)
         self._later(lambda: self.partitions.release_member(group_id, member_id))
@@ -166,19 +164,68 @@ class ShareCoordinator:
     def _later(self, work: Callable[[], Awaitable[object]]) -> None:
         self._work_send.send_nowait(work)
 
+    async def prepare(self) -> None:
+        """A share group member joins: ``__share_group_state`` is created on first use."""
+        if self._active and self.services.image().topic(SHARE_STATE_TOPIC) is None:
+            await self.runtime.ensure_topic()
+            with trio.move_on_after(CREATE_WAIT_S):
+                while self.services.image().topic(SHARE_STATE_TOPIC) is None:
+                    await trio.sleep(0.05)
+
+    async def initialize(self, group_id: str, partitions: list[TopicIdPartition]) -> None:
+        """Share-partitions a group is assigned for the first time: with
+        ``share.auto.offset.reset=earliest`` their state starts at the log start offset (the
+        leader starts a share-partition never initialized at the high watermark)."""
+        settings = await self.group_settings(group_id)
+        if settings.auto_offset_reset != "earliest":
+            return
+        for tp in partitions:
+            offset = await self._log_start_offset(tp)
+            if offset is not None:
+                # FENCED_STATE_EPOCH: the share-partition has state already, which stays.
+                await self.persister.initialize((group_id, tp[0], tp[1]), 0, offset)
+
+    def group_state_deleted(self, group_id: str, partitions: list[TopicIdPartition], whole_group: bool) -> None:
+        """The group or some of its share-partitions were deleted at the group coordinator."""
+        self._forget_state(group_id, partitions)
+        if whole_group:
+            _, shard = self.runtime.shard_for(group_id)
+            if shard is not None:
+                shard.delete_settings(group_id)
+
+    # ------------------------------------------------------------ settings
+
     def _settings(self, group_id: str) -> ShareGroupSettings | None:
-        """The group's settings when this broker coordinates it."""
+        """The group's settings when this broker keeps them."""
         _, group = self.group(group_id)
         return None if group is None else group.settings
 
-    def _topic_partitions(self, names: Iterable[str]) -> dict[str, tuple[uuid.UUID, int]]:
-        image = self.services.image()
-        out = {}
-        for name in names:
-            topic = image.topic(name)
-            if topic is not None and topic.partitions:
-                out[name] = (topic.topic_id, len(topic.partitions))
-        return out
+    async def group_settings(self, group_id: str) -> ShareGroupSettings:
+        """The group's settings, asked of the broker keeping them (the leader of the group
+        id's ``__share_group_state`` partition) when that is another one."""
+        if not self._active:
+            return ShareGroupSettings()
+        error, shard = self.runtime.shard_for(group_id)
+        with trio.move_on_after(CREATE_WAIT_S):
+            while error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                await trio.sleep(0.05)
+                error, shard = self.runtime.shard_for(group_id)
+        if shard is not None:
+            entry = shard.groups.get(group_id)
+            return ShareGroupSettings() if entry is None else entry.settings
+        keeper = self.settings_keeper(group_id)
+        if keeper < 0 or keeper == self.services.node_id:
+            return ShareGroupSettings()
+        found = await remote_settings(self.services.peers(), keeper, group_id, PEER_TIMEOUT_S)
+        return ShareGroupSettings() if found is None else found
+
+    def settings_keeper(self, group_id: str) -> int:
+        """The leader of the ``__share_group_state`` partition ``group_id`` hashes to (-1: none)."""
+        topic = self.services.image().topic(SHARE_STATE_TOPIC)
+        if topic is None or not topic.partitions:
+            return -1
+        part = topic.partitions.get(self.runtime.partition_for(group_id))
+        return -1 if part is None else part.leader
 
     def _archived(self, group_id: str, tp: TopicIdPartition, records: list[ArchivedRecord]) -> None:
         log.info("share_records_archived", group_id=group_id, topic_id=str(tp[0]), partition=tp[1],
@@ -205,8 +252,6 @@ class ShareCoordinator:
     def on_image(self, image: MetadataImage) -> None:
         self.runtime.on_image(image)
         self.partitions.on_image(image)
-        for shard in self.runtime.active_shards():
-            shard.refresh_assignments()
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         self._active = True
@@ -230,56 +275,15 @@ class ShareCoordinator:
         self._active = False
         self.runtime.close()
 
-    async def _shard(self, group_id: str | None, *, create: bool = False) -> tuple[ErrorCode, ShareGroupShard | None]:
+    async def _shard(self, group_id: str | None) -> tuple[ErrorCode, ShareGroupShard | None]:
+        """The shard keeping the group's settings (``__share_group_state`` created on first use)."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, None
         if not self._active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-        if create and self.services.image().topic(SHARE_STATE_TOPIC) is None:
+        if self.services.image().topic(SHARE_STATE_TOPIC) is None:
             await self.runtime.ensure_topic()
-            with trio.move_on_after(LOAD_WAIT_S):
-                while self.runtime.shard_for(group_id)[0] is not ErrorCode.NONE:
-                    await trio.sleep(0.05)
         return self.runtime.shard_for(group_id)
-
-    # ------------------------------------------------------------ membership
-
-    async def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
-                        subscribed: list[str] | None, client_id: str, client_host: str) -> ShareHeartbeatResult:
-        if self.services.other_group_type(group_id):
-            return ShareHeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
-        error, shard = await self._shard(group_id, create=True)
-        if shard is None:
-            return ShareHeartbeatResult(error)
-        result = shard.heartbeat(group_id, member_id, member_epoch, rack_id, subscribed, client_id, client_host)
-        if result.assignment:
-            await self._initialize(shard, group_id, result.assignment)
-        return result
-
-    async def _initialize(self, shard: ShareGroupShard, group_id: str, assignment: Iterable[TopicIdPartition]) -> None:
-        """Share-partitions assigned for the first time: the group covers them, and with
-        ``share.auto.offset.reset=earliest`` their state starts at the log start offset
-        (the leader starts a share-partition never initialized at the high watermark)."""
-        assigned = set(assignment)
-        new = shard.cover(group_id, assigned)
-        group = shard.groups.get(group_id)
-        if new and group is not None and group.settings.auto_offset_reset == "earliest":
-            for tp in new:
-                self._initializing[(group_id, tp)] = trio.Event()
-            for tp in new:
-                try:
-                    offset = await self._log_start_offset(tp)
-                    if offset is not None:
-                        # FENCED_STATE_EPOCH: the share-partition has state already, which stays.
-                        await self.persister.initialize((group_id, tp[0], tp[1]), 0, offset)
-                finally:
-                    self._initializing.pop((group_id, tp)).set()
-        # Another member's heartbeat may be initializing what this one is assigned: no member
-        # fetches a share-partition before it starts where it should.
-        for tp in assigned:
-            pending = self._initializing.get((group_id, tp))
-            if pending is not None:
-                await pending.wait()
 
     async def _log_start_offset(self, tp: TopicIdPartition) -> int | None:
         """The partition's log start offset, from its leader (ListOffsets, earliest)."""
@@ -299,7 +303,9 @@ class ShareCoordinator:
         answer = response.topics[0].partitions[0]
         return answer.offset if answer.error_code == ErrorCode.NONE else None
 
-    def group(self, group_id: str) -> tuple[ErrorCode, ShareGroup | None]:
+    def group(self, group_id: str) -> tuple[ErrorCode, ShareGroupConfigEntry | None]:
+        """The group's settings as kept here (GROUP_ID_NOT_FOUND: none set), for the group
+        configs (DescribeConfigs, IncrementalAlterConfigs); membership is the group coordinator's."""
         error, shard = self.runtime.shard_for(group_id) if self._active else (ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
         if shard is None:
             return error, None
@@ -307,33 +313,12 @@ class ShareCoordinator:
         return (ErrorCode.GROUP_ID_NOT_FOUND, None) if group is None else (ErrorCode.NONE, group)
 
     def configured_group_ids(self) -> list[str]:
-        """The groups coordinated here with a group config set (ListConfigResources' GROUP)."""
+        """The groups whose settings are kept here with a group config set (ListConfigResources' GROUP)."""
         if not self._active:
             return []
         unset = ShareGroupSettings()
         return sorted(g.group_id for shard in self.runtime.active_shards() for g in shard.groups.values()
                       if g.settings != unset)
-
-    def list_groups(self, states: set[str], types: set[str]) -> list[GroupOverview]:
-        if not self._active or (types and "share" not in {t.lower() for t in types}):
-            return []
-        out = []
-        for shard in self.runtime.active_shards():
-            for g in shard.groups.values():
-                if not states or g.state.lower() in states:
-                    out.append(GroupOverview(g.group_id, "share", g.state, "share"))
-        return out
-
-    def delete_group(self, group_id: str) -> ErrorCode:
-        error, shard = self.runtime.shard_for(group_id) if self._active else (ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
-        if shard is None:
-            return error
-        group = shard.groups.get(group_id)
-        covered = sorted(group.state_partitions) if group is not None else []
-        error = shard.delete_group(group_id)
-        if error is ErrorCode.NONE:
-            self._forget_state(group_id, covered)
-        return error
 
     def _forget_state(self, group_id: str, partitions: list[TopicIdPartition]) -> None:
         """Deletes the share-partitions' state at their coordinators (in the background)."""
@@ -347,7 +332,7 @@ class ShareCoordinator:
             self._later(delete)
 
     async def set_settings(self, group_id: str, settings: ShareGroupSettings) -> ErrorCode:
-        error, shard = await self._shard(group_id, create=True)
+        error, shard = await self._shard(group_id)
         if shard is None:
             return error
         settled: AppendResult = await await_callback(lambda cb: shard.set_settings(group_id, settings, cb))
@@ -355,15 +340,9 @@ class ShareCoordinator:
         return settled.error
 
     async def reset_offsets(self, group_id: str, offsets: dict[TopicIdPartition, int]) -> dict[TopicIdPartition, ErrorCode]:
-        """AlterShareGroupOffsets: each share-partition restarts at its offset, with nothing in
-        flight (a new state epoch fences the leader's live state)."""
-        error, shard = await self._shard(group_id, create=True)
-        if shard is None:
-            return {tp: error for tp in offsets}
-        group = shard.groups.get(group_id)
-        if group is not None and group.members:
-            return {tp: ErrorCode.NON_EMPTY_GROUP for tp in offsets}
-        shard.cover(group_id, offsets)
+        """AlterShareGroupOffsets, once the group coordinator checked the group is empty and
+        covers them: each share-partition restarts at its offset, with nothing in flight (a new
+        state epoch fences the leader's live state)."""
         out: dict[TopicIdPartition, ErrorCode] = {}
         for tp, offset in offsets.items():
             key = (group_id, tp[0], tp[1])
@@ -374,14 +353,6 @@ class ShareCoordinator:
             out[tp] = await self.persister.initialize(key, summary.state_epoch + 1, offset)
             self.partitions.forget(group_id, tp[0])
         return out
-
-    def delete_offsets(self, group_id: str, topic_id: uuid.UUID) -> ErrorCode:
-        error, shard = self.runtime.shard_for(group_id) if self._active else (ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
-        if shard is None:
-            return error
-        error, gone = shard.delete_topic_state(group_id, topic_id)
-        self._forget_state(group_id, gone)
-        return error
 
     # ------------------------------------------------------------ sessions
 
@@ -424,10 +395,6 @@ class ShareCoordinator:
                                              refuse=lambda: self._unknown_member(group_id, member_id))
 
     def _unknown_member(self, group_id: str, member_id: str) -> ErrorCode | None:
-        """UNKNOWN_MEMBER_ID when this broker coordinates the group and does not know the member;
-        a leader that does not coordinate it trusts the share session, as Kafka's does."""
-        error, shard = self.runtime.shard_for(group_id)
-        if shard is None:
-            return None if error is ErrorCode.NOT_COORDINATOR else error
-        group = shard.groups.get(group_id)
-        return None if group is not None and member_id in group.members else ErrorCode.UNKNOWN_MEMBER_ID
+        """UNKNOWN_MEMBER_ID when this broker is the group's coordinator and does not know the
+        member; a leader that does not coordinate it trusts the share session, as Kafka's does."""
+        return self.services.member_status(group_id, member_id)

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.log.producer_state import AppendOrigin
-from broker.share.group import ShareGroup
 from broker.share.partition import ArchivedRecord
+from broker.share.shard import ShareGroupConfigEntry
 from wire.batch_builder import build_batch
 from wire.records import NewRecord, Record, iter_batch_headers, iter_records
 
@@ -56,7 +56,7 @@ class DeadLetterWriter:
         self._image = image
         self._replica_manager = replica_manager
 
-    def __call__(self, group: ShareGroup, topic: str, partition: int, records: list[ArchivedRecord]) -> None:
+    def __call__(self, group: ShareGroupConfigEntry, topic: str, partition: int, records: list[ArchivedRecord]) -> None:
         target_name = group.settings.dead_letter_topic
         if not target_name or target_name == topic:
             return

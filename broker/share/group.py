@@ -1,5 +1,9 @@
 """Share-group membership (KIP-932): members, epochs and the server-side assignment.
 
+Kept by the group coordinator (broker/group/share_groups.py), in the shard of the
+group's ``__consumer_offsets`` partition, with Kafka's share-group records
+(broker/group/share_records.py).
+
 A share group has no revocation: every heartbeat answers the current target
 assignment at once, so a member's epoch becomes the group epoch at its next
 heartbeat (never earlier: an epoch changed behind a member's back would fence it). The group epoch is
@@ -29,6 +33,10 @@ class ShareMember:
     assignment: frozenset[TopicIdPartition] = frozenset()
     #: The assignment last sent to the member (None: never).
     sent_assignment: frozenset[TopicIdPartition] | None = None
+    #: Set on a member loaded from the records, which keep no member epoch: the lowest
+    #: epoch it may have (the group epoch when its record was written). Its first
+    #: heartbeat may bring any epoch from there up to the group epoch.
+    loaded_epoch_floor: int | None = None
 
 
 @dataclass(slots=True)
@@ -48,7 +56,6 @@ class ShareGroup:
     members: dict[str, ShareMember] = field(default_factory=dict)
     #: The share-partitions the group has state for (at their share coordinators).
     state_partitions: set[TopicIdPartition] = field(default_factory=set)
-    settings: ShareGroupSettings = field(default_factory=ShareGroupSettings)
 
     @property
     def state(self) -> str:

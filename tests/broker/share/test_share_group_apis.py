@@ -4,6 +4,7 @@ keeps."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -21,6 +22,7 @@ from wire.generated.api_000_produce import (
     ProduceResponse,
 )
 from wire.generated.api_003_metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
+from wire.generated.api_010_find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from wire.generated.api_015_describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from wire.generated.api_016_list_groups import ListGroupsRequest, ListGroupsResponse
 from wire.generated.api_042_delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
@@ -59,8 +61,22 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 def heartbeat(c: KafkaClient, group: str, member: str, epoch: int,
               topics: list[str] | None = None) -> ShareGroupHeartbeatResponse:
+    """ShareGroupHeartbeat at the group's coordinator, found first as clients do (which creates
+    ``__consumer_offsets`` and waits for it to load)."""
+    if group:
+        find_coordinator(c, group)
     return c.send(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch,
                                              subscribed_topic_names=topics), ShareGroupHeartbeatResponse, 1)
+
+
+def find_coordinator(c: KafkaClient, group: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        r = c.send(FindCoordinatorRequest(key=group, key_type=0), FindCoordinatorResponse, 3)
+        if r.error_code == ErrorCode.NONE:
+            return
+        assert time.monotonic() < deadline, f"no coordinator for {group}: {ErrorCode.for_code(r.error_code)}"
+        time.sleep(0.05)
 
 
 def topic_id(c: KafkaClient, name: str) -> uuid.UUID:
@@ -177,8 +193,10 @@ def test_a_restart_keeps_acknowledgements_and_delivery_counts(tmp_path_factory: 
             assert r.responses[0].partitions[0].error_code == ErrorCode.NONE
         b.restart()
         with KafkaClient.connect(b.bootstrap, timeout_s=20) as c:
-            assert heartbeat(c, "g-r", "a", 1).error_code == ErrorCode.UNKNOWN_MEMBER_ID
-            assert heartbeat(c, "g-r", "a", 0, ["r"]).error_code == ErrorCode.NONE
+            # the membership was replayed from __consumer_offsets: the member keeps its epoch
+            r = heartbeat(c, "g-r", "a", 1)
+            assert (r.error_code, r.member_epoch) == (ErrorCode.NONE, 1)
+            assert r.assignment is not None and r.assignment.topic_partitions[0].partitions == [0]
             # 0 accepted, 1 rejected: gone; 2 and 3 come back on their second delivery
             assert acquired(share_fetch(c, "g-r", "a", 0, tid)) == [(2, 3, 2)]
     finally:
