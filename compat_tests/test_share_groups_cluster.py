@@ -9,10 +9,14 @@
   delivered again, the unacknowledged ones are, and nothing is lost. The same when the share
   coordinator is killed (a node that is neither the group coordinator nor the leader).
 - Java 4.3 ``KafkaShareConsumer``s over partitions led by three brokers get every record once.
+- The group coordinator (the leader of the group's ``__consumer_offsets`` partition, which keeps
+  its membership in Kafka's share-group records) is SIGKILLed while share consumers read: the
+  next leader of that partition takes the group over with its members, which carry on; nothing
+  acknowledged comes back, the unacknowledged records do.
 
-The group's membership is served by the broker leading its ``__share_group_state`` partition,
-which must also be its ``__consumer_offsets`` leader (where clients find it): the tests pick
-such a group id.
+Every test picks a group whose ``__consumer_offsets`` leader (its group coordinator, where
+clients find it) is not the leader of its ``__share_group_state`` partition (which keeps the
+group's settings), so that the two roles are on different nodes.
 """
 
 from __future__ import annotations
@@ -34,12 +38,18 @@ from compat_tests.harness import settings
 from compat_tests.harness.cluster import GROUP_KEY, LocalCluster
 from compat_tests.harness.scenario import unique_topic
 from compat_tests.test_share_groups import java_records, java_share_consumer, share_queue_java  # noqa: F401
+from wire.errors import ErrorCode
 from wire.generated.api_003_metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
+from wire.generated.api_010_find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from wire.generated.api_044_incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsRequestAlterableConfig,
     IncrementalAlterConfigsRequestAlterConfigsResource,
     IncrementalAlterConfigsResponse,
+)
+from wire.generated.api_077_share_group_describe import (
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
 )
 from wire.generated.api_090_describe_share_group_offsets import (
     DescribeShareGroupOffsetsRequest,
@@ -55,6 +65,7 @@ if not hasattr(confluent_kafka, "ShareConsumer"):
 from confluent_kafka import AcknowledgeType, ShareConsumer  # noqa: E402
 
 STATE_TOPIC = "__share_group_state"
+OFFSETS_TOPIC = "__consumer_offsets"
 GROUP_RESOURCE = 32
 #: Not __consumer_offsets' 6: with equal counts a group's two partitions have the same index,
 #: and ``cluster up`` leads equal indexes of the two topics from different nodes.
@@ -139,15 +150,45 @@ def state_topic_ready(cluster: LocalCluster) -> dict[int, int]:
     raise AssertionError("__share_group_state has no leaders after 30 s")
 
 
-def group_served_by(cluster: LocalCluster, state_leaders: dict[int, int], want: set[int], tag: str) -> tuple[str, int]:
-    """A group id whose ``__consumer_offsets`` and ``__share_group_state`` leaders are the same
-    node, among ``want``: (group id, that node)."""
+def offsets_leaders(cluster: LocalCluster) -> dict[int, int]:
+    """The leaders of ``__consumer_offsets`` (created by a first FindCoordinator)."""
+    cluster.coordinator("share-warm-up", GROUP_KEY)
+    found = cluster.wait_for(lambda: (lambda ls: ls if all(v >= 0 for v in ls.values()) else None)(
+        leaders(cluster, OFFSETS_TOPIC)), 30, "leaders of __consumer_offsets")
+    assert isinstance(found, dict)
+    return found
+
+
+def split_group(cluster: LocalCluster, state_leaders: dict[int, int], tag: str,
+                coordinator_not: set[int] | None = None) -> tuple[str, int, int]:
+    """A group id whose group coordinator (``__consumer_offsets`` leader) is not the leader of
+    its ``__share_group_state`` partition (where its settings are kept), nor in
+    ``coordinator_not``: (group id, group coordinator, settings keeper)."""
+    offsets = offsets_leaders(cluster)
     for i in range(200):
         group = f"{tag}-{i}"
-        node = state_leaders[partition_for(group, STATE_PARTITIONS)]
-        if node in want and cluster.coordinator(group, GROUP_KEY) == node:
-            return group, node
-    raise AssertionError(f"no group coordinated by one of {want}")
+        coordinator = offsets[partition_for(group, len(offsets))]
+        keeper = state_leaders[partition_for(group, STATE_PARTITIONS)]
+        if coordinator != keeper and coordinator not in (coordinator_not or set()):
+            assert cluster.coordinator(group, GROUP_KEY) == coordinator
+            return group, coordinator, keeper
+    raise AssertionError(f"no group with its coordinators apart among {offsets}, {state_leaders}")
+
+
+def find_coordinator(cluster: LocalCluster, group: str, via: int) -> int:
+    """FindCoordinator (GROUP) asked of node ``via``."""
+    with KafkaClient.connect(cluster.server_of(via), timeout_s=5.0) as c:
+        r = c.send(FindCoordinatorRequest(key=group, key_type=GROUP_KEY), FindCoordinatorResponse, 3)
+    assert r.error_code == ErrorCode.NONE, ErrorCode.for_code(r.error_code)
+    return r.node_id
+
+
+def describe_share_group(cluster: LocalCluster, node: int, group: str) -> Any:
+    with KafkaClient.connect(cluster.server_of(node), timeout_s=10.0) as c:
+        r = c.send(ShareGroupDescribeRequest(group_ids=[group]), ShareGroupDescribeResponse, 1)
+    described = r.groups[0]
+    assert described.error_code == ErrorCode.NONE, (described.error_code, described.error_message)
+    return described
 
 
 def set_earliest(cluster: LocalCluster, node: int, group: str) -> None:
@@ -202,8 +243,8 @@ def test_consumers_over_partitions_led_by_three_brokers_get_distinct_records(clu
     state_leaders = state_topic_ready(cluster)
     topic = unique_topic("share-split")
     led = create_topic(cluster, topic, 3)
-    group, node = group_served_by(cluster, state_leaders, {1, 2, 3}, "split")
-    set_earliest(cluster, node, group)
+    group, _, keeper = split_group(cluster, state_leaders, "split")
+    set_earliest(cluster, keeper, group)
     produce(cluster, topic, {p: range(20) for p in range(3)})
     consumers = [share_consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
                  for _ in range(3)]
@@ -219,11 +260,11 @@ def test_consumers_over_partitions_led_by_three_brokers_get_distinct_records(clu
     assert len(set(led.values())) >= 2, f"partition leaders {led}: expected them spread over the brokers"
 
 
-def accept_six_of_ten_then(cluster: LocalCluster, node: int, group: str, topic: str,
+def accept_six_of_ten_then(cluster: LocalCluster, keeper: int, group: str, topic: str,
                            fault: Callable[[], None]) -> None:
     """Offsets 0-9 produced and acquired by one consumer, 0-5 accepted and committed, then
-    ``fault`` while 6-9 are still acquired."""
-    set_earliest(cluster, node, group)
+    ``fault`` while 6-9 are still acquired (``keeper``: the node keeping the group's settings)."""
+    set_earliest(cluster, keeper, group)
     produce(cluster, topic, {0: range(10)})
     c = share_consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
     try:
@@ -254,9 +295,9 @@ def test_a_killed_partition_leader_loses_no_acknowledgement(cluster: LocalCluste
     state_leaders = state_topic_ready(cluster)
     topic = unique_topic("share-failover")
     leader = create_topic(cluster, topic, 1)[0]
-    group, node = group_served_by(cluster, state_leaders, {1, 2, 3} - {leader}, "leader-kill")
+    group, _, keeper = split_group(cluster, state_leaders, "leader-kill", {leader})
     # 6-9 stay acquired, unacknowledged, when the leader dies
-    accept_six_of_ten_then(cluster, node, group, topic, lambda: kill9(cluster, leader))
+    accept_six_of_ten_then(cluster, keeper, group, topic, lambda: kill9(cluster, leader))
 
     def moved() -> bool:
         return leaders(cluster, topic)[0] not in (leader, -1)
@@ -272,8 +313,8 @@ def test_java_consumers_over_partitions_led_by_three_brokers(cluster: LocalClust
     state_leaders = state_topic_ready(cluster)
     topic = unique_topic("share-java-split")
     led = create_topic(cluster, topic, 3)
-    group, node = group_served_by(cluster, state_leaders, {1, 2, 3}, "java-split")
-    set_earliest(cluster, node, group)
+    group, _, keeper = split_group(cluster, state_leaders, "java-split")
+    set_earliest(cluster, keeper, group)
     produce(cluster, topic, {p: range(10) for p in range(3)})
     procs = [java_share_consumer(share_queue_java, cluster, group, topic, 100, 25) for _ in range(3)]  # type: ignore[arg-type]
     seen = [r for p in procs for r in java_records(p, 25)]
@@ -290,14 +331,125 @@ def test_a_killed_share_coordinator_loses_no_acknowledgement(cluster: LocalClust
     leader = create_topic(cluster, topic, 1)[0]
     tid = topic_id(cluster, topic)
     for i in range(200):
-        group, node = group_served_by(cluster, state_leaders, {1, 2, 3} - {leader}, f"sc-kill-{i}")
+        group, node, keeper = split_group(cluster, state_leaders, f"sc-kill-{i}", {leader})
         share_coordinator = state_leaders[partition_for(coordinator_key((group, tid, 0)), STATE_PARTITIONS)]
         if share_coordinator not in (leader, node):
             break
     else:
         raise AssertionError("no group whose three roles are on three nodes")
     # 6-9 are released as the consumer closes: written to the new share coordinator once elected
-    accept_six_of_ten_then(cluster, node, group, topic, lambda: kill9(cluster, share_coordinator))
+    accept_six_of_ten_then(cluster, keeper, group, topic, lambda: kill9(cluster, share_coordinator))
     expect_six_to_fourteen(cluster, group, topic)
     # the new share coordinator has every acknowledgement: all 15 records are done
     cluster.wait_for(lambda: start_offset(cluster, node, group, topic) == 15, 30, "start offset 15")
+
+
+def test_a_killed_group_coordinator_hands_its_share_group_over(cluster: LocalCluster) -> None:
+    """The group coordinator (``__consumer_offsets`` leader) of a share group is neither the
+    partition leader, nor the share coordinator, nor the keeper of the group's settings, and
+    is SIGKILLed while three confluent-kafka share consumers are members."""
+    state_leaders = state_topic_ready(cluster)
+    topic = unique_topic("share-group-coordinator")
+    leader = create_topic(cluster, topic, 1)[0]
+    tid = topic_id(cluster, topic)
+    for i in range(200):
+        group, coordinator, keeper = split_group(cluster, state_leaders, f"gc-kill-{i}", {leader})
+        share_coordinator = state_leaders[partition_for(coordinator_key((group, tid, 0)), STATE_PARTITIONS)]
+        if share_coordinator != coordinator:
+            break
+    else:
+        raise AssertionError("no group whose coordinator has no other role")
+    set_earliest(cluster, keeper, group)
+    produce(cluster, topic, {0: range(10)})
+    explicit = {"share.acknowledgement.mode": "explicit"}
+    holder = share_consumer(cluster, group, topic, **explicit, **{"client.id": "holder"})
+    readers: list[Any] = []
+    closed = False
+    try:
+        first = poll_until([holder], 10)[0]
+        assert sorted(m.offset() for m in first) == list(range(10)), cluster.log_tail()
+        for m in first[:6]:
+            holder.acknowledge(m, AcknowledgeType.ACCEPT)
+        holder.commit_sync()
+        # the readers join (nothing for them yet: 6-9 are the holder's)
+        readers = [share_consumer(cluster, group, topic, **explicit, **{"client.id": f"reader-{n}"}) for n in (1, 2)]
+        assert poll_until(readers, 1, timeout_s=5) == [[], []]
+        everyone = {"holder", "reader-1", "reader-2"}
+        cluster.wait_for(lambda: members_at(cluster, coordinator, group) == everyone, 30, "three members")
+        epoch_before = describe_share_group(cluster, coordinator, group).group_epoch
+        kill9(cluster, coordinator)
+        alive = next(n for n in (1, 2, 3) if n != coordinator)
+
+        def moved() -> int | None:
+            found = find_coordinator(cluster, group, alive)
+            return found if found != coordinator else None
+
+        successor = cluster.wait_for(moved, 30, f"a new coordinator of {group}")
+        assert isinstance(successor, int)
+        # the new coordinator replayed the group: the same members, before anyone heartbeats again
+        cluster.wait_for(lambda: members_at(cluster, successor, group) == everyone, 30,
+                         "the members at the new coordinator")
+        # the holder leaves without acknowledging 6-9: they are released for the readers
+        holder.close()
+        closed = True
+        produce(cluster, topic, {0: range(10, 15)})
+        got = poll_until(readers, 9, accept=True)
+        offsets = sorted(m.offset() for ms in got for m in ms)
+        assert offsets == list(range(6, 15)), (offsets, cluster.log_tail())
+        assert poll_until(readers, 1, timeout_s=3) == [[], []]
+
+        def readers_caught_up() -> Any:
+            described = describe_share_group(cluster, successor, group)
+            ok = ({m.client_id for m in described.members} == {"reader-1", "reader-2"}
+                  and all(m.member_epoch == described.group_epoch for m in described.members))
+            return described if ok else None
+
+        after: Any = cluster.wait_for(readers_caught_up, 60, "the readers, and only them, at the new coordinator")
+        # the readers carried on as the members they were (no rejoin): only the holder's leave
+        # moved the group epoch
+        assert after.group_epoch == epoch_before + 1, (epoch_before, after)
+    finally:
+        for c in readers if closed else [holder, *readers]:
+            c.close()
+    # every record is done at the share coordinator
+    cluster.wait_for(lambda: start_offset(cluster, successor, group, topic) == 15, 30, "start offset 15")
+
+
+def members_at(cluster: LocalCluster, node: int, group: str) -> set[str]:
+    return {m.client_id for m in describe_share_group(cluster, node, group).members}
+
+
+def test_java_consumers_carry_on_after_the_group_coordinator_is_killed(
+        cluster: LocalCluster, share_queue_java: list[str]) -> None:  # noqa: F811
+    """Two Java 4.3 KafkaShareConsumers read half the records, their group coordinator is
+    SIGKILLed, and they read the other half through its successor: every record once."""
+    state_leaders = state_topic_ready(cluster)
+    topic = unique_topic("share-java-gc")
+    leader = create_topic(cluster, topic, 1)[0]
+    tid = topic_id(cluster, topic)
+    for i in range(200):
+        group, coordinator, keeper = split_group(cluster, state_leaders, f"java-gc-kill-{i}", {leader})
+        share_coordinator = state_leaders[partition_for(coordinator_key((group, tid, 0)), STATE_PARTITIONS)]
+        if share_coordinator != coordinator:
+            break
+    else:
+        raise AssertionError("no group whose coordinator has no other role")
+    set_earliest(cluster, keeper, group)
+    produce(cluster, topic, {0: range(10)})
+    procs = [java_share_consumer(share_queue_java, cluster, group, topic, 100, 40) for _ in range(2)]  # type: ignore[arg-type]
+    try:
+        # both members joined and the first half was read (accepted) before the kill
+        cluster.wait_for(lambda: len(describe_share_group(cluster, coordinator, group).members) == 2, 30,
+                         "two Java members")
+        cluster.wait_for(lambda: start_offset(cluster, coordinator, group, topic) == 10, 30, "the first half read")
+        kill9(cluster, coordinator)
+        alive = next(n for n in (1, 2, 3) if n != coordinator)
+        cluster.wait_for(lambda: find_coordinator(cluster, group, alive) != coordinator, 30, "a new coordinator")
+        produce(cluster, topic, {0: range(10, 20)})
+        seen = [r for p in procs for r in java_records(p, 40)]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert sorted(r["offset"] for r in seen) == list(range(20)), (seen, cluster.log_tail())
+    assert {r["delivery_count"] for r in seen} == {1}

@@ -283,6 +283,9 @@ class ShareCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         if self.services.image().topic(SHARE_STATE_TOPIC) is None:
             await self.runtime.ensure_topic()
+            with trio.move_on_after(CREATE_WAIT_S):
+                while self.runtime.shard_for(group_id)[0] is not ErrorCode.NONE:
+                    await trio.sleep(0.05)
         return self.runtime.shard_for(group_id)
 
     async def _log_start_offset(self, tp: TopicIdPartition) -> int | None:

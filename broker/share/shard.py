@@ -84,8 +84,9 @@ class ShareGroupShard:
         pass
 
     def on_loaded(self) -> None:
-        log.info("share_state_loaded", partition=self.ctx.partition, configured_groups=len(self.groups),
-                 share_partitions=len(self.state.states))
+        if self.groups or self.state.states:
+            log.info("share_state_loaded", partition=self.ctx.partition, configured_groups=len(self.groups),
+                     share_partitions=len(self.state.states))
 
     def on_unloaded(self) -> None:
         self.groups.clear()
