@@ -194,9 +194,9 @@ def test_a_restart_keeps_acknowledgements_and_delivery_counts(tmp_path_factory: 
         b.restart()
         with KafkaClient.connect(b.bootstrap, timeout_s=20) as c:
             # the membership was replayed from __consumer_offsets: the member keeps its epoch
-            r = heartbeat(c, "g-r", "a", 1)
-            assert (r.error_code, r.member_epoch) == (ErrorCode.NONE, 1)
-            assert r.assignment is not None and r.assignment.topic_partitions[0].partitions == [0]
+            again = heartbeat(c, "g-r", "a", 1)
+            assert (again.error_code, again.member_epoch) == (ErrorCode.NONE, 1)
+            assert again.assignment is not None and again.assignment.topic_partitions[0].partitions == [0]
             # 0 accepted, 1 rejected: gone; 2 and 3 come back on their second delivery
             assert acquired(share_fetch(c, "g-r", "a", 0, tid)) == [(2, 3, 2)]
     finally:
