@@ -50,7 +50,10 @@ async def handle(ctx: RequestContext, request: ConsumerGroupDescribeRequest) -> 
     for group_id in request.group_ids:
         error, group = coordinator.describe_consumer_group(group_id)
         if group is None:
-            message = (f"Group {group_id} not found." if error is ErrorCode.GROUP_ID_NOT_FOUND else None)
+            message = None
+            if error is ErrorCode.GROUP_ID_NOT_FOUND:
+                share_group = coordinator.share.group(group_id)[1] is not None
+                message = f"Group {group_id} is not a consumer group." if share_group else f"Group {group_id} not found."
             response.groups.append(ConsumerGroupDescribeResponseDescribedGroup(
                 group_id=group_id, error_code=error, error_message=message))
             continue

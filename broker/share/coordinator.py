@@ -94,12 +94,9 @@ class ShareServices:
 
 def defaults_from(c: BrokerConfig) -> ShareDefaults:
     return ShareDefaults(
-        session_timeout_ms=c.group_share_session_timeout_ms,
-        heartbeat_interval_ms=c.group_share_heartbeat_interval_ms,
         record_lock_duration_ms=c.group_share_record_lock_duration_ms,
         delivery_count_limit=c.group_share_delivery_count_limit,
         partition_max_record_locks=c.group_share_partition_max_record_locks,
-        max_size=c.group_share_max_size,
     )
 
 

@@ -34,14 +34,12 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class ShareDefaults:
-    """Broker-level ``group.share.*`` settings."""
+    """Broker-level ``group.share.*`` settings of share-partitions (those of membership are the
+    group coordinator's, broker/group/share_groups.py)."""
 
-    session_timeout_ms: int = 45_000
-    heartbeat_interval_ms: int = 5_000
     record_lock_duration_ms: int = 30_000
     delivery_count_limit: int = 5
     partition_max_record_locks: int = 2_000
-    max_size: int = 200
 
 
 def _key(obj: dict[str, Any]) -> bytes:

@@ -26,9 +26,21 @@ from wire.generated.api_010_find_coordinator import FindCoordinatorRequest, Find
 from wire.generated.api_015_describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from wire.generated.api_016_list_groups import ListGroupsRequest, ListGroupsResponse
 from wire.generated.api_042_delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from wire.generated.api_068_consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+from wire.generated.api_069_consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+)
 from wire.generated.api_076_share_group_heartbeat import (
     ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse,
+)
+from wire.generated.api_077_share_group_describe import (
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
 )
 from wire.generated.api_078_share_fetch import (
     ShareFetchRequest,
@@ -150,6 +162,33 @@ def test_heartbeat_validation_and_epochs(broker: BrokerProcess) -> None:
         assert deleted.error_code == ErrorCode.NONE
         groups = c.send(ListGroupsRequest(types_filter=["share"]), ListGroupsResponse, 5).groups
         assert "g-hb" not in [g.group_id for g in groups]
+
+
+def test_one_group_id_namespace_with_consumer_groups(broker: BrokerProcess) -> None:
+    with KafkaClient.connect(broker.bootstrap, timeout_s=20) as c:
+        create_topic(c, "ns", 1)
+        assert heartbeat(c, "g-share", "m1", 0, ["ns"]).error_code == ErrorCode.NONE
+        find_coordinator(c, "g-consumer")
+        joined = c.send(ConsumerGroupHeartbeatRequest(group_id="g-consumer", member_id="c1", member_epoch=0,
+                                                      rebalance_timeout_ms=30_000, subscribed_topic_names=["ns"],
+                                                      topic_partitions=[]), ConsumerGroupHeartbeatResponse, 0)
+        assert joined.error_code == ErrorCode.NONE
+        refused = heartbeat(c, "g-consumer", "m1", 0, ["ns"])
+        assert (refused.error_code, refused.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND,
+                                                               "Group g-consumer is not a share group.")
+        wrong = c.send(ConsumerGroupHeartbeatRequest(group_id="g-share", member_id="c1", member_epoch=0,
+                                                     rebalance_timeout_ms=30_000, subscribed_topic_names=["ns"],
+                                                     topic_partitions=[]), ConsumerGroupHeartbeatResponse, 0)
+        assert (wrong.error_code, wrong.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND,
+                                                           "Group g-share is not a consumer group.")
+        described = c.send(ConsumerGroupDescribeRequest(group_ids=["g-share"]), ConsumerGroupDescribeResponse, 0)
+        assert (described.groups[0].error_code, described.groups[0].error_message) == (
+            ErrorCode.GROUP_ID_NOT_FOUND, "Group g-share is not a consumer group.")
+        share_described = c.send(ShareGroupDescribeRequest(group_ids=["g-consumer", "g-share"]),
+                                 ShareGroupDescribeResponse, 1).groups
+        assert [(g.error_code, g.error_message) for g in share_described] == [
+            (ErrorCode.GROUP_ID_NOT_FOUND, "Group g-consumer is not a share group."), (ErrorCode.NONE, None)]
+        assert [m.member_id for m in share_described[1].members] == ["m1"]
 
 
 def test_sessions_acquisition_and_acknowledgement_errors(broker: BrokerProcess) -> None:
