@@ -2,7 +2,7 @@
 """Partition-scale benchmark (``scripts/bench scale``): many partitions on one broker.
 
 Rows, for Cormorant and (where it applies) Tansu with memory storage, both started as
-``scripts/bench`` starts them (bench_load.py), on 127.0.0.1:
+``scripts/bench`` starts them (bench_brokers.py), on 127.0.0.1:
 
 - creation: TOPICS topics of PARTITIONS partitions through confluent-kafka's AdminClient,
   20 topics per CreateTopics request; partitions per second;
@@ -30,17 +30,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import bench_load
-from bench_load import BrokerProcess, Cormorant, Tansu, tansu_binary
+from bench_brokers import BrokerProcess, Cormorant, Tansu, tansu_binary
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 TOPICS_PER_REQUEST = 20
-#: Loading tens of thousands of partitions takes longer than the load benchmark's start.
-bench_load.READY_TIMEOUT_S = 600
 
 
 class LimitedCormorant(Cormorant):
+    #: Loading tens of thousands of partitions takes longer than the load benchmark's start.
+    ready_timeout_s = 600.0
+
     def __init__(self, work_dir: Path, nofile: int) -> None:
         super().__init__(work_dir)
         self.nofile = nofile
