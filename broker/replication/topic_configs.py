@@ -93,12 +93,12 @@ class TopicConfigs:
     def log_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
         return self.topic_config(image, topic)
 
-    def timestamp_policy_for(self, partition: Partition) -> TimestampPolicy:
+    def produce_policy_for(self, partition: Partition) -> tuple[TimestampPolicy, TargetCompression]:
+        """What validating a produce to ``partition`` reads of its topic's settings: the
+        timestamp bounds and the topic's ``compression.type`` (one lookup per append)."""
         tc = self.topic_config(self._image(), partition.topic)
-        return TimestampPolicy(tc.message_timestamp_before_max_ms, tc.message_timestamp_after_max_ms)
-
-    def target_compression_for(self, partition: Partition) -> TargetCompression:
-        return target_compression(self.topic_config(self._image(), partition.topic))
+        return (TimestampPolicy(tc.message_timestamp_before_max_ms, tc.message_timestamp_after_max_ms),
+                target_compression(tc))
 
     def min_insync_replicas(self, topic: str) -> int:
         return self.topic_config(self._image(), topic).min_insync_replicas
