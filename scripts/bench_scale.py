@@ -2,19 +2,22 @@
 """Partition-scale benchmark (``scripts/bench scale``): many partitions on one broker.
 
 Rows, for Cormorant and (where it applies) Tansu with memory storage, both started as
-``scripts/bench`` starts them (bench_load.py), on 127.0.0.1:
+``scripts/bench`` starts them (bench_brokers.py), on 127.0.0.1:
 
 - creation: TOPICS topics of PARTITIONS partitions through confluent-kafka's AdminClient,
   20 topics per CreateTopics request; partitions per second;
 - Metadata of every partition (AdminClient list_topics), seconds;
 - a record produced to every partition and every one read back, seconds;
 - RSS and open descriptors of the broker with the partitions idle;
-- Cormorant only: restart to serving after a clean shutdown and after kill -9, seconds.
+- Cormorant only: restart to serving after a clean shutdown and after kill -9, seconds;
+- with ``--connections N`` (on a fresh broker of each): N client connections opened one after
+  the other, each sending ApiVersions, all kept open; connections per second until every one
+  was answered, and the broker's RSS idle and with the N connections open.
 
 Cormorant runs under ``prlimit --nofile=LIMIT`` (default 4,096) to show the descriptor budget.
 The machine's load average is printed with the results.
 
-Usage: scripts/bench scale [--topics N] [--partitions N] [--nofile N] [--no-tansu]
+Usage: scripts/bench scale [--topics N] [--partitions N] [--nofile N] [--connections N] [--no-tansu]
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import socket
+import struct
 import sys
 import tempfile
 import time
@@ -30,17 +35,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import bench_load
-from bench_load import BrokerProcess, Cormorant, Tansu, tansu_binary
+from bench_brokers import BrokerProcess, Cormorant, Tansu, tansu_binary
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 TOPICS_PER_REQUEST = 20
-#: Loading tens of thousands of partitions takes longer than the load benchmark's start.
-bench_load.READY_TIMEOUT_S = 600
+#: ApiVersions v0 (correlation id 1, no client id), with its size prefix.
+API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 1, -1)
 
 
 class LimitedCormorant(Cormorant):
+    #: Loading tens of thousands of partitions takes longer than the load benchmark's start.
+    ready_timeout_s = 600.0
+
     def __init__(self, work_dir: Path, nofile: int) -> None:
         super().__init__(work_dir)
         self.nofile = nofile
@@ -140,6 +147,40 @@ def run(broker: BrokerProcess, topics: int, partitions: int, restarts: bool) -> 
         broker.stop()
 
 
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    data = sock.recv(n, socket.MSG_WAITALL)
+    if len(data) != n:
+        raise ConnectionError(f"connection closed after {len(data)} of {n} bytes")
+    return data
+
+
+def connections(broker: BrokerProcess, count: int) -> dict[str, float]:
+    """``count`` connections opened one after the other, each answered an ApiVersions."""
+    broker.start()
+    row = Row(broker.name)
+    socks: list[socket.socket] = []
+    try:
+        assert broker.proc is not None
+        time.sleep(1)
+        row["RSS MB idle"] = rss_mb(broker.proc.pid)
+        started = time.monotonic()
+        for _ in range(count):
+            sock = socket.create_connection(("127.0.0.1", broker.port), timeout=60)
+            socks.append(sock)
+            sock.sendall(API_VERSIONS_V0)
+        for sock in socks:
+            (size,) = struct.unpack(">i", _read_exactly(sock, 4))
+            _read_exactly(sock, size)
+        row[f"{count} connections/s"] = count / (time.monotonic() - started)
+        time.sleep(1)
+        row[f"RSS MB, {count} open"] = rss_mb(broker.proc.pid)
+        return row
+    finally:
+        for sock in socks:
+            sock.close()
+        broker.stop()
+
+
 class Row(dict[str, float]):
     """One broker's results, each printed as it is measured (a later failure keeps them)."""
 
@@ -157,6 +198,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--topics", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--nofile", type=int, default=4096)
+    parser.add_argument("--connections", type=int, default=0,
+                        help="also open this many client connections to a fresh broker of each (e.g. 5000)")
     parser.add_argument("--no-tansu", action="store_true")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="cormorant-bench-scale-"))
@@ -168,6 +211,14 @@ def main(argv: list[str]) -> int:
         exe = tansu_binary()
         if exe is not None and not args.no_tansu:
             results["tansu"] = run(Tansu(work / "tansu", exe), args.topics, args.partitions, restarts=False)
+        if args.connections > 0:
+            # Each connection is a descriptor: the limit leaves room for them besides the log budget.
+            nofile = max(args.nofile, args.connections + 1024)
+            print(f"{args.connections} connections, Cormorant under nofile={nofile}")
+            results["cormorant"].update(connections(LimitedCormorant(work / "cormorant-conn", nofile),
+                                                    args.connections))
+            if "tansu" in results and exe is not None:
+                results["tansu"].update(connections(Tansu(work / "tansu-conn", exe), args.connections))
         print(f"load average after: {os.getloadavg()}")
         rows = sorted({k for r in results.values() for k in r}, key=list(results["cormorant"]).index)
         print(f"{'row':<28}" + "".join(f"{b:>14}" for b in results))

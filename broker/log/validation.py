@@ -41,9 +41,9 @@ from wire.records import (
 )
 
 _KNOWN_CODECS = frozenset(int(c) for c in Compression)
-#: Record data larger than this is copied a chunk at a time. Large batches are validated in a
-#: worker thread (broker.eventloop.pacing), but one copy of 100 MB holds the GIL, and so the event loop,
-#: for tens of milliseconds; between chunks the loop gets it back.
+#: Read-only record data larger than this is copied a chunk at a time. Large batches are validated in
+#: a worker thread (broker.eventloop.pacing), but one copy of 100 MB holds the GIL, and so the event
+#: loop, for tens of milliseconds; between chunks the loop gets it back.
 COPY_CHUNK = 1 << 20
 
 #: Kafka 3.9 defaults of message.timestamp.before.max.ms / after.max.ms.
@@ -64,8 +64,10 @@ class RecordValidationError(Exception):
 
 @dataclass(slots=True)
 class ValidatedRecords:
-    #: The batches as they will be appended (a private, writable copy).
-    data: bytearray
+    #: The batches as they will be appended, written in place (offsets, timestamps): the record
+    #: data given when it is writable (a Produce request's records are a view of its own frame,
+    #: which nothing else reads), else a private copy.
+    data: bytearray | memoryview
     batches: list[tuple[int, RecordBatchHeader]]
     record_count: int
     #: LogAppendTime stamped on the batches, or -1.
@@ -114,8 +116,10 @@ def validate_produce(
 ) -> ValidatedRecords:
     """Validates one partition's record data from a Produce request.
 
-    ``topic_partition`` names the partition in per-record error messages."""
-    data = private_copy(records)
+    Writable ``records`` are checked and stamped in place, and are what is appended: the
+    caller hands them over. ``topic_partition`` names the partition in per-record error
+    messages."""
+    data = writable(records)
     if not data:
         raise RecordValidationError(ErrorCode.INVALID_RECORD, "Produce request carries no record batch")
     magic = peek_magic(data, 0)
@@ -172,6 +176,17 @@ def validate_produce(
     return ValidatedRecords(data, batches, total, append_time)
 
 
+def writable(records: bytes | bytearray | memoryview) -> bytearray | memoryview:
+    """``records`` themselves when they can be written in place, else a private copy: a Produce
+    request's record data is a slice of the request's frame, and copying it (a megabyte per
+    batch) cost as much CPU as checking its CRC."""
+    if isinstance(records, bytearray):
+        return records
+    if isinstance(records, memoryview) and not records.readonly and records.c_contiguous and records.itemsize == 1:
+        return records
+    return private_copy(records)
+
+
 def private_copy(records: bytes | bytearray | memoryview) -> bytearray:
     """A writable copy of ``records``, made a chunk at a time when large (see COPY_CHUNK)."""
     if len(records) <= COPY_CHUNK:
@@ -223,7 +238,7 @@ def _check_batch(header: RecordBatchHeader, config: LogConfig) -> None:
 
 
 def _check_records(
-    data: bytearray,
+    data: bytearray | memoryview,
     pos: int,
     header: RecordBatchHeader,
     config: LogConfig,
@@ -288,7 +303,7 @@ def _raise_record_errors(
 
 
 def _recompress(
-    data: bytearray,
+    data: bytearray | memoryview,
     batches: list[tuple[int, RecordBatchHeader]],
     codec: Compression,
     level: int | None,

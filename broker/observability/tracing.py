@@ -83,7 +83,7 @@ def parse_traceparent(value: bytes | None) -> tuple[int, int, int] | None:
     return trace_id, span_id, int(match.group(4), 16)
 
 
-def traceparents(data: bytes | bytearray, batches: Sequence[tuple[int, RecordBatchHeader]]) -> tuple[
+def traceparents(data: bytes | bytearray | memoryview, batches: Sequence[tuple[int, RecordBatchHeader]]) -> tuple[
     list[tuple[int, int, int]], int
 ]:
     """Distinct traceparents in the uncompressed batches (at most MAX_LINKS), and the
@@ -171,7 +171,7 @@ class Tracing:
         self,
         topic: str,
         partition: int,
-        data: bytes | bytearray,
+        data: bytes | bytearray | memoryview,
         batches: Sequence[tuple[int, RecordBatchHeader]],
         records: int,
     ) -> Span | None:

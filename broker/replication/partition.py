@@ -174,7 +174,7 @@ class Partition:
 
     def append_records_to_leader(
         self,
-        data: bytearray | bytes,
+        data: bytearray | bytes | memoryview,
         *,
         origin: AppendOrigin,
         required_acks: int = -1,
@@ -204,8 +204,8 @@ class Partition:
                      first_sequence=headers[0][1].base_sequence, first_offset=plan.first_offset)
             return AppendInfo(plan.first_offset, plan.last_offset, plan.timestamp, plan.last_offset,
                               plan.timestamp, self.log.log_start_offset, 0, 0, 0)
-        buffer = data if isinstance(data, bytearray) else bytearray(data)
-        info = self.log.append_as_leader(buffer, self.leader_epoch, validated=batches is not None)
+        # Offsets and the leader epoch are written into the batches: in ``data`` itself when writable.
+        info = self.log.append_as_leader(data, self.leader_epoch, validated=batches is not None)
         if info.batch_count:
             state.update(end_before, info, plan)
         self.maybe_increment_high_watermark()

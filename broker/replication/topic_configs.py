@@ -40,6 +40,10 @@ class TopicConfigs:
         self._dynamic_seen: tuple[Mapping[str, str], Mapping[str, str]] | None = None
         self._dynamic_layers: tuple[dict[str, str], dict[str, str]] = ({}, {})
         self._effective_config = config
+        # Every lookup of the image in force, by topic: an image is immutable (a change is a new
+        # image), so its topics' settings are resolved once per image; Produce reads them per partition.
+        self._image_seen: MetadataImage | None = None
+        self._by_topic: dict[str, TopicConfig] = {}
 
     def effective_config(self, image: MetadataImage) -> BrokerConfig:
         """The static configuration with the dynamic log settings of ``image`` in force
@@ -75,6 +79,19 @@ class TopicConfigs:
         return resolved.describe(lambda key: broker_synonym_chain(self.config, key, per_broker, default))
 
     def topic_config(self, image: MetadataImage, topic: str) -> TopicConfig:
+        if image is self._image_seen:
+            known = self._by_topic.get(topic)
+            if known is not None:
+                return known
+        else:
+            self._image_seen = image
+            self._by_topic = {}
+        resolved = self._resolve(image, topic)
+        if len(self._by_topic) <= CACHE_LIMIT:
+            self._by_topic[topic] = resolved
+        return resolved
+
+    def _resolve(self, image: MetadataImage, topic: str) -> TopicConfig:
         defaults = self.effective_config(image).topic_defaults
         overrides = image.topic_config(topic)
         key = (topic, frozenset(overrides.items()))
@@ -93,12 +110,12 @@ class TopicConfigs:
     def log_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
         return self.topic_config(image, topic)
 
-    def timestamp_policy_for(self, partition: Partition) -> TimestampPolicy:
+    def produce_policy_for(self, partition: Partition) -> tuple[TimestampPolicy, TargetCompression]:
+        """What validating a produce to ``partition`` reads of its topic's settings: the
+        timestamp bounds and the topic's ``compression.type`` (one lookup per append)."""
         tc = self.topic_config(self._image(), partition.topic)
-        return TimestampPolicy(tc.message_timestamp_before_max_ms, tc.message_timestamp_after_max_ms)
-
-    def target_compression_for(self, partition: Partition) -> TargetCompression:
-        return target_compression(self.topic_config(self._image(), partition.topic))
+        return (TimestampPolicy(tc.message_timestamp_before_max_ms, tc.message_timestamp_after_max_ms),
+                target_compression(tc))
 
     def min_insync_replicas(self, topic: str) -> int:
         return self.topic_config(self._image(), topic).min_insync_replicas

@@ -111,12 +111,12 @@ async def append_to_partition(
         partition.check_leader_append(acks)
         if not isinstance(records, (bytes, bytearray, memoryview)):  # absent, or a file region
             raise AppendRefusedError(ErrorCode.INVALID_RECORD)
+        timestamps, target = services.topic_configs.produce_policy_for(partition)
         validate = partial(
             validate_produce, records, ctx.api_version, partition.config, services.clock_ms(),
-            services.topic_configs.timestamp_policy_for(partition), topic_partition=f"{topic}-{pdata.index}",
-            target=services.topic_configs.target_compression_for(partition),
+            timestamps, topic_partition=f"{topic}-{pdata.index}", target=target,
         )
-        # A large batch's copy and CRC would hold the loop; crc32c releases the GIL.
+        # A large batch's CRC and inflating would hold the loop; crc32c and the codecs release the GIL.
         validated = (await off_loop(validate, lane="records") if len(records) >= OFF_LOOP_RECORD_BYTES
                      else validate())
         span = services.tracing.start_append(topic, pdata.index, validated.data, validated.batches,

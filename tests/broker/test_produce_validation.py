@@ -303,3 +303,27 @@ def test_legacy_message_sets_with_any_inner_offsets_are_numbered_afresh() -> Non
         assert validated.record_count == 3
         records = [r for pos, _ in validated.batches for r in iter_records(validated.data, pos)]
         assert [(r.offset, r.value) for r in records] == list(enumerate(expected))
+
+
+def test_writable_record_data_is_stamped_in_place_and_read_only_data_is_copied() -> None:
+    """A Produce request's records are a view of its own frame: validated and stamped there
+    (LogAppendTime here) and appended from there, not copied; bytes are copied, left as given."""
+    from broker.log.config import LogConfig
+    from broker.log.validation import TimestampPolicy, validate_produce
+
+    stamped = LogConfig(message_timestamp_type="LogAppendTime")
+    now = now_ms()
+    batch = build_batch([NewRecord(key=b"k", value=b"v" * 100, timestamp=now - 1000) for _ in range(3)])
+    frame = bytearray(b"header" + batch)
+    view = memoryview(frame)[6:]
+    validated = validate_produce(view, 9, stamped, now, TimestampPolicy())
+    assert isinstance(validated.data, memoryview) and validated.data.obj is frame
+    assert read_batch_header(frame, 6).max_timestamp == now  # stamped in the frame itself
+    assert [r.value for r in iter_records(frame, 6)] == [b"v" * 100] * 3  # CRC redone: still valid
+
+    copied = validate_produce(batch, 9, stamped, now, TimestampPolicy())
+    assert isinstance(copied.data, bytearray)
+    assert read_batch_header(copied.data, 0).max_timestamp == now
+    assert read_batch_header(batch, 0).max_timestamp == now - 1000  # the caller's bytes untouched
+    readonly = memoryview(bytes(batch))
+    assert isinstance(validate_produce(readonly, 9, stamped, now, TimestampPolicy()).data, bytearray)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import trio
 
 from broker.eventloop.watchdog import SlowStep, SlowStepWatchdog
@@ -139,3 +140,50 @@ def test_a_large_message_is_freed_a_chunk_at_a_time_nested_lists_too() -> None:
     response = ListOffsetsResponse(topics=list(small))
     trio.run(release, Pacer(), response)
     assert response.topics == small and all(len(t.partitions) == 20 for t in small)
+
+
+class _Task:
+    """Stands in for a Trio task in steps driven by hand."""
+
+    name = "driven"
+
+    def iter_await_frames(self) -> list[tuple[object, int]]:
+        return []
+
+
+def test_the_cpu_clock_is_read_at_most_once_a_millisecond_and_a_slow_step_still_gets_its_cpu_time() -> None:
+    """The loop thread's CPU clock is a system call: it is not read on every step, and what a
+    slow step reports is an upper bound of its CPU time, off by at most that millisecond."""
+    from typing import Any, cast
+
+    from broker.eventloop.watchdog import CPU_READ_INTERVAL_S
+
+    wall, cpu, reads = [100.0], [5.0], [0]
+
+    def cpu_clock() -> float:
+        reads[0] += 1
+        return cpu[0]
+
+    seen: list[SlowStep] = []
+    watchdog = SlowStepWatchdog(0.05, seen.append, wall_clock=lambda: wall[0], cpu_clock=cpu_clock)
+    task = cast(Any, _Task())
+
+    def step(wall_s: float, cpu_s: float) -> None:
+        watchdog.before_task_step(task)
+        wall[0] += wall_s
+        cpu[0] += cpu_s
+        watchdog.after_task_step(task)
+
+    for _ in range(10_000):  # 10,000 steps of 10 us: 100 ms of wall clock
+        step(10e-6, 10e-6)
+    assert reads[0] <= 0.1 / CPU_READ_INTERVAL_S + 1
+    assert seen == []
+    step(0.08, 0.06)  # slow: 80 ms of wall clock, 60 ms of CPU
+    assert len(seen) == 1
+    assert 0.06 - 1e-9 <= seen[0].cpu_s <= 0.06 + CPU_READ_INTERVAL_S
+    assert seen[0].wall_s == pytest.approx(0.08)
+    # A step starting 0.5 ms after the last reading, computing all along: the bound is its wall clock.
+    wall[0] += 0.5  # idle: the next step reads the clock
+    step(0.0005, 0.0005)
+    step(0.06, 0.06)
+    assert len(seen) == 2 and seen[1].cpu_s == pytest.approx(0.06)
