@@ -53,6 +53,7 @@ from broker.group.shard_types import (
     TopicPartition,
 )
 from broker.group.topic_regex import resolve
+from controller.delta import MetadataDelta
 from controller.image import MetadataImage
 from controller.service import TopicRequest
 from wire.errors import ErrorCode
@@ -191,7 +192,8 @@ class GroupCoordinator:
             rng=rng,
             append_timeout_ms=c.offsets_commit_timeout_ms,
         )
-        self._topics = frozenset(image().topic_ids)
+        #: The image the coordinator last heard of.
+        self._seen = image()
         self._active = False
         self._watch_metrics(metrics)
 
@@ -237,14 +239,21 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ lifecycle
 
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        self.runtime.on_metadata_update(delta, image)
+        self._forget_deleted(delta, image)
+
     def on_image(self, image: MetadataImage) -> None:
+        """Every partition of the offsets topic followed anew (at start)."""
         self.runtime.on_image(image)
-        topics = frozenset(image.topic_ids)
-        deleted = self._topics - topics
-        self._topics = topics
+        self._forget_deleted(MetadataDelta.between(self._seen, image), image)
+
+    def _forget_deleted(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        self._seen = image
+        deleted = {topic.name for topic in delta.topics.deleted.values()} - image.topic_ids.keys()
         if deleted:
             for shard in self.runtime.active_shards():
-                shard.on_topics_deleted(set(deleted))
+                shard.on_topics_deleted(deleted)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         self._active = True

@@ -41,6 +41,7 @@ from broker.share.persister import PeerRequester, SharePersister
 from broker.share.shard import ShareDefaults, ShareGroupShard, ShareHeartbeatResult
 from broker.share.state_service import ShareStateService
 from config.broker import BrokerConfig
+from controller.delta import MetadataDelta
 from controller.image import MetadataImage
 from controller.service import CreateTopicResult, TopicRequest
 from wire.errors import ErrorCode
@@ -201,6 +202,16 @@ class ShareCoordinator:
                 log.error("share_state_topic_not_created", error=r.error.name, message=r.message)
 
     # ------------------------------------------------------------ lifecycle
+
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        self.runtime.on_metadata_update(delta, image)
+        self.partitions.on_metadata_update(delta)
+        topics = delta.topics
+        # Assignments follow the topics' partitions, not their leaders.
+        if topics.deleted or any(topic.created or any(topic.previous(i) is None for i in topic.partition_changes)
+                                 for topic in topics.changed.values()):
+            for shard in self.runtime.active_shards():
+                shard.refresh_assignments()
 
     def on_image(self, image: MetadataImage) -> None:
         self.runtime.on_image(image)
