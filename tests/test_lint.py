@@ -61,12 +61,12 @@ def test_controller_never_imports_broker() -> None:
 
 # Modules still waiting to be split; no other hand-written module may pass the limit.
 MODULE_LINE_LIMIT = 700
-NOT_YET_SPLIT: set[str] = set()
+NOT_YET_SPLIT: set[str] = {"scripts/bench_load.py"}
 
 
 def test_no_hand_written_module_over_the_limit() -> None:
     over = []
-    for package in ("wire", "controller", "broker", "config"):
+    for package in ("wire", "controller", "broker", "config", "scripts"):
         for path in sorted((ROOT / package).rglob("*.py")):
             name = path.relative_to(ROOT).as_posix()
             if "/generated/" in name or name in NOT_YET_SPLIT:
