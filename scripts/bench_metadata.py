@@ -14,7 +14,13 @@ controller, nodes 2 and 3 brokers only, following the metadata log with Fetch), 
 - slow loop steps: the ``slow_task_step`` lines (steps over ``event.loop.slow.step.ms``) each
   node logged during each phase: count, longest and total wall ms.
 
+With ``--in-process``, no cluster: the metadata path alone, CPU seconds of (a) a voter
+replaying its journal (one committed entry per CreateTopics, through the controller, the
+broker's metadata view and a replica manager hosting none of the partitions) and (b) a
+broker-only node's follower taking in the same records, one fetch per entry.
+
 Usage: python scripts/bench_metadata.py [--topics N] [--partitions N] [--dir D] [--slow-step-ms N]
+       [--in-process]
 """
 
 from __future__ import annotations
@@ -115,13 +121,92 @@ def report(phase: str, seconds: float, before: dict[int, float], after: dict[int
               f"slow steps {count} (longest {longest:.0f} ms, total {total:.0f} ms)")
 
 
+def in_process(topics: int, partitions: int) -> None:
+    import random
+    import uuid
+
+    from broker.cluster.metadata_follower import MetadataView
+    from broker.log.config import LogConfig
+    from broker.log.manager import LogManager
+    from broker.replication.replica_manager import ReplicaManager
+    from controller.delta import MetadataDelta
+    from controller.image import MetadataImage
+    from controller.quorum import CommitListener
+    from controller.service import Controller, ControllerSettings
+    from wire.generated.metadata.rec_000_register_broker_record import RegisterBrokerRecord
+    from wire.generated.metadata.rec_002_topic_record import TopicRecord
+    from wire.generated.metadata.rec_003_partition_record import PartitionRecord
+    from wire.primitives import Message
+
+    class Journal:
+        """A quorum that only replays: every entry is already committed."""
+
+        leader_id, epoch, end_offset = 1, 1, 0
+        listener: CommitListener
+
+        def is_leader(self) -> bool:
+            return True
+
+        def add_listener(self, listener: CommitListener) -> None:
+            self.listener = listener
+
+        async def append(self, records: object) -> int:
+            raise NotImplementedError
+
+        def close(self) -> None:
+            pass
+
+    rng = random.Random(1)
+    entries: list[list[Message]] = [[RegisterBrokerRecord(broker_id=b, broker_epoch=0, incarnation_id=uuid.UUID(int=b))
+                                     for b in (1, 2, 3)]]
+    for t in range(topics):
+        topic_id = uuid.UUID(int=rng.getrandbits(128))
+        entries.append([TopicRecord(name=f"t{t}", topic_id=topic_id), *(
+            PartitionRecord(partition_id=p, topic_id=topic_id, replicas=[1], isr=[1], leader=1, leader_epoch=0,
+                            partition_epoch=0) for p in range(partitions))])
+
+    def broker_view(directory: str) -> MetadataView:
+        view = MetadataView()
+        view.mark_caught_up()
+        replicas = ReplicaManager(3, LogManager([Path(directory)], LogConfig(), lambda: 0),
+                                  lambda _image, _topic: LogConfig(), {})
+        view.add_publisher(replicas.apply_delta)
+        return view
+
+    with tempfile.TemporaryDirectory() as directory:
+        journal = Journal()
+        controller = Controller(1, journal, ControllerSettings(), random.Random(0))
+        controller.add_metadata_publisher(broker_view(directory).on_metadata_update)
+        offset, started = 0, time.process_time()
+        for entry in entries:
+            journal.listener([(offset + i, record) for i, record in enumerate(entry)])
+            offset += len(entry)
+        replay_s = time.process_time() - started
+    with tempfile.TemporaryDirectory() as directory:
+        view = broker_view(directory)
+        image, offset, started = MetadataImage(), 0, time.process_time()
+        for entry in entries:
+            delta = MetadataDelta(image)
+            delta.replay_all(enumerate(entry, offset))
+            image = delta.apply()
+            view.on_metadata_update(delta, image)
+            offset += len(entry)
+        follow_s = time.process_time() - started
+    print(f"{topics} x {partitions} partitions: journal replay through the controller {replay_s:.2f} s CPU, "
+          f"a broker-only node's follower {follow_s:.2f} s CPU")
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--topics", type=int, default=1)
     ap.add_argument("--partitions", type=int, default=9_999)
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--slow-step-ms", type=int, default=50)
+    ap.add_argument("--in-process", action="store_true")
     args = ap.parse_args(argv)
+    if args.in_process:
+        in_process(args.topics, args.partitions)
+        return 0
     directory = args.dir or Path(tempfile.mkdtemp(prefix="bench-metadata-")) / "nodes"
     overrides = {"event.loop.slow.step.ms": str(args.slow_step_ms), "offsets.topic.num.partitions": "6",
                  "transaction.state.log.num.partitions": "6", "max.partitions.per.request": "100000"}
