@@ -297,7 +297,7 @@ class BrokerNode:
             min_insync_replicas=self.topic_configs.min_insync_replicas,
         )
         self.replica_manager.apply_image(self.controller.image)
-        self.controller.add_image_listener(self.replica_manager.apply_image)
+        self.controller.add_metadata_publisher(self.replica_manager.apply_delta)
         if isinstance(self.controller, LocalController):
             # Only the in-process controller waits for new partitions' files (see prepare_image).
             self.controller.add_image_preparer(self.replica_manager.prepare_image)
@@ -316,10 +316,10 @@ class BrokerNode:
             self.rng, self.metrics)
         self.coordinators[KEY_TYPE_GROUP] = self.group_coordinator
         self.group_coordinator.on_image(self.controller.image)
-        self.controller.add_image_listener(self.group_coordinator.on_image)
+        self.controller.add_metadata_publisher(self.group_coordinator.on_metadata_update)
         self.share_coordinator = ShareCoordinator.from_node(self)
         self.share_coordinator.on_image(self.controller.image)
-        self.controller.add_image_listener(self.share_coordinator.on_image)
+        self.controller.add_metadata_publisher(self.share_coordinator.on_metadata_update)
         self.peers = PeerBrokers(self.node_id, lambda: self.controller.image, self.config.inter_broker_listener_name,
                                  inter_broker_security(self.config))
         self.transaction_coordinator = TransactionCoordinator(
@@ -328,7 +328,7 @@ class BrokerNode:
             lambda: self._broker_epoch, self.clock_ms, self.rng)
         self.coordinators[KEY_TYPE_TRANSACTION] = self.transaction_coordinator
         self.transaction_coordinator.on_image(self.controller.image)
-        self.controller.add_image_listener(self.transaction_coordinator.on_image)
+        self.controller.add_metadata_publisher(self.transaction_coordinator.on_metadata_update)
         await self.controller.bootstrap()
         await self._create_initial_credentials()
         self.telemetry = telemetry = Telemetry(
@@ -365,7 +365,7 @@ class BrokerNode:
             )
         keystores = ListenerKeystores(self.config, self.node_id, securities, self.dynamic_passwords)
         keystores.on_image(self.controller.image)
-        self.controller.add_image_listener(keystores.on_image)
+        self.controller.add_metadata_publisher(keystores.on_metadata_update)
         async with trio.open_nursery() as nursery:
             await nursery.start(self.group_coordinator.run)
             await nursery.start(self.share_coordinator.run)
@@ -436,7 +436,7 @@ class BrokerNode:
                 partition_max_bytes=config.replica_fetch_max_bytes, backoff_ms=config.replica_fetch_backoff_ms,
                 listener_name=config.inter_broker_listener_name, security=inter_broker_security(config)),
             self._truncate_replica, self._start_replica_over)
-        self.controller.add_image_listener(self.fetchers.on_image)
+        self.controller.add_metadata_publisher(self.fetchers.on_metadata_update)
         self.isr_manager = IsrManager(self.node_id, self.replica_manager, cluster.channel,
                                       lambda: lifecycle.broker_epoch, lambda: self.controller.image,
                                       config.replica_lag_time_max_ms, self.clock_ms)

@@ -31,7 +31,8 @@ log = structlog.get_logger(__name__)
 _ENTRY = struct.Struct(">IIIQ")
 MAX_ENTRY_BYTES = 8 * 1024 * 1024
 
-CommitListener = Callable[[int, Message], None]
+#: Hears of each run of records committed together, as (offset, record) pairs in offset order.
+CommitListener = Callable[[Sequence[tuple[int, Message]]], None]
 
 
 class NotControllerError(Exception):
@@ -144,10 +145,10 @@ class LocalQuorum:
                 out += struct.pack(">II", len(payload), crc) + head + payload
             # The write and its fsync are disk waits: in a worker thread, never on the event loop.
             await trio.to_thread.run_sync(self._write_durably, bytes(out))
-            for i, record in enumerate(records):
-                self._records.append(record)
-                for listener in self._listeners:
-                    listener(base + i, record)
+            self._records.extend(records)
+            committed = [(base + i, record) for i, record in enumerate(records)]
+            for listener in self._listeners:
+                listener(committed)
             return len(self._records) - 1
 
     def _write_durably(self, data: bytes) -> None:

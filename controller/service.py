@@ -2,7 +2,8 @@
 
 It owns topics, partitions, leadership, ISR, broker registrations and dynamic
 configs. Every change is a list of metadata records appended to the quorum;
-nothing changes until they are committed and applied by :mod:`controller.state`.
+nothing changes until they are committed and replayed (:mod:`controller.delta`); the
+image's publishers then hear of each committed batch once, with what it changed.
 Validation mirrors Kafka's ReplicationControlManager and ConfigurationControlManager.
 
 Writes are serialized by one lock and validated against the image as of the
@@ -25,14 +26,16 @@ import trio
 
 from config import BrokerConfig, default_config
 from controller.acls import AclError, AclFilter, StandardAcl, matching_ids, validate_new_acl
+from controller.delta import MetadataDelta, MetadataPublisher, image_publisher
 from controller.elections import UNCLEAN, ElectionOutcome, elect_leaders
 from controller.features import FeatureUpdate, bootstrap_records, plan_update
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
 from controller.partition_budget import PER_REQUEST, PartitionBudget
+from controller.placement import assign_rack_aware
 from controller.quorum import MetadataQuorum, NotControllerError
 from controller.quotas import CLIENT_KEYS, IP, IP_KEYS, QuotaError, check_value, entity_of
 from controller.reassignment import ReassignmentOutcome, alter_reassignments
-from controller.state import apply, apply_all
+from controller.state import apply_all
 from controller.topic_configs import TopicConfigChecker
 from controller.topic_creation import settings_and_assignment_error
 from wire.errors import ErrorCode
@@ -116,55 +119,6 @@ def validate_topic_name(name: str) -> str | None:
     return None
 
 
-def rack_alternated(racks: Mapping[int, str]) -> list[int]:
-    """Brokers taking each rack in turn (racks and brokers in sorted order), so neighbours
-    in the list sit in different racks while any rack has brokers left."""
-    by_rack: dict[str, list[int]] = {}
-    for broker, rack in sorted(racks.items()):
-        by_rack.setdefault(rack, []).append(broker)
-    queues = [by_rack[r] for r in sorted(by_rack)]
-    out: list[int] = []
-    while len(out) < len(racks):
-        for queue in queues:
-            if queue:
-                out.append(queue.pop(0))
-    return out
-
-
-def assign_rack_aware(racks: Mapping[int, str], partitions: int, replication_factor: int,
-                      start_partition: int, rng: random.Random) -> list[list[int]]:
-    """Kafka's rack-aware assignment: leaders round robin over the rack-alternated broker
-    list from a random start; each further replica is the next broker, at a shift that grows
-    once per full round, whose rack (then whose broker) holds no replica yet — until every
-    rack (every broker) holds one. A broker without a rack counts as a rack of its own name "".
-    """
-    brokers = rack_alternated(racks)
-    n, rack_count = len(brokers), len(set(racks.values()))
-    if not 0 < replication_factor <= n:
-        raise ValueError(f"replication factor {replication_factor} with {n} brokers")
-    start = rng.randrange(n)
-    shift = rng.randrange(n)
-    out: list[list[int]] = []
-    for p in range(start_partition, start_partition + partitions):
-        if p > 0 and p % n == 0:
-            shift += 1
-        first = (p + start) % n
-        replicas = [brokers[first]]
-        used_racks = {racks[brokers[first]]}
-        k = 0
-        while len(replicas) < replication_factor:
-            broker = brokers[(first + 1 + (shift * rack_count + k) % (n - 1)) % n]
-            k += 1
-            if racks[broker] in used_racks and len(used_racks) < rack_count:
-                continue
-            if broker in replicas:
-                continue
-            replicas.append(broker)
-            used_racks.add(racks[broker])
-        out.append(replicas)
-    return out
-
-
 class Controller:
     def __init__(
         self,
@@ -179,10 +133,12 @@ class Controller:
         self.topic_configs = TopicConfigChecker(node_id, settings.config)
         self.rng = rng
         self.image = MetadataImage()
-        self._listeners: list[Callable[[MetadataImage], None]] = []
-        self._preparers: list[Callable[[MetadataImage], Awaitable[None]]] = []
-        # While this controller's own batch commits, listeners hear of the image once, at its end:
-        # a CreateTopics of 10,000 partitions is one image change, not 10,000.
+        self._publishers: list[MetadataPublisher] = []
+        #: The image the publishers last heard of: each delta they get starts from it.
+        self._published = self.image
+        self._preparers: list[Callable[[MetadataDelta, MetadataImage], Awaitable[None]]] = []
+        # While this controller's own batch commits, publishers hear of it once, at its end:
+        # a CreateTopics of 10,000 partitions is one delta, not 10,000.
         self._holding_images = False
         self._held_records: list[tuple[int, Message]] = []
         self._write_lock = trio.Lock()
@@ -191,45 +147,58 @@ class Controller:
     # ------------------------------------------------------------ image
 
     def replay(self, records: Sequence[tuple[int, Message]]) -> None:
-        self.image = apply_all(self.image, records)
+        """Start-up: the journal's records, before anyone listens."""
+        self.image = self._published = apply_all(self.image, records)
 
-    def _on_commit(self, offset: int, record: Message) -> None:
+    def _on_commit(self, records: Sequence[tuple[int, Message]]) -> None:
+        if not records:
+            return
         if self._holding_images:
             # Applied together when this controller's own batch has committed.
-            self._held_records.append((offset, record))
+            self._held_records.extend(records)
             return
-        self.image = apply(self.image, record, offset)
-        self._notify()
+        delta = MetadataDelta(self.image)
+        delta.replay_all(records)
+        self.image = delta.apply()
+        self._publish(delta)
 
-    def _notify(self) -> None:
-        for listener in self._listeners:
-            listener(self.image)
+    def _publish(self, delta: MetadataDelta) -> None:
+        image = delta.apply()
+        if delta.image is not self._published:
+            # A snapshot came between: the publishers hear of everything since their image.
+            delta = MetadataDelta.between(self._published, image)
+        self._published = image
+        for publisher in self._publishers:
+            publisher(delta, image)
+
+    def add_metadata_publisher(self, publisher: MetadataPublisher) -> None:
+        """``publisher(delta, image)`` hears of each committed batch once (Kafka's MetadataPublisher)."""
+        self._publishers.append(publisher)
 
     def add_image_listener(self, listener: Callable[[MetadataImage], None]) -> None:
-        self._listeners.append(listener)
+        self._publishers.append(image_publisher(listener))
 
-    def add_image_preparer(self, preparer: Callable[[MetadataImage], Awaitable[None]]) -> None:
-        """``preparer`` is awaited with each image this controller's own writes make, before
-        the listeners hear of it: slow work a listener would otherwise do on the event loop
+    def add_image_preparer(self, preparer: Callable[[MetadataDelta, MetadataImage], Awaitable[None]]) -> None:
+        """``preparer`` is awaited with each delta this controller's own writes make, before
+        the publishers hear of it: slow work a publisher would otherwise do on the event loop
         (creating thousands of partition directories) is done in advance, off it. A preparer
-        that fails leaves that work to the listener."""
+        that fails leaves that work to the publisher."""
         self._preparers.append(preparer)
 
-    async def _prepare(self, image: MetadataImage) -> None:
+    async def _prepare(self, delta: MetadataDelta, image: MetadataImage) -> None:
         # Shielded: the records are committed whatever happens to the request, and the
-        # listeners must hear of them.
+        # publishers must hear of them.
         with trio.CancelScope(shield=True):
             for preparer in self._preparers:
                 try:
-                    await preparer(image)
+                    await preparer(delta, image)
                 except Exception:
                     log.exception("image_preparation_failed", offset=image.offset)
 
     def reset_image(self, image: MetadataImage) -> None:
         """The quorum replaced the applied state with a snapshot."""
         self.image = image
-        for listener in self._listeners:
-            listener(self.image)
+        self._publish(MetadataDelta.between(self._published, image))
 
     def require_active(self) -> None:
         if not self.quorum.is_leader():
@@ -247,10 +216,13 @@ class Controller:
             held = [(offset, record) for offset, record in self._held_records if offset > self.image.offset]
             self._held_records = []
             if held:
-                self.image = apply_all(self.image, held)
+                delta = MetadataDelta(self.image)
+                delta.replay_all(held)
+                self.image = image = delta.apply()
                 if self._preparers:
-                    await self._prepare(self.image)
-                self._notify()
+                    await self._prepare(delta, image)
+                if self.image is image:  # else a snapshot replaced it meanwhile, and was published
+                    self._publish(delta)
 
     async def submit(self, build: Callable[[MetadataImage], tuple[_T, list[Message]]]) -> _T:
         """Runs ``build`` on the current image and writes the records it returns, atomically.

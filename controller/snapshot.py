@@ -23,9 +23,9 @@ from pathlib import Path
 
 import crc32c
 
+from controller.delta import MetadataDelta
 from controller.image import MetadataImage
 from controller.records import decode_record, encode_record
-from controller.state import apply
 from wire.batch_builder import build_batch
 from wire.exceptions import CorruptRecordError, DecodeError
 from wire.generated.metadata.rec_000_register_broker_record import (
@@ -121,10 +121,9 @@ def image_records(image: MetadataImage) -> list[Message]:
 
 def image_from_records(records: Iterable[Message], end_offset: int) -> MetadataImage:
     """The image a snapshot's records stand for, as of ``end_offset - 1``."""
-    image = MetadataImage()
-    for record in records:
-        image = apply(image, record, image.offset)
-    return replace(image, offset=end_offset - 1)
+    delta = MetadataDelta(MetadataImage())
+    delta.replay_all((-1, record) for record in records)
+    return replace(delta.apply(), offset=end_offset - 1)
 
 
 # ---------------------------------------------------------------- record batches

@@ -66,7 +66,7 @@ NOT_YET_SPLIT: set[str] = set()
 
 def test_no_hand_written_module_over_the_limit() -> None:
     over = []
-    for package in ("wire", "controller", "broker", "config"):
+    for package in ("wire", "controller", "broker", "config", "scripts"):
         for path in sorted((ROOT / package).rglob("*.py")):
             name = path.relative_to(ROOT).as_posix()
             if "/generated/" in name or name in NOT_YET_SPLIT:

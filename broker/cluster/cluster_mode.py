@@ -254,7 +254,7 @@ class ClusterMode:
         self.lifecycle: BrokerLifecycle | None = None
         if config.is_controller:
             self.controller = ControllerRole(config, cluster_id, rng, metrics, scram_credential, voters)
-            self.controller.controller.add_image_listener(self.view.update)
+            self.controller.controller.add_metadata_publisher(self.view.on_metadata_update)
         if config.is_broker:
             if self.controller is None:
                 self.follower = MetadataFollower(self.channel, node_id, cluster_id, self.view)
@@ -263,7 +263,7 @@ class ClusterMode:
                                              config.broker_heartbeat_interval_ms / 1000,
                                              lambda: self.view.image.offset,
                                              config.broker_session_timeout_ms / 1000)
-        self.remote = RemoteController(self.channel, lambda: self.view.image, self.view.add_listener,
+        self.remote = RemoteController(self.channel, lambda: self.view.image, self.view.add_publisher,
                                        self.view.wait_for, self._register)
         self.quorum: QuorumHandle = self.controller.raft if self.controller is not None else _NoQuorum()
         self._nursery: trio.Nursery | None = None

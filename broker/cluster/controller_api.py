@@ -16,6 +16,7 @@ from typing import Protocol
 
 from broker.security.scram_admin import alter_credentials
 from controller.acls import AclFilter, StandardAcl
+from controller.delta import MetadataPublisher
 from controller.elections import ElectionOutcome
 from controller.features import FeatureUpdate
 from controller.image import Endpoint, MetadataImage
@@ -40,6 +41,10 @@ class MetadataSource(Protocol):
     def image(self) -> MetadataImage: ...
 
     def add_image_listener(self, listener: Callable[[MetadataImage], None]) -> None: ...
+
+    def add_metadata_publisher(self, publisher: MetadataPublisher) -> None:
+        """``publisher(delta, image)`` hears of each new image once, with what changed."""
+        ...
 
 
 class QuorumState(Protocol):

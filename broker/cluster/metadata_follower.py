@@ -29,9 +29,9 @@ from broker.cluster.controller_channel import (
     ChannelError,
     ControllerChannel,
 )
+from controller.delta import InvalidRecordError, MetadataDelta, MetadataPublisher, image_publisher
 from controller.image import MetadataImage
 from controller.snapshot import decode_record_batches, image_from_records
-from controller.state import InvalidRecordError, apply
 from wire.errors import ErrorCode
 from wire.exceptions import DecodeError
 from wire.generated.api_001_fetch import (
@@ -65,16 +65,30 @@ class MetadataView:
 
     def __init__(self) -> None:
         self.image = MetadataImage()
-        self._latest = MetadataImage()
+        self._latest = self.image
+        #: The delta that made ``_latest``, while it starts from a published image.
+        self._latest_delta: MetadataDelta | None = None
         self.caught_up = trio.Event()
-        self._listeners: list[ImageListener] = []
+        self._publishers: list[MetadataPublisher] = []
         self._changed = trio.Event()
 
+    def add_publisher(self, publisher: MetadataPublisher) -> None:
+        """``publisher(delta, image)`` hears of each image this view publishes, with what changed."""
+        self._publishers.append(publisher)
+
     def add_listener(self, listener: ImageListener) -> None:
-        self._listeners.append(listener)
+        self._publishers.append(image_publisher(listener))
+
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """A new image of the log and the delta that made it (the controller's publisher)."""
+        self._latest_delta = delta if delta.image is self.image else None
+        self._latest = image
+        if self.caught_up.is_set():
+            self._publish()
 
     def update(self, image: MetadataImage) -> None:
-        self._latest = image
+        """A new image without its delta: published as what differs from the last one."""
+        self._latest, self._latest_delta = image, None
         if self.caught_up.is_set():
             self._publish()
 
@@ -89,9 +103,13 @@ class MetadataView:
         # until the log has moved past again.
         if self._latest.offset <= self.image.offset and self.image.offset >= 0:
             return
-        self.image = self._latest
-        for listener in self._listeners:
-            listener(self.image)
+        latest, delta = self._latest, self._latest_delta
+        if delta is None or delta.image is not self.image:
+            # The first image once caught up, or after a snapshot: all that differs.
+            delta = MetadataDelta.between(self.image, latest)
+        self.image, self._latest_delta = latest, None
+        for publisher in self._publishers:
+            publisher(delta, latest)
         self._changed.set()
         self._changed = trio.Event()
 
@@ -158,16 +176,17 @@ class MetadataFollower:
         if data is not None and not isinstance(data, (bytes, bytearray, memoryview)):
             raise ChannelError("unexpected record data")
         records = decode_record_batches(data or b"")
-        image = self.image
+        delta = MetadataDelta(self.image)
         for offset, record in records:
-            if offset < image.offset + 1:
+            if offset < delta.offset + 1:
                 continue
-            if offset != image.offset + 1:
-                raise ChannelError(f"metadata records jump from {image.offset} to {offset}")
-            image = apply(image, record, offset)
-        if image is not self.image:
-            self.image = image
-            self.view.update(image)
+            if offset != delta.offset + 1:
+                raise ChannelError(f"metadata records jump from {delta.offset} to {offset}")
+            delta.replay(offset, record)
+        if delta.offset != self.image.offset:
+            # One delta per fetched run of records: the broker's publishers hear of it once.
+            self.image = delta.apply()
+            self.view.on_metadata_update(delta, self.image)
         if self.next_offset >= self.high_watermark:
             self.view.mark_caught_up()
 
@@ -203,5 +222,5 @@ class MetadataFollower:
             size = part.size
         image = image_from_records([record for _, record in decode_record_batches(bytes(data))], end_offset)
         self.image = image
-        self.view.update(image)
+        self.view.update(image)  # published as what differs from the view's image
         log.info("metadata_snapshot_loaded", end_offset=end_offset, bytes=len(data))

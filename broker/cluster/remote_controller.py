@@ -27,6 +27,7 @@ from broker.cluster.feature_requests import forward_update_features
 from broker.quotas.quota_requests import QuotaChange, forward_alter_client_quotas
 from broker.security.acl_requests import DeleteOutcome, forward_create_acls, forward_delete_acls
 from controller.acls import AclFilter, StandardAcl
+from controller.delta import MetadataPublisher, image_publisher
 from controller.elections import PREFERRED, ElectionOutcome
 from controller.features import FeatureUpdate
 from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
@@ -94,7 +95,7 @@ class RemoteController:
     """The controller calls the handlers make, forwarded to the active controller.
 
     Also stands in for the in-process controller where the node reads metadata
-    (``image``, ``add_image_listener``) and registers the broker
+    (``image``, ``add_metadata_publisher``) and registers the broker
     (``register_broker``, which runs :class:`BrokerLifecycle`).
     """
 
@@ -102,14 +103,14 @@ class RemoteController:
         self,
         channel: ControllerChannel,
         image: Callable[[], MetadataImage],
-        add_image_listener: Callable[[Callable[[MetadataImage], None]], None],
+        add_metadata_publisher: Callable[[MetadataPublisher], None],
         wait_for_image: WaitForImage,
         register: Callable[[int, Sequence[Endpoint], str | None], Awaitable[int]],
         request_timeout_s: float = 30.0,
     ) -> None:
         self.channel = channel
         self._image = image
-        self._add_image_listener = add_image_listener
+        self._add_metadata_publisher = add_metadata_publisher
         self._wait_for_image = wait_for_image
         self._register = register
         self.request_timeout_s = request_timeout_s
@@ -119,7 +120,10 @@ class RemoteController:
         return self._image()
 
     def add_image_listener(self, listener: Callable[[MetadataImage], None]) -> None:
-        self._add_image_listener(listener)
+        self._add_metadata_publisher(image_publisher(listener))
+
+    def add_metadata_publisher(self, publisher: MetadataPublisher) -> None:
+        self._add_metadata_publisher(publisher)
 
     async def bootstrap(self) -> None:
         """The active controller writes the bootstrap records; nothing to do here."""

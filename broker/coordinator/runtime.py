@@ -28,7 +28,7 @@ import math
 import random
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -40,6 +40,7 @@ from broker.log.errors import LogError, RecordBatchTooLargeError, RecordTooLarge
 from broker.log.producer_state import AppendOrigin
 from broker.replication.partition import AppendRefusedError, Partition
 from broker.replication.replica_manager import ReplicaManager
+from controller.delta import MetadataDelta
 from controller.image import MetadataImage
 from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
@@ -331,6 +332,19 @@ class CoordinatorRuntime(Generic[S]):
 
     # ------------------------------------------------------------ metadata image
 
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """Load the partitions of the internal topic this broker now leads, unload the ones
+        it stopped leading: only when the delta changed that topic, only its changed partitions."""
+        self._image = image
+        if self._closed:
+            return
+        changed = delta.topics.changed_named(self.topic.name)
+        if delta.topics.deleted_named(self.topic.name) is not None:
+            self.on_image(image)  # deleted (and maybe created anew): every partition
+        elif changed is not None:
+            self._follow({index: part.leader_epoch for index, part in changed.partition_changes.items()
+                          if part.leader == self.node_id}, changed.partition_changes)
+
     def on_image(self, image: MetadataImage) -> None:
         """Load the partitions this broker now leads, unload the ones it stopped leading."""
         self._image = image
@@ -342,7 +356,11 @@ class CoordinatorRuntime(Generic[S]):
             for part in topic.partitions.values():
                 if part.leader == self.node_id:
                     led[part.partition] = part.leader_epoch
-        for partition in [p for p in self._owned if p not in led]:
+        self._follow(led, None)
+
+    def _follow(self, led: Mapping[int, int], among: Container[int] | None) -> None:
+        """``led``: partition -> leader epoch of those this broker leads, among ``among`` (None: all)."""
+        for partition in [p for p in self._owned if p not in led and (among is None or p in among)]:
             self._unload(partition)
         elected = 0
         for partition, epoch in sorted(led.items()):

@@ -55,6 +55,7 @@ from broker.group.shard_types import (
 from broker.group.share_groups import ShareGroupConfig
 from broker.group.share_service import ShareGroupService
 from broker.group.topic_regex import resolve
+from controller.delta import MetadataDelta
 from controller.image import MetadataImage
 from controller.service import TopicRequest
 from wire.errors import ErrorCode
@@ -202,7 +203,8 @@ class GroupCoordinator:
             rng=rng,
             append_timeout_ms=c.offsets_commit_timeout_ms,
         )
-        self._topics = frozenset(image().topic_ids)
+        #: The image the coordinator last heard of.
+        self._seen = image()
         self._active = False
         #: Share groups (KIP-932): what their API handlers call.
         self.share = ShareGroupService(self._locate)
@@ -266,15 +268,28 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ lifecycle
 
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        self.runtime.on_metadata_update(delta, image)
+        self._forget_deleted(delta, image)
+
     def on_image(self, image: MetadataImage) -> None:
+        """Every partition of the offsets topic followed anew (at start)."""
         self.runtime.on_image(image)
-        topics = frozenset(image.topic_ids)
-        deleted = self._topics - topics
-        self._topics = topics
+        self._forget_deleted(MetadataDelta.between(self._seen, image), image, refresh_all=True)
+
+    def _forget_deleted(self, delta: MetadataDelta, image: MetadataImage, refresh_all: bool = False) -> None:
+        self._seen = image
+        topics = delta.topics
+        deleted = {topic.name for topic in topics.deleted.values()} - image.topic_ids.keys()
+        # Share-group assignments follow the topics' partitions, not their leaders.
+        refresh = refresh_all or bool(deleted) or any(
+            topic.created or any(topic.previous(i) is None for i in topic.partition_changes)
+            for topic in topics.changed.values())
         for shard in self.runtime.active_shards():
             if deleted:
-                shard.on_topics_deleted(set(deleted))
-            shard.share.refresh_assignments()
+                shard.on_topics_deleted(deleted)
+            if refresh:
+                shard.share.refresh_assignments()
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         self._active = True

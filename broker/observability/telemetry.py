@@ -25,7 +25,7 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import structlog
@@ -76,7 +76,8 @@ if TYPE_CHECKING:
     from broker.server.fetch_sessions import FetchSessionCache
     from broker.server.network import NetworkMemory
     from config import BrokerConfig
-    from controller.image import MetadataImage, TopicImage
+    from controller.delta import MetadataDelta
+    from controller.image import MetadataImage, PartitionImage, TopicImage
     from controller.quorum import CommitListener, MetadataQuorum
     from wire.primitives import Message
 
@@ -229,8 +230,24 @@ class IsrChangeTracker:
     def __init__(self, node_id: int, metrics: BrokerMetrics) -> None:
         self.node_id = node_id
         self.metrics = metrics
-        self._topics: dict[uuid.UUID, TopicImage] = {}
+        self._topics: Mapping[uuid.UUID, TopicImage] = {}
         self._isr: dict[tuple[uuid.UUID, int], int] = {}
+
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        for topic_id, deleted in delta.topics.deleted.items():
+            for index in deleted.partitions:
+                self._isr.pop((topic_id, index), None)
+        for topic, part in delta.topics.changed_partitions():
+            self._count(topic.topic_id, part)
+        self._topics = image.topics_by_id
+
+    def _count(self, topic_id: uuid.UUID, part: PartitionImage) -> None:
+        key = (topic_id, part.partition)
+        before = self._isr.get(key)
+        now = len(part.isr)
+        if part.leader == self.node_id and before is not None and now != before:
+            self.metrics.isr_changed(shrunk=now < before)
+        self._isr[key] = now
 
     def on_image(self, image: MetadataImage) -> None:
         topics = image.topics_by_id
@@ -238,15 +255,10 @@ class IsrChangeTracker:
             if self._topics.get(topic_id) is topic:
                 continue  # images share unchanged topics
             for part in topic.partitions.values():
-                key = (topic_id, part.partition)
-                before = self._isr.get(key)
-                now = len(part.isr)
-                if part.leader == self.node_id and before is not None and now != before:
-                    self.metrics.isr_changed(shrunk=now < before)
-                self._isr[key] = now
+                self._count(topic_id, part)
         if len(self._topics) != len(topics) or any(t not in topics for t in self._topics):
             self._isr = {k: v for k, v in self._isr.items() if k[0] in topics}
-        self._topics = dict(topics)
+        self._topics = topics  # images are never changed in place
 
 
 # ---------------------------------------------------------------- metadata commit latency
@@ -338,7 +350,7 @@ class Telemetry:
         self._register_instruments(self.provider.get_meter(SCOPE, package_version()))
         tracker = IsrChangeTracker(self.node_id, self.metrics)
         tracker.on_image(self._metadata.image)
-        self._metadata.add_image_listener(tracker.on_image)
+        self._metadata.add_metadata_publisher(tracker.on_metadata_update)
         if self.config.metrics_listener is not None:
             hp = self.config.metrics_listener
             self.endpoint = MetricsEndpoint(hp.host, hp.port, self.render)

@@ -28,6 +28,7 @@ from broker.log.errors import LogError
 from broker.log.producer_state import ProducerStateError
 from broker.replication.replica_manager import Partition, ReplicaManager
 from broker.security.peer import PeerSecurity
+from controller.delta import MetadataDelta
 from controller.image import MetadataImage
 from wire.errors import ErrorCode
 from wire.generated.api_001_fetch import (
@@ -86,13 +87,25 @@ class ReplicaFetchers:
         return [p for p in self.rm.partitions.values()
                 if p.leader == leader and p.leader != self.node_id and self.node_id in p.replicas]
 
+    def on_metadata_update(self, delta: MetadataDelta, _image: MetadataImage) -> None:
+        """After the replica manager applied ``delta``: fetch from the new leaders of the
+        partitions it changed, wake the others (their partition sets or epochs may have changed)."""
+        if self._nursery is None or not delta.topics:
+            return
+        leaders = {part.leader for _, part in delta.topics.changed_partitions()
+                   if part.leader >= 0 and part.leader != self.node_id and self.node_id in part.replicas}
+        self._follow(leaders)
+
     def on_image(self, _: MetadataImage | None = None) -> None:
         """Called after the replica manager applied a new image: start loops for new
         leaders, wake the others (their partition sets or epochs may have changed)."""
         if self._nursery is None:
             return
-        leaders = {p.leader for p in self.rm.partitions.values()
-                   if p.leader >= 0 and p.leader != self.node_id and self.node_id in p.replicas}
+        self._follow({p.leader for p in self.rm.partitions.values()
+                      if p.leader >= 0 and p.leader != self.node_id and self.node_id in p.replicas})
+
+    def _follow(self, leaders: set[int]) -> None:
+        assert self._nursery is not None
         for leader in leaders - set(self._fetchers):
             fetcher = _LeaderFetcher(self, leader)
             self._fetchers[leader] = fetcher

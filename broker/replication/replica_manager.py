@@ -3,7 +3,7 @@
 It owns the high watermark (the log owns offsets), completes ``acks=all``
 produces when the high watermark passes them, and wakes long-polling fetches
 when data arrives — never by polling. Partitions appear, change leader or go
-away when the metadata image says so (:meth:`ReplicaManager.apply_image`).
+away when a metadata delta says so (:meth:`ReplicaManager.apply_delta`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from broker.log.producer_state import ProducerStateConfig, ProducerStateManager
 from broker.replication import delayed_produce, fetch
 from broker.replication.fetch import FetchParams, FetchSlot
 from broker.replication.partition import Partition
-from controller.image import MetadataImage, PartitionImage, TopicImage
+from controller.delta import MetadataDelta
+from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, PartitionImage
 
 __all__ = ["Partition", "ReplicaManager"]
 
@@ -69,89 +70,101 @@ class ReplicaManager:
     # ------------------------------------------------------------ metadata
 
     def apply_image(self, image: MetadataImage) -> None:
-        """Creates, updates and removes local replicas to match the image.
+        """Creates, updates and removes local replicas to match the image (everything that
+        differs from the image applied before: at start, or without a delta)."""
+        self.apply_delta(MetadataDelta.between(self._image or MetadataImage(), image), image)
+
+    def apply_delta(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """Kafka's ReplicaManager.applyDelta: visits only the partitions the delta changed —
+        deletes the local replicas it moved away or whose topic it deleted, creates or updates
+        (leader or follower) the ones this broker hosts — and the partitions of the topics
+        whose settings changed.
 
         A log that cannot be created (a limit was reached) leaves its partition in
         :attr:`failed_creations`; the others are created, and the broker serves on.
         """
-        previous, self._image = self._image, image
-        # Images share what did not change: with the same configs, a topic whose image is the
-        # same object as before needs nothing (so one new topic costs O(its partitions)).
-        incremental = previous is not None and previous.configs is image.configs
+        self._image = image
+        topics = delta.topics
         failed_before = len(self.failed_creations)
-        retry_topics = {topic for topic, _ in self.failed_creations}
         first_error: str | None = None
-        wanted: set[tuple[str, int]] = set()
-        changed: list[TopicImage] = []
-        for topic_id, topic in image.topics_by_id.items():
-            if (
-                incremental
-                and previous is not None
-                and previous.topics_by_id.get(topic_id) is topic
-                and topic.name not in retry_topics
-            ):
-                continue
-            changed.append(topic)
-        for topic in changed:
-            config = self.log_config_for(image, topic.name)
-            for part in topic.partitions.values():
+        stale: list[tuple[str, int]] = []
+        for deleted in topics.deleted.values():
+            for index in deleted.partitions:
+                key = (deleted.name, index)
+                existing = self.partitions.get(key)
+                if existing is not None and existing.topic_id == deleted.topic_id:
+                    stale.append(key)
+                self.failed_creations.pop(key, None)
+        for topic, part in topics.changed_partitions():
+            if self.node_id not in part.replicas:
+                key = (topic.name, part.partition)
+                if key in self.partitions:
+                    stale.append(key)
+                self.failed_creations.pop(key, None)
+        self._remove_all(list(dict.fromkeys(stale)))  # a topic deleted and created anew names a key twice
+        for topic in topics.changed.values():
+            config: LogConfig | None = None
+            for part in topic.partition_changes.values():
                 if self.node_id not in part.replicas:
                     continue
-                key = (topic.name, part.partition)
-                wanted.add(key)
-                existing = self.partitions.get(key)
-                if existing is None or existing.topic_id != topic.topic_id:
-                    if existing is not None:
-                        self._remove_all([key])
-                    try:
-                        self._create(topic.name, topic.topic_id, part, config)
-                    except OSError as exc:
-                        self.failed_creations[key] = describe_error(exc)
-                        first_error = first_error or self.failed_creations[key]
-                        continue
-                    self.failed_creations.pop(key, None)
-                else:
-                    self._update(existing, part, config)
-        if not incremental or previous is None:
-            stale = [key for key in self.partitions if key not in wanted]
-            gone = [key for key in self.failed_creations if key not in wanted]
-        else:
-            # Only partitions of topics that changed or went away can have left this broker.
-            changed_names = {topic.name for topic in changed}
-            changed_names.update(
-                topic.name for topic_id, topic in previous.topics_by_id.items()
-                if image.topics_by_id.get(topic_id) is not topic
-            )
-            stale = [
-                (name, index)
-                for name in changed_names
-                for index in _indexes_of(previous, name)
-                if (name, index) in self.partitions and (name, index) not in wanted
-            ]
-            gone = [key for key in self.failed_creations if key[0] in changed_names and key not in wanted]
-        self._remove_all(stale)
-        for key in gone:
-            del self.failed_creations[key]
+                config = config or self.log_config_for(image, topic.name)
+                error = self._host(topic.name, topic.topic_id, part, config)
+                first_error = first_error or error
+        self._apply_config_changes(delta, image)
         if first_error is not None and not failed_before:
             log.error("partition_logs_not_created", partitions=len(self.failed_creations), error=first_error,
                       retry="until created")
         elif failed_before and not self.failed_creations:
             log.info("partition_logs_created_after_retry", partitions=failed_before)
 
-    async def prepare_image(self, image: MetadataImage) -> None:
-        """Before ``image`` is applied: create the logs of the partitions it brings to this
+    def _host(self, topic: str, topic_id: uuid.UUID, part: PartitionImage, config: LogConfig) -> str | None:
+        """Creates or updates the local replica of ``part``; why its log could not be created, if not."""
+        key = (topic, part.partition)
+        existing = self.partitions.get(key)
+        if existing is not None and existing.topic_id == topic_id:
+            self._update(existing, part, config)
+            return None
+        if existing is not None:
+            self._remove_all([key])
+        try:
+            self._create(topic, topic_id, part, config)
+        except OSError as exc:
+            self.failed_creations[key] = describe_error(exc)
+            return self.failed_creations[key]
+        self.failed_creations.pop(key, None)
+        return None
+
+    def _apply_config_changes(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """New settings of a topic reach its local logs; new dynamic log settings of this broker
+        (or the cluster default), every local log."""
+        if not delta.configs:
+            return
+        keys: Iterable[tuple[str, int]]
+        if any(delta.config_changed(BROKER_RESOURCE, name) for name in ("", str(self.node_id))):
+            keys = list(self.partitions)
+        else:
+            keys = [(name, index) for kind, name in delta.configs if kind == TOPIC_RESOURCE
+                    for index in _indexes_of(image, name)]
+        for key in keys:
+            p = self.partitions.get(key)
+            if p is None:
+                continue
+            config = self.log_config_for(image, p.topic)
+            if config != p.log.config:
+                p.log.update_config(config)
+                p.wake()
+
+    async def prepare_image(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """Before ``delta`` is applied: create the logs of the partitions it brings to this
         broker in a worker thread, when there are many (a CreateTopics of thousands of
         partitions), so that no directory or file is created on the event loop.
-        :meth:`apply_image` then finds them made."""
-        previous = self._image
-        if previous is None:
+        :meth:`apply_delta` then finds them made."""
+        if self._image is None:
             return
         specs: list[tuple[str, int, LogConfig]] = []
-        for topic_id, topic in image.topics_by_id.items():
-            if previous.topics_by_id.get(topic_id) is topic:
-                continue
+        for topic in delta.topics.changed.values():
             config: LogConfig | None = None
-            for part in topic.partitions.values():
+            for part in topic.partition_changes.values():
                 if self.node_id in part.replicas and (topic.name, part.partition) not in self.partitions:
                     config = config or self.log_config_for(image, topic.name)
                     specs.append((topic.name, part.partition, config))
@@ -170,11 +183,21 @@ class ReplicaManager:
 
     def retry_failed_creations(self) -> None:
         """Try again to create the logs that could not be created."""
-        if self.failed_creations and self._image is not None:
-            self.apply_image(self._image)
-            if self.failed_creations:
-                raise OSError(f"{len(self.failed_creations)} partition logs still not created: "
-                              f"{next(iter(self.failed_creations.values()))}")
+        image = self._image
+        if not self.failed_creations or image is None:
+            return
+        failed_before = len(self.failed_creations)
+        for name, index in list(self.failed_creations):
+            topic = image.topic(name)
+            part = None if topic is None else topic.partitions.get(index)
+            if topic is None or part is None or self.node_id not in part.replicas:
+                del self.failed_creations[(name, index)]
+                continue
+            self._host(name, topic.topic_id, part, self.log_config_for(image, name))
+        if self.failed_creations:
+            raise OSError(f"{len(self.failed_creations)} partition logs still not created: "
+                          f"{next(iter(self.failed_creations.values()))}")
+        log.info("partition_logs_created_after_retry", partitions=failed_before)
 
     def _create(self, topic: str, topic_id: uuid.UUID, part: PartitionImage, config: LogConfig) -> None:
         plog = self.log_manager.get_or_create(topic, part.partition, config)

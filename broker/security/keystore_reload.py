@@ -22,7 +22,8 @@ from broker.security.password_encoder import DynamicPasswords
 from broker.security.setup import ListenerSecurity
 from broker.security.tls import Setting, load_keystore, server_context
 from config import BROKER_CONFIGS, BrokerConfig, ConfigError, ConfigValue, SecurityProtocol
-from controller.image import MetadataImage
+from controller.delta import MetadataDelta
+from controller.image import BROKER_RESOURCE, MetadataImage
 
 log = structlog.get_logger(__name__)
 
@@ -124,6 +125,10 @@ class ListenerKeystores:
         #: Per listener: the settings as stored (passwords encrypted), and as in force (in clear).
         self._stored: dict[str, dict[str, str]] = {s.name: {} for s in self._listeners}
         self._in_force: dict[str, dict[str, str]] = {s.name: {} for s in self._listeners}
+
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        if delta.config_changed(BROKER_RESOURCE, str(self._node_id)):
+            self.on_image(image)
 
     def on_image(self, image: MetadataImage) -> None:
         dynamic = image.broker_config(self._node_id)

@@ -43,6 +43,7 @@ from broker.share.settings_lookup import remote_settings
 from broker.share.shard import ShareDefaults, ShareGroupConfigEntry, ShareGroupShard
 from broker.share.state_service import ShareStateService
 from config.broker import BrokerConfig
+from controller.delta import MetadataDelta
 from controller.image import MetadataImage
 from controller.service import CreateTopicResult, TopicRequest
 from wire.errors import ErrorCode
@@ -245,6 +246,10 @@ class ShareCoordinator:
                 log.error("share_state_topic_not_created", error=r.error.name, message=r.message)
 
     # ------------------------------------------------------------ lifecycle
+
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        self.runtime.on_metadata_update(delta, image)
+        self.partitions.on_metadata_update(delta)
 
     def on_image(self, image: MetadataImage) -> None:
         self.runtime.on_image(image)

@@ -35,6 +35,7 @@ from broker.share.group import ShareGroupSettings, TopicIdPartition
 from broker.share.partition import AcquiredBatch, ArchivedRecord, SharePartition
 from broker.share.persister import SharePersister
 from broker.share.shard import ShareDefaults
+from controller.delta import MetadataDelta
 from controller.image import MetadataImage
 from wire.errors import ErrorCode
 from wire.records import iter_batch_headers
@@ -280,6 +281,20 @@ class SharePartitionManager:
             del self.entries[key]
 
     # ------------------------------------------------------------ lifecycle
+
+    def on_metadata_update(self, delta: MetadataDelta) -> None:
+        """Drops the share-partitions of the partitions the delta moved away from this broker's
+        leadership (or to a new epoch), or whose topic it deleted."""
+        topics = delta.topics
+        if not topics:
+            return
+        for key, entry in list(self.entries.items()):
+            topic_id, index = entry.tp
+            changed = topics.changed.get(topic_id)
+            part = None if changed is None else changed.partition_changes.get(index)
+            if topic_id in topics.deleted or (part is not None and (
+                    part.leader != self.node_id or part.leader_epoch != entry.leader_epoch)):
+                del self.entries[key]
 
     def on_image(self, image: MetadataImage) -> None:
         """Drops the share-partitions of partitions this broker no longer leads (or leads

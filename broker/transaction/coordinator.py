@@ -68,6 +68,7 @@ from broker.transaction.records import key_bytes, value_bytes
 from broker.transaction.shard import TransactionShard
 from broker.transaction.verification import ask_coordinator
 from broker.transaction.write_markers import OffsetsMarkerListener
+from controller.delta import MetadataDelta
 from controller.features import TRANSACTION_VERSION, level
 from controller.image import MetadataImage
 from controller.service import TopicRequest
@@ -226,6 +227,9 @@ class TransactionCoordinator:
         if t is None or partition not in t.partitions:
             return None
         return t.partitions[partition].leader
+
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        self.runtime.on_metadata_update(delta, image)
 
     def on_image(self, image: MetadataImage) -> None:
         self.runtime.on_image(image)

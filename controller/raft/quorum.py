@@ -37,11 +37,13 @@ from controller.raft.events import (
     StatusChanged,
 )
 from controller.raft.seams import is_raft_connection, simulated_time
-from controller.state import apply
+from controller.state import apply_all
 from wire.primitives import Message
 
 log = structlog.get_logger(__name__)
 
+#: At most this many committed records (whole entries) reach the listeners at once.
+MAX_DELIVERY_RECORDS = 10_000
 
 
 @dataclass(slots=True)
@@ -165,7 +167,19 @@ class RaftQuorum:
                     await self._wakeup.wait()
                     self._wakeup = trio.Event()
                     while self._events:
-                        self._handle(self._events.popleft())
+                        event = self._events.popleft()
+                        if isinstance(event, Committed):
+                            # Entries committed together (a start-up's replay, a follower catching
+                            # up) reach the listeners as one batch: one delta, one new image.
+                            committed = [event]
+                            while self._events and isinstance(self._events[0], Committed) and \
+                                    sum(len(c.records) for c in committed) < MAX_DELIVERY_RECORDS:
+                                next_event = self._events.popleft()
+                                assert isinstance(next_event, Committed)
+                                committed.append(next_event)
+                            self._deliver(committed)
+                        else:
+                            self._handle(event)
         finally:
             with trio.CancelScope(shield=True):
                 await self.aclose()
@@ -202,7 +216,7 @@ class RaftQuorum:
 
     def _handle(self, event: RaftEvent) -> None:
         if isinstance(event, Committed):
-            self._deliver(event)
+            self._deliver([event])
         elif isinstance(event, Reset):
             self._reset(event.image)
         elif isinstance(event, AppendDone):
@@ -215,19 +229,21 @@ class RaftQuorum:
         elif isinstance(event, CaughtUp):
             self.caught_up.set()
 
-    def _deliver(self, event: Committed) -> None:
-        if event.base_offset != self._end_offset:
-            raise AssertionError(f"committed records at {event.base_offset}, expected {self._end_offset}")
-        for i, record in enumerate(event.records):
-            offset = event.base_offset + i
-            self._tail.append((offset, record))
-            self._end_offset = offset + 1
+    def _deliver(self, events: Sequence[Committed]) -> None:
+        committed: list[tuple[int, Message]] = []
+        for event in events:
+            if event.base_offset != self._end_offset:
+                raise AssertionError(f"committed records at {event.base_offset}, expected {self._end_offset}")
+            committed.extend((event.base_offset + i, record) for i, record in enumerate(event.records))
+            self._end_offset = event.base_offset + len(event.records)
+        self._tail.extend(committed)
+        if committed:
             for listener in self._listeners:
-                listener(offset, record)
-        while len(self._tail) > self.settings.retained_records:
-            offset, record = self._tail.popleft()
-            self._base_image = apply(self._base_image, record, offset)
-            self._log_start_offset = offset + 1
+                listener(committed)
+        if len(self._tail) > self.settings.retained_records:
+            trimmed = [self._tail.popleft() for _ in range(len(self._tail) - self.settings.retained_records)]
+            self._base_image = apply_all(self._base_image, trimmed)
+            self._log_start_offset = trimmed[-1][0] + 1
         self._notify_changed()
 
     def _reset(self, image: MetadataImage) -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.service import TopicRequest, assign_rack_aware, rack_alternated
+from controller.placement import assign_rack_aware, rack_alternated
+from controller.service import TopicRequest
 from tests.controller.test_cluster_control import registration, run, setup
 from wire.errors import ErrorCode
 

@@ -36,7 +36,7 @@ class Voter:
 
     async def run(self, voters: list[tuple[int, str, int]], task_status: trio.TaskStatus[None]) -> None:
         quorum = RaftQuorum(self.node_id, voters, self.directory, SETTINGS)
-        quorum.add_listener(lambda offset, record: self.records.append((offset, record)))
+        quorum.add_listener(self.records.extend)
         self.quorum = quorum
         self.listener.raft = quorum
         with self.scope:

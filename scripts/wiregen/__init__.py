@@ -1,0 +1,1 @@
+"""The generator of ``wire/generated/`` (run as ``python scripts/gen_wire.py``)."""
