@@ -47,6 +47,8 @@ class SlowStep:
     cpu_s: float
     gc_s: float
     stack: str
+    #: The oldest generation collected during the step (-1: none).
+    gc_generation: int = -1
 
 
 class SlowStepWatchdog(trio.abc.Instrument):
@@ -74,6 +76,7 @@ class SlowStepWatchdog(trio.abc.Instrument):
         self._sampled_stack = ""
         self._gc_s = 0.0
         self._gc_started = 0.0
+        self._gc_generation = -1
         self.longest_step_s = 0.0
         self.slow_steps = 0
         self._loop_thread = threading.get_ident()
@@ -86,6 +89,7 @@ class SlowStepWatchdog(trio.abc.Instrument):
         self._step_seq += 1
         self._step_task = task
         self._gc_s = 0.0
+        self._gc_generation = -1
         self._step_cpu = self._cpu()
         self._step_wall = self._wall()
 
@@ -107,7 +111,7 @@ class SlowStepWatchdog(trio.abc.Instrument):
             stack = self._sampled_stack
         else:  # ended before the sampler looked: where the task stopped is all there is
             stack = "".join(traceback.format_list(_task_stack(task)))
-        step = SlowStep(task.name, wall, cpu, self._gc_s, stack)
+        step = SlowStep(task.name, wall, cpu, self._gc_s, stack, self._gc_generation)
         self._on_slow(step)
         if self.abort_cpu_s and cpu > self.abort_cpu_s:
             log.critical("event_loop_stall_abort", task=step.task, cpu_ms=round(cpu * 1000, 1),
@@ -118,6 +122,7 @@ class SlowStepWatchdog(trio.abc.Instrument):
     def _gc_callback(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._gc_started = self._wall()
+            self._gc_generation = max(self._gc_generation, int(info.get("generation", -1)))
         elif self._gc_started:
             self._gc_s += self._wall() - self._gc_started
             self._gc_started = 0.0
@@ -178,6 +183,7 @@ def log_slow_step(step: SlowStep) -> None:
         wall_ms=round(step.wall_s * 1000, 1),
         cpu_ms=round(step.cpu_s * 1000, 1),
         gc_ms=round(step.gc_s * 1000, 1),
+        gc_generation=step.gc_generation,
         stack=step.stack,
     )
 
