@@ -129,8 +129,8 @@ def _idle_lane() -> trio.Lock:
         return lane
 
 
-#: Entries freed between two yields when a large request is released.
-RELEASE_CHUNK = 8192
+#: Entries freed between two yields when a large request is released (about a slice of work).
+RELEASE_CHUNK = 4096
 
 
 async def release(pacer: Pacer, *messages: object) -> None:
