@@ -553,6 +553,7 @@ class Connection:
                 raise
             self._running += 1
             nursery.start_soon(self._run_request, frame, slot, size)
+            del frame  # held by the request's task only: freed once answered, not at the next frame
 
     async def _read_frame(self, size: int, deadline: float) -> RequestFrame:
         if size <= PREALLOCATE_MAX:
