@@ -28,6 +28,7 @@ Usage: scripts/bench isolation [--quick] [--seconds S] [--rate N] [--only NAME] 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import socket
@@ -198,17 +199,28 @@ class Outcomes(Counter[str]):
     """What the adversary's requests got: answered, refused (an error code), closed."""
 
 
-def call_raw(bootstrap: str, frame: bytes, timeout: float = 120) -> bytes | None:
-    """Sends ``frame`` on a new connection; the response body, or None if closed."""
+def call_raw(bootstrap: str, frame: bytes, timeout: float = 120, keep: bool = True) -> bytes | None:
+    """Sends ``frame`` on a new connection; the response body (b"" unless ``keep``: read
+    and dropped, so that the adversary's own CPU stays off the machine the pair shares),
+    or None if closed."""
     try:
         with socket.create_connection(tuple_of(bootstrap), timeout=timeout) as sock:
             sock.sendall(frame)
             size = struct.unpack(">i", recv_exactly(sock, 4))[0]
-            return recv_exactly(sock, size)
+            if keep:
+                return recv_exactly(sock, size)
+            sink = memoryview(bytearray(1 << 20))
+            while size > 0:
+                n = sock.recv_into(sink[:min(size, len(sink))])
+                if n == 0:
+                    raise ConnectionError("closed")
+                size -= n
+            return b""
     except (OSError, ConnectionError):
         return None
 
 
+@functools.cache
 def metadata_frame(topics: int) -> bytes:
     """Metadata v4 for ``topics`` unknown topics, without auto-creation: creating topics is
     bounded by max.partitions.per.request, and measured by the partition-scale benchmark."""
@@ -220,7 +232,7 @@ def metadata_frame(topics: int) -> bytes:
 def run_repeating(frames: Sequence[bytes], bootstrap: str, stop: threading.Event, out: Outcomes) -> None:
     i = 0
     while not stop.is_set():
-        reply = call_raw(bootstrap, frames[i % len(frames)])
+        reply = call_raw(bootstrap, frames[i % len(frames)], keep=False)
         out["answered" if reply is not None else "closed"] += 1
         i += 1
 
@@ -230,13 +242,18 @@ def adversary_metadata(bootstrap: str, stop: threading.Event, out: Outcomes) -> 
 
 
 def adversary_offsets(bootstrap: str, stop: threading.Event, out: Outcomes) -> None:
+    run_repeating(offsets_frames(), bootstrap, stop, out)
+
+
+@functools.cache
+def offsets_frames() -> tuple[bytes, bytes]:
     n = 100_000
     list_offsets = encode_request(ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsRequestListOffsetsTopic(
         name="absent", partitions=[ListOffsetsRequestListOffsetsPartition(partition_index=i, timestamp=-1)
                                    for i in range(n)])]), 5, 1, "adversary")
     offset_fetch = encode_request(OffsetFetchRequest(group_id="adversary", topics=[
         OffsetFetchRequestTopic(name="absent", partition_indexes=list(range(n)))]), 5, 2, "adversary")
-    run_repeating([list_offsets, offset_fetch], bootstrap, stop, out)
+    return list_offsets, offset_fetch
 
 
 def adversary_slowloris(bootstrap: str, stop: threading.Event, out: Outcomes) -> None:
@@ -279,12 +296,7 @@ def adversary_churn(bootstrap: str, stop: threading.Event, out: Outcomes) -> Non
 
 
 def adversary_bad_crc(bootstrap: str, stop: threading.Event, out: Outcomes) -> None:
-    value = b"v" * (1024 * 1024)
-    batch = bytearray(build_batch([NewRecord(key=None, value=value, timestamp=int(time.time() * 1000))] * 99))
-    batch[CRC_OFFSET] ^= 0xFF
-    request = ProduceRequest(acks=1, timeout_ms=30000, topic_data=[ProduceRequestTopicProduceData(
-        name=PAIR_TOPIC, partition_data=[ProduceRequestPartitionProduceData(index=0, records=bytes(batch))])])
-    frame = encode_request(request, 7, 1, "adversary")
+    frame = bad_crc_frame()
     while not stop.is_set():
         reply = call_raw(bootstrap, frame)
         if reply is None:
@@ -294,6 +306,16 @@ def adversary_bad_crc(bootstrap: str, stop: threading.Event, out: Outcomes) -> N
         assert isinstance(resp, ProduceResponse)
         code = resp.responses[0].partition_responses[0].error_code
         out[f"refused ({ErrorCode.for_code(code).name})" if code else "answered"] += 1
+
+
+@functools.cache
+def bad_crc_frame() -> bytes:
+    value = b"v" * (1024 * 1024)
+    batch = bytearray(build_batch([NewRecord(key=None, value=value, timestamp=int(time.time() * 1000))] * 99))
+    batch[CRC_OFFSET] ^= 0xFF
+    request = ProduceRequest(acks=1, timeout_ms=30000, topic_data=[ProduceRequestTopicProduceData(
+        name=PAIR_TOPIC, partition_data=[ProduceRequestPartitionProduceData(index=0, records=bytes(batch))])])
+    return encode_request(request, 7, 1, "adversary")
 
 
 def adversary_group_churn(bootstrap: str, stop: threading.Event, out: Outcomes) -> None:
@@ -327,6 +349,14 @@ def adversary_group_churn(bootstrap: str, stop: threading.Event, out: Outcomes) 
         sock.close()
 
 
+#: What an adversary builds before its phase starts: the requests' encoding is not the
+#: broker's work, and would take the CPU of the machine the pair runs on while it measures.
+PREPARE: dict[str, Callable[[], object]] = {
+    "metadata": lambda: metadata_frame(1_000_000),
+    "offsets": offsets_frames,
+    "bad-crc": bad_crc_frame,
+}
+
 RUNNERS: dict[str, Callable[[str, threading.Event, Outcomes], None]] = {
     "metadata": adversary_metadata,
     "offsets": adversary_offsets,
@@ -357,6 +387,8 @@ class WatchedCormorant(Cormorant):
 
 
 def run_phase(broker: Any, adversary: str | None, seconds: float, rate: int) -> dict[str, Any]:
+    if adversary in PREPARE:
+        PREPARE[adversary]()
     pid = broker.proc.pid
     logged = broker.stderr.stat().st_size if broker.stderr.exists() else 0
     pair = subprocess.Popen([sys.executable, __file__, "--pair", broker.bootstrap, str(seconds), str(rate)],

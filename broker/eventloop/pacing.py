@@ -5,8 +5,9 @@ hold it for seconds. Two tools, chosen by what the work is (docs/architecture.md
 "Isolation"):
 
 - Handlers that loop over a request's entries call :meth:`Pacer.tick` per entry and
-  ``await pacer.pause()`` when it says so: at most every ``SLICE_S`` of work, other
-  tasks run. Broker state is only ever touched on the loop, so no locking is needed.
+  ``await pacer.pause()`` when it says so: at most every ``SLICE_S`` of work, every
+  other task runs until the loop is idle (large requests are background work). Broker
+  state is only ever touched on the loop, so no locking is needed.
 - Decoding a large frame and encoding a large response are pure functions of bytes or
   messages: they run in one worker thread with the pure-Python codec, which lets the
   event loop take the GIL back every switch interval (a C call would hold it until it
@@ -29,11 +30,16 @@ from typing import Any, TypeVar
 
 import structlog
 import trio
+import trio.testing
 
 log = structlog.get_logger(__name__)
 
-#: Longest run of a handler's per-entry work between two yields.
-SLICE_S = 0.005
+#: Longest run of a handler's per-entry work between two yields: what a client's request
+#: arriving while it runs may wait for it.
+SLICE_S = 0.002
+#: Longest a paused slice waits for the event loop to be idle before it runs anyway: on a
+#: loop that is never idle, large requests still get a slice in every MAX_DEFER_S.
+MAX_DEFER_S = 0.020
 #: Entries handled between two looks at the clock.
 CHECK_EVERY = 64
 #: Request frames at least this large are decoded off the event loop.
@@ -96,14 +102,35 @@ class Pacer:
         return self._clock() >= self._slice_end
 
     async def pause(self) -> None:
-        """Lets every other ready task run, then starts a new slice."""
+        """Lets the rest of the broker run first, then starts a new slice.
+
+        The slice waits until the event loop is idle (no other task ready to run, no I/O
+        pending), for at most ``MAX_DEFER_S``: a well-behaved client's request passes
+        through several tasks (reader, handler, writer), each a scheduling round, and
+        yielding for one round only would put one of this request's slices in front of
+        every one of those rounds. One large request at a time waits for the idle moment
+        (a lock), so the idle moment starts one slice, not one per large request."""
         self.pauses += 1
-        await trio.lowlevel.checkpoint()
+        async with _idle_lane():
+            with trio.move_on_after(MAX_DEFER_S):
+                await trio.testing.wait_all_tasks_blocked()
         self._slice_end = self._clock() + SLICE_S
 
 
-#: Entries freed between two yields when a large request is released.
-RELEASE_CHUNK = 8192
+_idle_lanes: trio.lowlevel.RunVar[trio.Lock] = trio.lowlevel.RunVar("idle_lane")
+
+
+def _idle_lane() -> trio.Lock:
+    try:
+        return _idle_lanes.get()
+    except LookupError:
+        lane = trio.Lock()
+        _idle_lanes.set(lane)
+        return lane
+
+
+#: Entries freed between two yields when a large request is released (about a slice of work).
+RELEASE_CHUNK = 4096
 
 
 async def release(pacer: Pacer, *messages: object) -> None:
@@ -192,8 +219,10 @@ async def off_loop(fn: Callable[..., _T], *args: object, lane: str = "codec") ->
 
 
 #: How long a thread holds the GIL before another that wants it gets it (CPython's
-#: default is 5 ms): while the codec thread works, each event-loop wake-up waits at most this.
-SWITCH_INTERVAL_S = 0.001
+#: default is 5 ms): while a worker thread works, the event loop waits about this long for
+#: the GIL each time it has released it — every socket call and every poll, a dozen or
+#: more for one small request — so it is kept well under a millisecond.
+SWITCH_INTERVAL_S = 0.0002
 
 
 def defer_full_collections() -> tuple[int, int, int]:

@@ -54,6 +54,8 @@ class SlowStep:
     cpu_s: float
     gc_s: float
     stack: str
+    #: The oldest generation collected during the step (-1: none).
+    gc_generation: int = -1
 
 
 class SlowStepWatchdog(trio.abc.Instrument):
@@ -83,6 +85,7 @@ class SlowStepWatchdog(trio.abc.Instrument):
         self._sampled_stack = ""
         self._gc_s = 0.0
         self._gc_started = 0.0
+        self._gc_generation = -1
         self.longest_step_s = 0.0
         self.slow_steps = 0
         self._loop_thread = threading.get_ident()
@@ -95,6 +98,7 @@ class SlowStepWatchdog(trio.abc.Instrument):
         self._step_seq += 1
         self._step_task = task
         self._gc_s = 0.0
+        self._gc_generation = -1
         now = self._wall()
         self._step_wall = now
         if now - self._cpu_read_wall >= CPU_READ_INTERVAL_S:
@@ -121,7 +125,7 @@ class SlowStepWatchdog(trio.abc.Instrument):
             stack = self._sampled_stack
         else:  # ended before the sampler looked: where the task stopped is all there is
             stack = "".join(traceback.format_list(_task_stack(task)))
-        step = SlowStep(task.name, wall, cpu, self._gc_s, stack)
+        step = SlowStep(task.name, wall, cpu, self._gc_s, stack, self._gc_generation)
         self._on_slow(step)
         if self.abort_cpu_s and cpu > self.abort_cpu_s:
             log.critical("event_loop_stall_abort", task=step.task, cpu_ms=round(cpu * 1000, 1),
@@ -132,6 +136,7 @@ class SlowStepWatchdog(trio.abc.Instrument):
     def _gc_callback(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._gc_started = self._wall()
+            self._gc_generation = max(self._gc_generation, int(info.get("generation", -1)))
         elif self._gc_started:
             self._gc_s += self._wall() - self._gc_started
             self._gc_started = 0.0
@@ -192,6 +197,7 @@ def log_slow_step(step: SlowStep) -> None:
         wall_ms=round(step.wall_s * 1000, 1),
         cpu_ms=round(step.cpu_s * 1000, 1),
         gc_ms=round(step.gc_s * 1000, 1),
+        gc_generation=step.gc_generation,
         stack=step.stack,
     )
 

@@ -58,6 +58,7 @@ from broker.group.group import (
     JoinCallback,
     JoinResult,
 )
+from broker.group.offset_commits import PreparedCommit
 from broker.group.records import OffsetAndMetadata, RecordFormatError
 from broker.group.shard import GroupShard
 from broker.group.shard_types import (
@@ -505,16 +506,17 @@ class ConsumerGroupShard(GroupShard):
         return None
 
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                       offsets: dict[TopicPartition, OffsetAndMetadata], callback: CommitCallback) -> None:
+                       offsets: dict[TopicPartition, OffsetAndMetadata], callback: CommitCallback,
+                       prepared: PreparedCommit | None = None) -> None:
         group = self.consumer_groups.get(group_id)
         if group is None:
-            super().commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets, callback)
+            super().commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets, callback, prepared)
             return
         error = self.validate_consumer_commit(group, member_id, generation_id, transactional=False)
         if error is not None:
             callback({tp: error for tp in offsets})
             return
-        self._store_offsets(self._offsets_holder(group_id), offsets, callback)
+        self._store_offsets(self._offsets_holder(group_id), offsets, callback, prepared)
 
     def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                                      group_instance_id: str | None, generation_id: int,

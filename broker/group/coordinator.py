@@ -33,6 +33,7 @@ from broker.coordinator import (
     ShardContext,
     await_callback,
 )
+from broker.eventloop.pacing import off_loop
 from broker.group.consumer_group import ConsumerGroup, TopicMetadata
 from broker.group.consumer_shard import (
     ConsumerGroupConfig,
@@ -41,6 +42,7 @@ from broker.group.consumer_shard import (
 )
 from broker.group.coordinator_shard import GroupCoordinatorShard
 from broker.group.group import GroupOverview, GroupSummary, JoinResult, SyncResult
+from broker.group.offset_commits import LARGE_COMMIT, prepare_commit
 from broker.group.records import OffsetAndMetadata
 from broker.group.shard_types import (
     FetchedOffset,
@@ -402,8 +404,17 @@ class GroupCoordinator:
             return {tp: error for tp in offsets}
         if not offsets:
             return {}
-        return await await_callback(
-            lambda cb: shard.commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets, cb))
+        if len(offsets) < LARGE_COMMIT:
+            return await await_callback(
+                lambda cb: shard.commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets, cb))
+        # Built in a worker thread and applied a chunk at a time: no event-loop step grows with it.
+        prepared = await off_loop(prepare_commit, group_id, offsets, self.config.offset_metadata_max_bytes,
+                                  self.runtime.clock_ms(), lane="records")
+        refused: dict[TopicPartition, ErrorCode] = await await_callback(lambda cb: shard.commit_offsets(
+            group_id, member_id, group_instance_id, generation_id, offsets, cb, prepared))
+        if prepared.result is None:
+            return refused
+        return await shard.finish_prepared_commit(prepared, offsets)
 
     async def commit_transactional_offsets(
         self,

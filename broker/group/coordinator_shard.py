@@ -25,6 +25,7 @@ from broker.group.consumer_shard import (
 )
 from broker.group.group import GroupOverview, GroupState, JoinCallback, JoinResult
 from broker.group.migration import MigratingGroupShard
+from broker.group.offset_commits import PreparedCommit
 from broker.group.records import OffsetAndMetadata, RecordFormatError
 from broker.group.shard_types import (
     CommitCallback,
@@ -112,11 +113,12 @@ class GroupCoordinatorShard(MigratingGroupShard):
         super().join_group(req, callback)
 
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                       offsets: dict[TopicPartition, OffsetAndMetadata], callback: CommitCallback) -> None:
+                       offsets: dict[TopicPartition, OffsetAndMetadata], callback: CommitCallback,
+                       prepared: PreparedCommit | None = None) -> None:
         if group_id in self.share.groups:
             callback({tp: ErrorCode.GROUP_ID_NOT_FOUND for tp in offsets})
             return
-        super().commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets, callback)
+        super().commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets, callback, prepared)
 
     def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                                      group_instance_id: str | None, generation_id: int,

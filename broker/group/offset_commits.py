@@ -9,11 +9,20 @@ protocol of :mod:`broker.group.classic_protocol`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.coordinator.runtime import AppendResult, CoordinatorRecord, ShardContext
+from broker.coordinator.runtime import (
+    AppendResult,
+    CoordinatorRecord,
+    PreparedBatch,
+    ShardContext,
+    free_in_chunks,
+    prepare_batch,
+)
+from broker.eventloop.pacing import Pacer, discard
 from broker.group.group import (
     UNKNOWN_MEMBER_ID,
     ClassicGroup,
@@ -47,6 +56,35 @@ def _java_length(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
+#: Offsets in one commit from which its records are built before the shard is called (in a
+#: worker thread: :func:`prepare_commit`) and its outcome applied a chunk at a time
+#: (:meth:`OffsetCommits.finish_prepared_commit`): a commit naming 100,000 partitions is
+#: otherwise several event-loop steps of 100 ms and more.
+LARGE_COMMIT = 2048
+
+
+@dataclass(slots=True)
+class PreparedCommit:
+    """A large OffsetCommit's records, built as one batch before its shard is called."""
+
+    accepted: dict[TopicPartition, OffsetAndMetadata]
+    batch: PreparedBatch
+    #: Set by the shard once the batch is written or has failed (None: refused before).
+    group: ClassicGroup | None = None
+    result: AppendResult | None = None
+
+
+def prepare_commit(group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata], metadata_max_bytes: int,
+                   timestamp_ms: int) -> PreparedCommit:
+    """The records of a commit of ``offsets`` (pure work: runs in a worker thread)."""
+    accepted = {tp: o for tp, o in offsets.items() if _java_length(o.metadata) <= metadata_max_bytes}
+    records = [CoordinatorRecord(offset_commit_key(group_id, t, p), offset_commit_value(o))
+               for (t, p), o in accepted.items()]
+    prepared = PreparedCommit(accepted, prepare_batch(records, timestamp_ms))
+    free_in_chunks(records)
+    return prepared
+
+
 class OffsetCommits:
     """The committed offsets of the groups of one ``__consumer_offsets`` partition."""
 
@@ -72,7 +110,10 @@ class OffsetCommits:
         generation_id: int,
         offsets: dict[TopicPartition, OffsetAndMetadata],
         callback: CommitCallback,
+        prepared: PreparedCommit | None = None,
     ) -> None:
+        """``prepared``: the records of a large commit, built already; its outcome is then left
+        in it, for :meth:`finish_prepared_commit`, and ``callback`` gets an empty map."""
         group = self.groups.get(group_id)
         if group is None:
             if generation_id < 0:
@@ -87,11 +128,11 @@ class OffsetCommits:
             callback({tp: error for tp in offsets})
             return
         if group.state is GroupState.EMPTY:
-            self._store_offsets(group, offsets, callback)
+            self._store_offsets(group, offsets, callback, prepared)
         elif group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
             # During a rebalance commits still count; the heartbeat answer tells the member to rejoin.
             self._schedule_heartbeat(group, group.get(member_id))
-            self._store_offsets(group, offsets, callback)
+            self._store_offsets(group, offsets, callback, prepared)
         elif group.state is GroupState.COMPLETING_REBALANCE:
             callback({tp: ErrorCode.REBALANCE_IN_PROGRESS for tp in offsets})
         else:
@@ -120,7 +161,19 @@ class OffsetCommits:
         return _java_length(o.metadata) <= self.config.offset_metadata_max_bytes
 
     def _store_offsets(self, group: ClassicGroup, offsets: dict[TopicPartition, OffsetAndMetadata],
-                       callback: CommitCallback) -> None:
+                       callback: CommitCallback, prepared: PreparedCommit | None = None) -> None:
+        if prepared is not None:
+            if not prepared.accepted:
+                callback({tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets})
+                return
+            group.prepare_offset_commit(prepared.accepted)
+
+            def prepared_written(result: AppendResult) -> None:
+                prepared.group, prepared.result = group, result
+                callback({})
+
+            self.ctx.append(prepared.batch, prepared_written)
+            return
         accepted = {tp: o for tp, o in offsets.items() if self._valid_metadata(o)}
         if not accepted:
             callback({tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets})
@@ -145,6 +198,39 @@ class OffsetCommits:
             callback({tp: error if tp in accepted else ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets})
 
         self.ctx.append(records, written)
+
+    async def finish_prepared_commit(self, prepared: PreparedCommit,
+                                     offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
+        """Applies a written large commit to its group (or drops its pending offsets if the
+        write failed) a chunk at a time, and answers every partition of ``offsets``. Until a
+        partition's turn comes, its offset is still pending: a fetch with require_stable sees
+        UNSTABLE_OFFSET_COMMIT, as it does until the write is committed."""
+        group, result = prepared.group, prepared.result
+        assert group is not None and result is not None
+        pacer = Pacer()
+        accepted = prepared.accepted
+        ok = result.error is ErrorCode.NONE
+        for tp, o in accepted.items():
+            if group.state is not GroupState.DEAD:
+                if ok:
+                    group.on_offset_commit_append(tp, CommittedOffset(result.base_offset, o))
+                else:
+                    group.fail_pending_offset_write(tp, o)
+            if pacer.tick():
+                await pacer.pause()
+        if ok:
+            self.observer.offsets_committed(group.group_id, len(accepted))
+            error = ErrorCode.NONE
+        else:
+            error = commit_error(result.error)
+            log.info("offset_commit_failed", group_id=group.group_id, error=result.error.name)
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for tp in offsets:
+            errors[tp] = error if tp in accepted else ErrorCode.OFFSET_METADATA_TOO_LARGE
+            if pacer.tick():
+                await pacer.pause()
+        await discard(pacer, accepted)
+        return errors
 
     # ---------------------------------------------------------------- transactional offsets
 

@@ -22,7 +22,7 @@ import trio
 
 from broker.security.kafka_principal import USER_TYPE, KafkaPrincipal
 from broker.security.mechanism import AuthenticationFailed, MechanismServer
-from broker.server.network import CloseConnection, ConnectionInfo
+from broker.server.network import CloseConnection, ConnectionInfo, RequestFrame
 from wire.errors import ErrorCode
 from wire.exceptions import DecodeError
 from wire.frame import (
@@ -108,7 +108,7 @@ class SaslSession:
             return True
         return False
 
-    async def handle(self, pre: RequestPreamble, frame: bytearray, limits: DecodeLimits) -> EncodedFrame:
+    async def handle(self, pre: RequestPreamble, frame: RequestFrame, limits: DecodeLimits) -> EncodedFrame:
         if self._state is _State.AUTHENTICATE:
             return await self._authenticate(pre, frame, limits)
         if pre.api_key != SASL_HANDSHAKE:
@@ -131,7 +131,7 @@ class SaslSession:
         self.raw_tokens = pre.api_version == 0
         return encode_response(SaslHandshakeResponse(mechanisms=enabled), pre.api_version, pre.correlation_id)
 
-    async def handle_raw(self, frame: bytearray) -> EncodedFrame:
+    async def handle_raw(self, frame: RequestFrame) -> EncodedFrame:
         """One token after a v0 handshake; the answer is a raw token too."""
         try:
             answer = self._evaluate(bytes(frame))
@@ -145,13 +145,13 @@ class SaslSession:
     def _mechanism(self) -> str:
         return self._server.mechanism if self._server is not None else ""
 
-    def _decode(self, frame: bytearray, limits: DecodeLimits) -> Message:
+    def _decode(self, frame: RequestFrame, limits: DecodeLimits) -> Message:
         try:
             return decode_request(frame, limits).body
         except DecodeError as ex:
             raise CloseConnection("malformed SASL request", error=ex.reason) from ex
 
-    async def _authenticate(self, pre: RequestPreamble, frame: bytearray, limits: DecodeLimits) -> EncodedFrame:
+    async def _authenticate(self, pre: RequestPreamble, frame: RequestFrame, limits: DecodeLimits) -> EncodedFrame:
         if pre.api_key != SASL_AUTHENTICATE:
             illegal = _illegal_state_response(pre)
             await trio.sleep(self.listener.failure_delay_s)

@@ -24,7 +24,7 @@ import structlog
 from broker.eventloop.pacing import OFF_LOOP_ENTRIES, OFF_LOOP_FRAME_BYTES, Pacer, off_loop, release
 from broker.quotas.managers import RequestThrottle, client_throttles
 from broker.security.kafka_principal import ANONYMOUS, KafkaPrincipal
-from broker.server.network import CloseConnection, ConnectionInfo, delay_response
+from broker.server.network import CloseConnection, ConnectionInfo, RequestFrame, delay_response
 from broker.server.response_errors import BrokerErrorLog, error_code_counts
 from broker.transaction.markers import WRITE_TXN_MARKERS_VERSION
 from wire.errors import ErrorCode
@@ -136,7 +136,7 @@ class Dispatcher:
             for e in sorted(self.apis.values(), key=lambda e: e.api_key)
         ]
 
-    async def handle(self, conn: ConnectionInfo, frame: bytearray) -> EncodedFrame | None:
+    async def handle(self, conn: ConnectionInfo, frame: RequestFrame) -> EncodedFrame | None:
         metrics = self.services.metrics
         metrics.request_received(len(frame) + 4)
         sasl = conn.sasl
@@ -178,7 +178,7 @@ class Dispatcher:
             pacer.close()
 
     async def _handle(
-        self, conn: ConnectionInfo, frame: bytearray, pre: RequestPreamble, entry: ApiEntry, pacer: Pacer
+        self, conn: ConnectionInfo, frame: RequestFrame, pre: RequestPreamble, entry: ApiEntry, pacer: Pacer
     ) -> EncodedFrame | None:
         services = self.services
         metrics = services.metrics

@@ -288,27 +288,33 @@ def test_a_connection_pipelining_large_requests_does_not_hold_the_others(broker:
     assert worst < WORST_WAIT_S, f"the watcher waited {worst * 1000:.0f} ms"
 
 
-def create_topic(broker: BrokerProcess, name: str) -> None:
+def create_topic(broker: BrokerProcess, name: str, partitions: int = 1) -> None:
     client = RawClient(broker.bootstrap)
+    client.sock.settimeout(120)
     try:
         resp = client.call(CreateTopicsRequest(topics=[CreateTopicsRequestCreatableTopic(
-            name=name, num_partitions=1, replication_factor=1)], timeout_ms=30000), CreateTopicsResponse, 5)
+            name=name, num_partitions=partitions, replication_factor=1)], timeout_ms=60000), CreateTopicsResponse, 5)
         assert isinstance(resp, CreateTopicsResponse)
         assert resp.topics[0].error_code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS)
     finally:
         client.close()
 
 
+def bad_crc_produce(topic: str, megabytes: int) -> bytes:
+    """A Produce request of one batch of ``megabytes`` records of 1 MiB whose CRC is wrong."""
+    batch = bytearray(build_batch([NewRecord(key=None, value=b"v" * (1024 * 1024), timestamp=int(time.time() * 1000))]
+                                  * megabytes))
+    batch[CRC_OFFSET] ^= 0xFF
+    return encode_request(ProduceRequest(acks=1, timeout_ms=30000, topic_data=[ProduceRequestTopicProduceData(
+        name=topic, partition_data=[ProduceRequestPartitionProduceData(index=0, records=bytes(batch))])]),
+        7, 45, "adversary")
+
+
 def test_a_64_mb_produce_with_a_bad_crc_does_not_hold_the_others(broker: BrokerProcess) -> None:
     """The batch's copy and CRC-32C run in a worker thread, and the copy a chunk at a time
     (one 64 MB copy holds the GIL, and the loop, for tens of milliseconds)."""
     create_topic(broker, "bad-crc")
-    batch = bytearray(build_batch([NewRecord(key=None, value=b"v" * (1024 * 1024), timestamp=int(time.time() * 1000))]
-                                  * 64))
-    batch[CRC_OFFSET] ^= 0xFF
-    frame = encode_request(ProduceRequest(acks=1, timeout_ms=30000, topic_data=[ProduceRequestTopicProduceData(
-        name="bad-crc", partition_data=[ProduceRequestPartitionProduceData(index=0, records=bytes(batch))])]),
-        7, 45, "adversary")
+    frame = bad_crc_produce("bad-crc", 64)
     answered: list[bytes] = []
     worst = watch(broker, lambda: answered.extend(send_and_receive_raw(broker, frame) for _ in range(3)))
     for reply in answered:
@@ -316,6 +322,27 @@ def test_a_64_mb_produce_with_a_bad_crc_does_not_hold_the_others(broker: BrokerP
         assert isinstance(resp, ProduceResponse)
         assert resp.responses[0].partition_responses[0].error_code == ErrorCode.CORRUPT_MESSAGE
     assert worst < WORST_WAIT_S, f"the watcher waited {worst * 1000:.0f} ms"
+
+
+def test_reading_a_100_mb_frame_takes_no_long_step(tmp_path: Path) -> None:
+    """A 100 MB Produce with a bad CRC (the isolation benchmark's bad-crc adversary), sent
+    twice, with every step over 5 ms logged: none of them computes for MAX_STEP_CPU_MS (the
+    frame is read into memory mapped once at its announced size, never grown or copied)."""
+    b = BrokerProcess(tmp_path / "data", {"event.loop.slow.step.ms": "5"}).start()
+    try:
+        create_topic(b, "bad-crc")
+        frame = bad_crc_produce("bad-crc", 99)
+        logged = len(b.logs())
+        with Watcher(b.bootstrap) as watcher:
+            for _ in range(2):
+                _, resp = decode_response(send_and_receive_raw(b, frame), ProduceResponse, 7)
+                assert isinstance(resp, ProduceResponse)
+                assert resp.responses[0].partition_responses[0].error_code == ErrorCode.CORRUPT_MESSAGE
+        steps = [float(cpu) for cpu in SLOW_STEP.findall(b.logs()[logged:])]
+        print(f"watcher worst {watcher.worst * 1000:.1f} ms; steps over 5 ms: {steps} (CPU ms)")
+        assert all(cpu <= MAX_STEP_CPU_MS for cpu in steps), steps
+    finally:
+        b.kill9()
 
 
 def test_members_joining_and_leaving_in_a_loop_do_not_hold_the_others(broker: BrokerProcess) -> None:
@@ -363,6 +390,53 @@ def test_members_joining_and_leaving_in_a_loop_do_not_hold_the_others(broker: Br
     worst = watch(broker, adversary)
     assert left == [500, 500, 500]
     assert unknown == {ErrorCode.UNKNOWN_MEMBER_ID}
+    assert worst < WORST_WAIT_S, f"the watcher waited {worst * 1000:.0f} ms"
+
+
+#: Topics and partitions an OffsetCommit names in full: real ones, so that every offset
+#: reaches the group coordinator (its records, their batch, and applying the outcome).
+COMMITTED_TOPICS = ("committed-a", "committed-b")
+COMMITTED_PARTITIONS = 5_000
+
+
+def test_an_offset_commit_to_many_real_partitions_does_not_hold_the_others(broker: BrokerProcess) -> None:
+    """The coordinator's side of a large OffsetCommit — its records and batch, the write, the
+    offsets applied to the group — runs off the loop or a chunk at a time, as the handler does."""
+    for name in COMMITTED_TOPICS:
+        create_topic(broker, name, COMMITTED_PARTITIONS)
+    client = RawClient(broker.bootstrap)
+    client.sock.settimeout(60)
+    commit = OffsetCommitRequest(group_id="committer", generation_id_or_member_epoch=-1, topics=[
+        OffsetCommitRequestTopic(name=name, partitions=[
+            OffsetCommitRequestPartition(partition_index=i, committed_offset=1000 + i)
+            for i in range(COMMITTED_PARTITIONS)]) for name in COMMITTED_TOPICS])
+    probe = OffsetFetchRequest(group_id="committer", require_stable=True, topics=[
+        OffsetFetchRequestTopic(name=name, partition_indexes=[0, 4321, COMMITTED_PARTITIONS - 1])
+        for name in COMMITTED_TOPICS])
+    try:
+        # The group coordinator's topic is created by the first FindCoordinator, then loaded.
+        deadline = time.monotonic() + 30
+        while True:
+            found = client.call(FindCoordinatorRequest(key="committer"), FindCoordinatorResponse, 1)
+            before = client.call(probe, OffsetFetchResponse, 7)
+            assert isinstance(found, FindCoordinatorResponse) and isinstance(before, OffsetFetchResponse)
+            if found.error_code == ErrorCode.NONE and before.error_code == ErrorCode.NONE:
+                break
+            assert time.monotonic() < deadline, (found.error_code, before.error_code)
+            time.sleep(0.1)
+        answered: list[Message] = []
+        worst = watch(broker, lambda: answered.append(client.call(commit, OffsetCommitResponse, 7)))
+        resp = answered[0]
+        assert isinstance(resp, OffsetCommitResponse)
+        for topic in resp.topics:
+            assert [p.partition_index for p in topic.partitions] == list(range(COMMITTED_PARTITIONS))
+            assert {p.error_code for p in topic.partitions} == {ErrorCode.NONE}
+        after = client.call(probe, OffsetFetchResponse, 7)
+        assert isinstance(after, OffsetFetchResponse)
+        assert [[(p.partition_index, p.committed_offset, p.error_code) for p in t.partitions] for t in after.topics] \
+            == [[(0, 1000, 0), (4321, 5321, 0), (COMMITTED_PARTITIONS - 1, 999 + COMMITTED_PARTITIONS, 0)]] * 2
+    finally:
+        client.close()
     assert worst < WORST_WAIT_S, f"the watcher waited {worst * 1000:.0f} ms"
 
 

@@ -90,3 +90,46 @@ def test_a_cancelled_waiter_holds_nothing() -> None:
 
 def test_small_frames_have_their_own_budget() -> None:
     trio.run(_small_frames_have_their_own_budget)
+
+
+def test_a_100_mb_frame_is_read_in_place_without_a_long_step() -> None:
+    """A frame above 1 MiB is read into a buffer mapped once at its announced size: no step
+    grows (and copies) it. A growing bytearray is copied by each reallocation while it is
+    below the allocator's mmap threshold, which a freed large buffer raises to 32 MB, so
+    the test frees one first, as a broker that served a large request has."""
+    import socket
+    import threading
+    import zlib
+
+    from broker.eventloop.watchdog import SlowStep, SlowStepWatchdog
+    from broker.server.network import Connection, ConnectionInfo, NetworkLimits, RequestFrame
+
+    size = 100 * MiB
+    body = bytes(range(256)) * (size // 256)
+    del bytearray(40 * MiB)[:]  # raises glibc's mmap threshold, as in a running broker
+    seen: list[RequestFrame] = []
+    steps: list[SlowStep] = []
+
+    class Recorder:
+        async def handle(self, conn: ConnectionInfo, frame: RequestFrame) -> None:
+            seen.append(frame)  # checked after the run: a checksum here would be a long step itself
+
+    async def main() -> None:
+        ours, theirs = socket.socketpair()
+        sender = threading.Thread(target=lambda: (theirs.sendall(size.to_bytes(4, "big") + body), theirs.close()))
+        watchdog = SlowStepWatchdog(0.001, steps.append)
+        watchdog.start()
+        try:
+            sender.start()
+            stream = trio.SocketStream(trio.socket.from_stdlib_socket(ours))
+            info = ConnectionInfo("test", "PLAINTEXT", "127.0.0.1", 1, 2, 1)
+            with trio.fail_after(60):
+                await Connection(stream, info, Recorder(), NetworkLimits()).run()
+        finally:
+            watchdog.stop()
+            sender.join(10)
+
+    trio.run(main)
+    assert [(len(frame), zlib.crc32(frame)) for frame in seen] == [(size, zlib.crc32(body))]
+    cpu_ms = sorted(step.cpu_s * 1000 for step in steps)
+    assert not cpu_ms or cpu_ms[-1] < 3.0, cpu_ms[-5:]

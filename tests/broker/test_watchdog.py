@@ -112,6 +112,56 @@ def test_the_pacer_asks_for_a_pause_once_its_slice_is_spent() -> None:
     assert LargeRequests.active == active
 
 
+def test_a_paused_large_request_runs_its_next_slice_only_once_the_others_are_done() -> None:
+    """A small request passes through several tasks, each a scheduling round: a large request
+    that only yielded for one round would run a slice in front of every one of them. Its pause
+    waits until no other task is ready, so a chain of hand-offs runs without its slices."""
+    from broker.eventloop.pacing import MAX_DEFER_S, Pacer
+
+    slices: list[float] = []
+    hops: list[int] = []
+
+    async def large(done: trio.Event) -> None:
+        pacer = Pacer()
+        while not done.is_set():
+            slices.append(trio.current_time())
+            while not pacer.tick():  # one slice of work
+                pass
+            await pacer.pause()
+
+    async def chain(hands: int) -> None:
+        for _ in range(hands):  # e.g. reader -> handler -> writer, each woken by the last
+            hops.append(len(slices))
+            await trio.lowlevel.checkpoint()
+        hops.append(len(slices))
+
+    async def main() -> None:
+        done = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(large, done)
+            await trio.sleep(0.05)
+            await chain(20)
+            done.set()
+
+    trio.run(main)
+    # At most the slice under way when the chain started runs while it hands on.
+    assert hops[-1] - hops[0] <= 1, hops
+    # And a loop that is never idle still gives the large request its slices.
+    slices.clear()
+    started = time.perf_counter()
+
+    async def never_idle() -> None:
+        done = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(large, done)
+            while time.perf_counter() - started < 10 * MAX_DEFER_S:
+                await trio.lowlevel.checkpoint()
+            done.set()
+
+    trio.run(never_idle)
+    assert len(slices) >= 5, slices
+
+
 def test_a_large_message_is_freed_a_chunk_at_a_time_nested_lists_too() -> None:
     """One topic holding 100,000 partitions (ListOffsets, OffsetFetch) is as long to free as
     100,000 topics: its partitions are freed between pauses, not in one deallocation."""

@@ -13,7 +13,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from broker.coordinator.runtime import AppendResult, CoordinatorRecord, ReplayedRecord
+from broker.coordinator.runtime import (
+    AppendResult,
+    CoordinatorRecord,
+    PreparedBatch,
+    ReplayedRecord,
+)
 from broker.group.group import JoinResult, SyncResult
 from broker.group.records import OffsetAndMetadata
 from broker.group.shard import GroupShard
@@ -27,6 +32,7 @@ from wire.generated.data.consumer_protocol_subscription import (
     ConsumerProtocolSubscription,
     ConsumerProtocolSubscriptionTopicPartition,
 )
+from wire.records import iter_records
 
 START_MS = 1_700_000_000_000
 
@@ -65,7 +71,7 @@ class FakeContext:
 
     def append(
         self,
-        records: Sequence[CoordinatorRecord],
+        records: Sequence[CoordinatorRecord] | PreparedBatch,
         on_complete: Callable[[AppendResult], None] | None = None,
         *,
         producer_id: int = -1,
@@ -77,6 +83,9 @@ class FakeContext:
                 self.pending.append((on_complete, AppendResult(self.fail_with)))
             return
         base = len(self.log)
+        if isinstance(records, PreparedBatch):
+            records = [CoordinatorRecord(bytes(r.key or b""), None if r.value is None else bytes(r.value))
+                       for r in iter_records(records.data, 0)]
         for r in records:
             self.log.append(Appended(len(self.log), r))
         if on_complete is not None:

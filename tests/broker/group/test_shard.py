@@ -397,6 +397,42 @@ def test_failed_write_maps_errors_like_kafka() -> None:
     assert d.shard.fetch_offsets("g", [("t", 0)], True)[("t", 0)].error is NONE
 
 
+def test_a_large_commit_is_built_beforehand_and_applied_a_chunk_at_a_time() -> None:
+    """A commit of 5,000 offsets (over LARGE_COMMIT): its batch is prepared outside the shard,
+    appended as one write, and applied to the group by finish_prepared_commit; offsets with
+    too long metadata are refused, and a failed write leaves nothing pending."""
+    import trio
+
+    from broker.group.offset_commits import LARGE_COMMIT, prepare_commit
+    from broker.group.records import OffsetAndMetadata
+
+    d = Driver(GroupConfig(offset_metadata_max_bytes=4))
+    now = d.ctx.now_ms()
+    n = LARGE_COMMIT + 3000
+    offsets = {("t", p): OffsetAndMetadata(p + 10, None, "12345" if p == 7 else "", now) for p in range(n)}
+
+    def commit() -> dict[tuple[str, int], ErrorCode]:
+        prepared = prepare_commit("big", offsets, d.config.offset_metadata_max_bytes, now)
+        refused: list[dict[tuple[str, int], ErrorCode]] = []
+        d.shard.commit_offsets("big", "", None, -1, offsets, refused.append, prepared)
+        d.ctx.after_op()
+        assert refused == [{}] and prepared.result is not None
+        return trio.run(d.shard.finish_prepared_commit, prepared, offsets)
+
+    written = len(d.ctx.log)
+    errors = commit()
+    assert len(d.ctx.log) == written + n - 1  # one batch of every accepted offset
+    assert errors[("t", 7)] is ErrorCode.OFFSET_METADATA_TOO_LARGE
+    assert {e for tp, e in errors.items() if tp != ("t", 7)} == {NONE} and len(errors) == n
+    got = d.shard.fetch_offsets("big", [("t", 0), ("t", 7), ("t", n - 1)], True)
+    assert [(o.offset, o.error) for o in got.values()] == [(10, NONE), (-1, NONE), (n + 9, NONE)]
+    d.ctx.fail_with = ErrorCode.RECORD_LIST_TOO_LARGE
+    offsets = {tp: OffsetAndMetadata(1, None, "", now) for tp in offsets}
+    errors = commit()
+    assert set(errors.values()) == {ErrorCode.INVALID_COMMIT_OFFSET_SIZE}
+    assert d.shard.fetch_offsets("big", [("t", 0)], True)[("t", 0)].offset == 10  # unchanged, not pending
+
+
 def test_metadata_too_large() -> None:
     d = Driver(GroupConfig(offset_metadata_max_bytes=4))
     assert d.commit("g", {("t", 0): 1}, metadata="12345").value == {("t", 0): ErrorCode.OFFSET_METADATA_TOO_LARGE}
