@@ -460,8 +460,8 @@ class LogManager:
                 slice_end = clock() + slice_s
                 if self._closed:
                     return deleted
-                if self._logs.get(tp) is not partition_log:
-                    continue  # deleted (or deleted and made again) while the loop ran others
+            if self._logs.get(tp) is not partition_log:
+                continue  # deleted (or deleted and made again) while the loop ran others
             high_watermark = high_watermark_of(tp)
             if high_watermark is not None:
                 deleted += partition_log.apply_retention(now_ms, high_watermark)

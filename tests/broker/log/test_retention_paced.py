@@ -92,16 +92,20 @@ def test_partitions_deleted_while_it_yields_are_skipped_and_their_directories_re
     clock = Clock()
     manager = expired_partitions(tmp_path, clock)
     gone = [TopicPartition("old", i) for i in range(PARTITIONS - 100, PARTITIONS)]
+    # Known for every partition, deleted or not: only the pass itself may skip the deleted.
+    ends = {tp: plog.log_end_offset for tp, plog in manager.logs.items()}
     results: list[int] = []
 
     async def paced_while_deleting() -> None:
-        async def delete_soon() -> None:
-            await trio.sleep(0)
+        async def delete_soon() -> None:  # runs at the pass's first yield
             manager.delete_partitions(gone)
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(delete_soon)
-            results.append(await manager.apply_retention_paced(clock(), high_watermark_of(manager), slice_s=0.0))  # type: ignore[arg-type]
+            # Two yields, before the first two partitions (Trio may run either task first after
+            # one), then none: the deleted partitions come long after them.
+            yields_twice = iter([0.0, 1.0, 2.0, 3.0, 4.0] + [3.5] * 10 * PARTITIONS).__next__
+            results.append(await manager.apply_retention_paced(clock(), ends.get, slice_s=0.0, clock=yields_twice))
         # The deleted directories are due now (file.delete.delay.ms is 0): removed by the next pass.
         results.append(await manager.apply_retention_paced(clock(), high_watermark_of(manager)))  # type: ignore[arg-type]
 
