@@ -269,7 +269,7 @@ class BrokerNode:
         self._prepare_log_dirs()
         self.log_manager = LogManager(
             list(self.config.log_dirs), TopicConfig.resolve(self.config.topic_defaults(), {}), self.clock_ms,
-            files=files,
+            files=files, recovery_threads=self.config.num_recovery_threads_per_data_dir,
         )
         self.metrics.log_recovered(time.monotonic() - started)
         if self.config.controller_quorum_voters:
@@ -511,8 +511,8 @@ class BrokerNode:
                 self.request_shutdown()
                 return
 
-    def _apply_retention(self) -> None:
-        deleted = self.log_manager.apply_retention(self.clock_ms(), self._high_watermark_of)
+    async def _apply_retention(self) -> None:
+        deleted = await self.log_manager.apply_retention_paced(self.clock_ms(), self._high_watermark_of)
         self.metrics.retention_deleted(deleted)
         if deleted:
             log.info("retention_applied", segments_deleted=deleted)

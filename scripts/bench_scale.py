@@ -9,7 +9,9 @@ Rows, for Cormorant and (where it applies) Tansu with memory storage, both start
 - Metadata of every partition (AdminClient list_topics), seconds;
 - a record produced to every partition and every one read back, seconds;
 - RSS and open descriptors of the broker with the partitions idle;
-- Cormorant only: restart to serving after a clean shutdown and after kill -9, seconds;
+- Cormorant only: restart to serving after kill -9 with nothing flushed (every partition
+  recovers from its recovery point, 0), after a clean shutdown, and after kill -9 once that
+  clean shutdown moved every recovery point to the log end; seconds.
 - with ``--connections N`` (on a fresh broker of each): N client connections opened one after
   the other, each sending ApiVersions, all kept open; connections per second until every one
   was answered, and the broker's RSS idle and with the N connections open.
@@ -139,7 +141,10 @@ def run(broker: BrokerProcess, topics: int, partitions: int, restarts: bool) -> 
         row["RSS MB"] = rss_mb(broker.proc.pid)
         row["open fds"] = fds(broker.proc.pid)
         if restarts:
+            # Nothing was flushed yet (flush.ms is unset, as Kafka's): every partition recovers.
+            row["restart kill -9 unflushed s"] = restart_s(broker, kill=True)
             row["restart clean s"] = restart_s(broker, kill=False)
+            # The clean shutdown moved every recovery point to the log end.
             row["restart kill -9 s"] = restart_s(broker, kill=True)
             row["metadata after restart s"] = metadata_s(broker.bootstrap, total)
         return row

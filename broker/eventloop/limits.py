@@ -9,6 +9,7 @@ and tries again, and the broker keeps serving what it has.
 from __future__ import annotations
 
 import errno
+import inspect
 import resource
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -84,7 +85,8 @@ async def run_periodically(
     sleep: Callable[[float], Awaitable[None]] = trio.sleep,
     max_backoff_s: float = MAX_BACKOFF_S,
 ) -> None:
-    """Call ``step`` every ``interval_s`` seconds, forever, surviving its failures.
+    """Call ``step`` every ``interval_s`` seconds, forever, surviving its failures (a
+    ``step`` that returns an awaitable is awaited: one that yields as it goes).
 
     A failure is logged once (with the limit it hit, if any), then retried with
     exponential back-off; the first success after failures is logged too. Only
@@ -96,7 +98,9 @@ async def run_periodically(
     while True:
         await sleep(delay)
         try:
-            step()
+            result = step()
+            if inspect.isawaitable(result):  # a step that gives the loop back as it goes
+                await result
         except Exception as exc:
             failures += 1
             if failures == 1:

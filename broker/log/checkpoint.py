@@ -81,13 +81,13 @@ class OffsetCheckpointFile:
 
     def write(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Replace the file with ``offsets`` (sorted, so equal contents give equal files)."""
-        for tp in offsets:
-            if not tp.topic or any(ch.isspace() for ch in tp.topic):
-                raise ValueError(f"topic name {tp.topic!r} cannot be checkpointed")
-        write_checkpoint(
-            self.path,
-            [(tp.topic, tp.partition, offsets[tp]) for tp in sorted(offsets)],
-        )
+        # Each topic checked once, and sorted by a key of plain tuples: with a hundred thousand
+        # partitions, the generated comparisons of TopicPartition took a quarter of a second.
+        for topic in {tp.topic for tp in offsets}:
+            if not topic or any(ch.isspace() for ch in topic):
+                raise ValueError(f"topic name {topic!r} cannot be checkpointed")
+        rows = sorted((tp.topic, tp.partition, offset) for tp, offset in offsets.items())
+        write_checkpoint(self.path, rows)
 
     def read(self) -> dict[TopicPartition, int]:
         """The checkpointed offsets; empty if the file does not exist."""

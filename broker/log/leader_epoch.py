@@ -134,6 +134,15 @@ class LeaderEpochCache:
         if self._assign(EpochEntry(epoch, start_offset)):
             self._unflushed = True
 
+    def assign_if_newer(self, epoch: int, start_offset: int) -> None:
+        """Recovery's rule (Kafka's): ``epoch`` starts at ``start_offset`` if it is newer than
+        every epoch known. Kept, like :meth:`assign`, until the file is read."""
+        if self._defer(lambda: self.assign_if_newer(epoch, start_offset)):
+            return
+        latest = self.latest_epoch
+        if latest is None or epoch > latest:
+            self.assign(epoch, start_offset)
+
     def _assign(self, entry: EpochEntry) -> bool:
         if entry.epoch < 0 or entry.start_offset < 0:
             raise ValueError(f"invalid leader epoch entry {entry}")

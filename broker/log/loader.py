@@ -47,8 +47,9 @@ def load_log(
     log_start_offset: int = 0,
     had_clean_shutdown: bool = False,
     files: FileCache = DEFAULT_FILE_CACHE,
+    existing: bool = False,
 ) -> PartitionLog:
-    """Load (or create) the partition in ``directory``.
+    """Load (or create) the partition in ``directory`` (``existing``: the caller listed it).
 
     ``recovery_point`` and ``log_start_offset`` come from the log
     directory's checkpoints. Stray files from interrupted deletes and
@@ -58,11 +59,13 @@ def load_log(
     first bad batch.
     """
     parse_partition_dir_name(directory.name)  # refuse a directory that is not a partition's
-    try:
-        directory.mkdir(parents=True)
-        fresh = True
-    except FileExistsError:
-        fresh = False
+    fresh = False
+    if not existing:
+        try:
+            directory.mkdir(parents=True)
+            fresh = True
+        except FileExistsError:
+            pass
     names: list[str] = []
     if fresh:
         segments: list[LogSegment] = []
@@ -323,13 +326,16 @@ def _open_segments(
 
 
 def _epoch_restorer(cache: LeaderEpochCache) -> Callable[[RecordBatchHeader], None]:
-    """Recovery's hook: an epoch newer than the cache knows starts at this batch (as Kafka)."""
+    """Recovery's hook: an epoch newer than the cache knows starts at this batch (as Kafka).
+    The cache's file is not read for it: the change is kept until the partition is used."""
+    newest = -1
 
     def restore(header: RecordBatchHeader) -> None:
+        nonlocal newest
         epoch = header.partition_leader_epoch
-        latest = cache.latest_epoch
-        if epoch >= 0 and (latest is None or epoch > latest):
-            cache.assign(epoch, header.base_offset)
+        if epoch > newest:
+            newest = epoch
+            cache.assign_if_newer(epoch, header.base_offset)
 
     return restore
 
@@ -343,10 +349,17 @@ def _recover_from(
 ) -> list[LogSegment]:
     """Re-validate the segments from the one holding the recovery point; drop all after a cut."""
     restore = _epoch_restorer(epoch_cache)
-    for index in range(_floor_index(segments, recovery_point), len(segments)):
+    first = _floor_index(segments, recovery_point)
+    for index in range(first, len(segments)):
         segment = segments[index]
-        # At or past the recovery point: the log's next flush makes the rebuilt indexes durable.
-        truncated = segment.recover(on_batch=restore, sync_indexes=False)
+        # The active segment's largest timestamp goes to its time index when it is next
+        # written, rolled or closed: a partition recovered at start creates no file for it.
+        if index == first:
+            # Only the part at or past the recovery point: below it everything was flushed.
+            truncated = segment.recover_from(recovery_point, on_batch=restore, index_max_timestamp=False)
+        else:
+            # Past the recovery point: the log's next flush makes the rebuilt indexes durable.
+            truncated = segment.recover(on_batch=restore, sync_indexes=False, index_max_timestamp=False)
         needs_rebuild.discard(segment)
         log.debug(
             "segment_recovered",
@@ -366,5 +379,9 @@ def _recover_from(
                     reason="after_corruption",
                     base_offsets=[s.base_offset for s in segments[index + 1 :]],
                 )
-            return segments[: index + 1]
+            segments = segments[: index + 1]
+            break
+    for inactive in segments[first:-1]:
+        # Retention reads an inactive segment's largest timestamp from its time index.
+        inactive.index_max_timestamp()
     return segments

@@ -22,11 +22,13 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
 import structlog
+import trio
 
 from broker.eventloop.limits import describe_error
 from broker.log.checkpoint import (
@@ -58,6 +60,11 @@ LOCK_FILE = ".lock"
 #: The KRaft metadata log's topic: its directory is not a partition this manager serves.
 METADATA_TOPIC = "__cluster_metadata"
 _CLEAN_SHUTDOWN_VERSION = 0
+#: Partitions a recovery thread loads per task: few enough to share the work out evenly,
+#: enough that handing out tasks costs nothing next to the loading.
+LOAD_CHUNK_PARTITIONS = 256
+#: Longest run of retention work on the event loop between two yields (as a request's).
+RETENTION_SLICE_S = 0.005
 
 
 class LogManager:
@@ -71,13 +78,16 @@ class LogManager:
         *,
         topic_config: Callable[[str], LogConfig] | None = None,
         files: FileCache | None = None,
+        recovery_threads: int = 1,
     ) -> None:
         """Lock and load ``log_dirs``.
 
         ``config`` is the broker's default LogConfig; ``topic_config`` gives a
         topic's effective config (its overrides on top of the default) when
         the caller knows them at start. ``files`` holds the logs' open files
-        (a cache of its own by default).
+        (a cache of its own by default). ``recovery_threads`` is
+        ``num.recovery.threads.per.data.dir``: the threads that load and recover each
+        directory's partitions at start.
         """
         if not log_dirs:
             raise ValueError("at least one log directory is required")
@@ -87,6 +97,7 @@ class LogManager:
         self._config = config
         self._clock_ms = clock_ms
         self._topic_config = topic_config
+        self._recovery_threads = recovery_threads
         self._files = files if files is not None else FileCache(DEFAULT_FILE_CACHE.capacity)
         self._logs: dict[TopicPartition, PartitionLog] = {}
         # Partitions found at start whose loading hit a limit: opened again when asked for.
@@ -118,6 +129,8 @@ class LogManager:
         log_start_offsets = OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).read()
         with os.scandir(directory) as entries:  # the entry types come with the listing: no stat each
             children = sorted(Path(entry.path) for entry in entries if entry.is_dir())
+        found: list[tuple[TopicPartition, _Unloaded]] = []
+        seen: set[TopicPartition] = set()
         for child in children:
             try:
                 tp = parse_partition_dir_name(child.name)
@@ -134,19 +147,23 @@ class LogManager:
             if child.name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
                 log.warning("log_dir_entry_ignored", path=str(child))
                 continue
-            found = self._logs.get(tp) or self._unloaded.get(tp)
-            if found is not None:
-                raise LogError(f"partition {tp} found in both {found.dir.parent} and {directory}")
-            unloaded = _Unloaded(child, recovery_points.get(tp, 0), log_start_offsets.get(tp, 0), clean)
-            try:
-                self._logs[tp] = self._open(tp, unloaded)
-            except OSError as exc:
-                # A limit (descriptors, memory, a full disk) must not keep the broker from starting.
-                self._unloaded[tp] = unloaded
-                failures += 1
-                if failures == 1:
-                    log.error("partition_log_not_loaded", topic=tp.topic, partition=tp.partition,
-                              error=describe_error(exc), retry="when the partition is next used")
+            if tp in seen:
+                raise LogError(f"partition {tp} found twice in {directory}")
+            elsewhere = self._logs.get(tp) or self._unloaded.get(tp)
+            if elsewhere is not None:
+                raise LogError(f"partition {tp} found in both {elsewhere.dir.parent} and {directory}")
+            found.append((tp, _Unloaded(child, recovery_points.get(tp, 0), log_start_offsets.get(tp, 0), clean)))
+            seen.add(tp)
+        for (tp, unloaded), opened in zip(found, self._open_many(found), strict=True):
+            if isinstance(opened, PartitionLog):
+                self._logs[tp] = opened
+                continue
+            # A limit (descriptors, memory, a full disk) must not keep the broker from starting.
+            self._unloaded[tp] = unloaded
+            failures += 1
+            if failures == 1:
+                log.error("partition_log_not_loaded", topic=tp.topic, partition=tp.partition,
+                          error=describe_error(opened), retry="when the partition is next used")
         if clean:
             marker.unlink()
         fsync_dir(directory)
@@ -155,6 +172,44 @@ class LogManager:
         log.info("log_dir_loaded", path=str(directory), clean_shutdown=clean, partitions=loaded,
                  recovered_from_recovery_point=0 if clean else loaded, not_loaded=failures,
                  seconds=round(time.monotonic() - started, 3))
+
+    def _open_many(self, found: Sequence[tuple[TopicPartition, _Unloaded]]) -> list[PartitionLog | OSError]:
+        """Load ``found`` in order: each log, or the error (a limit) that kept it from loading.
+
+        With ``num.recovery.threads.per.data.dir`` above 1, chunks of partitions load in that
+        many worker threads, as Kafka's recovery threads do: what a load waits for (listing a
+        directory, opening and reading files, the CRC of large batches) lets the others run.
+        Any other failure closes what was loaded and is raised.
+        """
+
+        def load_chunk(chunk: Sequence[tuple[TopicPartition, _Unloaded]]) -> list[PartitionLog | OSError]:
+            loaded: list[PartitionLog | OSError] = []
+            try:
+                for tp, unloaded in chunk:
+                    try:
+                        loaded.append(self._open(tp, unloaded))
+                    except OSError as exc:
+                        loaded.append(exc)
+            except BaseException:
+                _close_loaded(loaded)
+                raise
+            return loaded
+
+        if self._recovery_threads <= 1 or len(found) <= LOAD_CHUNK_PARTITIONS:
+            return load_chunk(found)
+        chunks = [found[i : i + LOAD_CHUNK_PARTITIONS] for i in range(0, len(found), LOAD_CHUNK_PARTITIONS)]
+        results: list[PartitionLog | OSError] = []
+        failure: BaseException | None = None
+        with ThreadPoolExecutor(self._recovery_threads, thread_name_prefix="log-recovery") as pool:
+            for future in [pool.submit(load_chunk, chunk) for chunk in chunks]:
+                try:
+                    results.extend(future.result())
+                except BaseException as exc:
+                    failure = failure or exc
+        if failure is not None:
+            _close_loaded(results)
+            raise failure
+        return results
 
     def _open(self, tp: TopicPartition, unloaded: _Unloaded) -> PartitionLog:
         return PartitionLog.open(
@@ -165,6 +220,7 @@ class LogManager:
             log_start_offset=unloaded.log_start_offset,
             had_clean_shutdown=unloaded.clean_shutdown,
             files=self._files,
+            existing=True,
         )
 
     def _config_for(self, topic: str) -> LogConfig:
@@ -377,14 +433,51 @@ class LogManager:
             high_watermark = high_watermark_of(tp)
             if high_watermark is not None:
                 deleted += partition_log.apply_retention(now_ms, high_watermark)
-        keep = []
-        for due, partition_log in self._pending_deletes:
-            if due <= now_ms:
-                partition_log.delete()
-            else:
-                keep.append((due, partition_log))
-        self._pending_deletes = keep
+        for partition_log in self._take_due_deletes(now_ms):
+            partition_log.delete()
         return deleted
+
+    async def apply_retention_paced(
+        self,
+        now_ms: int,
+        high_watermark_of: Callable[[TopicPartition], int | None],
+        *,
+        slice_s: float = RETENTION_SLICE_S,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> int:
+        """:meth:`apply_retention` from the event loop, which it gives back at least every
+        ``slice_s`` of work: with a hundred thousand partitions one pass is seconds of
+        looking at segments (and their time indexes, first read from disk). Each partition
+        is done in one go, as the appends to it that run in between would see it; one deleted
+        or replaced meanwhile is skipped. Deleted partitions' directories are removed in a
+        worker thread."""
+        self._check_open()
+        deleted = 0
+        slice_end = clock() + slice_s
+        for tp, partition_log in list(self._logs.items()):
+            if clock() >= slice_end:
+                await trio.lowlevel.checkpoint()
+                slice_end = clock() + slice_s
+                if self._closed:
+                    return deleted
+            if self._logs.get(tp) is not partition_log:
+                continue  # deleted (or deleted and made again) while the loop ran others
+            high_watermark = high_watermark_of(tp)
+            if high_watermark is not None:
+                deleted += partition_log.apply_retention(now_ms, high_watermark)
+        due = self._take_due_deletes(now_ms)
+        if due:
+            for partition_log in due:
+                partition_log.close_handles()
+            await trio.to_thread.run_sync(_remove_dirs, [partition_log.dir for partition_log in due])
+        return deleted
+
+    def _take_due_deletes(self, now_ms: int) -> list[PartitionLog]:
+        """The deleted partitions whose ``file.delete.delay.ms`` has passed, no longer pending."""
+        due = [partition_log for at, partition_log in self._pending_deletes if at <= now_ms]
+        if due:
+            self._pending_deletes = [(at, pl) for at, pl in self._pending_deletes if at > now_ms]
+        return due
 
     # -- checkpoints -----------------------------------------------------------------------
 
@@ -475,6 +568,17 @@ class LogManager:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("log manager is closed")
+
+
+def _remove_dirs(dirs: Sequence[Path]) -> None:
+    for directory in dirs:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _close_loaded(loaded: Sequence[PartitionLog | OSError]) -> None:
+    for partition_log in loaded:
+        if isinstance(partition_log, PartitionLog):
+            partition_log.close_handles()
 
 
 def _valid_partition(tp: TopicPartition) -> bool:

@@ -179,12 +179,13 @@ class PartitionLog(SegmentChanges):
         log_start_offset: int = 0,
         had_clean_shutdown: bool = False,
         files: FileCache = DEFAULT_FILE_CACHE,
+        existing: bool = False,
     ) -> PartitionLog:
         """Load (or create) the partition in ``directory`` (:func:`broker.log.loader.load_log`)."""
         from broker.log.loader import load_log  # the loader builds this class
 
         return load_log(directory, config, clock_ms, recovery_point, log_start_offset=log_start_offset,
-                        had_clean_shutdown=had_clean_shutdown, files=files)
+                        had_clean_shutdown=had_clean_shutdown, files=files, existing=existing)
 
     # -- state -------------------------------------------------------------------
 

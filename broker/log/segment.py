@@ -37,8 +37,9 @@ from broker.log.files import (
     TIME_INDEX_SUFFIX,
     segment_file_name,
 )
-from broker.log.index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
-from broker.log.segment_io import RecoveryScan, scan_headers, scan_pinned, write_all
+from broker.log.index import OffsetIndex, TimeIndex, TimestampOffset
+from broker.log.segment_io import scan_headers, scan_pinned, write_all
+from broker.log.segment_recovery import SegmentRecovery
 from wire.exceptions import CorruptRecordError
 from wire.records import (
     RecordBatchHeader,
@@ -48,9 +49,6 @@ from wire.regions import FileRegion
 
 log = structlog.get_logger(__name__)
 
-#: Bytes read at a time when recovery re-validates a whole segment.
-#: No batch can be larger than an int32 length allows.
-MAX_BATCH_SIZE = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +72,11 @@ class TimestampAndOffset:
     leader_epoch: int | None
 
 
-class LogSegment:
+class LogSegment(SegmentRecovery):
     """A ``.log`` file, its ``.index`` and ``.timeindex``, named by ``base_offset``.
 
-    Create new segments with :meth:`create` and load existing ones with :meth:`open`.
+    Create new segments with :meth:`create` and load existing ones with :meth:`open`;
+    crash recovery is :class:`~broker.log.segment_recovery.SegmentRecovery`'s.
     """
 
     def __init__(
@@ -109,6 +108,7 @@ class LogSegment:
         self._next_offset: int | None = None
         self._max_timestamp: TimestampOffset | None = None
         self._first_batch_timestamp: int | None = None
+        self._max_timestamp_unindexed = False
 
     # -- construction -------------------------------------------------------
 
@@ -368,6 +368,8 @@ class LogSegment:
                 f"{self._log.path.name}: offset {largest_offset} does not fit a segment based at {self.base_offset}"
             )
         self._ensure_indexes()
+        if self._max_timestamp_unindexed:
+            self.index_max_timestamp()  # before any entry for this append
         position = self._size
         with self._log.pinned() as fd:
             write_all(fd, batches, position)
@@ -387,6 +389,7 @@ class LogSegment:
         """Record the largest timestamp in the time index: retention reads it from there."""
         self._ensure_indexes()
         self._time_index.maybe_append(*self.max_timestamp_so_far, skip_full_check=True)
+        self._max_timestamp_unindexed = False
 
     def truncate_to(self, offset: int) -> int:
         """Remove the batches holding offsets at or above ``offset``; returns the bytes removed.
@@ -419,75 +422,6 @@ class LogSegment:
             if header.max_timestamp > best.timestamp:
                 best = TimestampOffset(header.max_timestamp, header.last_offset)
         return best
-
-    def recover(
-        self,
-        max_batch_size: int = MAX_BATCH_SIZE,
-        on_batch: Callable[[RecordBatchHeader], None] | None = None,
-        *,
-        sync_indexes: bool = True,
-    ) -> int:
-        """Re-validate every batch, rebuild both indexes, and cut the log at the first bad batch.
-
-        A batch is bad if its header is malformed, it runs past the end of the
-        file (a torn write), it is larger than ``max_batch_size``, its CRC does
-        not match, or its offsets do not increase from the previous batch or
-        do not fit the segment. ``on_batch`` sees each good batch in order
-        (the log uses it to restore leader epochs). Returns the bytes removed.
-        Without ``sync_indexes`` the rebuilt indexes are left for the log's next
-        flush (a segment at or past the recovery point, which that flush covers).
-        """
-        with self._log.pinned() as fd:
-            truncated = self._recover(fd, max_batch_size, on_batch)
-        if sync_indexes:
-            # The rebuilt indexes may belong to a segment below the recovery point,
-            # which is never rebuilt again: make them durable now.
-            self._offset_index.flush()
-            self._time_index.flush()
-        return truncated
-
-    def _recover(
-        self,
-        fd: int,
-        max_batch_size: int,
-        on_batch: Callable[[RecordBatchHeader], None] | None,
-    ) -> int:
-        self._offset_index.reset()
-        self._time_index.reset()
-        self._indexes_ready = True
-        self._indexes_missing = False
-        file_size = os.fstat(fd).st_size
-        last_index_entry = 0
-        max_timestamp = TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        scan = RecoveryScan(fd, file_size, max_batch_size, self.can_convert_to_relative_offset, self.base_offset - 1)
-        for position, header in scan:
-            if header.max_timestamp > max_timestamp.timestamp:
-                max_timestamp = TimestampOffset(header.max_timestamp, header.last_offset)
-            # A full index (segment.index.bytes lowered since) just stays sparser.
-            if position - last_index_entry > self._index_interval_bytes and not self.index_is_full:
-                self._offset_index.append(header.last_offset, position)
-                self._time_index.maybe_append(*max_timestamp)
-                last_index_entry = position
-            if on_batch is not None:
-                on_batch(header)
-        valid, previous_last_offset, problem = scan.valid, scan.last_offset, scan.problem
-        truncated = file_size - valid
-        if truncated:
-            log.warning(
-                "segment_truncated_in_recovery",
-                segment=str(self._log.path),
-                position=valid,
-                bytes_removed=truncated,
-                reason=problem,
-            )
-            os.ftruncate(fd, valid)
-        self._size = valid
-        self._time_index.maybe_append(*max_timestamp, skip_full_check=True)
-        self._max_timestamp = max_timestamp
-        self._next_offset = previous_last_offset + 1 if valid else self.base_offset
-        self._first_batch_timestamp = None
-        self._bytes_since_last_index_entry = valid - last_index_entry
-        return truncated
 
     def flush(self) -> bool:
         """fsync the log and both indexes, creating index files never written; True if one
@@ -623,6 +557,7 @@ class LogSegment:
             return
         if self._max_timestamp is not None and self._indexes_ready:
             self._time_index.maybe_append(*self._max_timestamp, skip_full_check=True)
+            self._max_timestamp_unindexed = False
         if self._size:
             # A segment with batches keeps index files, so a restart does not rebuild them.
             self._offset_index.ensure_file()
