@@ -136,7 +136,7 @@ def state_topic_ready(cluster: LocalCluster) -> dict[int, int]:
     warm = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": "warm-up"})
     try:
         warm.subscribe([unique_topic("warm")])
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             warm.poll(0.5)
             try:
@@ -147,7 +147,7 @@ def state_topic_ready(cluster: LocalCluster) -> dict[int, int]:
                 return found
     finally:
         warm.close()
-    raise AssertionError("__share_group_state has no leaders after 30 s")
+    raise AssertionError(f"__share_group_state has no leaders after 60 s\n{cluster.log_tail()}")
 
 
 def offsets_leaders(cluster: LocalCluster) -> dict[int, int]:
