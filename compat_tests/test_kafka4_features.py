@@ -108,7 +108,9 @@ def _run_transactions(broker: Broker, producer: str) -> tuple[str, int]:
 def test_api_versions_lists_the_features_of_a_new_cluster(broker: Broker) -> None:
     epoch, finalized, supported = _finalized(broker)
     assert epoch >= 0
-    assert finalized == {"metadata.version": 25, "group.version": 1, "transaction.version": 2, "share.version": 1}
+    # A new Kafka 4.3 cluster: metadata.version 4.3-IV0 (30), each other feature at its 4.3 default.
+    assert finalized == {"metadata.version": 30, "group.version": 1, "transaction.version": 2, "share.version": 1}
+    assert supported["metadata.version"] == (7, 30)
     assert supported["transaction.version"] == (0, 2)
     assert supported["kraft.version"] == (0, 0)
 
@@ -142,7 +144,9 @@ def test_update_features_errors(broker: Broker) -> None:
     assert too_high.error_code == ErrorCode.INVALID_UPDATE_VERSION
     mv_down = _update(broker, "metadata.version", 21, upgrade_type=3)
     assert mv_down.error_code == ErrorCode.INVALID_UPDATE_VERSION
-    assert _finalized(broker)[1]["metadata.version"] == 25
+    assert _finalized(broker)[1]["metadata.version"] == 30
+    # Kafka 4.4's first level is not offered.
+    assert _update(broker, "metadata.version", 31, upgrade_type=1).error_code == ErrorCode.INVALID_UPDATE_VERSION
 
 
 def test_group_version_zero_turns_the_consumer_protocol_off(broker: Broker) -> None:
@@ -177,6 +181,7 @@ def test_java_admin_describes_and_updates_features(broker: Broker, client: str) 
     epoch, finalized, supported = _finalized(broker)
     described = driver.call("describe_features")
     assert described["finalized"] == finalized
+    assert described["finalized"]["metadata.version"] == 30 and described["supported"]["metadata.version"] == [7, 30]
     assert {k: tuple(v) for k, v in described["supported"].items()} == supported
     assert described["epoch"] >= epoch
     # A dry run changes nothing; a refused downgrade says why; a safe one is seen by Admin.
@@ -202,8 +207,8 @@ def test_features_command_describes_and_changes_levels(broker: Broker) -> None:
     described = features("describe")
     assert described.returncode == 0, described.stderr
     epoch = _finalized(broker)[0]
-    assert (f"Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 4.0-IV3\t"
-            f"FinalizedVersionLevel: 4.0-IV3\tEpoch: {epoch}") in described.stdout.splitlines()
+    assert (f"Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 4.3-IV0\t"
+            f"FinalizedVersionLevel: 4.3-IV0\tEpoch: {epoch}") in described.stdout.splitlines()
     downgraded = features("downgrade", "--feature", "group.version=0")
     assert (downgraded.returncode, downgraded.stdout) == (0, "group.version was disabled.\n")
     try:
