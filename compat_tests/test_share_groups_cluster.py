@@ -35,6 +35,7 @@ from compat_tests.harness.cluster import GROUP_KEY, LocalCluster
 from compat_tests.harness.scenario import unique_topic
 from compat_tests.test_share_groups import java_records, java_share_consumer, share_queue_java  # noqa: F401
 from wire.generated.api_003_metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
+from wire.generated.api_010_find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from wire.generated.api_044_incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsRequestAlterableConfig,
@@ -301,3 +302,20 @@ def test_a_killed_share_coordinator_loses_no_acknowledgement(cluster: LocalClust
     expect_six_to_fourteen(cluster, group, topic)
     # the new share coordinator has every acknowledgement: all 15 records are done
     cluster.wait_for(lambda: start_offset(cluster, node, group, topic) == 15, 30, "start offset 15")
+
+
+def test_find_coordinator_share_key_is_the_state_partition_leader(cluster: LocalCluster) -> None:
+    """FindCoordinator v6, key type SHARE (what a partition leader asks to reach the share
+    coordinator): every node answers the leader of the key's ``__share_group_state`` partition."""
+    state_leaders = state_topic_ready(cluster)
+    keys = [coordinator_key((f"fc-{i}", uuid.uuid4(), i % 3)) for i in range(12)]
+    expected = {k: state_leaders[partition_for(k, STATE_PARTITIONS)] for k in keys}
+    assert len(set(expected.values())) >= 2, expected
+    for server in cluster.servers:
+        with KafkaClient.connect(server, timeout_s=10.0) as c:
+            r = c.send(FindCoordinatorRequest(key_type=2, coordinator_keys=keys), FindCoordinatorResponse, 6)
+        answered = {x.key: (x.error_code, x.node_id) for x in r.coordinators}
+        assert answered == {k: (0, node) for k, node in expected.items()}, server
+        ports = {x.node_id: x.port for x in r.coordinators}
+        assert all(cluster.server_of(n).endswith(f":{p}") for n, p in ports.items())
+
