@@ -36,6 +36,12 @@ from compat_tests.harness.scenario import unique_topic
 from compat_tests.test_share_groups import java_records, java_share_consumer, share_queue_java  # noqa: F401
 from wire.generated.api_003_metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from wire.generated.api_010_find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from wire.generated.api_019_create_topics import (
+    CreateTopicsRequest,
+    CreateTopicsRequestCreatableReplicaAssignment,
+    CreateTopicsRequestCreatableTopic,
+    CreateTopicsResponse,
+)
 from wire.generated.api_044_incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsRequestAlterableConfig,
@@ -319,3 +325,85 @@ def test_find_coordinator_share_key_is_the_state_partition_leader(cluster: Local
         ports = {x.node_id: x.port for x in r.coordinators}
         assert all(cluster.server_of(n).endswith(f":{p}") for n, p in ports.items())
 
+
+def test_group_configs_hold_at_a_leader_that_does_not_coordinate_the_group(cluster: LocalCluster) -> None:
+    """Group configs are cluster metadata (ConfigRecords of type GROUP): set through one broker
+    with confluent-kafka's admin client, every broker describes them, and the leader of a
+    partition that is not the group's coordinator applies the group's delivery count limit and
+    dead-letters the poison record after exactly that many deliveries (its own default is 5)."""
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    state_leaders = state_topic_ready(cluster)
+    topic, dlq = unique_topic("share-cfg"), unique_topic("dlq.share-cfg")
+    leader = create_topic(cluster, topic, 1)[0]
+    group, node = group_served_by(cluster, state_leaders, {1, 2, 3} - {leader}, "cfg")
+    assert node != leader
+    # The dead-letter partition is led by a third broker: the copy crosses the inter-broker listener.
+    (dlq_leader,) = {1, 2, 3} - {leader, node}
+    with KafkaClient.connect(cluster.bootstrap, timeout_s=30.0) as c:
+        created = c.send(CreateTopicsRequest(topics=[CreateTopicsRequestCreatableTopic(
+            name=dlq, num_partitions=-1, replication_factor=-1, assignments=[
+                CreateTopicsRequestCreatableReplicaAssignment(partition_index=0,
+                                                              broker_ids=[dlq_leader, leader, node])])]),
+            CreateTopicsResponse, 5)
+    assert created.topics[0].error_code == 0, created
+    cluster.wait_for(lambda: leaders(cluster, dlq).get(0) == dlq_leader, 30, f"leader of {dlq}")
+    wanted = {"share.delivery.count.limit": "2", "errors.deadletterqueue.topic.name": dlq,
+              "share.auto.offset.reset": "earliest"}
+    admin = AdminClient({"bootstrap.servers": cluster.server_of(leader)})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in wanted.items()])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+    def described(server: str) -> dict[str, str]:
+        one = AdminClient({"bootstrap.servers": server})
+        res = ConfigResource(ResourceType.GROUP, group)
+        return {k: e.value for k, e in one.describe_configs([res])[res].result(30).items() if k in wanted}
+
+    for server in cluster.servers:
+        cluster.wait_for(lambda s=server: described(s) == wanted, 15, f"group configs at {server}")
+
+    produce(cluster, topic, {0: range(1)})
+    c = share_consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    counts: list[int] = []
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
+            got = [m for m in c.poll(0.5) or [] if m.error() is None]
+            for m in got:
+                counts.append(m.delivery_count())
+                c.acknowledge(m, AcknowledgeType.RELEASE)
+            if got:
+                c.commit_sync()
+                if len(counts) >= 2:  # a third delivery, if any, comes within a few polls
+                    deadline = min(deadline, time.monotonic() + 5)
+    finally:
+        c.close()
+    assert counts == [1, 2], (counts, cluster.log_tail())
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"read-{dlq}",
+                       "enable.auto.commit": False})
+    reader.assign([TopicPartition(dlq, 0, 0)])
+    copies: list[Any] = []
+    try:
+        deadline = time.monotonic() + 30
+        while not copies and time.monotonic() < deadline:
+            m = reader.poll(0.5)
+            if m is not None and m.error() is None:
+                copies.append(m)
+    finally:
+        reader.close()
+    assert len(copies) == 1, cluster.log_tail()
+    headers = dict(copies[0].headers() or [])
+    assert copies[0].value() == b"0-0"
+    assert headers["__dlq.errors.group.id"] == group.encode()
+    assert headers["__dlq.errors.reason"] == b"delivery_count_exceeded"
+    assert headers["__dlq.errors.delivery.count"] == b"2"

@@ -19,13 +19,13 @@ import random
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 import structlog
 import trio
 
 from broker.coordinator import (
-    AppendResult,
     CoordinatorRuntime,
     InternalTopic,
     ShardContext,
@@ -34,14 +34,16 @@ from broker.coordinator import (
 from broker.group.group import GroupOverview
 from broker.replication.replica_manager import ReplicaManager
 from broker.share.dead_letters import DeadLetterWriter
-from broker.share.group import ShareGroup, ShareGroupSettings, TopicIdPartition
+from broker.share.group import ShareGroup, TopicIdPartition
+from broker.share.group_configs import legacy_configs, share_settings
 from broker.share.leader import AckBatch, PartitionOutcome, SharePartitionManager
 from broker.share.partition import ArchivedRecord
 from broker.share.persister import PeerRequester, SharePersister
 from broker.share.shard import ShareDefaults, ShareGroupShard, ShareHeartbeatResult
 from broker.share.state_service import ShareStateService
 from config.broker import BrokerConfig
-from controller.image import MetadataImage
+from config.group import ShareGroupSettings
+from controller.image import GROUP_RESOURCE, MetadataImage
 from controller.service import CreateTopicResult, TopicRequest
 from wire.errors import ErrorCode
 from wire.generated.api_002_list_offsets import (
@@ -87,6 +89,8 @@ class ShareServices:
     other_group_type: Callable[[str], bool]
     #: The inter-broker channel (made after the coordinator, hence a callable).
     peers: Callable[[], PeerRequester]
+    #: Sets (value) or deletes (None) a group's group configs at the controller.
+    alter_group_configs: Callable[[str, dict[str, str | None]], Awaitable[ErrorCode]]
 
 
 def defaults_from(c: BrokerConfig) -> ShareDefaults:
@@ -134,8 +138,10 @@ class ShareCoordinator:
         self._initializing: dict[tuple[str, TopicIdPartition], trio.Event] = {}
         #: Work a synchronous caller asked for (releases, state deletes), run by :meth:`run`.
         self._work_send, self._work_recv = trio.open_memory_channel[Callable[[], Awaitable[object]]](math.inf)
-        self.dead_letters: Callable[[ShareGroup, str, int, list[ArchivedRecord]], None] | None = \
-            DeadLetterWriter(sv.node_id, sv.image, sv.replica_manager)
+        self.dead_letters: Callable[[str, str, str, int, list[ArchivedRecord]], None] | None = \
+            DeadLetterWriter(sv.node_id, sv.image, sv.replica_manager, sv.peers, self._later)
+        #: Group settings of legacy ``config`` records replayed and not migrated yet.
+        self._legacy_pending: dict[str, dict[str, str]] = {}
         self._active = False
 
     @classmethod
@@ -147,16 +153,44 @@ class ShareCoordinator:
             error, summary = groups.describe_group(group_id)
             return error is ErrorCode.NONE and summary.state not in ("", "Dead")
 
+        async def alter_group_configs(group_id: str, changes: dict[str, str | None]) -> ErrorCode:
+            return (await node.controller.alter_configs(GROUP_RESOURCE, group_id, changes, False, False))[0]
+
         return cls(ShareServices(
             config=node.config, node_id=node.node_id, image=lambda: node.image,
             replica_manager=node.replica_manager, clock_ms=node.clock_ms, rng=node.rng,
             create_topics=lambda requests: node.controller.create_topics(requests),
-            other_group_type=other_group_type, peers=lambda: node.peers))
+            other_group_type=other_group_type, peers=lambda: node.peers,
+            alter_group_configs=alter_group_configs))
 
     def _new_shard(self, ctx: ShardContext) -> ShareGroupShard:
         shard = ShareGroupShard(ctx, self.defaults, self._topic_partitions)
         shard.on_member_removed = self._member_removed
+        shard.on_legacy_config = self._legacy_config
         return shard
+
+    def _legacy_config(self, group_id: str, value: dict[str, object] | None) -> None:
+        """A group's settings in the JSON record data dirs written before kept them in: written
+        once as group configs (unless the group has some already), then the record goes."""
+        if value is None:  # removed (or the group deleted) later in the log
+            self._legacy_pending.pop(group_id, None)
+            return
+        self._legacy_pending[group_id] = legacy_configs(value)
+
+        async def migrate() -> None:
+            configs = self._legacy_pending.pop(group_id, None)
+            if configs is None:
+                return
+            if configs and not self.services.image().group_config(group_id):
+                error = await self.services.alter_group_configs(group_id, dict(configs))
+                if error is not ErrorCode.NONE:
+                    log.warning("share_group_configs_not_migrated", group_id=group_id, error=error.name)
+                    return
+                log.info("share_group_configs_migrated", group_id=group_id, configs=sorted(configs))
+            shard = await self._loaded_shard(group_id)
+            if shard is not None:
+                await await_callback(partial(shard.remove_legacy_config, group_id))
+        self._later(migrate)
 
     def _member_removed(self, group_id: str, member_id: str) -> None:
         """A member left or expired: its session ends and the records it holds here are released."""
@@ -166,10 +200,17 @@ class ShareCoordinator:
     def _later(self, work: Callable[[], Awaitable[object]]) -> None:
         self._work_send.send_nowait(work)
 
-    def _settings(self, group_id: str) -> ShareGroupSettings | None:
-        """The group's settings when this broker coordinates it."""
-        _, group = self.group(group_id)
-        return None if group is None else group.settings
+    async def _loaded_shard(self, group_id: str) -> ShareGroupShard | None:
+        """The group's shard once loaded here (None if not within LOAD_WAIT_S)."""
+        with trio.move_on_after(LOAD_WAIT_S):
+            while (shard := self.runtime.shard_for(group_id)[1]) is None:
+                await trio.sleep(0.05)
+            return shard
+        return None
+
+    def _settings(self, group_id: str) -> ShareGroupSettings:
+        """The group's settings in force (its group configs over this broker's defaults)."""
+        return share_settings(self.services.image(), group_id, self.defaults)
 
     def _topic_partitions(self, names: Iterable[str]) -> dict[str, tuple[uuid.UUID, int]]:
         image = self.services.image()
@@ -183,11 +224,11 @@ class ShareCoordinator:
     def _archived(self, group_id: str, tp: TopicIdPartition, records: list[ArchivedRecord]) -> None:
         log.info("share_records_archived", group_id=group_id, topic_id=str(tp[0]), partition=tp[1],
                  count=len(records))
-        _, group = self.group(group_id)
-        if group is not None and group.settings.dead_letter_topic and self.dead_letters is not None:
+        dead_letter_topic = self._settings(group_id).dead_letter_topic
+        if dead_letter_topic and self.dead_letters is not None:
             topic = self.services.image().topics_by_id.get(tp[0])
             if topic is not None:
-                self.dead_letters(group, topic.name, tp[1], records)
+                self.dead_letters(group_id, dead_letter_topic, topic.name, tp[1], records)
 
     async def _create_topic(self, topic: InternalTopic) -> None:
         live = len(self.services.image().live_brokers())
@@ -262,8 +303,7 @@ class ShareCoordinator:
         (the leader starts a share-partition never initialized at the high watermark)."""
         assigned = set(assignment)
         new = shard.cover(group_id, assigned)
-        group = shard.groups.get(group_id)
-        if new and group is not None and group.settings.auto_offset_reset == "earliest":
+        if new and self._settings(group_id).auto_offset_reset == "earliest":
             for tp in new:
                 self._initializing[(group_id, tp)] = trio.Event()
             for tp in new:
@@ -306,14 +346,6 @@ class ShareCoordinator:
         group = shard.groups.get(group_id)
         return (ErrorCode.GROUP_ID_NOT_FOUND, None) if group is None else (ErrorCode.NONE, group)
 
-    def configured_group_ids(self) -> list[str]:
-        """The groups coordinated here with a group config set (ListConfigResources' GROUP)."""
-        if not self._active:
-            return []
-        unset = ShareGroupSettings()
-        return sorted(g.group_id for shard in self.runtime.active_shards() for g in shard.groups.values()
-                      if g.settings != unset)
-
     def list_groups(self, states: set[str], types: set[str]) -> list[GroupOverview]:
         if not self._active or (types and "share" not in {t.lower() for t in types}):
             return []
@@ -345,14 +377,6 @@ class ShareCoordinator:
                 await self.persister.delete((group_id, tp[0], tp[1]))
         if partitions:
             self._later(delete)
-
-    async def set_settings(self, group_id: str, settings: ShareGroupSettings) -> ErrorCode:
-        error, shard = await self._shard(group_id, create=True)
-        if shard is None:
-            return error
-        settled: AppendResult = await await_callback(lambda cb: shard.set_settings(group_id, settings, cb))
-        self.partitions.apply_settings(group_id, settings)
-        return settled.error
 
     async def reset_offsets(self, group_id: str, offsets: dict[TopicIdPartition, int]) -> dict[TopicIdPartition, ErrorCode]:
         """AlterShareGroupOffsets: each share-partition restarts at its offset, with nothing in

@@ -32,23 +32,12 @@ class ShareMember:
 
 
 @dataclass(slots=True)
-class ShareGroupSettings:
-    """Per-group values of the ``share.*`` group configs (broker defaults when unset)."""
-
-    auto_offset_reset: str = "latest"
-    record_lock_duration_ms: int | None = None
-    delivery_count_limit: int | None = None
-    dead_letter_topic: str | None = None
-
-
-@dataclass(slots=True)
 class ShareGroup:
     group_id: str
     group_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     #: The share-partitions the group has state for (at their share coordinators).
     state_partitions: set[TopicIdPartition] = field(default_factory=set)
-    settings: ShareGroupSettings = field(default_factory=ShareGroupSettings)
 
     @property
     def state(self) -> str:

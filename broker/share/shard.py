@@ -8,7 +8,9 @@ a group's membership and settings in the shard of the group's
 ``__share_group_state`` partition, and the states in the shards their keys hash
 to. Records (JSON, compacted by key; see docs/share-groups.md):
 
-- key ``{"type":"config","group":G}``, value the group's ``share.*`` settings;
+- key ``{"type":"config","group":G}``: the group's ``share.*`` settings as data dirs
+  written before kept them; now group configs in the metadata log
+  (broker/share/group_configs.py), to which a loaded one is migrated, then removed;
 - key ``{"type":"initialized","group":G}``, value ``{"partitions":[[T,P],...]}``:
   the share-partitions the group has state for (Kafka's
   ShareGroupStatePartitionMetadata), what describing and deleting it cover;
@@ -32,7 +34,7 @@ from typing import Any
 import structlog
 
 from broker.coordinator import AppendResult, CoordinatorRecord, ReplayedRecord, ShardContext
-from broker.share.group import ShareGroup, ShareGroupSettings, ShareMember, TopicIdPartition, assign
+from broker.share.group import ShareGroup, ShareMember, TopicIdPartition, assign
 from broker.share.state_store import ShareStateStore
 from wire.errors import ErrorCode
 
@@ -74,6 +76,8 @@ class ShareGroupShard:
         self._topics = topics
         #: A member left or expired (the coordinator drops its share session).
         self.on_member_removed: Callable[[str, str], None] | None = None
+        #: A group's settings in the record data dirs written before kept them in (migrated by the coordinator).
+        self.on_legacy_config: Callable[[str, dict[str, Any] | None], None] | None = None
 
     # ------------------------------------------------------------ replay
 
@@ -84,9 +88,8 @@ class ShareGroupShard:
             if key.get("type") == "state":
                 self.state.replay(key, value)
             elif key.get("type") == "initialized":
-                if value is None:
-                    if key["group"] in self.groups:
-                        self.groups[key["group"]].state_partitions.clear()
+                if value is None:  # the group was deleted
+                    self.groups.pop(key["group"], None)
                     return
                 self._group(key["group"]).state_partitions = {
                     (uuid.UUID(t), int(p)) for t, p in value["partitions"]}
@@ -95,10 +98,8 @@ class ShareGroupShard:
                 if value is not None:
                     self._group(key["group"]).state_partitions.add((uuid.UUID(key["topic_id"]), int(key["partition"])))
             elif key.get("type") == "config":
-                if value is None:
-                    self.groups.pop(key["group"], None)
-                    return
-                self._group(key["group"]).settings = ShareGroupSettings(**value)
+                if self.on_legacy_config is not None:
+                    self.on_legacy_config(key["group"], value)
         except (ValueError, KeyError, TypeError) as e:
             log.warning("share_state_record_skipped", offset=record.offset, error=str(e))
 
@@ -208,16 +209,9 @@ class ShareGroupShard:
         self.ctx.append([CoordinatorRecord(_key({"type": "initialized", "group": group.group_id}),
                                            json.dumps(value, separators=(",", ":")).encode())])
 
-    def set_settings(self, group_id: str, settings: ShareGroupSettings,
-                     on_complete: Callable[[AppendResult], None] | None = None) -> None:
-        group = self._group(group_id)
-        group.settings = settings
-        value = {"auto_offset_reset": settings.auto_offset_reset,
-                 "record_lock_duration_ms": settings.record_lock_duration_ms,
-                 "delivery_count_limit": settings.delivery_count_limit,
-                 "dead_letter_topic": settings.dead_letter_topic}
-        self.ctx.append([CoordinatorRecord(_key({"type": "config", "group": group_id}),
-                                           json.dumps(value).encode())], on_complete)
+    def remove_legacy_config(self, group_id: str, on_complete: Callable[[AppendResult], None]) -> None:
+        """Tombstones the group's ``config`` record once its settings are group configs."""
+        self.ctx.append([CoordinatorRecord(_key({"type": "config", "group": group_id}), None)], on_complete)
 
     def delete_group(self, group_id: str) -> ErrorCode:
         group = self.groups.get(group_id)
