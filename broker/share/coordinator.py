@@ -32,6 +32,7 @@ from broker.coordinator import (
     await_callback,
 )
 from broker.group.group import GroupOverview
+from broker.observability.share_metrics import ShareMetrics
 from broker.replication.replica_manager import ReplicaManager
 from broker.share.dead_letters import DeadLetterWriter
 from broker.share.group import ShareGroup, TopicIdPartition
@@ -91,6 +92,7 @@ class ShareServices:
     peers: Callable[[], PeerRequester]
     #: Sets (value) or deletes (None) a group's group configs at the controller.
     alter_group_configs: Callable[[str, dict[str, str | None]], Awaitable[ErrorCode]]
+    metrics: ShareMetrics = field(default_factory=ShareMetrics)
 
 
 def defaults_from(c: BrokerConfig) -> ShareDefaults:
@@ -123,7 +125,7 @@ class ShareCoordinator:
             create_topic=self._create_topic, clock_ms=sv.clock_ms, rng=sv.rng,
             append_timeout_ms=c.offsets_commit_timeout_ms)
         #: The inter-broker state APIs (83-87) served by this broker's shards.
-        self.state_service = ShareStateService(self.runtime.shard_for)
+        self.state_service = ShareStateService(self.runtime.shard_for, sv.metrics)
         #: How share-partitions reach their state at the share coordinator, wherever it is.
         self.persister = SharePersister(
             node_id=sv.node_id, image=sv.image, state_topic=SHARE_STATE_TOPIC,
@@ -132,14 +134,16 @@ class ShareCoordinator:
         self.partitions = SharePartitionManager(
             node_id=sv.node_id, image=sv.image, local_partition=sv.replica_manager.get,
             persister=self.persister, clock_ms=sv.clock_ms, defaults=self.defaults,
-            settings=self._settings, on_archived=self._archived)
+            settings=self._settings, on_archived=self._archived, metrics=sv.metrics)
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         #: Share-partitions whose state a heartbeat is initializing (earliest), set when done.
         self._initializing: dict[tuple[str, TopicIdPartition], trio.Event] = {}
         #: Work a synchronous caller asked for (releases, state deletes), run by :meth:`run`.
         self._work_send, self._work_recv = trio.open_memory_channel[Callable[[], Awaitable[object]]](math.inf)
         self.dead_letters: Callable[[str, str, str, int, list[ArchivedRecord]], None] | None = \
-            DeadLetterWriter(sv.node_id, sv.image, sv.replica_manager, sv.peers, self._later)
+            DeadLetterWriter(sv.node_id, sv.image, sv.replica_manager, sv.peers, self._later, sv.metrics)
+        sv.metrics.watch_groups(lambda: [g.state for shard in self.runtime.active_shards()
+                                         for g in shard.groups.values()] if self._active else [])
         #: Group settings of legacy ``config`` records replayed and not migrated yet.
         self._legacy_pending: dict[str, dict[str, str]] = {}
         self._active = False
@@ -161,7 +165,7 @@ class ShareCoordinator:
             replica_manager=node.replica_manager, clock_ms=node.clock_ms, rng=node.rng,
             create_topics=lambda requests: node.controller.create_topics(requests),
             other_group_type=other_group_type, peers=lambda: node.peers,
-            alter_group_configs=alter_group_configs))
+            alter_group_configs=alter_group_configs, metrics=node.metrics.share))
 
     def _new_shard(self, ctx: ShardContext) -> ShareGroupShard:
         shard = ShareGroupShard(ctx, self.defaults, self._topic_partitions)
@@ -292,7 +296,10 @@ class ShareCoordinator:
         error, shard = await self._shard(group_id, create=True)
         if shard is None:
             return ShareHeartbeatResult(error)
+        before = shard.groups[group_id].group_epoch if group_id in shard.groups else 0
         result = shard.heartbeat(group_id, member_id, member_epoch, rack_id, subscribed, client_id, client_host)
+        if group_id in shard.groups and shard.groups[group_id].group_epoch != before:
+            self.services.metrics.rebalance()
         if result.assignment:
             await self._initialize(shard, group_id, result.assignment)
         return result

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.log.producer_state import AppendOrigin
+from broker.observability.share_metrics import ShareMetrics
 from broker.share.partition import ArchivedRecord
 from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
@@ -63,12 +64,14 @@ def dead_letter_headers(group_id: str, topic: str, partition: int, record: Archi
 
 class DeadLetterWriter:
     def __init__(self, node_id: int, image: Callable[[], MetadataImage], replica_manager: ReplicaManager,
-                 peers: Callable[[], PeerRequester], spawn: Callable[[Callable[[], Awaitable[object]]], None]) -> None:
+                 peers: Callable[[], PeerRequester], spawn: Callable[[Callable[[], Awaitable[object]]], None],
+                 metrics: ShareMetrics | None = None) -> None:
         self.node_id = node_id
         self._image = image
         self._replica_manager = replica_manager
         self._peers = peers
         self._spawn = spawn
+        self.metrics = metrics or ShareMetrics()
 
     def __call__(self, group_id: str, target_name: str, topic: str, partition: int,
                  records: list[ArchivedRecord]) -> None:
@@ -99,6 +102,7 @@ class DeadLetterWriter:
             except Exception:
                 log.exception("dead_letter_append_failed", group_id=group_id, topic=target_name)
                 return
+            self.metrics.dead_lettered(len(copies))
             log.info("dead_letters_written", group_id=group_id, topic=target_name, count=len(copies))
             return
         leader = target_topic.partitions[index].leader
@@ -118,6 +122,7 @@ class DeadLetterWriter:
             log.warning("dead_letter_produce_failed", group_id=group_id, topic=target, partition=index,
                         leader=leader, error=error.name)
             return
+        self.metrics.dead_lettered(count)
         log.info("dead_letters_written", group_id=group_id, topic=target, count=count, leader=leader)
 
     @staticmethod

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import structlog
 import trio
 
+from broker.observability.share_metrics import ShareMetrics
 from broker.replication import delayed_produce
 from broker.replication.partition import Partition
 from broker.share.group import TopicIdPartition
@@ -79,7 +80,8 @@ class SharePartitionManager:
                  local_partition: Callable[[str, int], Partition | None], persister: SharePersister,
                  clock_ms: Callable[[], int], defaults: ShareDefaults,
                  settings: Callable[[str], ShareGroupSettings],
-                 on_archived: Callable[[str, TopicIdPartition, list[ArchivedRecord]], None]) -> None:
+                 on_archived: Callable[[str, TopicIdPartition, list[ArchivedRecord]], None],
+                 metrics: ShareMetrics | None = None) -> None:
         self.node_id = node_id
         self._image = image
         self._local_partition = local_partition
@@ -88,6 +90,7 @@ class SharePartitionManager:
         self.defaults = defaults
         self._settings = settings
         self._on_archived = on_archived
+        self.metrics = metrics or ShareMetrics()
         self.entries: dict[tuple[str, TopicIdPartition], LeaderSharePartition] = {}
         self._loading: dict[tuple[str, TopicIdPartition], trio.Event] = {}
         #: The configs of the last image seen (replaced as a whole when any config changes).
@@ -133,6 +136,7 @@ class SharePartitionManager:
         done = self._loading[key] = trio.Event()
         try:
             epoch = partition.leader_epoch
+            started = trio.current_time()
             state = await self.persister.read((group_id, tp[0], tp[1]), epoch)
             if state.error is not ErrorCode.NONE:
                 log.info("share_partition_read_failed", group_id=group_id, topic_id=str(tp[0]), partition=tp[1],
@@ -145,6 +149,7 @@ class SharePartitionManager:
             if state.start_offset >= 0:
                 sp.restore(state.start_offset, state.batches)
             entry = self.entries[key] = LeaderSharePartition(group_id, tp, epoch, state.state_epoch, sp)
+            self.metrics.partition_loaded(trio.current_time() - started)
             log.info("share_partition_loaded", group_id=group_id, topic_id=str(tp[0]), partition=tp[1],
                      leader_epoch=epoch, start_offset=sp.start_offset, in_flight=len(sp.records))
             return ErrorCode.NONE, entry
@@ -157,6 +162,8 @@ class SharePartitionManager:
         sp = entry.sp
         if sp.archived:
             archived, sp.archived = sp.archived, []
+            for record in archived:
+                self.metrics.archived(record.reason)
             self._on_archived(entry.group_id, entry.tp, archived)
         async with entry.write_lock:
             if self.entries.get((entry.group_id, entry.tp)) is not entry:
@@ -179,6 +186,8 @@ class SharePartitionManager:
                           acks: dict[TopicIdPartition, list[AckBatch]]) -> dict[TopicIdPartition, PartitionOutcome]:
         """Applies acknowledgements; answers once their new state is written."""
         out: dict[TopicIdPartition, PartitionOutcome] = {}
+        if acks:
+            self.metrics.acknowledge_request()
         for tp, batches in acks.items():
             o = out[tp] = PartitionOutcome(acknowledged=True)
             partition = self._partition(tp, o)
@@ -191,6 +200,7 @@ class SharePartitionManager:
                 continue
             now = self.clock_ms()
             for first, last, types in batches:
+                self.metrics.acknowledged(types, last - first + 1)
                 code = entry.sp.acknowledge(member_id, first, last, types, now)
                 if code is not ErrorCode.NONE:
                     o.acknowledge_error = code
@@ -252,6 +262,7 @@ class SharePartitionManager:
                     offsets.extend(range(header.base_offset, header.last_offset + 1))
             acquired = sp.acquire(member_id, offsets, max_records, self.clock_ms())
             if acquired:
+                self.metrics.acquired(sum(b.last_offset - b.first_offset + 1 for b in acquired))
                 o.acquired = acquired
                 o.records = raw
                 changed = True
