@@ -15,7 +15,13 @@ import pytest
 
 from broker.tools.client import KafkaClient
 from tests.broker.broker_process import BrokerProcess
-from tests.broker.share.test_share_group_apis import heartbeat
+from tests.broker.share.test_share_group_apis import (
+    acquired,
+    heartbeat,
+    produce,
+    share_fetch,
+    topic_id,
+)
 from tests.broker.test_group_apis import create_topic
 from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
@@ -144,6 +150,23 @@ def test_delete_groups_removes_a_deleted_groups_configs(broker: BrokerProcess) -
         assert r.results[0].error_code == ErrorCode.NONE
         assert "gc-2" not in listed(c)
         assert describe(c, "gc-2")["share.auto.offset.reset"].config_source == DEFAULT_CONFIG
+
+
+def test_a_changed_config_reaches_live_share_partitions(broker: BrokerProcess) -> None:
+    RELEASE = 2
+    with KafkaClient.connect(broker.bootstrap, timeout_s=20) as c:
+        create_topic(c, "gc-live", 1)
+        produce(c, "gc-live", 1)
+        tid = topic_id(c, "gc-live")
+        assert alter(c, "gc-3", ("share.auto.offset.reset", SET, "earliest")) == (0, None)
+        assert heartbeat(c, "gc-3", "m", 0, ["gc-live"]).error_code == ErrorCode.NONE
+        assert acquired(share_fetch(c, "gc-3", "m", 0, tid)) == [(0, 0, 1)]
+        assert acquired(share_fetch(c, "gc-3", "m", 1, tid, acks=[(0, 0, [RELEASE])])) == [(0, 0, 2)]
+        # The share-partition is live at its leader with the broker's limit (4); the group's
+        # new limit applies to it from the next metadata image: the second release archives.
+        assert alter(c, "gc-3", ("share.delivery.count.limit", SET, "2")) == (0, None)
+        assert acquired(share_fetch(c, "gc-3", "m", 2, tid, acks=[(0, 0, [RELEASE])])) == []
+        assert acquired(share_fetch(c, "gc-3", "m", 3, tid)) == []
 
 
 def legacy_config_record(group: str, value: dict[str, object]) -> NewRecord:
