@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from broker.tools.client import KafkaClient
+from compat_tests.harness import settings
 from compat_tests.harness.broker import Broker
 from compat_tests.harness.drivers import Record
 from compat_tests.harness.drivers.jsonproc import JsonProcessDriver
@@ -239,3 +240,38 @@ def test_java4_clients_speak_kafka_4_3_versions(broker_factory: Any) -> None:
             assert (api_key, version) in used, (api_key, version, sorted(used))
     finally:
         proxy.close()
+
+
+@pytest.mark.skipif(settings.target() != "cormorant", reason="writes Cormorant's metadata journal")
+@pytest.mark.parametrize("client", ["java4"])
+def test_java_admin_upgrades_a_4_0_cluster_to_4_3_online(broker_factory: Any, client: str) -> None:
+    """A data dir finalized at 4.0-IV3 (25), as this software wrote them before 4.1-4.3's levels:
+    it starts at 25, and Java 4.3's Admin.updateFeatures raises metadata.version to 4.3-IV0
+    (30) without a restart, as on a Kafka 4.3 cluster upgraded from 4.0."""
+    import trio
+
+    from broker.node import METADATA_DIR
+    from controller.quorum import LocalQuorum
+    from wire.generated.metadata.rec_012_feature_level_record import FeatureLevelRecord
+
+    broker = broker_factory()
+    broker.stop()
+
+    async def finalize_4_0() -> None:
+        quorum = LocalQuorum(1, broker.data_dir / METADATA_DIR)
+        try:
+            await quorum.append([FeatureLevelRecord(name="metadata.version", feature_level=25)])
+        finally:
+            quorum.close()
+
+    trio.run(finalize_4_0)
+    broker.start()
+    driver = get_driver(client, broker)
+    assert isinstance(driver, JsonProcessDriver)
+    described = driver.call("describe_features")
+    assert described["finalized"]["metadata.version"] == 25 and described["supported"]["metadata.version"] == [7, 30]
+    # Kafka 4.4's first level is refused; 4.3-IV0 is taken.
+    refused = driver.call("update_feature", feature="metadata.version", level=31, upgrade_type="upgrade")
+    assert refused["error"] == "InvalidUpdateVersionException"
+    assert driver.call("update_feature", feature="metadata.version", level=30, upgrade_type="upgrade")["error"] is None
+    assert driver.call("describe_features")["finalized"]["metadata.version"] == 30
