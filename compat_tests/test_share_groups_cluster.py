@@ -22,6 +22,7 @@ import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -366,8 +367,11 @@ def test_group_configs_hold_at_a_leader_that_does_not_coordinate_the_group(clust
         res = ConfigResource(ResourceType.GROUP, group)
         return {k: e.value for k, e in one.describe_configs([res])[res].result(30).items() if k in wanted}
 
+    def shows_them(server: str) -> bool:
+        return described(server) == wanted
+
     for server in cluster.servers:
-        cluster.wait_for(lambda s=server: described(s) == wanted, 15, f"group configs at {server}")
+        cluster.wait_for(partial(shows_them, server), 15, f"group configs at {server}")
 
     produce(cluster, topic, {0: range(1)})
     c = share_consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
