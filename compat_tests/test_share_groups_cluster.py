@@ -159,7 +159,7 @@ def group_served_by(cluster: LocalCluster, state_leaders: dict[int, int], want: 
 
 
 def set_earliest(cluster: LocalCluster, node: int, group: str) -> None:
-    """``share.auto.offset.reset=earliest`` on the group, at the node keeping its settings."""
+    """``share.auto.offset.reset=earliest`` on the group (a group config: any node would do)."""
     request = IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequestAlterConfigsResource(
         resource_type=GROUP_RESOURCE, resource_name=group, configs=[IncrementalAlterConfigsRequestAlterableConfig(
             name="share.auto.offset.reset", config_operation=0, value="earliest")])])
