@@ -119,7 +119,7 @@ class ShareGroupService:
             return error
         error, gone = shard.share.delete_topic_state(group_id, topic_id)
         if gone and self.hooks is not None:
-            self.hooks.group_state_deleted(group_id, gone, False)
+            self.hooks.group_state_deleted(group_id, gone)
         return error
 
     def member_removed(self, group_id: str, member_id: str) -> None:
@@ -128,4 +128,4 @@ class ShareGroupService:
 
     def group_deleted(self, group_id: str, partitions: list[TopicIdPartition]) -> None:
         if self.hooks is not None:
-            self.hooks.group_state_deleted(group_id, partitions, True)
+            self.hooks.group_state_deleted(group_id, partitions)

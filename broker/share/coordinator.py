@@ -228,7 +228,7 @@ class ShareCoordinator:
                 # FENCED_STATE_EPOCH: the share-partition has state already, which stays.
                 await self.persister.initialize((group_id, tp[0], tp[1]), 0, offset)
 
-    def group_state_deleted(self, group_id: str, partitions: list[TopicIdPartition], whole_group: bool) -> None:
+    def group_state_deleted(self, group_id: str, partitions: list[TopicIdPartition]) -> None:
         """The group or some of its share-partitions were deleted at the group coordinator (a
         deleted group's group configs are deleted at the controller by DeleteGroups)."""
         self._forget_state(group_id, partitions)
