@@ -312,8 +312,10 @@ def test_a_killed_partition_leader_loses_no_acknowledgement(cluster: LocalCluste
     # 6-9 stay acquired, unacknowledged, when the leader dies
     accept_six_of_ten_then(cluster, state_leader, group, topic, lambda: kill9(cluster, leader))
 
-    def moved() -> bool:
-        return leaders(cluster, topic)[0] not in (leader, -1)
+    alive = next(n for n in (1, 2, 3) if n != leader)
+
+    def moved() -> bool:  # asked of a node that is up (node 1 may be the one killed)
+        return leaders(cluster, topic, server=alive - 1)[0] not in (leader, -1)
 
     cluster.wait_for(moved, 30, f"a new leader of {topic}")
     # the new leader read the state back: 0-5 are done, 6-9 are delivered again, 10-14 are new
