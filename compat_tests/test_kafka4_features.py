@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from broker.tools.client import KafkaClient
+from compat_tests.harness import settings
 from compat_tests.harness.broker import Broker
 from compat_tests.harness.drivers import Record
 from compat_tests.harness.drivers.jsonproc import JsonProcessDriver
@@ -108,7 +109,9 @@ def _run_transactions(broker: Broker, producer: str) -> tuple[str, int]:
 def test_api_versions_lists_the_features_of_a_new_cluster(broker: Broker) -> None:
     epoch, finalized, supported = _finalized(broker)
     assert epoch >= 0
-    assert finalized == {"metadata.version": 25, "group.version": 1, "transaction.version": 2, "share.version": 1}
+    # A new Kafka 4.3 cluster: metadata.version 4.3-IV0 (30), each other feature at its 4.3 default.
+    assert finalized == {"metadata.version": 30, "group.version": 1, "transaction.version": 2, "share.version": 1}
+    assert supported["metadata.version"] == (7, 30)
     assert supported["transaction.version"] == (0, 2)
     assert supported["kraft.version"] == (0, 0)
 
@@ -142,7 +145,9 @@ def test_update_features_errors(broker: Broker) -> None:
     assert too_high.error_code == ErrorCode.INVALID_UPDATE_VERSION
     mv_down = _update(broker, "metadata.version", 21, upgrade_type=3)
     assert mv_down.error_code == ErrorCode.INVALID_UPDATE_VERSION
-    assert _finalized(broker)[1]["metadata.version"] == 25
+    assert _finalized(broker)[1]["metadata.version"] == 30
+    # Kafka 4.4's first level is not offered.
+    assert _update(broker, "metadata.version", 31, upgrade_type=1).error_code == ErrorCode.INVALID_UPDATE_VERSION
 
 
 def test_group_version_zero_turns_the_consumer_protocol_off(broker: Broker) -> None:
@@ -177,6 +182,7 @@ def test_java_admin_describes_and_updates_features(broker: Broker, client: str) 
     epoch, finalized, supported = _finalized(broker)
     described = driver.call("describe_features")
     assert described["finalized"] == finalized
+    assert described["finalized"]["metadata.version"] == 30 and described["supported"]["metadata.version"] == [7, 30]
     assert {k: tuple(v) for k, v in described["supported"].items()} == supported
     assert described["epoch"] >= epoch
     # A dry run changes nothing; a refused downgrade says why; a safe one is seen by Admin.
@@ -202,8 +208,8 @@ def test_features_command_describes_and_changes_levels(broker: Broker) -> None:
     described = features("describe")
     assert described.returncode == 0, described.stderr
     epoch = _finalized(broker)[0]
-    assert (f"Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 4.0-IV3\t"
-            f"FinalizedVersionLevel: 4.0-IV3\tEpoch: {epoch}") in described.stdout.splitlines()
+    assert (f"Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 4.3-IV0\t"
+            f"FinalizedVersionLevel: 4.3-IV0\tEpoch: {epoch}") in described.stdout.splitlines()
     downgraded = features("downgrade", "--feature", "group.version=0")
     assert (downgraded.returncode, downgraded.stdout) == (0, "group.version was disabled.\n")
     try:
@@ -234,3 +240,38 @@ def test_java4_clients_speak_kafka_4_3_versions(broker_factory: Any) -> None:
             assert (api_key, version) in used, (api_key, version, sorted(used))
     finally:
         proxy.close()
+
+
+@pytest.mark.skipif(settings.target() != "cormorant", reason="writes Cormorant's metadata journal")
+@pytest.mark.parametrize("client", ["java4"])
+def test_java_admin_upgrades_a_4_0_cluster_to_4_3_online(broker_factory: Any, client: str) -> None:
+    """A data dir finalized at 4.0-IV3 (25), as this software wrote them before 4.1-4.3's levels:
+    it starts at 25, and Java 4.3's Admin.updateFeatures raises metadata.version to 4.3-IV0
+    (30) without a restart, as on a Kafka 4.3 cluster upgraded from 4.0."""
+    import trio
+
+    from broker.node import METADATA_DIR
+    from controller.quorum import LocalQuorum
+    from wire.generated.metadata.rec_012_feature_level_record import FeatureLevelRecord
+
+    broker = broker_factory()
+    broker.stop()
+
+    async def finalize_4_0() -> None:
+        quorum = LocalQuorum(1, broker.data_dir / METADATA_DIR)
+        try:
+            await quorum.append([FeatureLevelRecord(name="metadata.version", feature_level=25)])
+        finally:
+            quorum.close()
+
+    trio.run(finalize_4_0)
+    broker.start()
+    driver = get_driver(client, broker)
+    assert isinstance(driver, JsonProcessDriver)
+    described = driver.call("describe_features")
+    assert described["finalized"]["metadata.version"] == 25 and described["supported"]["metadata.version"] == [7, 30]
+    # Kafka 4.4's first level is refused; 4.3-IV0 is taken.
+    refused = driver.call("update_feature", feature="metadata.version", level=31, upgrade_type="upgrade")
+    assert refused["error"] == "InvalidUpdateVersionException"
+    assert driver.call("update_feature", feature="metadata.version", level=30, upgrade_type="upgrade")["error"] is None
+    assert driver.call("describe_features")["finalized"]["metadata.version"] == 30

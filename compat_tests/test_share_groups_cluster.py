@@ -13,10 +13,15 @@
   its membership in Kafka's share-group records) is SIGKILLed while share consumers read: the
   next leader of that partition takes the group over with its members, which carry on; nothing
   acknowledged comes back, the unacknowledged records do.
+- FindCoordinator key type SHARE answers the leader of the key's ``__share_group_state``
+  partition at every node.
+- Group configs are cluster metadata: set through one broker, every broker describes them, and
+  a partition leader that does not coordinate the group applies them (its delivery count limit,
+  its dead-letter topic led by a third broker).
 
 Every test picks a group whose ``__consumer_offsets`` leader (its group coordinator, where
-clients find it) is not the leader of its ``__share_group_state`` partition (which keeps the
-group's settings), so that the two roles are on different nodes.
+clients find it) is not the leader of its ``__share_group_state`` partition, so that the two
+roles are on different nodes.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -41,6 +47,12 @@ from compat_tests.test_share_groups import java_records, java_share_consumer, sh
 from wire.errors import ErrorCode
 from wire.generated.api_003_metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from wire.generated.api_010_find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from wire.generated.api_019_create_topics import (
+    CreateTopicsRequest,
+    CreateTopicsRequestCreatableReplicaAssignment,
+    CreateTopicsRequestCreatableTopic,
+    CreateTopicsResponse,
+)
 from wire.generated.api_044_incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsRequestAlterableConfig,
@@ -136,7 +148,7 @@ def state_topic_ready(cluster: LocalCluster) -> dict[int, int]:
     warm = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": "warm-up"})
     try:
         warm.subscribe([unique_topic("warm")])
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             warm.poll(0.5)
             try:
@@ -147,7 +159,7 @@ def state_topic_ready(cluster: LocalCluster) -> dict[int, int]:
                 return found
     finally:
         warm.close()
-    raise AssertionError("__share_group_state has no leaders after 30 s")
+    raise AssertionError(f"__share_group_state has no leaders after 60 s\n{cluster.log_tail()}")
 
 
 def offsets_leaders(cluster: LocalCluster) -> dict[int, int]:
@@ -162,16 +174,16 @@ def offsets_leaders(cluster: LocalCluster) -> dict[int, int]:
 def split_group(cluster: LocalCluster, state_leaders: dict[int, int], tag: str,
                 coordinator_not: set[int] | None = None) -> tuple[str, int, int]:
     """A group id whose group coordinator (``__consumer_offsets`` leader) is not the leader of
-    its ``__share_group_state`` partition (where its settings are kept), nor in
-    ``coordinator_not``: (group id, group coordinator, settings keeper)."""
+    its ``__share_group_state`` partition, nor in ``coordinator_not``: (group id, group
+    coordinator, that ``__share_group_state`` leader)."""
     offsets = offsets_leaders(cluster)
     for i in range(200):
         group = f"{tag}-{i}"
         coordinator = offsets[partition_for(group, len(offsets))]
-        keeper = state_leaders[partition_for(group, STATE_PARTITIONS)]
-        if coordinator != keeper and coordinator not in (coordinator_not or set()):
+        state_leader = state_leaders[partition_for(group, STATE_PARTITIONS)]
+        if coordinator != state_leader and coordinator not in (coordinator_not or set()):
             assert cluster.coordinator(group, GROUP_KEY) == coordinator
-            return group, coordinator, keeper
+            return group, coordinator, state_leader
     raise AssertionError(f"no group with its coordinators apart among {offsets}, {state_leaders}")
 
 
@@ -192,7 +204,7 @@ def describe_share_group(cluster: LocalCluster, node: int, group: str) -> Any:
 
 
 def set_earliest(cluster: LocalCluster, node: int, group: str) -> None:
-    """``share.auto.offset.reset=earliest`` on the group, at the node keeping its settings."""
+    """``share.auto.offset.reset=earliest`` on the group (a group config: any node would do)."""
     request = IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequestAlterConfigsResource(
         resource_type=GROUP_RESOURCE, resource_name=group, configs=[IncrementalAlterConfigsRequestAlterableConfig(
             name="share.auto.offset.reset", config_operation=0, value="earliest")])])
@@ -243,8 +255,8 @@ def test_consumers_over_partitions_led_by_three_brokers_get_distinct_records(clu
     state_leaders = state_topic_ready(cluster)
     topic = unique_topic("share-split")
     led = create_topic(cluster, topic, 3)
-    group, _, keeper = split_group(cluster, state_leaders, "split")
-    set_earliest(cluster, keeper, group)
+    group, _, state_leader = split_group(cluster, state_leaders, "split")
+    set_earliest(cluster, state_leader, group)
     produce(cluster, topic, {p: range(20) for p in range(3)})
     consumers = [share_consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
                  for _ in range(3)]
@@ -260,11 +272,12 @@ def test_consumers_over_partitions_led_by_three_brokers_get_distinct_records(clu
     assert len(set(led.values())) >= 2, f"partition leaders {led}: expected them spread over the brokers"
 
 
-def accept_six_of_ten_then(cluster: LocalCluster, keeper: int, group: str, topic: str,
+def accept_six_of_ten_then(cluster: LocalCluster, state_leader: int, group: str, topic: str,
                            fault: Callable[[], None]) -> None:
     """Offsets 0-9 produced and acquired by one consumer, 0-5 accepted and committed, then
-    ``fault`` while 6-9 are still acquired (``keeper``: the node keeping the group's settings)."""
-    set_earliest(cluster, keeper, group)
+    ``fault`` while 6-9 are still acquired (``state_leader``: the leader of the group id's
+    ``__share_group_state`` partition, through which the group config is set)."""
+    set_earliest(cluster, state_leader, group)
     produce(cluster, topic, {0: range(10)})
     c = share_consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
     try:
@@ -295,12 +308,14 @@ def test_a_killed_partition_leader_loses_no_acknowledgement(cluster: LocalCluste
     state_leaders = state_topic_ready(cluster)
     topic = unique_topic("share-failover")
     leader = create_topic(cluster, topic, 1)[0]
-    group, _, keeper = split_group(cluster, state_leaders, "leader-kill", {leader})
+    group, _, state_leader = split_group(cluster, state_leaders, "leader-kill", {leader})
     # 6-9 stay acquired, unacknowledged, when the leader dies
-    accept_six_of_ten_then(cluster, keeper, group, topic, lambda: kill9(cluster, leader))
+    accept_six_of_ten_then(cluster, state_leader, group, topic, lambda: kill9(cluster, leader))
 
-    def moved() -> bool:
-        return leaders(cluster, topic)[0] not in (leader, -1)
+    alive = next(n for n in (1, 2, 3) if n != leader)
+
+    def moved() -> bool:  # asked of a node that is up (node 1 may be the one killed)
+        return leaders(cluster, topic, server=alive - 1)[0] not in (leader, -1)
 
     cluster.wait_for(moved, 30, f"a new leader of {topic}")
     # the new leader read the state back: 0-5 are done, 6-9 are delivered again, 10-14 are new
@@ -313,8 +328,8 @@ def test_java_consumers_over_partitions_led_by_three_brokers(cluster: LocalClust
     state_leaders = state_topic_ready(cluster)
     topic = unique_topic("share-java-split")
     led = create_topic(cluster, topic, 3)
-    group, _, keeper = split_group(cluster, state_leaders, "java-split")
-    set_earliest(cluster, keeper, group)
+    group, _, state_leader = split_group(cluster, state_leaders, "java-split")
+    set_earliest(cluster, state_leader, group)
     produce(cluster, topic, {p: range(10) for p in range(3)})
     procs = [java_share_consumer(share_queue_java, cluster, group, topic, 100, 25) for _ in range(3)]  # type: ignore[arg-type]
     seen = [r for p in procs for r in java_records(p, 25)]
@@ -331,14 +346,14 @@ def test_a_killed_share_coordinator_loses_no_acknowledgement(cluster: LocalClust
     leader = create_topic(cluster, topic, 1)[0]
     tid = topic_id(cluster, topic)
     for i in range(200):
-        group, node, keeper = split_group(cluster, state_leaders, f"sc-kill-{i}", {leader})
+        group, node, state_leader = split_group(cluster, state_leaders, f"sc-kill-{i}", {leader})
         share_coordinator = state_leaders[partition_for(coordinator_key((group, tid, 0)), STATE_PARTITIONS)]
         if share_coordinator not in (leader, node):
             break
     else:
         raise AssertionError("no group whose three roles are on three nodes")
     # 6-9 are released as the consumer closes: written to the new share coordinator once elected
-    accept_six_of_ten_then(cluster, keeper, group, topic, lambda: kill9(cluster, share_coordinator))
+    accept_six_of_ten_then(cluster, state_leader, group, topic, lambda: kill9(cluster, share_coordinator))
     expect_six_to_fourteen(cluster, group, topic)
     # the new share coordinator has every acknowledgement: all 15 records are done
     cluster.wait_for(lambda: start_offset(cluster, node, group, topic) == 15, 30, "start offset 15")
@@ -346,20 +361,20 @@ def test_a_killed_share_coordinator_loses_no_acknowledgement(cluster: LocalClust
 
 def test_a_killed_group_coordinator_hands_its_share_group_over(cluster: LocalCluster) -> None:
     """The group coordinator (``__consumer_offsets`` leader) of a share group is neither the
-    partition leader, nor the share coordinator, nor the keeper of the group's settings, and
-    is SIGKILLed while three confluent-kafka share consumers are members."""
+    partition leader, nor the share coordinator, nor the leader of the group id's
+    ``__share_group_state`` partition, and is SIGKILLed while three confluent-kafka share consumers are members."""
     state_leaders = state_topic_ready(cluster)
     topic = unique_topic("share-group-coordinator")
     leader = create_topic(cluster, topic, 1)[0]
     tid = topic_id(cluster, topic)
     for i in range(200):
-        group, coordinator, keeper = split_group(cluster, state_leaders, f"gc-kill-{i}", {leader})
+        group, coordinator, state_leader = split_group(cluster, state_leaders, f"gc-kill-{i}", {leader})
         share_coordinator = state_leaders[partition_for(coordinator_key((group, tid, 0)), STATE_PARTITIONS)]
         if share_coordinator != coordinator:
             break
     else:
         raise AssertionError("no group whose coordinator has no other role")
-    set_earliest(cluster, keeper, group)
+    set_earliest(cluster, state_leader, group)
     produce(cluster, topic, {0: range(10)})
     explicit = {"share.acknowledgement.mode": "explicit"}
     holder = share_consumer(cluster, group, topic, **explicit, **{"client.id": "holder"})
@@ -428,13 +443,13 @@ def test_java_consumers_carry_on_after_the_group_coordinator_is_killed(
     leader = create_topic(cluster, topic, 1)[0]
     tid = topic_id(cluster, topic)
     for i in range(200):
-        group, coordinator, keeper = split_group(cluster, state_leaders, f"java-gc-kill-{i}", {leader})
+        group, coordinator, state_leader = split_group(cluster, state_leaders, f"java-gc-kill-{i}", {leader})
         share_coordinator = state_leaders[partition_for(coordinator_key((group, tid, 0)), STATE_PARTITIONS)]
         if share_coordinator != coordinator:
             break
     else:
         raise AssertionError("no group whose coordinator has no other role")
-    set_earliest(cluster, keeper, group)
+    set_earliest(cluster, state_leader, group)
     produce(cluster, topic, {0: range(10)})
     procs = [java_share_consumer(share_queue_java, cluster, group, topic, 100, 40) for _ in range(2)]  # type: ignore[arg-type]
     try:
@@ -453,3 +468,105 @@ def test_java_consumers_carry_on_after_the_group_coordinator_is_killed(
                 p.kill()
     assert sorted(r["offset"] for r in seen) == list(range(20)), (seen, cluster.log_tail())
     assert {r["delivery_count"] for r in seen} == {1}
+
+
+def test_find_coordinator_share_key_is_the_state_partition_leader(cluster: LocalCluster) -> None:
+    """FindCoordinator v6, key type SHARE (what a partition leader asks to reach the share
+    coordinator): every node answers the leader of the key's ``__share_group_state`` partition."""
+    state_leaders = state_topic_ready(cluster)
+    keys = [coordinator_key((f"fc-{i}", uuid.uuid4(), i % 3)) for i in range(12)]
+    expected = {k: state_leaders[partition_for(k, STATE_PARTITIONS)] for k in keys}
+    assert len(set(expected.values())) >= 2, expected
+    for server in cluster.servers:
+        with KafkaClient.connect(server, timeout_s=10.0) as c:
+            r = c.send(FindCoordinatorRequest(key_type=2, coordinator_keys=keys), FindCoordinatorResponse, 6)
+        answered = {x.key: (x.error_code, x.node_id) for x in r.coordinators}
+        assert answered == {k: (0, node) for k, node in expected.items()}, server
+        ports = {x.node_id: x.port for x in r.coordinators}
+        assert all(cluster.server_of(n).endswith(f":{p}") for n, p in ports.items())
+
+
+def test_group_configs_hold_at_a_leader_that_does_not_coordinate_the_group(cluster: LocalCluster) -> None:
+    """Group configs are cluster metadata (ConfigRecords of type GROUP): set through one broker
+    with confluent-kafka's admin client, every broker describes them, and the leader of a
+    partition that is not the group's coordinator applies the group's delivery count limit and
+    dead-letters the poison record after exactly that many deliveries (its own default is 5)."""
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    state_leaders = state_topic_ready(cluster)
+    topic, dlq = unique_topic("share-cfg"), unique_topic("dlq.share-cfg")
+    leader = create_topic(cluster, topic, 1)[0]
+    group, node, _ = split_group(cluster, state_leaders, "cfg", {leader})
+    assert node != leader
+    # The dead-letter partition is led by a third broker: the copy crosses the inter-broker listener.
+    (dlq_leader,) = {1, 2, 3} - {leader, node}
+    with KafkaClient.connect(cluster.bootstrap, timeout_s=30.0) as c:
+        created = c.send(CreateTopicsRequest(topics=[CreateTopicsRequestCreatableTopic(
+            name=dlq, num_partitions=-1, replication_factor=-1, assignments=[
+                CreateTopicsRequestCreatableReplicaAssignment(partition_index=0,
+                                                              broker_ids=[dlq_leader, leader, node])])]),
+            CreateTopicsResponse, 5)
+    assert created.topics[0].error_code == 0, created
+    cluster.wait_for(lambda: leaders(cluster, dlq).get(0) == dlq_leader, 30, f"leader of {dlq}")
+    wanted = {"share.delivery.count.limit": "2", "errors.deadletterqueue.topic.name": dlq,
+              "share.auto.offset.reset": "earliest"}
+    admin = AdminClient({"bootstrap.servers": cluster.server_of(leader)})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in wanted.items()])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+    def described(server: str) -> dict[str, str]:
+        one = AdminClient({"bootstrap.servers": server})
+        res = ConfigResource(ResourceType.GROUP, group)
+        return {k: e.value for k, e in one.describe_configs([res])[res].result(30).items() if k in wanted}
+
+    def shows_them(server: str) -> bool:
+        return described(server) == wanted
+
+    for server in cluster.servers:
+        cluster.wait_for(partial(shows_them, server), 15, f"group configs at {server}")
+
+    produce(cluster, topic, {0: range(1)})
+    c = share_consumer(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    counts: list[int] = []
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
+            got = [m for m in c.poll(0.5) or [] if m.error() is None]
+            for m in got:
+                counts.append(m.delivery_count())
+                c.acknowledge(m, AcknowledgeType.RELEASE)
+            if got:
+                c.commit_sync()
+                if len(counts) >= 2:  # a third delivery, if any, comes within a few polls
+                    deadline = min(deadline, time.monotonic() + 5)
+    finally:
+        c.close()
+    assert counts == [1, 2], (counts, cluster.log_tail())
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"read-{dlq}",
+                       "enable.auto.commit": False})
+    reader.assign([TopicPartition(dlq, 0, 0)])
+    copies: list[Any] = []
+    try:
+        deadline = time.monotonic() + 30
+        while not copies and time.monotonic() < deadline:
+            m = reader.poll(0.5)
+            if m is not None and m.error() is None:
+                copies.append(m)
+    finally:
+        reader.close()
+    assert len(copies) == 1, cluster.log_tail()
+    headers = dict(copies[0].headers() or [])
+    assert copies[0].value() == b"0-0"
+    assert headers["__dlq.errors.group.id"] == group.encode()
+    assert headers["__dlq.errors.reason"] == b"delivery_count_exceeded"
+    assert headers["__dlq.errors.delivery.count"] == b"2"

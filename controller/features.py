@@ -5,12 +5,21 @@ A finalized level is a ``FeatureLevelRecord`` in the metadata log; level 0 remov
 feature (it reads as 0). ``metadata.version`` is always finalized and never downgraded.
 The levels mean what they mean in Kafka 4:
 
+- ``metadata.version`` 7 (3.3-IV3) to 30 (4.3-IV0, what a new Kafka 4.3 cluster is
+  formatted with); no level changes what Cormorant writes to its metadata log.
 - ``group.version`` 1: the consumer rebalance protocol (KIP-848) is served.
 - ``transaction.version`` 1: flexible transaction log records; 2: transactions v2
   (KIP-890: an epoch bump on every EndTxn, partitions added by Produce).
 - ``share.version`` 1: share groups (KIP-932) are served.
 - ``kraft.version``: supported at 0 only; the metadata quorum is not Kafka's Raft, so
   its dynamic-quorum level (1) has no meaning here.
+
+As in Kafka 4.3 (GroupVersion, TransactionVersion, ShareVersion), none of the three
+group, transaction and share levels depends on another feature; each has the
+metadata.version from which a cluster formatted at that release starts with it
+(:data:`BOOTSTRAP_METADATA_VERSION`). Kafka 4.3's ``eligible.leader.replicas.version``
+and ``streams.version`` are not offered: Cormorant serves neither eligible leader
+replicas (KIP-966) nor streams groups (KIP-1071).
 """
 
 from __future__ import annotations
@@ -31,12 +40,14 @@ SHARE_VERSION = "share.version"
 METADATA_VERSION_NAMES: Mapping[int, str] = {
     7: "3.3-IV3", 8: "3.4-IV0", 9: "3.5-IV0", 10: "3.5-IV1", 11: "3.5-IV2", 12: "3.6-IV0", 13: "3.6-IV1",
     14: "3.6-IV2", 15: "3.7-IV0", 16: "3.7-IV1", 17: "3.7-IV2", 18: "3.7-IV3", 19: "3.7-IV4", 20: "3.8-IV0",
-    21: "3.9-IV0", 22: "4.0-IV0", 23: "4.0-IV1", 24: "4.0-IV2", 25: "4.0-IV3",
+    21: "3.9-IV0", 22: "4.0-IV0", 23: "4.0-IV1", 24: "4.0-IV2", 25: "4.0-IV3", 26: "4.1-IV0", 27: "4.1-IV1",
+    28: "4.2-IV0", 29: "4.2-IV1", 30: "4.3-IV0",
 }
 #: metadata.version of Kafka 3.9 (what clusters before features other than it were written with).
 METADATA_VERSION_3_9 = 21
-#: The highest metadata.version this software supports, and what a new cluster starts at.
-METADATA_VERSION_LATEST = 25
+#: The highest metadata.version this software supports, and what a new cluster starts at
+#: (Kafka 4.3's latest production level).
+METADATA_VERSION_LATEST = 30
 
 # UpdateFeatures upgrade types (v1+); v0's AllowDowngrade maps to SAFE_DOWNGRADE.
 UPGRADE = 1
@@ -53,6 +64,9 @@ class FeatureSpec:
     default_level: int
     #: level -> {feature: lowest level it needs}
     dependencies: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
+    #: level -> the metadata.version from which a new cluster starts with it (Kafka's
+    #: bootstrapMetadataVersion); what ``--release-version`` implies for the feature.
+    bootstrap_metadata_version: Mapping[int, int] = field(default_factory=dict)
 
 
 FEATURES: Mapping[str, FeatureSpec] = {
@@ -60,9 +74,9 @@ FEATURES: Mapping[str, FeatureSpec] = {
     for f in (
         FeatureSpec(METADATA_VERSION, 7, METADATA_VERSION_LATEST, METADATA_VERSION_LATEST),
         FeatureSpec(KRAFT_VERSION, 0, 0, 0),
-        FeatureSpec(GROUP_VERSION, 0, 1, 1, {1: {METADATA_VERSION: 22}}),
-        FeatureSpec(TRANSACTION_VERSION, 0, 2, 2),
-        FeatureSpec(SHARE_VERSION, 0, 1, 1, {1: {METADATA_VERSION: METADATA_VERSION_LATEST}}),
+        FeatureSpec(GROUP_VERSION, 0, 1, 1, bootstrap_metadata_version={1: 22}),
+        FeatureSpec(TRANSACTION_VERSION, 0, 2, 2, bootstrap_metadata_version={1: 24, 2: 24}),
+        FeatureSpec(SHARE_VERSION, 0, 1, 1, bootstrap_metadata_version={1: 28}),
     )
 }
 
@@ -77,6 +91,15 @@ class FeatureUpdate:
 def level(features: Mapping[str, int], name: str) -> int:
     """A feature's finalized level (0 when not finalized)."""
     return features.get(name, 0)
+
+
+def default_level(spec: FeatureSpec, metadata_version: int) -> int:
+    """Kafka's ``Feature.defaultLevel``: the feature's highest level a cluster formatted at
+    ``metadata_version`` starts with."""
+    if spec.name == METADATA_VERSION:
+        return metadata_version
+    levels = [lvl for lvl, mv in spec.bootstrap_metadata_version.items() if mv <= metadata_version]
+    return max(levels, default=spec.min_level)
 
 
 def finalized(features: Mapping[str, int]) -> dict[str, int]:

@@ -18,6 +18,7 @@ EMPTY: Mapping[str, str] = MappingProxyType({})
 #: ConfigRecord resource types (as DescribeConfigs/AlterConfigs use them).
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +116,10 @@ class MetadataImage:
 
     def broker_config(self, broker_id: int | str) -> Mapping[str, str]:
         return self.configs.get((BROKER_RESOURCE, str(broker_id)), EMPTY)
+
+    def group_config(self, group_id: str) -> Mapping[str, str]:
+        """A group's group configs (config/group.py); empty when it sets none."""
+        return self.configs.get((GROUP_RESOURCE, group_id), EMPTY)
 
     def live_brokers(self) -> list[BrokerImage]:
         return [b for b in self.brokers.values() if not b.fenced]

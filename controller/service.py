@@ -25,11 +25,18 @@ import structlog
 import trio
 
 from config import BrokerConfig, default_config
+from config import group as group_configs
 from controller.acls import AclError, AclFilter, StandardAcl, matching_ids, validate_new_acl
 from controller.delta import MetadataDelta, MetadataPublisher, image_publisher
 from controller.elections import UNCLEAN, ElectionOutcome, elect_leaders
 from controller.features import FeatureUpdate, bootstrap_records, plan_update
-from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
+from controller.image import (
+    BROKER_RESOURCE,
+    GROUP_RESOURCE,
+    TOPIC_RESOURCE,
+    Endpoint,
+    MetadataImage,
+)
 from controller.partition_budget import PER_REQUEST, PartitionBudget
 from controller.placement import assign_rack_aware
 from controller.quorum import MetadataQuorum, NotControllerError
@@ -514,7 +521,7 @@ class Controller:
         replace_all: bool,
         validate_only: bool,
     ) -> tuple[ErrorCode, str | None]:
-        """Sets (value) or deletes (None) configs of a topic or broker.
+        """Sets (value) or deletes (None) configs of a topic, broker or group.
 
         ``replace_all`` is the legacy AlterConfigs semantics: every config not named
         returns to its default.
@@ -534,6 +541,10 @@ class Controller:
                 ):
                     return ErrorCode.INVALID_REQUEST, f"Unexpected broker id {resource_name}"
                 current = dict(self.image.broker_config(resource_name))
+            elif resource_type == GROUP_RESOURCE:
+                if not resource_name:
+                    return ErrorCode.INVALID_REQUEST, "Group name must not be empty"
+                current = dict(self.image.group_config(resource_name))
             else:
                 return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
             target = {} if replace_all else dict(current)
@@ -549,6 +560,8 @@ class Controller:
                     return ErrorCode.INVALID_CONFIG, bad
                 if self.image.topic(resource_name) is None:
                     return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{resource_name}' does not exist."
+            if resource_type == GROUP_RESOURCE and (bad := group_configs.error(target)) is not None:
+                return ErrorCode.INVALID_CONFIG, bad
             if validate_only:
                 return ErrorCode.NONE, None
             records: list[Message] = []

@@ -30,7 +30,13 @@ from controller.acls import AclFilter, StandardAcl
 from controller.delta import MetadataPublisher, image_publisher
 from controller.elections import PREFERRED, ElectionOutcome
 from controller.features import FeatureUpdate
-from controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, MetadataImage
+from controller.image import (
+    BROKER_RESOURCE,
+    GROUP_RESOURCE,
+    TOPIC_RESOURCE,
+    Endpoint,
+    MetadataImage,
+)
 from controller.reassignment import ReassignmentOutcome
 from controller.service import CreateTopicResult, TopicRequest
 from wire.errors import ErrorCode
@@ -315,7 +321,7 @@ class RemoteController:
                 not_controller=lambda r: any(t.error_code == ErrorCode.NOT_CONTROLLER for t in r.responses))
             code, message = inc.responses[0].error_code, inc.responses[0].error_message
         result = ErrorCode.for_code(code)
-        if result == ErrorCode.NONE and not validate_only and resource_type in (TOPIC_RESOURCE, BROKER_RESOURCE):
+        if result == ErrorCode.NONE and not validate_only and resource_type in (TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE):
             expected = dict(changes)
 
             def shown(image: MetadataImage) -> bool:

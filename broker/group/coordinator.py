@@ -57,6 +57,7 @@ from broker.group.shard_types import (
 from broker.group.share_groups import ShareGroupConfig
 from broker.group.share_service import ShareGroupService
 from broker.group.topic_regex import resolve
+from broker.observability.share_metrics import ShareMetrics
 from controller.delta import MetadataDelta
 from controller.image import MetadataImage
 from controller.service import TopicRequest
@@ -239,6 +240,12 @@ class GroupCoordinator:
     def _watch_metrics(self, metrics: Any) -> None:
         # The metrics layer reads group state at collection time and counts events;
         # a metrics object without these hooks (an older or stub one) is left alone.
+        share = getattr(metrics, "share", None)
+        if isinstance(share, ShareMetrics):
+            # share groups by state and their rebalances, counted where their membership is
+            self.share.metrics = share
+            share.watch_groups(lambda: [g.state for shard in self.runtime.active_shards()
+                                        for g in shard.share.groups.values()] if self._active else [])
         if not all(hasattr(metrics, name) for name in ("watch_groups", "group_rebalance", "offset_commit")):
             return
         from broker.observability.metrics import CommittedOffset, GroupSample

@@ -77,8 +77,8 @@ class SharePartitionHooks(Protocol):
     def member_removed(self, group_id: str, member_id: str) -> None:
         """A member left or was fenced: its share sessions end, its records are released."""
 
-    def group_state_deleted(self, group_id: str, partitions: list[TopicIdPartition], whole_group: bool) -> None:
-        """The group (``whole_group``) or some of its share-partitions were deleted: their state goes."""
+    def group_state_deleted(self, group_id: str, partitions: list[TopicIdPartition]) -> None:
+        """The group or some of its share-partitions were deleted: their state goes."""
 
 
 class ShareGroups:

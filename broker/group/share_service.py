@@ -21,6 +21,7 @@ from broker.group.share_groups import (
     ShareHeartbeatResult,
     SharePartitionHooks,
 )
+from broker.observability.share_metrics import ShareMetrics
 from broker.share.group import ShareGroup, TopicIdPartition
 from wire.errors import ErrorCode
 
@@ -32,6 +33,8 @@ class ShareGroupService:
         self._locate = locate
         #: Set by the share coordinator once it exists (it is made after the group coordinator).
         self.hooks: SharePartitionHooks | None = None
+        #: Rebalances (group epoch changes at a heartbeat) are counted here.
+        self.metrics = ShareMetrics()
         #: Share-partitions whose state a heartbeat is initializing, set when done.
         self._initializing: dict[tuple[str, TopicIdPartition], trio.Event] = {}
 
@@ -42,11 +45,19 @@ class ShareGroupService:
         error, shard = self._locate(group_id)
         if shard is None:
             return ShareHeartbeatResult(error)
+        before = self._group_epoch(shard, group_id)
         result: ShareHeartbeatResult = await await_callback(lambda cb: shard.share_heartbeat(
             group_id, member_id, member_epoch, rack_id, subscribed, client_id, client_host, cb))
+        if self._group_epoch(shard, group_id) != before:
+            self.metrics.rebalance()
         if result.error is ErrorCode.NONE and result.assignment:
             await self._initialize(shard, group_id, result.assignment)
         return result
+
+    @staticmethod
+    def _group_epoch(shard: GroupCoordinatorShard, group_id: str) -> int:
+        group = shard.share.groups.get(group_id)
+        return 0 if group is None else group.group_epoch
 
     async def _initialize(self, shard: GroupCoordinatorShard, group_id: str,
                           assignment: Iterable[TopicIdPartition]) -> None:
@@ -108,7 +119,7 @@ class ShareGroupService:
             return error
         error, gone = shard.share.delete_topic_state(group_id, topic_id)
         if gone and self.hooks is not None:
-            self.hooks.group_state_deleted(group_id, gone, False)
+            self.hooks.group_state_deleted(group_id, gone)
         return error
 
     def member_removed(self, group_id: str, member_id: str) -> None:
@@ -117,4 +128,4 @@ class ShareGroupService:
 
     def group_deleted(self, group_id: str, partitions: list[TopicIdPartition]) -> None:
         if self.hooks is not None:
-            self.hooks.group_state_deleted(group_id, partitions, True)
+            self.hooks.group_state_deleted(group_id, partitions)

@@ -12,8 +12,9 @@ Mirrors Kafka's ConfigHelper. Resources:
   INVALID_REQUEST.
 * BROKER_LOGGER (8): this broker's loggers and their levels (log4j names).
 * CLIENT_METRICS (16): the subscription's stored settings.
-* GROUP (32): the share-group configs (broker/share/group_configs.py), set ones as
-  GROUP_CONFIG (8), the others at their defaults.
+* GROUP (32): the group configs (config/group.py) from the metadata image, the same at
+  every broker: set ones as GROUP_CONFIG (8), the others at the broker setting they
+  override (``group.share.*``, with its source and synonyms) or at their defaults.
 
 Any other resource type fails the whole request with INVALID_REQUEST, as in
 Kafka. ``configuration_keys`` (null or empty for all) filters by name. Sensitive
@@ -34,8 +35,6 @@ import structlog
 
 from broker.security.acl_operations import config_resource_denied
 from broker.server.dispatch import RequestContext
-from broker.share import group_configs as share_configs
-from broker.share.group import ShareGroupSettings
 from config import (
     BROKER_CONFIGS,
     BrokerConfig,
@@ -46,6 +45,7 @@ from config import (
     ConfigType,
     broker_synonym_chain,
 )
+from config import group as group_configs
 from controller.service import validate_topic_name
 from wire.errors import ErrorCode
 from wire.generated.api_032_describe_configs import (
@@ -172,23 +172,23 @@ def _describe(ctx: RequestContext, resource: DescribeConfigsRequestDescribeConfi
 
 
 def share_group_entries(ctx: RequestContext, group_id: str) -> list[ConfigEntry]:
-    """The share-group configs of a group: set ones as GROUP_CONFIG, the rest at their defaults."""
+    """Kafka's ConfigHelper for a group: every group config, the group's own value first in
+    its synonyms, then the broker setting it overrides."""
     if not group_id:
         raise ResourceError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
-    coordinator = ctx.services.share_coordinator
-    _, group = coordinator.group(group_id)
-    current = share_configs.describe(group.settings) if group is not None else {}
-    defaults = share_configs.describe(ShareGroupSettings(
-        record_lock_duration_ms=coordinator.defaults.record_lock_duration_ms,
-        delivery_count_limit=coordinator.defaults.delivery_count_limit))
+    services = ctx.services
+    image = services.image
+    own = image.group_config(group_id)
     out = []
-    for key in share_configs.NAMES:
-        value = current.get(key)
-        if value is not None and not (key == share_configs.AUTO_OFFSET_RESET and value == defaults[key]):
-            out.append(ConfigEntry(key, value, ConfigSource.GROUP_CONFIG, False, False, ConfigType.UNKNOWN, "", ()))
-        else:
-            out.append(ConfigEntry(key, defaults[key], ConfigSource.DEFAULT_CONFIG, False, False,
-                                   ConfigType.UNKNOWN, "", ()))
+    for key in group_configs.GROUP_CONFIG_NAMES:
+        synonym = group_configs.BROKER_SYNONYMS.get(key)
+        chain = [] if synonym is None else broker_synonym_chain(
+            services.config, synonym, image.broker_config(services.node_id), image.broker_config(""))
+        if key in own:
+            chain.insert(0, ConfigSynonym(key, own[key], ConfigSource.GROUP_CONFIG))
+        value = chain[0].value if chain else group_configs.DEFAULTS.get(key)
+        out.append(ConfigEntry(key, value, chain[0].source if chain else ConfigSource.DEFAULT_CONFIG, False, False,
+                               group_configs.TYPES[key], group_configs.DOCS[key], tuple(chain)))
     return out
 
 

@@ -8,18 +8,20 @@ value is INVALID_REQUEST; TOPIC (2) configs must be valid (INVALID_CONFIG) and
 the topic must exist (UNKNOWN_TOPIC_OR_PARTITION); BROKER (4) is "" or this
 broker's id, with dynamically updatable, parseable settings (INVALID_REQUEST
 otherwise; passwords are stored encrypted, as IncrementalAlterConfigs stores
-them); BROKER_LOGGER and any other type are INVALID_REQUEST ("Unknown
+them); GROUP (32) takes the group configs of config/group.py (INVALID_CONFIG
+otherwise); BROKER_LOGGER and any other type are INVALID_REQUEST ("Unknown
 resource type"). ``validate_only`` changes nothing. v2 is flexible.
 """
 
 from __future__ import annotations
 
-from broker.handlers.h32_describe_configs import BROKER, TOPIC
+from broker.handlers.h32_describe_configs import BROKER, GROUP, TOPIC
 from broker.handlers.h44_incremental_alter_configs import (
     AlterError,
     Op,
     check_broker_name,
     check_dynamic_result,
+    check_group_configs,
     check_keys,
     duplicate_resources,
     encrypted_passwords,
@@ -65,6 +67,8 @@ async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConf
                 validate_broker_configs(configs, per_broker=bool(name))
                 check_dynamic_result(ctx.services, name, configs)
                 stored = encrypted_passwords(ctx.services, name, configs)
+            elif resource.resource_type == GROUP:
+                check_group_configs(name, configs)
             elif resource.resource_type != TOPIC:  # topics: the controller checks them
                 raise AlterError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")
             await write_changes(ctx, resource.resource_type, name, stored, True, request.validate_only)

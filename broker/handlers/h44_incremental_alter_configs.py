@@ -16,8 +16,9 @@ controller (ConfigurationControlManager), in that order:
   Kafka answers); names Cormorant does not know are stored as given, as Kafka
   stores custom settings;
 * BROKER_LOGGER (8): sets or clears this process's logger levels (log4j names);
-* GROUP (32): the share-group configs of broker/share/group_configs.py
-  (INVALID_CONFIG for another name or a bad value), kept by the share coordinator;
+* GROUP (32): the group configs of config/group.py (INVALID_CONFIG for another name,
+  a bad value, or APPEND/SUBTRACT), written by the controller as ConfigRecords that
+  every broker reads; a group need not exist (a name is INVALID_REQUEST only if empty);
 * any other type: INVALID_REQUEST.
 
 ``validate_only`` runs every check and changes nothing. Accepted changes are
@@ -35,12 +36,10 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.handlers.h32_describe_configs import BROKER, BROKER_LOGGER, ROOT_LOGGER, TOPIC
+from broker.handlers.h32_describe_configs import BROKER, BROKER_LOGGER, GROUP, ROOT_LOGGER, TOPIC
 from broker.security.acl_operations import config_resource_denied
 from broker.security.keystore_reload import check_listener_update, listener_keys_of
 from broker.server.dispatch import RequestContext
-from broker.share import group_configs as share_configs
-from broker.share.group import ShareGroupSettings
 from config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
@@ -49,6 +48,7 @@ from config import (
     ConfigType,
     UpdateMode,
 )
+from config import group as group_configs
 from wire.errors import ErrorCode
 from wire.generated.api_044_incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
@@ -324,24 +324,27 @@ async def _alter(ctx: RequestContext, resource_type: int, name: str, ops: list[O
         # The controller checks the name, the resulting settings and then the topic's existence.
         await write_changes(ctx, TOPIC, name, changes, False, validate_only)
         return
-    if resource_type == share_configs.GROUP:
-        await _alter_share_group(ctx, name, ops, validate_only)
+    if resource_type == GROUP:
+        await _alter_group(ctx, name, ops, validate_only)
         return
     raise AlterError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
 
 
-async def _alter_share_group(ctx: RequestContext, name: str, ops: list[Op], validate_only: bool) -> None:
-    coordinator = ctx.services.share_coordinator
-    _, group = coordinator.group(name)
-    try:
-        settings = share_configs.apply(group.settings if group is not None else ShareGroupSettings(),
-                                       [(op.name, op.operation, op.value) for op in ops])
-    except share_configs.GroupConfigError as e:
-        raise AlterError(ErrorCode.INVALID_CONFIG, str(e)) from None
-    if not validate_only:
-        code = await coordinator.set_settings(name, settings)
-        if code is not ErrorCode.NONE:
-            raise AlterError(code, None)
+def check_group_configs(name: str, configs: Mapping[str, str]) -> None:
+    """A group resource is named; its resulting configs are group configs with valid values."""
+    if not name:
+        raise AlterError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+    problem = group_configs.error(configs)
+    if problem is not None:
+        raise AlterError(ErrorCode.INVALID_CONFIG, problem)
+
+
+async def _alter_group(ctx: RequestContext, name: str, ops: list[Op], validate_only: bool) -> None:
+    current = dict(ctx.services.image.group_config(name))
+    changes = apply_ops(current, ops, {},
+                        lambda op: f"Can't {OP_NAMES[op.operation]} to key {op.name} because its type is not LIST.")
+    check_group_configs(name, merged(current, changes))
+    await write_changes(ctx, GROUP, name, changes, False, validate_only)
 
 
 def _logger_exists(name: str) -> bool:

@@ -1,9 +1,9 @@
 """ListConfigResources (74), v0-1 (KIP-1142; v0 was ListClientMetricsResources, KIP-714):
 the names of the config resources of the given types, as Kafka's KafkaApis lists them.
 
-v0 knows client metrics subscriptions only; v1 also groups (the share groups this broker
-coordinates that have a group config set), broker loggers and brokers (the live brokers with an endpoint on this listener,
-by id) and topics (every topic). No types named means every type the version knows; a type
+v0 knows client metrics subscriptions only; v1 also groups (every group with a group config
+set, from the metadata image), broker loggers and brokers (the live brokers with an endpoint
+on this listener, by id) and topics (every topic). No types named means every type the version knows; a type
 it does not know answers UNSUPPORTED_VERSION. The caller needs DESCRIBE_CONFIGS on the
 cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
@@ -43,7 +43,7 @@ async def handle(ctx: RequestContext, request: ListConfigResourcesRequest) -> Li
     image = ctx.services.image
     brokers = sorted(b.broker_id for b in image.live_brokers() if b.endpoint(ctx.conn.listener) is not None)
     names = {
-        GROUP: ctx.services.share_coordinator.configured_group_ids(),
+        GROUP: sorted(name for kind, name in image.configs if kind == GROUP),
         CLIENT_METRICS: sorted(name for kind, name in image.configs if kind == CLIENT_METRICS),
         BROKER_LOGGER: [str(b) for b in brokers],
         BROKER: [str(b) for b in brokers],

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from broker.observability.share_metrics import ShareMetrics
     from wire.records import RecordBatchHeader
 
 #: Request latency buckets (seconds): sub-millisecond answers up to long polls and joins.
@@ -164,6 +165,9 @@ class BrokerMetrics:
         # controller
         self.metadata_commit_duration = Histogram(SLOW_DURATION_BOUNDS_S)
         self.broker_heartbeats = 0
+        # share groups (their module uses this one's Histogram)
+        from broker.observability.share_metrics import DisabledShareMetrics, ShareMetrics
+        self.share: ShareMetrics = ShareMetrics() if self.enabled else DisabledShareMetrics()
 
     # ------------------------------------------------------------ network and requests
 

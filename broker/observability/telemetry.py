@@ -53,6 +53,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from prometheus_client import CollectorRegistry, generate_latest
 
+from broker.observability import share_metrics
 from broker.observability.metrics import (
     DECODE_FAILURE_REASONS,
     GROUP_STATES,
@@ -462,6 +463,7 @@ class Telemetry:
             HistogramSpec("cormorant.controller.commit.duration", "s",
                           "Time for the metadata quorum to commit an appended batch of records.",
                           single(m.metadata_commit_duration)),
+            *(HistogramSpec(*spec) for spec in share_metrics.histograms(m.share)),
         ]  # fmt: skip
 
     def _register_instruments(self, meter: Meter) -> None:
@@ -609,6 +611,7 @@ class Telemetry:
                 value(lambda: m.broker_heartbeats))
         updown("cormorant.controller.brokers", "{broker}", "Registered brokers, fenced or not.",
                by("state", self._broker_states))
+        share_metrics.register(meter, m.share)
 
     # ------------------------------------------------------------ state readers
 

@@ -8,7 +8,9 @@ each topic partition's leader (broker/share/leader.py), which persists their sta
 through the persister at the share coordinator of ``groupId:topicId:partition``:
 the leader of the ``__share_group_state`` partition that key hashes to (created on
 first use, compacted, ``share.coordinator.state.topic.*``; state_service.py). The
-group's settings are kept in the shard of the group id's own partition.
+group's settings are its group configs, read from the metadata image by every broker
+(broker/share/group_configs.py); a JSON ``config`` record of an earlier data dir is
+migrated to them once when its shard loads here.
 
 Share sessions (ShareSessionEpoch) are kept per (group, member) at the broker the
 member fetches from: 0 opens one with the partitions named, later epochs add and
@@ -21,30 +23,32 @@ import math
 import random
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 import structlog
 import trio
 
 from broker.coordinator import (
-    AppendResult,
     CoordinatorRuntime,
     InternalTopic,
     ShardContext,
     await_callback,
 )
+from broker.observability.share_metrics import ShareMetrics
 from broker.replication.replica_manager import ReplicaManager
 from broker.share.dead_letters import DeadLetterWriter
-from broker.share.group import ShareGroupSettings, TopicIdPartition
+from broker.share.group import TopicIdPartition
+from broker.share.group_configs import legacy_configs, share_settings
 from broker.share.leader import AckBatch, PartitionOutcome, SharePartitionManager
 from broker.share.partition import ArchivedRecord
 from broker.share.persister import PeerRequester, SharePersister
-from broker.share.settings_lookup import remote_settings
-from broker.share.shard import ShareDefaults, ShareGroupConfigEntry, ShareGroupShard
+from broker.share.shard import ShareDefaults, ShareGroupShard
 from broker.share.state_service import ShareStateService
 from config.broker import BrokerConfig
+from config.group import ShareGroupSettings
 from controller.delta import MetadataDelta
-from controller.image import MetadataImage
+from controller.image import GROUP_RESOURCE, MetadataImage
 from controller.service import CreateTopicResult, TopicRequest
 from wire.errors import ErrorCode
 from wire.generated.api_002_list_offsets import (
@@ -91,6 +95,9 @@ class ShareServices:
     member_status: Callable[[str, str], ErrorCode | None]
     #: The inter-broker channel (made after the coordinator, hence a callable).
     peers: Callable[[], PeerRequester]
+    #: Sets (value) or deletes (None) a group's group configs at the controller.
+    alter_group_configs: Callable[[str, dict[str, str | None]], Awaitable[ErrorCode]]
+    metrics: ShareMetrics = field(default_factory=ShareMetrics)
 
 
 def defaults_from(c: BrokerConfig) -> ShareDefaults:
@@ -120,7 +127,7 @@ class ShareCoordinator:
             create_topic=self._create_topic, clock_ms=sv.clock_ms, rng=sv.rng,
             append_timeout_ms=c.offsets_commit_timeout_ms)
         #: The inter-broker state APIs (83-87) served by this broker's shards.
-        self.state_service = ShareStateService(self.runtime.shard_for)
+        self.state_service = ShareStateService(self.runtime.shard_for, sv.metrics)
         #: How share-partitions reach their state at the share coordinator, wherever it is.
         self.persister = SharePersister(
             node_id=sv.node_id, image=sv.image, state_topic=SHARE_STATE_TOPIC,
@@ -129,28 +136,68 @@ class ShareCoordinator:
         self.partitions = SharePartitionManager(
             node_id=sv.node_id, image=sv.image, local_partition=sv.replica_manager.get,
             persister=self.persister, clock_ms=sv.clock_ms, defaults=self.defaults,
-            settings=self._settings, on_archived=self._archived)
+            settings=self._settings, on_archived=self._archived, metrics=sv.metrics)
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         #: Work a synchronous caller asked for (releases, state deletes), run by :meth:`run`.
         self._work_send, self._work_recv = trio.open_memory_channel[Callable[[], Awaitable[object]]](math.inf)
-        self.dead_letters: Callable[[ShareGroupConfigEntry, str, int, list[ArchivedRecord]], None] | None = \
-            DeadLetterWriter(sv.node_id, sv.image, sv.replica_manager)
+        self.dead_letters: Callable[[str, str, str, int, list[ArchivedRecord]], None] | None = \
+            DeadLetterWriter(sv.node_id, sv.image, sv.replica_manager, sv.peers, self._later, sv.metrics)
+        #: Group settings of legacy ``config`` records replayed and not migrated yet.
+        self._legacy_pending: dict[str, dict[str, str]] = {}
         self._active = False
 
     @classmethod
     def from_node(cls, node: BrokerNode) -> ShareCoordinator:
         """The share coordinator of ``node``, hooked to its group coordinator (made before it)."""
         groups = node.group_coordinator
+
+        async def alter_group_configs(group_id: str, changes: dict[str, str | None]) -> ErrorCode:
+            return (await node.controller.alter_configs(GROUP_RESOURCE, group_id, changes, False, False))[0]
+
         coordinator = cls(ShareServices(
             config=node.config, node_id=node.node_id, image=lambda: node.image,
             replica_manager=node.replica_manager, clock_ms=node.clock_ms, rng=node.rng,
             create_topics=lambda requests: node.controller.create_topics(requests),
-            member_status=groups.share.member_status, peers=lambda: node.peers))
+            member_status=groups.share.member_status, peers=lambda: node.peers,
+            alter_group_configs=alter_group_configs, metrics=node.metrics.share))
         groups.share.hooks = coordinator
         return coordinator
 
     def _new_shard(self, ctx: ShardContext) -> ShareGroupShard:
-        return ShareGroupShard(ctx)
+        shard = ShareGroupShard(ctx)
+        shard.on_legacy_config = self._legacy_config
+        return shard
+
+    def _legacy_config(self, group_id: str, value: dict[str, object] | None) -> None:
+        """A group's settings in the JSON record data dirs written before kept them in: written
+        once as group configs (unless the group has some already), then the record goes."""
+        if value is None:  # removed (or the group deleted) later in the log
+            self._legacy_pending.pop(group_id, None)
+            return
+        self._legacy_pending[group_id] = legacy_configs(value)
+
+        async def migrate() -> None:
+            configs = self._legacy_pending.pop(group_id, None)
+            if configs is None:
+                return
+            if configs and not self.services.image().group_config(group_id):
+                error = await self.services.alter_group_configs(group_id, dict(configs))
+                if error is not ErrorCode.NONE:
+                    log.warning("share_group_configs_not_migrated", group_id=group_id, error=error.name)
+                    return
+                log.info("share_group_configs_migrated", group_id=group_id, configs=sorted(configs))
+            shard = await self._loaded_shard(group_id)
+            if shard is not None:
+                await await_callback(partial(shard.remove_legacy_config, group_id))
+        self._later(migrate)
+
+    async def _loaded_shard(self, group_id: str) -> ShareGroupShard | None:
+        """The group's shard once loaded here (None if not within CREATE_WAIT_S)."""
+        with trio.move_on_after(CREATE_WAIT_S):
+            while (shard := self.runtime.shard_for(group_id)[1]) is None:
+                await trio.sleep(0.05)
+            return shard
+        return None
 
     # ------------------------------------------------------------ what the group coordinator asks
 
@@ -174,8 +221,7 @@ class ShareCoordinator:
         """Share-partitions a group is assigned for the first time: with
         ``share.auto.offset.reset=earliest`` their state starts at the log start offset (the
         leader starts a share-partition never initialized at the high watermark)."""
-        settings = await self.group_settings(group_id)
-        if settings.auto_offset_reset != "earliest":
+        if self._settings(group_id).auto_offset_reset != "earliest":
             return
         for tp in partitions:
             offset = await self._log_start_offset(tp)
@@ -183,56 +229,25 @@ class ShareCoordinator:
                 # FENCED_STATE_EPOCH: the share-partition has state already, which stays.
                 await self.persister.initialize((group_id, tp[0], tp[1]), 0, offset)
 
-    def group_state_deleted(self, group_id: str, partitions: list[TopicIdPartition], whole_group: bool) -> None:
-        """The group or some of its share-partitions were deleted at the group coordinator."""
+    def group_state_deleted(self, group_id: str, partitions: list[TopicIdPartition]) -> None:
+        """The group or some of its share-partitions were deleted at the group coordinator (a
+        deleted group's group configs are deleted at the controller by DeleteGroups)."""
         self._forget_state(group_id, partitions)
-        if whole_group:
-            _, shard = self.runtime.shard_for(group_id)
-            if shard is not None:
-                shard.delete_settings(group_id)
 
     # ------------------------------------------------------------ settings
 
-    def _settings(self, group_id: str) -> ShareGroupSettings | None:
-        """The group's settings when this broker keeps them."""
-        _, group = self.group(group_id)
-        return None if group is None else group.settings
-
-    async def group_settings(self, group_id: str) -> ShareGroupSettings:
-        """The group's settings, asked of the broker keeping them (the leader of the group
-        id's ``__share_group_state`` partition) when that is another one."""
-        if not self._active:
-            return ShareGroupSettings()
-        error, shard = self.runtime.shard_for(group_id)
-        with trio.move_on_after(CREATE_WAIT_S):
-            while error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-                await trio.sleep(0.05)
-                error, shard = self.runtime.shard_for(group_id)
-        if shard is not None:
-            entry = shard.groups.get(group_id)
-            return ShareGroupSettings() if entry is None else entry.settings
-        keeper = self.settings_keeper(group_id)
-        if keeper < 0 or keeper == self.services.node_id:
-            return ShareGroupSettings()
-        found = await remote_settings(self.services.peers(), keeper, group_id, PEER_TIMEOUT_S)
-        return ShareGroupSettings() if found is None else found
-
-    def settings_keeper(self, group_id: str) -> int:
-        """The leader of the ``__share_group_state`` partition ``group_id`` hashes to (-1: none)."""
-        topic = self.services.image().topic(SHARE_STATE_TOPIC)
-        if topic is None or not topic.partitions:
-            return -1
-        part = topic.partitions.get(self.runtime.partition_for(group_id))
-        return -1 if part is None else part.leader
+    def _settings(self, group_id: str) -> ShareGroupSettings:
+        """The group's settings in force (its group configs over this broker's defaults)."""
+        return share_settings(self.services.image(), group_id, self.defaults)
 
     def _archived(self, group_id: str, tp: TopicIdPartition, records: list[ArchivedRecord]) -> None:
         log.info("share_records_archived", group_id=group_id, topic_id=str(tp[0]), partition=tp[1],
                  count=len(records))
-        _, group = self.group(group_id)
-        if group is not None and group.settings.dead_letter_topic and self.dead_letters is not None:
+        dead_letter_topic = self._settings(group_id).dead_letter_topic
+        if dead_letter_topic and self.dead_letters is not None:
             topic = self.services.image().topics_by_id.get(tp[0])
             if topic is not None:
-                self.dead_letters(group, topic.name, tp[1], records)
+                self.dead_letters(group_id, dead_letter_topic, topic.name, tp[1], records)
 
     async def _create_topic(self, topic: InternalTopic) -> None:
         live = len(self.services.image().live_brokers())
@@ -249,7 +264,7 @@ class ShareCoordinator:
 
     def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
         self.runtime.on_metadata_update(delta, image)
-        self.partitions.on_metadata_update(delta)
+        self.partitions.on_metadata_update(delta, image)
 
     def on_image(self, image: MetadataImage) -> None:
         self.runtime.on_image(image)
@@ -277,19 +292,6 @@ class ShareCoordinator:
         self._active = False
         self.runtime.close()
 
-    async def _shard(self, group_id: str | None) -> tuple[ErrorCode, ShareGroupShard | None]:
-        """The shard keeping the group's settings (``__share_group_state`` created on first use)."""
-        if not group_id:
-            return ErrorCode.INVALID_GROUP_ID, None
-        if not self._active:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-        if self.services.image().topic(SHARE_STATE_TOPIC) is None:
-            await self.runtime.ensure_topic()
-            with trio.move_on_after(CREATE_WAIT_S):
-                while self.runtime.shard_for(group_id)[0] is not ErrorCode.NONE:
-                    await trio.sleep(0.05)
-        return self.runtime.shard_for(group_id)
-
     async def _log_start_offset(self, tp: TopicIdPartition) -> int | None:
         """The partition's log start offset, from its leader (ListOffsets, earliest)."""
         topic = self.services.image().topics_by_id.get(tp[0])
@@ -308,23 +310,6 @@ class ShareCoordinator:
         answer = response.topics[0].partitions[0]
         return answer.offset if answer.error_code == ErrorCode.NONE else None
 
-    def group(self, group_id: str) -> tuple[ErrorCode, ShareGroupConfigEntry | None]:
-        """The group's settings as kept here (GROUP_ID_NOT_FOUND: none set), for the group
-        configs (DescribeConfigs, IncrementalAlterConfigs); membership is the group coordinator's."""
-        error, shard = self.runtime.shard_for(group_id) if self._active else (ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
-        if shard is None:
-            return error, None
-        group = shard.groups.get(group_id)
-        return (ErrorCode.GROUP_ID_NOT_FOUND, None) if group is None else (ErrorCode.NONE, group)
-
-    def configured_group_ids(self) -> list[str]:
-        """The groups whose settings are kept here with a group config set (ListConfigResources' GROUP)."""
-        if not self._active:
-            return []
-        unset = ShareGroupSettings()
-        return sorted(g.group_id for shard in self.runtime.active_shards() for g in shard.groups.values()
-                      if g.settings != unset)
-
     def _forget_state(self, group_id: str, partitions: list[TopicIdPartition]) -> None:
         """Deletes the share-partitions' state at their coordinators (in the background)."""
         for topic_id in {tp[0] for tp in partitions}:
@@ -335,14 +320,6 @@ class ShareCoordinator:
                 await self.persister.delete((group_id, tp[0], tp[1]))
         if partitions:
             self._later(delete)
-
-    async def set_settings(self, group_id: str, settings: ShareGroupSettings) -> ErrorCode:
-        error, shard = await self._shard(group_id)
-        if shard is None:
-            return error
-        settled: AppendResult = await await_callback(lambda cb: shard.set_settings(group_id, settings, cb))
-        self.partitions.apply_settings(group_id, settings)
-        return settled.error
 
     async def reset_offsets(self, group_id: str, offsets: dict[TopicIdPartition, int]) -> dict[TopicIdPartition, ErrorCode]:
         """AlterShareGroupOffsets, once the group coordinator checked the group is empty and

@@ -40,16 +40,6 @@ class ShareMember:
 
 
 @dataclass(slots=True)
-class ShareGroupSettings:
-    """Per-group values of the ``share.*`` group configs (broker defaults when unset)."""
-
-    auto_offset_reset: str = "latest"
-    record_lock_duration_ms: int | None = None
-    delivery_count_limit: int | None = None
-    dead_letter_topic: str | None = None
-
-
-@dataclass(slots=True)
 class ShareGroup:
     group_id: str
     group_epoch: int = 0

@@ -1,74 +1,49 @@
-"""Group configs of share groups (config resource type GROUP, 32), as Kafka's GroupConfig.
+"""A share group's settings in force at this broker: its group configs (config/group.py),
+ConfigRecords of resource type GROUP that every broker reads from its metadata image, over
+this broker's ``group.share.*`` defaults. Every partition leader of a group's topics
+therefore applies the group's lock duration, delivery count limit and dead-letter topic,
+wherever the group is coordinated.
 
-``share.auto.offset.reset`` (latest | earliest; where a share-partition starts
-when the group first reads it), ``share.record.lock.duration.ms`` and
-``share.delivery.count.limit`` (override the broker's ``group.share.*``), and,
-beyond Kafka 4.3, the dead-letter topic of KIP-1191:
-``errors.deadletterqueue.topic.name`` (unset: off). Stored with the group in
-``__share_group_state``.
+Data dirs written before kept a group's settings as a JSON ``config`` record in its
+``__share_group_state`` partition; :func:`legacy_configs` turns one into group configs,
+which the share coordinator writes once to the metadata log (when the group has none
+there) and then removes the record.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable
+from collections.abc import Mapping
+from typing import Any
 
-from broker.share.group import ShareGroupSettings
-
-GROUP = 32
-SET = 0
-DELETE = 1
-
-AUTO_OFFSET_RESET = "share.auto.offset.reset"
-RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
-DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
-DEAD_LETTER_TOPIC = "errors.deadletterqueue.topic.name"
-NAMES = (AUTO_OFFSET_RESET, RECORD_LOCK_DURATION_MS, DELIVERY_COUNT_LIMIT, DEAD_LETTER_TOPIC)
-
-
-class GroupConfigError(ValueError):
-    pass
+from broker.share.shard import ShareDefaults
+from config.group import (
+    AUTO_OFFSET_RESET,
+    DEAD_LETTER_TOPIC,
+    DELIVERY_COUNT_LIMIT,
+    RECORD_LOCK_DURATION_MS,
+    ShareGroupSettings,
+    share_group_settings,
+)
+from controller.image import MetadataImage
 
 
-def _int(name: str, value: str, low: int, high: int) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise GroupConfigError(f"Invalid value {value} for configuration {name}: Not a number of type INT") from None
-    if not low <= n <= high:
-        raise GroupConfigError(f"Invalid value {value} for configuration {name}: Value must be in [{low}, {high}]")
-    return n
+def share_settings(image: MetadataImage, group_id: str, defaults: ShareDefaults) -> ShareGroupSettings:
+    return share_group_settings(image.group_config(group_id), defaults.record_lock_duration_ms,
+                                defaults.delivery_count_limit)
 
 
-def apply(current: ShareGroupSettings, ops: Iterable[tuple[str, int, str | None]]) -> ShareGroupSettings:
-    """``ops``: (name, operation, value) with Kafka's SET (0) / DELETE (1)."""
-    out = dataclasses.replace(current)
-    for name, op, value in ops:
-        if name not in NAMES:
-            raise GroupConfigError(f"Unknown group config name: {name}")
-        if op not in (SET, DELETE):
-            raise GroupConfigError(f"Operation {op} is not supported for group config {name}")
-        if op == DELETE or value is None:
-            value = None
-        if name == AUTO_OFFSET_RESET:
-            if value is not None and value not in ("latest", "earliest"):
-                raise GroupConfigError(f"Invalid value {value} for configuration {name}: "
-                                       "must be one of latest, earliest")
-            out.auto_offset_reset = value or "latest"
-        elif name == RECORD_LOCK_DURATION_MS:
-            out.record_lock_duration_ms = None if value is None else _int(name, value, 1000, 3_600_000)
-        elif name == DELIVERY_COUNT_LIMIT:
-            out.delivery_count_limit = None if value is None else _int(name, value, 2, 10)
-        else:
-            out.dead_letter_topic = value or None
+def legacy_configs(value: Mapping[str, Any]) -> dict[str, str]:
+    """The group configs of a JSON ``config`` record (unset values left out; the default
+    ``latest`` reset too, as it was stored whether set or not)."""
+    out: dict[str, str] = {}
+    reset = value.get("auto_offset_reset")
+    if isinstance(reset, str) and reset != "latest":
+        out[AUTO_OFFSET_RESET] = reset
+    for key, name in (("record_lock_duration_ms", RECORD_LOCK_DURATION_MS),
+                      ("delivery_count_limit", DELIVERY_COUNT_LIMIT)):
+        if isinstance(value.get(key), int):
+            out[name] = str(value[key])
+    topic = value.get("dead_letter_topic")
+    if isinstance(topic, str) and topic:
+        out[DEAD_LETTER_TOPIC] = topic
     return out
-
-
-def describe(settings: ShareGroupSettings) -> dict[str, str | None]:
-    return {
-        AUTO_OFFSET_RESET: settings.auto_offset_reset,
-        RECORD_LOCK_DURATION_MS: None if settings.record_lock_duration_ms is None
-        else str(settings.record_lock_duration_ms),
-        DELIVERY_COUNT_LIMIT: None if settings.delivery_count_limit is None else str(settings.delivery_count_limit),
-        DEAD_LETTER_TOPIC: settings.dead_letter_topic,
-    }

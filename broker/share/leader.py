@@ -15,9 +15,10 @@ leader epoch changes (the next use reads the state again), and when the
 coordinator answers a write with a fence (FENCED_LEADER_EPOCH: another leader
 took over; FENCED_STATE_EPOCH: the state was reset).
 
-A share-partition never initialized starts per the group's
-``share.auto.offset.reset``, known here when this broker also coordinates the
-group (else ``latest``, as the coordinator initializes it when it assigns it).
+The group's settings (lock duration, delivery count limit, dead-letter topic,
+``share.auto.offset.reset`` for a share-partition never initialized) are its group
+configs in the metadata image over this broker's defaults: the same at every leader,
+and applied to the live share-partitions when they change.
 """
 
 from __future__ import annotations
@@ -29,14 +30,16 @@ from dataclasses import dataclass, field
 import structlog
 import trio
 
+from broker.observability.share_metrics import ShareMetrics
 from broker.replication import delayed_produce
 from broker.replication.partition import Partition
-from broker.share.group import ShareGroupSettings, TopicIdPartition
+from broker.share.group import TopicIdPartition
 from broker.share.partition import AcquiredBatch, ArchivedRecord, SharePartition
 from broker.share.persister import SharePersister
 from broker.share.shard import ShareDefaults
+from config.group import ShareGroupSettings
 from controller.delta import MetadataDelta
-from controller.image import MetadataImage
+from controller.image import GROUP_RESOURCE, MetadataImage
 from wire.errors import ErrorCode
 from wire.records import iter_batch_headers
 
@@ -77,8 +80,9 @@ class SharePartitionManager:
     def __init__(self, *, node_id: int, image: Callable[[], MetadataImage],
                  local_partition: Callable[[str, int], Partition | None], persister: SharePersister,
                  clock_ms: Callable[[], int], defaults: ShareDefaults,
-                 settings: Callable[[str], ShareGroupSettings | None],
-                 on_archived: Callable[[str, TopicIdPartition, list[ArchivedRecord]], None]) -> None:
+                 settings: Callable[[str], ShareGroupSettings],
+                 on_archived: Callable[[str, TopicIdPartition, list[ArchivedRecord]], None],
+                 metrics: ShareMetrics | None = None) -> None:
         self.node_id = node_id
         self._image = image
         self._local_partition = local_partition
@@ -87,8 +91,11 @@ class SharePartitionManager:
         self.defaults = defaults
         self._settings = settings
         self._on_archived = on_archived
+        self.metrics = metrics or ShareMetrics()
         self.entries: dict[tuple[str, TopicIdPartition], LeaderSharePartition] = {}
         self._loading: dict[tuple[str, TopicIdPartition], trio.Event] = {}
+        #: The configs of the last image seen (replaced as a whole when any config changes).
+        self._configs: object = None
 
     # ------------------------------------------------------------ lookups
 
@@ -111,11 +118,9 @@ class SharePartitionManager:
         return partition
 
     def _new_partition(self, group_id: str) -> SharePartition:
-        s = self._settings(group_id) or ShareGroupSettings()
-        return SharePartition(
-            lock_duration_ms=s.record_lock_duration_ms or self.defaults.record_lock_duration_ms,
-            delivery_count_limit=s.delivery_count_limit or self.defaults.delivery_count_limit,
-            max_in_flight=self.defaults.partition_max_record_locks)
+        s = self._settings(group_id)
+        return SharePartition(lock_duration_ms=s.record_lock_duration_ms, delivery_count_limit=s.delivery_count_limit,
+                              max_in_flight=self.defaults.partition_max_record_locks)
 
     async def _entry(self, group_id: str, tp: TopicIdPartition, partition: Partition
                      ) -> tuple[ErrorCode, LeaderSharePartition | None]:
@@ -132,6 +137,7 @@ class SharePartitionManager:
         done = self._loading[key] = trio.Event()
         try:
             epoch = partition.leader_epoch
+            started = trio.current_time()
             state = await self.persister.read((group_id, tp[0], tp[1]), epoch)
             if state.error is not ErrorCode.NONE:
                 log.info("share_partition_read_failed", group_id=group_id, topic_id=str(tp[0]), partition=tp[1],
@@ -144,6 +150,7 @@ class SharePartitionManager:
             if state.start_offset >= 0:
                 sp.restore(state.start_offset, state.batches)
             entry = self.entries[key] = LeaderSharePartition(group_id, tp, epoch, state.state_epoch, sp)
+            self.metrics.partition_loaded(trio.current_time() - started)
             log.info("share_partition_loaded", group_id=group_id, topic_id=str(tp[0]), partition=tp[1],
                      leader_epoch=epoch, start_offset=sp.start_offset, in_flight=len(sp.records))
             return ErrorCode.NONE, entry
@@ -156,6 +163,8 @@ class SharePartitionManager:
         sp = entry.sp
         if sp.archived:
             archived, sp.archived = sp.archived, []
+            for record in archived:
+                self.metrics.archived(record.reason)
             self._on_archived(entry.group_id, entry.tp, archived)
         async with entry.write_lock:
             if self.entries.get((entry.group_id, entry.tp)) is not entry:
@@ -178,6 +187,8 @@ class SharePartitionManager:
                           acks: dict[TopicIdPartition, list[AckBatch]]) -> dict[TopicIdPartition, PartitionOutcome]:
         """Applies acknowledgements; answers once their new state is written."""
         out: dict[TopicIdPartition, PartitionOutcome] = {}
+        if acks:
+            self.metrics.acknowledge_request()
         for tp, batches in acks.items():
             o = out[tp] = PartitionOutcome(acknowledged=True)
             partition = self._partition(tp, o)
@@ -190,6 +201,7 @@ class SharePartitionManager:
                 continue
             now = self.clock_ms()
             for first, last, types in batches:
+                self.metrics.acknowledged(types, last - first + 1)
                 code = entry.sp.acknowledge(member_id, first, last, types, now)
                 if code is not ErrorCode.NONE:
                     o.acknowledge_error = code
@@ -233,8 +245,7 @@ class SharePartitionManager:
         sp = entry.sp
         changed = False
         if not sp.initialized:
-            settings = self._settings(group_id) or ShareGroupSettings()
-            earliest = settings.auto_offset_reset == "earliest"
+            earliest = self._settings(group_id).auto_offset_reset == "earliest"
             sp.initialize(partition.log_start_offset if earliest else partition.high_watermark)
             changed = True
         sp.skip_to(partition.log_start_offset)
@@ -252,6 +263,7 @@ class SharePartitionManager:
                     offsets.extend(range(header.base_offset, header.last_offset + 1))
             acquired = sp.acquire(member_id, offsets, max_records, self.clock_ms())
             if acquired:
+                self.metrics.acquired(sum(b.last_offset - b.first_offset + 1 for b in acquired))
                 o.acquired = acquired
                 o.records = raw
                 changed = True
@@ -268,11 +280,15 @@ class SharePartitionManager:
             if g == group_id and (wanted is None or tp in wanted) and entry.sp.release_member(member_id):
                 await self.persist(entry)
 
-    def apply_settings(self, group_id: str, settings: ShareGroupSettings) -> None:
-        for (g, _), entry in self.entries.items():
-            if g == group_id:
-                entry.sp.lock_duration_ms = settings.record_lock_duration_ms or self.defaults.record_lock_duration_ms
-                entry.sp.delivery_count_limit = settings.delivery_count_limit or self.defaults.delivery_count_limit
+    def _apply_settings(self) -> None:
+        """Group configs changed: the live share-partitions take their groups' new settings."""
+        settings: dict[str, ShareGroupSettings] = {}
+        for (group_id, _), entry in self.entries.items():
+            s = settings.get(group_id)
+            if s is None:
+                s = settings[group_id] = self._settings(group_id)
+            entry.sp.lock_duration_ms = s.record_lock_duration_ms
+            entry.sp.delivery_count_limit = s.delivery_count_limit
 
     def forget(self, group_id: str, topic_id: uuid.UUID | None = None) -> None:
         """The group's state was reset or deleted: drop the live share-partitions (read again
@@ -282,9 +298,12 @@ class SharePartitionManager:
 
     # ------------------------------------------------------------ lifecycle
 
-    def on_metadata_update(self, delta: MetadataDelta) -> None:
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
         """Drops the share-partitions of the partitions the delta moved away from this broker's
-        leadership (or to a new epoch), or whose topic it deleted."""
+        leadership (or to a new epoch), or whose topic it deleted; applies changed group configs."""
+        if any(resource_type == GROUP_RESOURCE for resource_type, _ in delta.configs):
+            self._configs = image.configs
+            self._apply_settings()
         topics = delta.topics
         if not topics:
             return
@@ -298,12 +317,15 @@ class SharePartitionManager:
 
     def on_image(self, image: MetadataImage) -> None:
         """Drops the share-partitions of partitions this broker no longer leads (or leads
-        with a new epoch)."""
+        with a new epoch); applies changed group configs."""
         for key, entry in list(self.entries.items()):
             topic = image.topics_by_id.get(entry.tp[0])
             part = None if topic is None else topic.partitions.get(entry.tp[1])
             if part is None or part.leader != self.node_id or part.leader_epoch != entry.leader_epoch:
                 del self.entries[key]
+        if image.configs is not self._configs:
+            self._configs = image.configs
+            self._apply_settings()
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Expires acquisition locks: the records become available again (or archived)."""

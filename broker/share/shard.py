@@ -3,12 +3,14 @@
 Kafka keeps each share-partition's state in ``__share_group_state`` (keyed by
 ``groupId:topicId:partition``, see broker/share/state_store.py); a share group's
 membership is the group coordinator's, in ``__consumer_offsets``
-(broker/group/share_groups.py). Besides the states, a group's settings are kept
-in the shard of the group's own partition. Records (JSON, compacted by key; see
-docs/share-groups.md):
+(broker/group/share_groups.py), and its settings are group configs in the metadata
+log (config/group.py, broker/share/group_configs.py). Records (JSON, compacted by
+key; see docs/share-groups.md):
 
 - key ``{"type":"state",...}``: a share-partition's state (state_store.py);
-- key ``{"type":"config","group":G}``, value the group's ``share.*`` settings;
+- key ``{"type":"config","group":G}``: the group's ``share.*`` settings as data dirs
+  written before kept them; a loaded one is migrated to group configs by the share
+  coordinator, then removed with a tombstone;
 - a tombstone of either removes it.
 
 Records ``"initialized"`` and ``"partition"`` of earlier versions (the share-partitions
@@ -26,7 +28,6 @@ from typing import Any
 import structlog
 
 from broker.coordinator import AppendResult, CoordinatorRecord, ReplayedRecord, ShardContext
-from broker.share.group import ShareGroupSettings
 from broker.share.state_store import ShareStateStore
 
 log = structlog.get_logger(__name__)
@@ -46,21 +47,13 @@ def _key(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
 
 
-@dataclass(slots=True)
-class ShareGroupConfigEntry:
-    """A group's settings as this shard keeps them (its group configs)."""
-
-    group_id: str
-    settings: ShareGroupSettings
-
-
 class ShareGroupShard:
     def __init__(self, ctx: ShardContext) -> None:
         self.ctx = ctx
-        #: group id -> its settings, for the groups hashed to this partition that have some
-        self.groups: dict[str, ShareGroupConfigEntry] = {}
         #: The share-partition states this partition keeps for partition leaders (Read/WriteShareGroupState).
         self.state = ShareStateStore()
+        #: A group's settings in the record data dirs written before kept them in (migrated by the coordinator).
+        self.on_legacy_config: Callable[[str, dict[str, Any] | None], None] | None = None
 
     # ------------------------------------------------------------ replay
 
@@ -71,10 +64,8 @@ class ShareGroupShard:
             if key.get("type") == "state":
                 self.state.replay(key, value)
             elif key.get("type") == "config":
-                if value is None:
-                    self.groups.pop(key["group"], None)
-                    return
-                self.groups[key["group"]] = ShareGroupConfigEntry(key["group"], ShareGroupSettings(**value))
+                if self.on_legacy_config is not None:
+                    self.on_legacy_config(key["group"], value)
         except (ValueError, KeyError, TypeError) as e:
             log.warning("share_state_record_skipped", offset=record.offset, error=str(e))
 
@@ -82,27 +73,14 @@ class ShareGroupShard:
         pass
 
     def on_loaded(self) -> None:
-        if self.groups or self.state.states:
-            log.info("share_state_loaded", partition=self.ctx.partition, configured_groups=len(self.groups),
-                     share_partitions=len(self.state.states))
+        if self.state.states:
+            log.info("share_state_loaded", partition=self.ctx.partition, share_partitions=len(self.state.states))
 
     def on_unloaded(self) -> None:
-        self.groups.clear()
         self.state.states.clear()
 
-    # ------------------------------------------------------------ settings
+    # ------------------------------------------------------------ legacy settings
 
-    def set_settings(self, group_id: str, settings: ShareGroupSettings,
-                     on_complete: Callable[[AppendResult], None] | None = None) -> None:
-        self.groups[group_id] = ShareGroupConfigEntry(group_id, settings)
-        value = {"auto_offset_reset": settings.auto_offset_reset,
-                 "record_lock_duration_ms": settings.record_lock_duration_ms,
-                 "delivery_count_limit": settings.delivery_count_limit,
-                 "dead_letter_topic": settings.dead_letter_topic}
-        self.ctx.append([CoordinatorRecord(_key({"type": "config", "group": group_id}),
-                                           json.dumps(value).encode())], on_complete)
-
-    def delete_settings(self, group_id: str) -> None:
-        """The group was deleted: its settings go with it."""
-        if self.groups.pop(group_id, None) is not None:
-            self.ctx.append([CoordinatorRecord(_key({"type": "config", "group": group_id}), None)])
+    def remove_legacy_config(self, group_id: str, on_complete: Callable[[AppendResult], None]) -> None:
+        """Tombstones the group's ``config`` record once its settings are group configs."""
+        self.ctx.append([CoordinatorRecord(_key({"type": "config", "group": group_id}), None)], on_complete)

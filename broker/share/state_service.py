@@ -16,6 +16,7 @@ from typing import Protocol
 import trio
 
 from broker.coordinator import AppendResult, CoordinatorRecord
+from broker.observability.share_metrics import ShareMetrics
 from broker.share.partition import RecordState, StateBatch
 from broker.share.shard import ShareGroupShard
 from broker.share.state_store import SharePartitionKey, ShareState, coordinator_key
@@ -85,8 +86,9 @@ class _Commits:
 
 
 class ShareStateService:
-    def __init__(self, shard_for: ShardLookup) -> None:
+    def __init__(self, shard_for: ShardLookup, metrics: ShareMetrics | None = None) -> None:
         self._shard_for = shard_for
+        self._metrics = metrics or ShareMetrics()
 
     def _shard(self, key: SharePartitionKey, refused: ErrorCode | None) -> tuple[ErrorCode, ShareGroupShard | None]:
         """``refused``: every share-partition of the request answers that error (authorization)."""
@@ -139,6 +141,7 @@ class ShareStateService:
         return response
 
     async def write(self, request: WriteShareGroupStateRequest, refused: ErrorCode | None = None) -> WriteShareGroupStateResponse:
+        started = trio.current_time()
         response = WriteShareGroupStateResponse()
         commits = _Commits()
         for t in request.topics:
@@ -163,6 +166,9 @@ class ShareStateService:
                 out.error_code = error
                 commits.append(shard, records, _setter(out))
         await commits.wait()
+        written = sum(1 for r in response.results for p in r.partitions if p.error_code == ErrorCode.NONE)
+        for _ in range(written):
+            self._metrics.state_written(trio.current_time() - started)
         return response
 
     async def delete(self, request: DeleteShareGroupStateRequest, refused: ErrorCode | None = None) -> DeleteShareGroupStateResponse:

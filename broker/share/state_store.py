@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,9 @@ UNINITIALIZED_START_OFFSET = -1
 DEFAULT_STATE_EPOCH = 0
 NO_LEADER_EPOCH = -1
 _DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+_KAFKA_UUID = re.compile(r"[A-Za-z0-9_-]{22}")
+_PARTITION = re.compile(r"[0-9]+")
+_INT32_MAX = 2**31 - 1
 
 
 def kafka_uuid(value: uuid.UUID) -> str:
@@ -56,6 +60,21 @@ def coordinator_key(key: SharePartitionKey) -> str:
     """Kafka's ``SharePartitionKey.asCoordinatorKey()``: what picks the state partition."""
     group, topic_id, partition = key
     return f"{group}:{kafka_uuid(topic_id)}:{partition}"
+
+
+def parse_coordinator_key(text: str) -> SharePartitionKey | None:
+    """Kafka's ``SharePartitionKey.getInstance``: ``groupId:topicId:partition`` with a
+    non-blank group, a topic id in Kafka's base64 form and a partition >= 0; None when
+    malformed (FindCoordinator answers INVALID_REQUEST)."""
+    tokens = text.split(":")
+    if len(tokens) != 3 or not tokens[0].strip():
+        return None
+    group, topic, partition = tokens
+    if not _KAFKA_UUID.fullmatch(topic) or not _PARTITION.fullmatch(partition) or int(partition) > _INT32_MAX:
+        return None
+    raw = base64.urlsafe_b64decode(topic + "==")
+    number = int(partition)
+    return group.strip(), uuid.UUID(bytes=raw), number
 
 
 @dataclass(frozen=True, slots=True)

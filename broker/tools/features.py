@@ -7,15 +7,16 @@ works against any Kafka-compatible cluster:
 - ``describe``: ApiVersions (v3+) at the bootstrap broker; one line per feature the broker
   supports, with its supported range, finalized level and the features' epoch, in
   kafka-features.sh's words (metadata.version levels by their release names);
-- ``upgrade --feature NAME=LEVEL ...`` (and ``--metadata VERSION`` or ``--release-version
-  VERSION`` for metadata.version, named as ``4.0-IV3`` or by release, ``4.0``);
+- ``upgrade --feature NAME=LEVEL ...`` (and ``--metadata VERSION`` for metadata.version,
+  named as ``4.3-IV0`` or by release, ``4.3``), or ``upgrade --release-version VERSION``:
+  metadata.version and every other feature at the level a cluster of that release starts
+  with (Kafka's ``Feature.defaultLevel``; levels 0 are not sent, as kafka-features.sh);
 - ``downgrade --feature NAME=LEVEL ... [--unsafe]``;
 - ``disable --feature NAME ...``: a safe downgrade to level 0.
 
 Changes go in one UpdateFeatures request (all or nothing), ``--dry-run`` validates only.
 As kafka-features.sh, a line per feature says what was done ("group.version was upgraded
-to 1.") or why not, and a failure exits 1. ``--release-version`` sets metadata.version
-only: the other features keep their levels.
+to 1.") or why not, and a failure exits 1.
 """
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ from typing import TextIO
 from broker.tools.client import ClientError, KafkaClient
 from broker.tools.common import P, add_bootstrap_argument, subcommand_parsers
 from controller.features import (
+    FEATURES,
+    KRAFT_VERSION,
     METADATA_VERSION,
     METADATA_VERSION_NAMES,
     SAFE_DOWNGRADE,
     UNSAFE_DOWNGRADE,
     UPGRADE,
+    default_level,
 )
 from wire.errors import ErrorCode
 from wire.generated.api_018_api_versions import ApiVersionsRequest, ApiVersionsResponse
@@ -59,9 +63,9 @@ def add_parser(sub: argparse._SubParsersAction[P]) -> P:
     fsub = features.add_subparsers(dest="action", required=True)
     fsub.add_parser("describe", help="the supported and finalized levels of every feature")
     upgrade = fsub.add_parser("upgrade", help="raise finalized feature levels")
-    upgrade.add_argument("--metadata", metavar="VERSION", help="metadata.version, e.g. 4.0-IV3")
+    upgrade.add_argument("--metadata", metavar="VERSION", help="metadata.version, e.g. 4.3-IV0")
     upgrade.add_argument("--release-version", metavar="VERSION",
-                         help="metadata.version of a release, e.g. 4.0 (its last level)")
+                         help="every feature at the level of a release, e.g. 4.3 (metadata.version 4.3-IV0)")
     downgrade = fsub.add_parser("downgrade", help="lower finalized feature levels")
     downgrade.add_argument("--unsafe", action="store_true",
                            help="allow a downgrade that may lose metadata (UNSAFE_DOWNGRADE)")
@@ -85,7 +89,7 @@ def level_name(feature: str, level: int) -> str:
 
 
 def parse_metadata_version(text: str) -> int:
-    """``4.0-IV3`` exactly, or a release (``4.0``) meaning its last level; a bare number too."""
+    """``4.3-IV0`` exactly, or a release (``4.3``) meaning its last level; a bare number too."""
     if text.isdigit():
         return int(text)
     for level, name in sorted(METADATA_VERSION_NAMES.items(), reverse=True):
@@ -129,16 +133,26 @@ def _updates(args: argparse.Namespace) -> list[tuple[str, int, int]]:
         kind = UPGRADE if args.action == "upgrade" else (UNSAFE_DOWNGRADE if args.unsafe else SAFE_DOWNGRADE)
         updates = [(*parse_feature(f), kind) for f in args.feature]
         if args.action == "upgrade":
-            if args.metadata and args.release_version:
-                raise ToolError("Only one of --metadata and --release-version can be given")
-            version = args.metadata or args.release_version
-            if version:
-                updates.append((METADATA_VERSION, parse_metadata_version(version), UPGRADE))
+            if args.release_version and (args.metadata or args.feature):
+                raise ToolError("Can not specify `release-version` with other feature flags.")
+            if args.metadata:
+                updates.append((METADATA_VERSION, parse_metadata_version(args.metadata), UPGRADE))
+            if args.release_version:
+                updates = release_updates(parse_metadata_version(args.release_version))
     if not updates:
         raise ToolError("You must specify at least one feature to " + args.action)
     names = [u[0] for u in updates]
     if len(set(names)) != len(names):
         raise ToolError("A feature was named more than once")
+    return updates
+
+
+def release_updates(metadata_version: int) -> list[tuple[str, int, int]]:
+    """metadata.version and each feature at its level for a cluster of that release."""
+    updates = [(METADATA_VERSION, metadata_version, UPGRADE)]
+    for spec in FEATURES.values():
+        if spec.name not in (METADATA_VERSION, KRAFT_VERSION) and default_level(spec, metadata_version) > 0:
+            updates.append((spec.name, default_level(spec, metadata_version), UPGRADE))
     return updates
 
 

@@ -195,3 +195,12 @@ def test_removing_the_acl_gives_the_topic_back(client: KafkaClient) -> None:
         host_filter=None, operation=ANY, permission_type=ANY)]), DeleteAclsResponse)
     assert len(removed.filter_results[0].matching_acls) == 1
     assert produce(client, "secret") == ErrorCode.NONE
+
+
+def test_share_coordinator_lookup_needs_cluster_action(client: KafkaClient) -> None:
+    # FindCoordinator key type SHARE is what brokers ask: CLUSTER_ACTION on the cluster, which
+    # ANONYMOUS lost with the cluster ACL (ALTER implies no CLUSTER_ACTION).
+    key = "g:AAAAAAAAAAAAAAAAAAAAAA:0"
+    found = client.send(FindCoordinatorRequest(key_type=2, coordinator_keys=[key]), FindCoordinatorResponse, 6)
+    assert [(c.key, c.error_code, c.node_id) for c in found.coordinators] == [
+        (key, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1)]

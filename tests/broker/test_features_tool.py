@@ -47,8 +47,8 @@ def test_describe_lists_every_supported_feature(broker: BrokerProcess, capsys: p
     assert [line.split("\t")[0] for line in lines] == [
         "Feature: group.version", "Feature: kraft.version", "Feature: metadata.version", "Feature: share.version",
         "Feature: transaction.version"]
-    assert re.fullmatch(r"Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 4.0-IV3\t"
-                        r"FinalizedVersionLevel: 4.0-IV3\tEpoch: \d+", lines[2])
+    assert re.fullmatch(r"Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 4.3-IV0\t"
+                        r"FinalizedVersionLevel: 4.3-IV0\tEpoch: \d+", lines[2])
     assert lines[4].startswith("Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\t"
                                "FinalizedVersionLevel: 2\t")
 
@@ -78,10 +78,16 @@ def test_refusals_exit_1(broker: BrokerProcess, capsys: pytest.CaptureFixture[st
     # metadata.version is never downgraded; by release name as kafka-features.sh takes it.
     code, out, _ = features(broker, capsys, "downgrade", "--feature", "metadata.version=3.9-IV0", "--unsafe")
     assert code == 1 and out.startswith("Could not downgrade metadata.version to 3.9-IV0. ")
-    assert features(broker, capsys, "upgrade", "--release-version", "4.0", "--dry-run") == (
-        0, "metadata.version can be upgraded to 4.0-IV3.\n", "")
+    # A release names every feature's level; an older release would lower metadata.version.
+    assert features(broker, capsys, "upgrade", "--release-version", "4.3", "--dry-run") == (
+        0, "metadata.version can be upgraded to 4.3-IV0.\ngroup.version can be upgraded to 1.\n"
+           "transaction.version can be upgraded to 2.\nshare.version can be upgraded to 1.\n", "")
+    code, out, _ = features(broker, capsys, "upgrade", "--release-version", "4.0", "--dry-run")
+    assert code == 1 and out.startswith("Could not upgrade metadata.version to 4.0-IV3. ")
+    code, _, err = features(broker, capsys, "upgrade", "--release-version", "4.3", "--feature", "group.version=1")
+    assert code == 1 and "release-version" in err
     code, _, err = features(broker, capsys, "upgrade", "--metadata", "9.9")
     assert code == 1 and err.startswith("cormorant features: Unknown metadata.version 9.9.")
     code, _, err = features(broker, capsys, "upgrade", "--feature", "group.version")
     assert code == 1 and "feature=level" in err
-    assert finalized(broker, capsys)["metadata.version"] == "4.0-IV3"
+    assert finalized(broker, capsys)["metadata.version"] == "4.3-IV0"

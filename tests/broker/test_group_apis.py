@@ -165,8 +165,10 @@ def test_find_coordinator_every_version(client: KafkaClient, broker: BrokerProce
             ("a", NONE, 1, port), ("b", NONE, 1, port)]
     share = client.send(FindCoordinatorRequest(key_type=2, coordinator_keys=["s"]), FindCoordinatorResponse, 5)
     assert share.coordinators[0].error_code == ErrorCode.INVALID_REQUEST
+    # key type SHARE from v6: a key not of the form groupId:topicId:partition is INVALID_REQUEST, as
+    # in Kafka (well-formed keys: tests/broker/share/test_find_share_coordinator.py)
     share = client.send(FindCoordinatorRequest(key_type=2, coordinator_keys=["s"]), FindCoordinatorResponse, 6)
-    assert share.coordinators[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert share.coordinators[0].error_code == ErrorCode.INVALID_REQUEST
     r = find(client, "x", 3, key_type=9)
     assert (r.error_code, r.node_id, r.port) == (ErrorCode.INVALID_REQUEST, -1, -1)
 

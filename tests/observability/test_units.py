@@ -102,12 +102,14 @@ def test_documented_prometheus_names_follow_the_exporter() -> None:
 
 
 def test_dictionary_matches_the_registered_instruments() -> None:
-    source = (ROOT / "broker" / "observability" / "telemetry.py").read_text()
-    kinds = {"counter": "Counter", "updown": "UpDownCounter", "gauge": "Gauge", "HistogramSpec": "Histogram"}
+    source = "".join((ROOT / "broker" / "observability" / module).read_text()
+                     for module in ("telemetry.py", "share_metrics.py"))
+    kinds = {"counter": "Counter", "updown": "UpDownCounter", "gauge": "Gauge", "HistogramSpec": "Histogram",
+             "histogram": "Histogram"}
     registered = {
         name: (kinds[fn], unit)
-        for fn, name, unit in re.findall(r'\b(counter|updown|gauge|HistogramSpec)\("(cormorant\.[^"]+)", "([^"]*)"',
-                                         source)
+        for fn, name, unit in re.findall(
+            r'\b(counter|updown|gauge|HistogramSpec|histogram)\("(cormorant\.[^"]+)", "([^"]*)"', source)
     }
     documented = {d.name: (d.kind, d.unit) for d in metric_dictionary()}
     assert registered == documented
