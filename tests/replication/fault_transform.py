@@ -66,7 +66,7 @@ class Transformer:
     transactions (seeded) are aborted on purpose."""
 
     def __init__(self, name: str, bootstrap: Sequence[str], group: str, source: str, sink: str, seed: int,
-                 abort_share: float = 0.2, batch: int = 50) -> None:
+                 abort_share: float = 0.2, batch: int = 500) -> None:
         self.name = name
         self.group = group
         self.source = source
@@ -108,13 +108,18 @@ class Transformer:
                     out[partition] = max(out.get(partition, -1), offset)
         return out
 
-    def catch_up(self, end_offsets: Mapping[int, int], timeout_s: float) -> bool:
-        """Wait (bounded) until committed transactions have consumed the source up to ``end_offsets``."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+    def catch_up(self, end_offsets: Mapping[int, int], timeout_s: float, stall_s: float = 60.0) -> bool:
+        """Wait until committed transactions have consumed the source up to ``end_offsets``: at most
+        ``timeout_s``, and at most ``stall_s`` without a committed transaction moving an offset (a
+        transformer that fell behind on a loaded machine is slow, not stuck, and is given the time)."""
+        started = progressed = time.monotonic()
+        seen = self.committed_offsets
+        while time.monotonic() - started < timeout_s and time.monotonic() - progressed < stall_s:
             done = self.committed_offsets
             if all(done.get(p, 0) >= end for p, end in end_offsets.items()):
                 return True
+            if done != seen:
+                seen, progressed = done, time.monotonic()
             time.sleep(0.5)
         return False
 
