@@ -277,13 +277,16 @@ def transform_problems(source: str, transactions: Iterable[TransformTxn], commit
         report.transactions[t.outcome.value] += 1
         if t.outcome is TxnOutcome.ABORTED:
             aborted.update(t.outputs)
-    consumed = {value for (partition, offset), value in inputs.items() if offset < final.get(partition, 0)}
-    report.inputs = len(consumed)
+    # An input value can be in the log more than once (a writer that resent it under a new producer
+    # epoch): each copy is an input record of its own and must have one output.
+    consumed = Counter(value for (partition, offset), value in inputs.items() if offset < final.get(partition, 0))
+    report.inputs = sum(consumed.values())
     report.outputs = len(outputs)
     made = Counter(input_of(o) for o in outputs)
-    report.missing = sorted(consumed - made.keys())
-    report.duplicated = sorted(f"{value} x{n}" for value, n in made.items() if n > 1)
-    report.unexpected = sorted(set(made) - consumed)
+    report.missing = sorted(value for value, n in consumed.items() if made[value] < n)
+    report.duplicated = sorted(f"{value} x{n} (in the input x{consumed[value]})" for value, n in made.items()
+                               if consumed[value] and n > consumed[value])
+    report.unexpected = sorted(value for value in made if not consumed[value])
     report.aborted_read = sorted({o for o in [*outputs, *read_by_members] if o in aborted})
     report.offsets = group_offset_problems(commits, [], {(source, p): o for p, o in final.items()},
                                            {(source, p): o for p, o in high_watermarks.items()})
