@@ -517,6 +517,9 @@ class Telemetry:
         updown("cormorant.request.active", "{request}", "Requests being handled now.", value(lambda: m.in_flight))
         gauge("cormorant.eventloop.step.max", "s", "Longest event-loop task step since the broker became ready.",
               value(lambda: m.longest_step_source() if m.longest_step_source is not None else 0.0))
+        gauge("cormorant.eventloop.tasks", "{task}",
+              "Tasks living in the broker's event loop (connections, long polls, fetchers, timers...).",
+              _living_tasks)
         counter("cormorant.request.errors", "{error}",
                 "Error codes returned to clients, one per entry (partition, group...) that carries one.",
                 lambda _: [Observation(n, {"api": _api_name(k), "error": ErrorCode.for_code(c).name})
@@ -688,3 +691,12 @@ def _api_name(api_key: int) -> str:
 
 def _read_count(source: Callable[[], int] | None) -> int:
     return 0 if source is None else source()
+
+
+def _living_tasks(_: CallbackOptions) -> list[Observation]:
+    """The event loop's living tasks; nothing when collected outside it (the final OTLP export at
+    shutdown runs after the loop ended)."""
+    try:
+        return [Observation(trio.lowlevel.current_statistics().tasks_living)]
+    except RuntimeError:
+        return []

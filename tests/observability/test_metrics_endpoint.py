@@ -268,6 +268,27 @@ def test_every_documented_metric_is_served_with_its_attributes(broker: MetricsBr
     assert listening and broker.metrics_url.endswith(f":{listening[0]['port']}/metrics")
 
 
+def test_event_loop_task_gauge_follows_client_connections(broker: MetricsBroker) -> None:
+    """Each client connection is served by a task of its own: the gauge rises with open connections and
+    falls back when they close (a count that only rises is what the soak looks for)."""
+    connections = 25
+
+    def tasks() -> float:
+        return value(scrape(broker.metrics_url), "cormorant_eventloop_tasks")
+
+    idle = tasks()
+    assert idle > 0
+    socks = [socket.create_connection(("127.0.0.1", broker.port), timeout=TIMEOUT_S) for _ in range(connections)]
+    try:
+        wait_for(lambda: tasks() >= idle + connections, f"{connections} more tasks than {idle} with the connections open")
+    finally:
+        for sock in socks:
+            sock.close()
+    wait_for(lambda: tasks() < idle + connections / 2, f"the task count to fall back towards {idle}")
+    wait_for(lambda: value(scrape(broker.metrics_url), "cormorant_network_connection_active") == 0,
+             "the connection gauge to return to 0")
+
+
 def test_scrape_endpoint_answers_only_metrics(broker: MetricsBroker) -> None:
     import urllib.error
     import urllib.request

@@ -66,7 +66,7 @@ class Transformer:
     transactions (seeded) are aborted on purpose."""
 
     def __init__(self, name: str, bootstrap: Sequence[str], group: str, source: str, sink: str, seed: int,
-                 abort_share: float = 0.2, batch: int = 50) -> None:
+                 abort_share: float = 0.2, batch: int = 500) -> None:
         self.name = name
         self.group = group
         self.source = source
@@ -108,13 +108,18 @@ class Transformer:
                     out[partition] = max(out.get(partition, -1), offset)
         return out
 
-    def catch_up(self, end_offsets: Mapping[int, int], timeout_s: float) -> bool:
-        """Wait (bounded) until committed transactions have consumed the source up to ``end_offsets``."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+    def catch_up(self, end_offsets: Mapping[int, int], timeout_s: float, stall_s: float = 60.0) -> bool:
+        """Wait until committed transactions have consumed the source up to ``end_offsets``: at most
+        ``timeout_s``, and at most ``stall_s`` without a committed transaction moving an offset (a
+        transformer that fell behind on a loaded machine is slow, not stuck, and is given the time)."""
+        started = progressed = time.monotonic()
+        seen = self.committed_offsets
+        while time.monotonic() - started < timeout_s and time.monotonic() - progressed < stall_s:
             done = self.committed_offsets
             if all(done.get(p, 0) >= end for p, end in end_offsets.items()):
                 return True
+            if done != seen:
+                seen, progressed = done, time.monotonic()
             time.sleep(0.5)
         return False
 
@@ -272,13 +277,16 @@ def transform_problems(source: str, transactions: Iterable[TransformTxn], commit
         report.transactions[t.outcome.value] += 1
         if t.outcome is TxnOutcome.ABORTED:
             aborted.update(t.outputs)
-    consumed = {value for (partition, offset), value in inputs.items() if offset < final.get(partition, 0)}
-    report.inputs = len(consumed)
+    # An input value can be in the log more than once (a writer that resent it under a new producer
+    # epoch): each copy is an input record of its own and must have one output.
+    consumed = Counter(value for (partition, offset), value in inputs.items() if offset < final.get(partition, 0))
+    report.inputs = sum(consumed.values())
     report.outputs = len(outputs)
     made = Counter(input_of(o) for o in outputs)
-    report.missing = sorted(consumed - made.keys())
-    report.duplicated = sorted(f"{value} x{n}" for value, n in made.items() if n > 1)
-    report.unexpected = sorted(set(made) - consumed)
+    report.missing = sorted(value for value, n in consumed.items() if made[value] < n)
+    report.duplicated = sorted(f"{value} x{n} (in the input x{consumed[value]})" for value, n in made.items()
+                               if consumed[value] and n > consumed[value])
+    report.unexpected = sorted(value for value in made if not consumed[value])
     report.aborted_read = sorted({o for o in [*outputs, *read_by_members] if o in aborted})
     report.offsets = group_offset_problems(commits, [], {(source, p): o for p, o in final.items()},
                                            {(source, p): o for p, o in high_watermarks.items()})

@@ -22,9 +22,11 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -79,6 +81,8 @@ class GroupMember:
         #: Every value read (for the aborted-read check of the transactional topic).
         self.read: set[str] = set()
         self.records = 0
+        #: When a record was last read and a commit last acknowledged (monotonic; for a member that hangs).
+        self.last_read = self.last_commit = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"member-{name}", daemon=True)
 
@@ -92,7 +96,11 @@ class GroupMember:
     def join(self, timeout_s: float) -> None:
         self._thread.join(timeout_s)
         if self._thread.is_alive():
-            raise AssertionError(f"group member {self.name} did not stop within {timeout_s}s")
+            now = time.monotonic()
+            raise AssertionError(
+                f"group member {self.name} did not stop within {timeout_s}s: last record read "
+                f"{now - self.last_read:.0f}s ago, last acknowledged commit {now - self.last_commit:.0f}s ago, "
+                f"{self.commit_errors} commit errors; its thread is at {where_thread_is(self._thread)}")
 
     def _run(self) -> None:
         from confluent_kafka import Consumer, KafkaException
@@ -107,6 +115,7 @@ class GroupMember:
                 if value is not None:
                     self.read.add(value.decode())
                     self.records += 1
+                    self.last_read = time.monotonic()
                 if time.monotonic() < next_commit:
                     continue
                 next_commit = time.monotonic() + self.commit_interval_s
@@ -117,12 +126,22 @@ class GroupMember:
                     self.commit_errors += 1
                     continue
                 done_at = time.monotonic()
+                self.last_commit = done_at
                 for tp in committed or []:
                     if tp.error is None and tp.offset >= 0:
                         self.commits.append(OffsetCommit(self.name, tp.topic, tp.partition, tp.offset, sent_at,
                                                          done_at))
         finally:
             consumer.close()
+
+
+def where_thread_is(thread: threading.Thread) -> str:
+    """The innermost frames of a live thread's stack (what a hung worker is waiting in)."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    if frame is None:
+        return "?"
+    return " <- ".join(f"{f.name} ({Path(f.filename).name}:{f.lineno}: {f.line})"
+                       for f in reversed(traceback.extract_stack(frame)[-3:]))
 
 
 def find_coordinator(brokers: Callable[[], Sequence[tuple[int, str, int]]], group: str,

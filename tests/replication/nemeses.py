@@ -422,9 +422,9 @@ def layout_of(cluster: NetnsFaultCluster) -> str:
 
 def check_transformers(cluster: NetnsFaultCluster, transformers: list[Transformer], source: str, sink: str,
                        source_reads: list[Read], high_watermarks: dict[tuple[str, int], int],
-                       read_by_members: list[str], catch_up_s: float = 90.0) -> TransformReport:
+                       read_by_members: list[str], catch_up_s: float = 300.0) -> TransformReport:
     """Once the source topic is drained (its writers stopped), let the transformers consume it to its
-    end (bounded), stop them, and check the sink's read_committed drain against the source's log and
+    end (at most ``catch_up_s``, and at most 60 s without progress), stop them, and check the sink's read_committed drain against the source's log and
     the group's committed offsets."""
     ends = {p: hw for (t, p), hw in high_watermarks.items() if t == source}
     try:

@@ -6,22 +6,28 @@ transactional producer and two read_committed group members (committed offsets a
 checked as in the network runs); a keyed writer on a compacted topic (``cleanup.policy=compact``,
 small segments, so the cleaner runs) and on a topic with a short ``retention.ms`` (so segments are
 deleted). Every ``sample_s`` each broker's RSS, open file descriptors and threads are read from
-``/proc/<pid>`` (a restarted broker is a new process: the samples say which pid). At the end every
-node's log is scanned for error lines, reported by event for a human to explain.
+``/proc/<pid>`` and its event loop's living tasks from its metrics endpoint
+(``cormorant.eventloop.tasks``; a restarted broker is a new process: the samples say which pid). At
+the end every node's log is scanned for error lines, reported by event for a human to explain.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.quorum_cluster import Node
 from tests.replication.fault_checker import drain
 from tests.replication.fault_cluster import FaultCluster, start_writers, stop_writers
 from tests.replication.fault_invariants import (
@@ -47,6 +53,58 @@ class ResourceSample:
     rss_mb: float
     open_files: int
     threads: int
+    #: Living tasks of the broker's event loop (``cormorant.eventloop.tasks``); None if the scrape failed.
+    tasks: int | None = None
+
+
+#: Settings the soak adds: the metrics endpoint on a free port of each node (the task count is read there).
+SOAK_OVERRIDES = {"metrics.enabled": "true", "metrics.listener": "127.0.0.1:0"}
+READY_LINE = b"cormorant ready "
+METRICS_URL = re.compile(rb" metrics=(http://\S+/metrics)")
+SCRAPE_TIMEOUT_S = 5.0
+
+
+def living_tasks(url: str) -> int | None:
+    """``cormorant_eventloop_tasks`` of the broker serving ``url``; None if it cannot be read."""
+    try:
+        with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_S) as response:
+            text = response.read().decode()
+    except (OSError, ValueError):
+        return None
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "cormorant_eventloop_tasks":
+                return int(sample.value)
+    return None
+
+
+class MetricsUrls:
+    """The metrics URL of each node's current process, from the ready lines of its stdout: a restarted
+    node prints a new one (a new port) after the previous process's, so a process that has not printed
+    one yet has none — never its predecessor's."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[int, str | None, int]] = {}  # node -> (pid, url, stdout offset after its line)
+
+    def url(self, node: Node, pid: int) -> str | None:
+        known = self._known.get(node.node_id)
+        if known is not None and known[0] == pid:
+            return known[1]
+        offset = known[2] if known is not None else 0
+        try:
+            with open(node.out_path, "rb") as f:
+                f.seek(offset)
+                text = f.read()
+        except OSError:
+            return None
+        at = text.rfind(READY_LINE)  # the last one: processes whose life fell between two samples are passed over
+        end = text.find(b"\n", at) if at >= 0 else -1
+        if end < 0:
+            return None
+        match = METRICS_URL.search(text[at:end])
+        url = match.group(1).decode() if match else None
+        self._known[node.node_id] = (pid, url, offset + end + 1)
+        return url
 
 
 def sample_process(pid: int) -> tuple[float, int, int] | None:
@@ -66,6 +124,7 @@ class ResourceSampler:
         self.cluster = cluster
         self.every_s = every_s
         self.samples: list[ResourceSample] = []
+        self.urls = MetricsUrls()
         self.started = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="resource-sampler", daemon=True)
@@ -87,7 +146,9 @@ class ResourceSampler:
                     continue
                 found = sample_process(proc.pid)
                 if found:
-                    self.samples.append(ResourceSample(at, node.node_id, proc.pid, *found))
+                    url = self.urls.url(node, proc.pid)
+                    tasks = living_tasks(url) if url is not None else None
+                    self.samples.append(ResourceSample(at, node.node_id, proc.pid, *found, tasks))
             if self._stop.wait(self.every_s):
                 return
 

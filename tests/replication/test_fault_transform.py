@@ -78,3 +78,20 @@ def test_a_committed_offset_lost_after_the_heal_is_reported() -> None:
 
 def test_a_transformer_that_never_caught_up_is_reported() -> None:
     assert "transformer did not catch up with its input" in check(HISTORY, GOOD_OUTPUTS, ENDS, caught_up=False)
+
+
+def test_an_input_value_in_the_log_twice_needs_one_output_per_copy() -> None:
+    """A writer that resent a value under a new producer epoch put it in the log twice: two input
+    records, two outputs — neither a duplicate nor a loss of the transformer."""
+    inputs = {**INPUTS, (1, 1): "w1:0"}
+    ends = {0: 3, 1: 2}
+    history = [*HISTORY, txn(4, ["w1:0"], {1: 2}, TxnOutcome.COMMITTED, 4.0)]
+    outputs = [o for t in history[1:] for o in t.outputs]
+
+    def problems(outs: list[str]) -> list[str]:
+        return transform_problems(SOURCE, history, commits(history), inputs, outs, ends, ends).problems
+
+    assert problems(outputs) == []
+    assert any(p.startswith("transform missing: 1") and "w1:0" in p for p in problems(outputs[:-1]))
+    assert any(p.startswith("transform duplicated: 1") and "w1:0 x3 (in the input x2)" in p
+               for p in problems([*outputs, output_value("x0", 9, "w1:0")]))
