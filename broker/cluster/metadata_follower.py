@@ -18,7 +18,7 @@ image feeds the view).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import structlog
 import trio
@@ -58,20 +58,34 @@ FETCH_TIMEOUT_S = 5.0
 FETCH_BACKOFF_S = 0.2
 
 ImageListener = Callable[[MetadataImage], None]
+ImagePreparer = Callable[[MetadataImage], Awaitable[None]]
 
 
 class MetadataView:
-    """The image this broker serves, published once caught up and only forwards."""
+    """The image this broker serves, published once caught up and only forwards.
+
+    With preparers (:meth:`add_preparer`), an image is published only once they are done
+    with it: slow work the listeners would otherwise do on the event loop (creating the
+    directories and files of thousands of new partitions) is done before, off the loop, on
+    every node alike — whichever controller wrote the records.
+    """
 
     def __init__(self) -> None:
         self.image = MetadataImage()
         self._latest = MetadataImage()
         self.caught_up = trio.Event()
         self._listeners: list[ImageListener] = []
+        self._preparers: list[ImagePreparer] = []
         self._changed = trio.Event()
+        self._pending = trio.Event()
 
     def add_listener(self, listener: ImageListener) -> None:
         self._listeners.append(listener)
+
+    def add_preparer(self, preparer: ImagePreparer) -> None:
+        """``preparer`` is awaited with each image before the listeners hear of it; one that
+        fails leaves its work to the listeners. Images are then published by :meth:`run`."""
+        self._preparers.append(preparer)
 
     def update(self, image: MetadataImage) -> None:
         self._latest = image
@@ -84,16 +98,47 @@ class MetadataView:
             self.caught_up.set()
             self._publish()
 
-    def _publish(self) -> None:
+    def _newer(self) -> bool:
         # An image older than the one published (a snapshot loaded behind it) waits
         # until the log has moved past again.
-        if self._latest.offset <= self.image.offset and self.image.offset >= 0:
+        return not (self._latest.offset <= self.image.offset and self.image.offset >= 0)
+
+    def _publish(self) -> None:
+        if not self._newer():
             return
-        self.image = self._latest
+        if self._preparers:
+            self._pending.set()  # run() prepares it, then publishes
+            return
+        self._publish_image(self._latest)
+
+    def _publish_image(self, image: MetadataImage) -> None:
+        self.image = image
         for listener in self._listeners:
             listener(self.image)
         self._changed.set()
         self._changed = trio.Event()
+
+    async def run(self) -> None:
+        """Publishes the images that came in, each once the preparers are done with it (a
+        newer one arriving meanwhile is prepared and published next)."""
+        while True:
+            await self._pending.wait()
+            self._pending = trio.Event()
+            if not self._newer():
+                continue
+            image = self._latest
+            # Shielded: the records are committed whatever happens meanwhile, and the
+            # listeners must hear of them.
+            with trio.CancelScope(shield=True):
+                for preparer in self._preparers:
+                    try:
+                        await preparer(image)
+                    except Exception:
+                        log.exception("image_preparation_failed", offset=image.offset)
+            if image.offset > self.image.offset or self.image.offset < 0:
+                self._publish_image(image)
+            if self._latest is not image and self._newer():
+                self._pending.set()
 
     async def wait_for(self, predicate: Callable[[MetadataImage], bool], timeout_s: float) -> bool:
         with trio.move_on_after(timeout_s):

@@ -1,4 +1,4 @@
-"""The controller calls handlers make on a broker-only node, forwarded to the active controller.
+"""The controller calls handlers make, sent to the active controller (this node's own in process).
 
 :class:`RemoteController` gives the handlers the same calls as the in-process
 :class:`controller.service.Controller` (CreateTopics, DeleteTopics, CreatePartitions,
@@ -105,6 +105,7 @@ class RemoteController:
         add_image_listener: Callable[[Callable[[MetadataImage], None]], None],
         wait_for_image: WaitForImage,
         register: Callable[[int, Sequence[Endpoint], str | None], Awaitable[int]],
+        bootstrap: Callable[[], Awaitable[None]] | None = None,
         request_timeout_s: float = 30.0,
     ) -> None:
         self.channel = channel
@@ -112,6 +113,7 @@ class RemoteController:
         self._add_image_listener = add_image_listener
         self._wait_for_image = wait_for_image
         self._register = register
+        self._bootstrap = bootstrap
         self.request_timeout_s = request_timeout_s
 
     @property
@@ -122,7 +124,9 @@ class RemoteController:
         self._add_image_listener(listener)
 
     async def bootstrap(self) -> None:
-        """The active controller writes the bootstrap records; nothing to do here."""
+        """The active controller writes the bootstrap records: this node's own, if it is active now."""
+        if self._bootstrap is not None:
+            await self._bootstrap()
 
     async def register_broker(self, broker_id: int, endpoints: Sequence[Endpoint], rack: str | None) -> int:
         return await self._register(broker_id, endpoints, rack)
