@@ -1,9 +1,11 @@
 """A Cormorant node: the broker (and, with ``process.roles`` including controller, the
 controller) of one process, from start-up recovery to graceful shutdown.
 
-A single node is a cluster of one: a one-voter metadata quorum, replica sets of
-one. Start-up order: log dirs and ``meta.properties``, log recovery, metadata
-replay, listeners bound, broker registered, listeners serving, ready line.
+A single node is a cluster of one on a cluster's code path (broker/cluster/cluster_mode.py):
+a one-voter metadata quorum, its broker registered with its own controller, replica
+sets of one. Start-up order: log dirs and ``meta.properties``, log recovery, metadata
+replay, the node's roles started, listeners bound, broker registered and unfenced,
+listeners serving, ready line.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import structlog
 import trio
 
 from broker.cluster.cluster_mode import ClusterMode, QuorumHandle, quorum_cluster_id
-from broker.cluster.controller_api import ControllerApi, LocalController
+from broker.cluster.controller_api import ControllerApi
 from broker.cluster.peers import PeerBrokers
 from broker.coordinator import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, CoordinatorLookup
 from broker.eventloop.limits import raise_open_file_limit, run_periodically, supervise
@@ -40,7 +42,7 @@ from broker.log.manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.log.producer_state import ProducerStateConfig
 from broker.observability.metrics import BrokerMetrics, DisabledMetrics
-from broker.observability.telemetry import Telemetry, TimedQuorum
+from broker.observability.telemetry import Telemetry
 from broker.observability.tracing import Tracing
 from broker.quotas.connection_quotas import ConnectionQuotas
 from broker.quotas.managers import QuotaManagers
@@ -66,14 +68,11 @@ from broker.transaction.coordinator import TransactionCoordinator
 from config import BrokerConfig, ConfigError, TopicConfig
 from controller.acls import AuthorizerRules
 from controller.image import Endpoint, MetadataImage
-from controller.quorum import LocalQuorum
-from controller.service import ControllerSettings
 from wire.primitives import DecodeLimits
 
 log = structlog.get_logger(__name__)
 
 META_PROPERTIES = "meta.properties"
-METADATA_DIR = "__cluster_metadata-0"
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 #: How long in-flight requests may run after SIGTERM before connections are cut.
 SHUTDOWN_GRACE_S = 10.0
@@ -157,11 +156,11 @@ class BrokerNode:
         self.coordinators: dict[int, CoordinatorLookup] = {}
         # Set up in start():
         self.log_manager: LogManager
-        self.quorum: LocalQuorum | QuorumHandle
-        #: The in-process controller (single node) or the active one of the cluster: one API.
+        self.quorum: QuorumHandle
+        #: The active controller of the cluster (this node's own, in process, when it is active).
         self.controller: ControllerApi
-        #: The roles of a multi-node cluster (controller.quorum.voters set); None for a single node.
-        self.cluster: ClusterMode | None = None
+        #: The node's roles in its cluster (a single node's: a cluster of one).
+        self.cluster: ClusterMode
         self.replica_manager: ReplicaManager
         #: Replication (cluster mode): fetching as a follower, ISR upkeep as a leader.
         self.fetchers: ReplicaFetchers | None = None
@@ -214,7 +213,7 @@ class BrokerNode:
             cluster=self.cluster, quorum=self.quorum,
         )
         self.dispatcher.bind(services)
-        if self.cluster is not None and self.cluster.controller is not None:
+        if self.cluster.controller is not None:
             role = self.cluster.controller
             role.dispatcher.bind(dataclasses.replace(services, api_versions=role.dispatcher.api_versions))
 
@@ -272,21 +271,10 @@ class BrokerNode:
             files=files, recovery_threads=self.config.num_recovery_threads_per_data_dir,
         )
         self.metrics.log_recovered(time.monotonic() - started)
-        if self.config.controller_quorum_voters:
-            self.cluster = ClusterMode(self.config, self.cluster_id, self.rng, self.metrics, self.scram_credential)
-            self.quorum, self.controller = self.cluster.quorum, self.cluster.remote
-        else:
-            self.quorum = LocalQuorum(self.node_id, self.config.log_dirs[0] / METADATA_DIR)
-            self.controller = controller = LocalController(
-                self.node_id,
-                TimedQuorum(self.quorum, self.metrics),
-                ControllerSettings(self.config.num_partitions, self.config.default_replication_factor,
-                                   max_partitions_per_request=self.config.max_partitions_per_request,
-                                   max_partitions_per_broker=self.config.max_partitions_per_broker,
-                                   config=self.config),
-                self.rng,
-            )
-            controller.replay(list(self.quorum.replay()))
+        # A single node (no controller.quorum.voters) is a cluster of one: the same roles.
+        self.cluster = cluster = ClusterMode(self.config, self.cluster_id, self.rng, self.metrics,
+                                             self.scram_credential)
+        self.quorum, self.controller = cluster.quorum, cluster.remote
         self.replica_manager = ReplicaManager(
             self.node_id,
             self.log_manager,
@@ -298,11 +286,11 @@ class BrokerNode:
         )
         self.replica_manager.apply_image(self.controller.image)
         self.controller.add_metadata_publisher(self.replica_manager.apply_delta)
-        if isinstance(self.controller, LocalController):
-            # Only the in-process controller waits for new partitions' files (see prepare_image).
-            self.controller.add_image_preparer(self.replica_manager.prepare_image)
-        if self.cluster is not None and self.cluster.lifecycle is not None:
-            self._start_replication(self.cluster)
+        # New partitions' files are made off the event loop before an image brings them (prepare_image).
+        cluster.view.add_preparer(self.replica_manager.prepare_image)
+        if cluster.lifecycle is not None and not cluster.single:
+            # Replica sets of one have no follower to fetch and no ISR to change.
+            self._start_replication(cluster)
         self.log_cleaner = LogCleaner(
             self.log_manager,
             cleaner_config_from(self.config),
@@ -330,7 +318,6 @@ class BrokerNode:
         self.transaction_coordinator.on_image(self.controller.image)
         self.controller.add_metadata_publisher(self.transaction_coordinator.on_metadata_update)
         await self.controller.bootstrap()
-        await self._create_initial_credentials()
         self.telemetry = telemetry = Telemetry(
             self.config, self.node_id, self.cluster_id, self.metrics, self.controller, self.quorum,
             self.replica_manager, self.log_manager, self.fetch_sessions, self.network_memory)
@@ -344,11 +331,7 @@ class BrokerNode:
             max_request_memory=self.config.queued_max_request_bytes,
             frame_read_timeout_s=self.config.socket_request_read_timeout_ms / 1000,
         )
-        broker_listeners = [
-            lst for lst in self.config.listeners if lst.name not in self.config.controller_listener_names
-        ] or list(self.config.listeners)
-        if self.cluster is not None:
-            broker_listeners = self.cluster.broker_listeners()
+        broker_listeners = cluster.broker_listeners()
         securities: list[ListenerSecurity] = []
         self.connection_quotas = ConnectionQuotas(
             self.config, [lst.name for lst in broker_listeners], self.clock_ms, lambda: self.image.client_quotas,
@@ -370,8 +353,8 @@ class BrokerNode:
             await nursery.start(self.group_coordinator.run)
             await nursery.start(self.share_coordinator.run)
             await nursery.start(self.transaction_coordinator.run)
-            if self.cluster is not None:
-                await nursery.start(self.cluster.run)
+            await nursery.start(cluster.run)
+            await self._create_initial_credentials()
             for listener in self.listeners:
                 try:
                     await listener.bind()
@@ -401,8 +384,7 @@ class BrokerNode:
             log.info("broker_stopping", node_id=self.node_id)
             if self.on_stopping is not None:
                 self.on_stopping()
-            if self.cluster is not None:
-                await self.cluster.controlled_shutdown()
+            await cluster.controlled_shutdown()
             for listener in self.listeners:
                 listener.stop_accepting()
             self.share_coordinator.close()

@@ -182,11 +182,16 @@ class ClusterControl:
         cluster_id: str,
         session_timeout_s: float,
         clock: Callable[[], float] = trio.current_time,
+        colocated: bool = False,
     ) -> None:
         self.controller = controller
         self.cluster_id = cluster_id
         self.session_timeout_s = session_timeout_s
         self.clock = clock
+        #: The quorum of one of a single node: this controller and the only broker it can
+        #: have start and stop together, so a registration found in the log belongs to an
+        #: incarnation that stopped with the previous controller.
+        self.colocated = colocated
         self._last_contact: dict[int, float] = {}
         self._activated = trio.Event()
         self._needs_bootstrap = False
@@ -200,7 +205,9 @@ class ClusterControl:
     def activate(self, term: int) -> None:
         """This node just became the active controller: every broker gets a fresh session."""
         now = self.clock()
-        self._last_contact = {broker_id: now for broker_id in self.controller.image.brokers}
+        # Colocated, the brokers of the log stopped with the previous controller: no session is live.
+        self._last_contact = {} if self.colocated else {
+            broker_id: now for broker_id in self.controller.image.brokers}
         self._needs_bootstrap = True
         self._activated.set()
         self._activated = trio.Event()
@@ -243,6 +250,8 @@ class ClusterControl:
         for broker in sorted(self.controller.image.brokers.values(), key=lambda b: b.broker_id):
             if broker.fenced:
                 continue
+            if self.colocated and broker.broker_id not in self._last_contact:
+                continue  # its previous incarnation, replaced when the broker registers
             last = self._last_contact.setdefault(broker.broker_id, now)
             if now - last >= self.session_timeout_s:
                 log.warning("broker_session_expired", broker_id=broker.broker_id, epoch=broker.epoch,
@@ -289,7 +298,8 @@ class ClusterControl:
             if existing is not None and existing.incarnation_id == reg.incarnation_id:
                 # A retry of a registration that already committed.
                 return (ErrorCode.NONE, existing.epoch), []
-            if existing is not None and not existing.fenced and self._session_alive(reg.broker_id):
+            if (existing is not None and not existing.fenced and not self.colocated
+                    and self._session_alive(reg.broker_id)):
                 return (ErrorCode.DUPLICATE_BROKER_REGISTRATION, -1), []
             epoch = image.offset + 1
             records: list[Message] = [RegisterBrokerRecord(
@@ -304,8 +314,10 @@ class ClusterControl:
                 rack=reg.rack,
                 fenced=True,
             )]
-            if existing is not None and not existing.fenced:
+            if existing is not None and not existing.fenced and not self.colocated:
                 # The previous incarnation stopped without telling us: fence it as a dead broker.
+                # (Colocated, it is this broker restarting with its controller: no other replica
+                # could take its leaderships over, so they stay at their epochs until it unfences.)
                 records += fence_changes(image, reg.broker_id, self.unclean_default)
             return (ErrorCode.NONE, epoch), records
 

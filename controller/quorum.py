@@ -1,11 +1,14 @@
 """The metadata quorum seam.
 
 :class:`MetadataQuorum` is what the controller and brokers see: append records
-(on the active controller), learn of committed ones. :class:`LocalQuorum` is the
-one-voter quorum of a single-node cluster: its journal is a file of checksummed
-entries, fsynced before an append counts as committed, replayed on start.
-:class:`controller.raft.RaftQuorum` is the replicated implementation (one, three
-or five voters).
+(on the active controller), learn of committed ones. :class:`VoterQuorum` is what a
+node's controller role needs of the quorum it votes in (activation, catching up,
+reading the log for brokers, DescribeQuorum). :class:`LocalQuorum` is the
+one-voter quorum of a single node (no ``controller.quorum.voters``): its journal
+is a file of checksummed entries, fsynced before an append counts as committed,
+replayed on start — the Raft log of a quorum of one, with no peer to replicate
+to. :class:`controller.raft.RaftQuorum` is the replicated implementation (one,
+three or five voters named in ``controller.quorum.voters``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import contextlib
 import os
 import struct
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -21,6 +25,7 @@ import crc32c
 import structlog
 import trio
 
+from controller.image import MetadataImage
 from controller.records import decode_record, encode_record
 from wire.exceptions import DecodeError
 from wire.primitives import Message
@@ -70,6 +75,50 @@ class MetadataQuorum(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class QuorumDescription:
+    """What DescribeQuorum reports."""
+
+    leader_id: int
+    epoch: int
+    high_watermark: int
+    is_leader: bool
+    voters: tuple[tuple[int, int], ...]
+    observers: tuple[tuple[int, int], ...]
+
+
+class VoterQuorum(MetadataQuorum, Protocol):
+    """The quorum as a node's controller role runs it."""
+
+    @property
+    def caught_up(self) -> trio.Event:
+        """Set once this voter has replayed the committed log."""
+        ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    def add_reset_listener(self, listener: Callable[[MetadataImage], None]) -> None: ...
+
+    def add_activation_listener(self, listener: Callable[[int], None]) -> None:
+        """``listener(term)`` runs when this node becomes the active controller."""
+        ...
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None: ...
+
+    def snapshot(self) -> MetadataImage:
+        """The image at ``log_start_offset - 1``."""
+        ...
+
+    def read(self, offset: int, max_records: int) -> list[tuple[int, Message]]: ...
+
+    async def wait_for_records(self, offset: int, timeout_s: float) -> None: ...
+
+    def record_observer(self, replica_id: int, fetch_offset: int) -> None: ...
+
+    def describe(self) -> QuorumDescription: ...
+
+
 class LocalQuorum:
     """A quorum of one voter: this node, always the leader of epoch 1."""
 
@@ -82,6 +131,12 @@ class LocalQuorum:
         self._listeners: list[CommitListener] = []
         self._epoch = 1
         self._append_lock = trio.Lock()
+        self._activation_listeners: list[Callable[[int], None]] = []
+        self._observers: dict[int, int] = {}
+        self._changed = trio.Event()
+        # The journal is the whole log, read at once: nothing to catch up with.
+        self._caught_up = trio.Event()
+        self._caught_up.set()
         valid_end = self._load()
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         size = os.fstat(self._fd).st_size
@@ -149,6 +204,8 @@ class LocalQuorum:
             committed = [(base + i, record) for i, record in enumerate(records)]
             for listener in self._listeners:
                 listener(committed)
+            self._changed.set()
+            self._changed = trio.Event()
             return len(self._records) - 1
 
     def _write_durably(self, data: bytes) -> None:
@@ -165,6 +222,52 @@ class LocalQuorum:
                 os.ftruncate(self._fd, end)
             os.lseek(self._fd, end, os.SEEK_SET)
             raise
+
+    # ------------------------------------------------------------ as the controller role's voter
+
+    @property
+    def caught_up(self) -> trio.Event:
+        return self._caught_up
+
+    @property
+    def log_start_offset(self) -> int:
+        return 0  # the journal keeps every record
+
+    def add_reset_listener(self, listener: Callable[[MetadataImage], None]) -> None:
+        """A quorum of one never installs a leader's snapshot: nothing to hear of."""
+
+    def add_activation_listener(self, listener: Callable[[int], None]) -> None:
+        self._activation_listeners.append(listener)
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The only voter leads from the start: its controller becomes active at once."""
+        for listener in self._activation_listeners:
+            listener(self._epoch)
+        task_status.started()
+        await trio.sleep_forever()
+
+    def snapshot(self) -> MetadataImage:
+        return MetadataImage()
+
+    def read(self, offset: int, max_records: int) -> list[tuple[int, Message]]:
+        if offset < 0:
+            return []
+        end = min(offset + max_records, len(self._records))
+        return [(i, self._records[i]) for i in range(offset, end)]
+
+    async def wait_for_records(self, offset: int, timeout_s: float) -> None:
+        with trio.move_on_after(timeout_s):
+            while len(self._records) <= offset:
+                await self._changed.wait()
+
+    def record_observer(self, replica_id: int, fetch_offset: int) -> None:
+        if replica_id >= 0 and replica_id != self.node_id:
+            self._observers[replica_id] = fetch_offset
+
+    def describe(self) -> QuorumDescription:
+        end = len(self._records)
+        return QuorumDescription(leader_id=self.node_id, epoch=self._epoch, high_watermark=end, is_leader=True,
+                                 voters=((self.node_id, end),), observers=tuple(sorted(self._observers.items())))
 
     def close(self) -> None:
         if self._fd >= 0:

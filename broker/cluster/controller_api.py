@@ -1,27 +1,23 @@
 """What a broker asks of the controller, whichever controller that is.
 
-A single node runs the controller in process (:class:`LocalController`, the
-:class:`controller.service.Controller` of a one-voter quorum); a node of a cluster
-forwards each call to the active controller (:class:`broker.cluster.remote_controller.RemoteController`).
-Handlers, coordinators and the node type against :class:`ControllerApi` alone, so
-none of them tells the two apart. ``mypy --strict`` checks that both implement it: the
-node (``broker/node.py``) assigns either to its ``controller: ControllerApi``.
+Every node, a single one too, sends each call to the active controller
+(:class:`broker.cluster.remote_controller.RemoteController`): in process when that is
+this node's own controller, over the controller listener when it is another node's.
+Handlers, coordinators and the node type against :class:`ControllerApi` alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from typing import Protocol
 
-from broker.security.scram_admin import alter_credentials
 from controller.acls import AclFilter, StandardAcl
 from controller.delta import MetadataPublisher
 from controller.elections import ElectionOutcome
 from controller.features import FeatureUpdate
 from controller.image import Endpoint, MetadataImage
 from controller.reassignment import ReassignmentOutcome
-from controller.service import Controller, CreateTopicResult, TopicRequest
+from controller.service import CreateTopicResult, TopicRequest
 from wire.errors import ErrorCode
 from wire.generated.api_051_alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
@@ -116,13 +112,3 @@ class ControllerApi(MetadataSource, TopicCreator, ProducerIdSource, Protocol):
     ) -> AlterUserScramCredentialsResponse:
         """Raises NotControllerError when this node's controller is not the active one."""
         ...
-
-
-class LocalController(Controller):
-    """The in-process controller of a single node: the controller service, plus the
-    SCRAM checks, which live on the broker side (``broker.security.scram_admin``)."""
-
-    async def alter_user_scram_credentials(
-        self, request: AlterUserScramCredentialsRequest
-    ) -> AlterUserScramCredentialsResponse:
-        return await self.submit(partial(alter_credentials, request))

@@ -3,7 +3,10 @@
 :class:`ControllerChannel` keeps one Kafka-protocol connection per controller
 (from ``controller.quorum.voters``), finds the active controller by asking any
 of them DescribeQuorum, and retries on NOT_CONTROLLER (41) or a lost connection
-until the caller's deadline — as Kafka's NodeToControllerChannelManager does.
+until the caller's deadline — as Kafka's NodeToControllerChannelManager does. On a
+node that is a controller too, requests to its own controller take a
+:class:`LocalControllerRoute` instead of a socket: forwarded changes, registration
+and heartbeats reach the network only when another node's controller is active.
 
 :class:`broker.cluster.remote_controller.RemoteController` gives the handlers the same
 calls as the in-process :class:`controller.service.Controller` and forwards each
@@ -19,9 +22,9 @@ import itertools
 import random
 import struct
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import structlog
 import trio
@@ -61,6 +64,8 @@ CONNECT_TIMEOUT_S = 2.0
 FIND_ACTIVE_TIMEOUT_S = 1.0
 #: Largest response accepted from a controller.
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+#: How often a fenced broker heartbeats (at most).
+FENCED_HEARTBEAT_INTERVAL_S = 0.25
 RETRY_BACKOFF_MIN_S = 0.05
 RETRY_BACKOFF_MAX_S = 1.0
 #: How long a forwarded change waits to show up in this broker's metadata.
@@ -192,6 +197,23 @@ class _Connection:
                 await stream.aclose()
 
 
+class ControllerConnection(Protocol):
+    """How the channel reaches one controller: over a socket (:class:`_Connection`), or in
+    process for this node's own controller role (no socket to a peer it is part of)."""
+
+    async def request(self, message: Message, response_type: type[_R], timeout_s: float,
+                      version: int | None = None) -> _R: ...
+
+    async def aclose(self) -> None: ...
+
+
+class LocalControllerRoute(ControllerConnection, Protocol):
+    """This node's own controller, reached in process."""
+
+    @property
+    def node_id(self) -> int: ...
+
+
 def _top_level_not_controller(response: Message) -> bool:
     return getattr(response, "error_code", 0) == ErrorCode.NOT_CONTROLLER
 
@@ -200,9 +222,13 @@ class ControllerChannel:
     """Requests to the controllers of ``voters`` ((node id, host, port))."""
 
     def __init__(self, voters: Sequence[tuple[int, str, int]], client_id: str, rng: random.Random,
-                 security: PeerSecurity | None = None) -> None:
+                 security: PeerSecurity | None = None, local: LocalControllerRoute | None = None) -> None:
         self.voters = {voter: (host, port) for voter, host, port in voters}
-        self._connections = {voter: _Connection(host, port, client_id, security) for voter, host, port in voters}
+        self._connections: dict[int, ControllerConnection] = {
+            voter: _Connection(host, port, client_id, security) for voter, host, port in voters}
+        if local is not None and local.node_id in self._connections:
+            # This node's own controller: requests to it never leave the process.
+            self._connections[local.node_id] = local
         self.rng = rng
         self.active_id: int | None = None
 
@@ -325,6 +351,7 @@ class BrokerLifecycle:
         heartbeat_interval_s: float,
         metadata_offset: Callable[[], int],
         session_timeout_s: float | None = None,
+        caught_up_to: Callable[[int, float], Awaitable[None]] | None = None,
     ) -> None:
         self.channel = channel
         self.broker_id = broker_id
@@ -332,6 +359,9 @@ class BrokerLifecycle:
         self.incarnation_id = incarnation_id
         self.heartbeat_interval_s = heartbeat_interval_s
         self.metadata_offset = metadata_offset
+        #: Returns once this broker's metadata reaches an offset (or after a timeout): the first
+        #: heartbeat after a registration goes as soon as the broker has caught up with it.
+        self.caught_up_to = caught_up_to
         # One heartbeat attempt waits at most two heartbeat intervals, and at most half a session
         # (as Kafka bounds its heartbeat requests, KAFKA-14392): a controller cut off (packets
         # dropped, no reset) must not hold the heartbeats until the new controller's session for
@@ -405,9 +435,16 @@ class BrokerLifecycle:
 
     async def run(self) -> None:
         """Heartbeats until cancelled; registers again if the controller lost the registration."""
+        registered = True
         while not self._stopping:
             # A fenced broker asks often: it is unfenced as soon as it has caught up.
-            await trio.sleep(min(self.heartbeat_interval_s, 0.25) if self.fenced else self.heartbeat_interval_s)
+            wait_s = min(self.heartbeat_interval_s, FENCED_HEARTBEAT_INTERVAL_S) if self.fenced \
+                else self.heartbeat_interval_s
+            if registered and self.caught_up_to is not None:
+                await self.caught_up_to(self.broker_epoch, wait_s)
+            else:
+                await trio.sleep(wait_s)
+            registered = False
             if self._stopping:
                 return
             try:
@@ -421,6 +458,7 @@ class BrokerLifecycle:
                 self.fenced = True
                 self.unfenced = trio.Event()
                 await self.register(self._endpoints, self._rack)
+                registered = True
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Asks the controller to move leadership away before this broker stops."""

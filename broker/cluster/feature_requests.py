@@ -66,8 +66,10 @@ async def forward_update_features(
     request = UpdateFeaturesRequest(
         timeout_ms=int(timeout_s * 1000), validate_only=validate_only,
         feature_updates=[UpdateFeaturesRequestFeatureUpdateKey(
-            feature=u.feature, max_version_level=u.max_version_level, upgrade_type=u.upgrade_type,
-            allow_downgrade=u.upgrade_type != UPGRADE) for u in updates])
+            # v1+ (whichever the controller settles on) says the upgrade type; v0's AllowDowngrade
+            # is not in them.
+            feature=u.feature, max_version_level=u.max_version_level, upgrade_type=u.upgrade_type)
+            for u in updates])
     reply = await channel.send_to_active(request, UpdateFeaturesResponse, timeout_s=timeout_s,
                                          not_controller=lambda r: r.error_code == ErrorCode.NOT_CONTROLLER)
     error = ErrorCode.for_code(reply.error_code)

@@ -18,7 +18,7 @@ image feeds the view).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import structlog
 import trio
@@ -58,10 +58,17 @@ FETCH_TIMEOUT_S = 5.0
 FETCH_BACKOFF_S = 0.2
 
 ImageListener = Callable[[MetadataImage], None]
+ImagePreparer = Callable[[MetadataDelta, MetadataImage], Awaitable[None]]
 
 
 class MetadataView:
-    """The image this broker serves, published once caught up and only forwards."""
+    """The image this broker serves, published once caught up and only forwards.
+
+    With preparers (:meth:`add_preparer`), an image is published only once they are done
+    with it: slow work the listeners would otherwise do on the event loop (creating the
+    directories and files of thousands of new partitions) is done before, off the loop, on
+    every node alike — whichever controller wrote the records.
+    """
 
     def __init__(self) -> None:
         self.image = MetadataImage()
@@ -70,7 +77,9 @@ class MetadataView:
         self._latest_delta: MetadataDelta | None = None
         self.caught_up = trio.Event()
         self._publishers: list[MetadataPublisher] = []
+        self._preparers: list[ImagePreparer] = []
         self._changed = trio.Event()
+        self._pending = trio.Event()
 
     def add_publisher(self, publisher: MetadataPublisher) -> None:
         """``publisher(delta, image)`` hears of each image this view publishes, with what changed."""
@@ -81,10 +90,16 @@ class MetadataView:
 
     def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
         """A new image of the log and the delta that made it (the controller's publisher)."""
-        self._latest_delta = delta if delta.image is self.image else None
+        # Kept if it follows the image published by then (checked when publishing).
+        self._latest_delta = delta
         self._latest = image
         if self.caught_up.is_set():
             self._publish()
+
+    def add_preparer(self, preparer: ImagePreparer) -> None:
+        """``preparer(delta, image)`` is awaited with each image before the publishers hear of it; one that
+        fails leaves its work to the listeners. Images are then published by :meth:`run`."""
+        self._preparers.append(preparer)
 
     def update(self, image: MetadataImage) -> None:
         """A new image without its delta: published as what differs from the last one."""
@@ -98,20 +113,55 @@ class MetadataView:
             self.caught_up.set()
             self._publish()
 
-    def _publish(self) -> None:
+    def _newer(self) -> bool:
         # An image older than the one published (a snapshot loaded behind it) waits
         # until the log has moved past again.
-        if self._latest.offset <= self.image.offset and self.image.offset >= 0:
+        return not (self._latest.offset <= self.image.offset and self.image.offset >= 0)
+
+    def _publish(self) -> None:
+        if not self._newer():
             return
-        latest, delta = self._latest, self._latest_delta
+        if self._preparers:
+            self._pending.set()  # run() prepares it, then publishes
+            return
+        self._publish_image(self._latest, self._latest_delta)
+
+    def _publish_image(self, latest: MetadataImage, delta: MetadataDelta | None) -> None:
         if delta is None or delta.image is not self.image:
-            # The first image once caught up, or after a snapshot: all that differs.
+            # The first image once caught up, after a snapshot, or after images that came
+            # while an earlier one was being prepared: all that differs.
             delta = MetadataDelta.between(self.image, latest)
-        self.image, self._latest_delta = latest, None
+        self.image = latest
+        if self._latest is latest:
+            self._latest_delta = None
         for publisher in self._publishers:
             publisher(delta, latest)
         self._changed.set()
         self._changed = trio.Event()
+
+    async def run(self) -> None:
+        """Publishes the images that came in, each once the preparers are done with it (a
+        newer one arriving meanwhile is prepared and published next)."""
+        while True:
+            await self._pending.wait()
+            self._pending = trio.Event()
+            if not self._newer():
+                continue
+            image, delta = self._latest, self._latest_delta
+            if delta is None or delta.image is not self.image:
+                delta = MetadataDelta.between(self.image, image)
+            # Shielded: the records are committed whatever happens meanwhile, and the
+            # listeners must hear of them.
+            with trio.CancelScope(shield=True):
+                for preparer in self._preparers:
+                    try:
+                        await preparer(delta, image)
+                    except Exception:
+                        log.exception("image_preparation_failed", offset=image.offset)
+            if image.offset > self.image.offset or self.image.offset < 0:
+                self._publish_image(image, delta)
+            if self._latest is not image and self._newer():
+                self._pending.set()
 
     async def wait_for(self, predicate: Callable[[MetadataImage], bool], timeout_s: float) -> bool:
         with trio.move_on_after(timeout_s):

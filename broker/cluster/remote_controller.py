@@ -1,4 +1,4 @@
-"""The controller calls handlers make on a broker-only node, forwarded to the active controller.
+"""The controller calls handlers make, sent to the active controller (this node's own in process).
 
 :class:`RemoteController` gives the handlers the same calls as the in-process
 :class:`controller.service.Controller` (CreateTopics, DeleteTopics, CreatePartitions,
@@ -112,6 +112,7 @@ class RemoteController:
         add_metadata_publisher: Callable[[MetadataPublisher], None],
         wait_for_image: WaitForImage,
         register: Callable[[int, Sequence[Endpoint], str | None], Awaitable[int]],
+        bootstrap: Callable[[], Awaitable[None]] | None = None,
         request_timeout_s: float = 30.0,
     ) -> None:
         self.channel = channel
@@ -119,6 +120,7 @@ class RemoteController:
         self._add_metadata_publisher = add_metadata_publisher
         self._wait_for_image = wait_for_image
         self._register = register
+        self._bootstrap = bootstrap
         self.request_timeout_s = request_timeout_s
 
     @property
@@ -132,7 +134,9 @@ class RemoteController:
         self._add_metadata_publisher(publisher)
 
     async def bootstrap(self) -> None:
-        """The active controller writes the bootstrap records; nothing to do here."""
+        """The active controller writes the bootstrap records: this node's own, if it is active now."""
+        if self._bootstrap is not None:
+            await self._bootstrap()
 
     async def register_broker(self, broker_id: int, endpoints: Sequence[Endpoint], rack: str | None) -> int:
         return await self._register(broker_id, endpoints, rack)

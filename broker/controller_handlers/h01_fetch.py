@@ -65,27 +65,27 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
 
 async def _fetch(ctx: RequestContext, role: ControllerRole, p: FetchRequestFetchPartition, max_wait_ms: int,
                  replica: int) -> FetchResponsePartitionData:
-    raft = role.raft
+    quorum = role.quorum
     offset = p.fetch_offset
-    if offset >= raft.end_offset and max_wait_ms > 0:
-        await raft.wait_for_records(offset, min(max_wait_ms / 1000, MAX_WAIT_S))
-    raft.record_observer(replica, offset)
-    status = raft.describe()
+    if offset >= quorum.end_offset and max_wait_ms > 0:
+        await quorum.wait_for_records(offset, min(max_wait_ms / 1000, MAX_WAIT_S))
+    quorum.record_observer(replica, offset)
+    status = quorum.describe()
     data = FetchResponsePartitionData(
         partition_index=0,
-        high_watermark=raft.end_offset,
-        last_stable_offset=raft.end_offset,
-        log_start_offset=raft.log_start_offset,
+        high_watermark=quorum.end_offset,
+        last_stable_offset=quorum.end_offset,
+        log_start_offset=quorum.log_start_offset,
         current_leader=FetchResponseLeaderIdAndEpoch(leader_id=status.leader_id, leader_epoch=status.epoch),
         records=b"",
     )
-    if offset < raft.log_start_offset:
+    if offset < quorum.log_start_offset:
         if ctx.api_version >= 12:
-            data.snapshot_id = FetchResponseSnapshotId(end_offset=raft.log_start_offset, epoch=0)
+            data.snapshot_id = FetchResponseSnapshotId(end_offset=quorum.log_start_offset, epoch=0)
         else:
             data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
         return data
-    records = raft.read(offset, MAX_RECORDS_PER_FETCH)
+    records = quorum.read(offset, MAX_RECORDS_PER_FETCH)
     if records:
         data.records = encode_record_batches([record for _, record in records], records[0][0])
     return data

@@ -33,7 +33,7 @@ CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 
 async def handle(ctx: RequestContext, request: DescribeQuorumRequest) -> DescribeQuorumResponse:
     role = controller_role(ctx)
-    quorum = role.raft.describe()
+    quorum = role.quorum.describe()
     response = DescribeQuorumResponse()
     for topic in request.topics:
         out = DescribeQuorumResponseTopicData(topic_name=topic.topic_name)

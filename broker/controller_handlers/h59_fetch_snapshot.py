@@ -32,8 +32,8 @@ MAX_CHUNK_BYTES = 4 * 1024 * 1024
 
 async def handle(ctx: RequestContext, request: FetchSnapshotRequest) -> FetchSnapshotResponse:
     role = controller_role(ctx)
-    raft = role.raft
-    status = raft.describe()
+    quorum = role.quorum
+    status = quorum.describe()
     response = FetchSnapshotResponse()
     for topic in request.topics:
         out = FetchSnapshotResponseTopicSnapshot(name=topic.name)

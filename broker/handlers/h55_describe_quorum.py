@@ -3,8 +3,8 @@
 As a KRaft broker does, the request is forwarded to the active controller (over
 the controller listener) and its answer returned: leader id, leader epoch (the
 Raft term), high watermark, each voter's log end offset and, for v2, the
-voters' controller endpoints. A single-node broker is its own one-voter quorum
-and answers itself. If no controller answers in time the partition gets
+voters' controller endpoints. A single node asks its own controller, the only
+voter of its quorum, in process. If no controller answers in time the partition gets
 NOT_LEADER_OR_FOLLOWER (6); the tool or client retries.
 """
 

@@ -20,6 +20,7 @@ from controller.image import MetadataImage
 from controller.quorum import (
     CommitListener,
     NotControllerError,
+    QuorumDescription,
     QuorumTimeoutError,
     StaleWriteError,
 )
@@ -51,18 +52,6 @@ class _PendingAppend:
     done: trio.Event = field(default_factory=trio.Event)
     result: Any = None
     error: int = FAIL_REASON.SUCCESS
-
-
-@dataclass(frozen=True, slots=True)
-class QuorumDescription:
-    """What DescribeQuorum reports."""
-
-    leader_id: int
-    epoch: int
-    high_watermark: int
-    is_leader: bool
-    voters: tuple[tuple[int, int], ...]
-    observers: tuple[tuple[int, int], ...]
 
 
 class RaftQuorum:
