@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -143,7 +143,6 @@ class Controller:
         self._publishers: list[MetadataPublisher] = []
         #: The image the publishers last heard of: each delta they get starts from it.
         self._published = self.image
-        self._preparers: list[Callable[[MetadataDelta, MetadataImage], Awaitable[None]]] = []
         # While this controller's own batch commits, publishers hear of it once, at its end:
         # a CreateTopics of 10,000 partitions is one delta, not 10,000.
         self._holding_images = False
@@ -185,23 +184,6 @@ class Controller:
     def add_image_listener(self, listener: Callable[[MetadataImage], None]) -> None:
         self._publishers.append(image_publisher(listener))
 
-    def add_image_preparer(self, preparer: Callable[[MetadataDelta, MetadataImage], Awaitable[None]]) -> None:
-        """``preparer`` is awaited with each delta this controller's own writes make, before
-        the publishers hear of it: slow work a publisher would otherwise do on the event loop
-        (creating thousands of partition directories) is done in advance, off it. A preparer
-        that fails leaves that work to the publisher."""
-        self._preparers.append(preparer)
-
-    async def _prepare(self, delta: MetadataDelta, image: MetadataImage) -> None:
-        # Shielded: the records are committed whatever happens to the request, and the
-        # publishers must hear of them.
-        with trio.CancelScope(shield=True):
-            for preparer in self._preparers:
-                try:
-                    await preparer(delta, image)
-                except Exception:
-                    log.exception("image_preparation_failed", offset=image.offset)
-
     def reset_image(self, image: MetadataImage) -> None:
         """The quorum replaced the applied state with a snapshot."""
         self.image = image
@@ -225,11 +207,8 @@ class Controller:
             if held:
                 delta = MetadataDelta(self.image)
                 delta.replay_all(held)
-                self.image = image = delta.apply()
-                if self._preparers:
-                    await self._prepare(delta, image)
-                if self.image is image:  # else a snapshot replaced it meanwhile, and was published
-                    self._publish(delta)
+                self.image = delta.apply()
+                self._publish(delta)
 
     async def submit(self, build: Callable[[MetadataImage], tuple[_T, list[Message]]]) -> _T:
         """Runs ``build`` on the current image and writes the records it returns, atomically.

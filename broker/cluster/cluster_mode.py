@@ -43,7 +43,7 @@ from broker.cluster.in_process import InProcessController
 from broker.cluster.metadata_follower import MetadataFollower, MetadataView
 from broker.cluster.remote_controller import RemoteController
 from broker.controller_handlers import all_controller_handlers
-from broker.observability.telemetry import TimedQuorum
+from broker.observability.timed_quorum import TimedQuorum
 from broker.security.peer import controller_security
 from broker.security.setup import ListenerSecurity, listener_security
 from broker.server.dispatch import Dispatcher, load_handlers

@@ -79,8 +79,6 @@ if TYPE_CHECKING:
     from config import BrokerConfig
     from controller.delta import MetadataDelta
     from controller.image import MetadataImage, PartitionImage, TopicImage
-    from controller.quorum import CommitListener, MetadataQuorum
-    from wire.primitives import Message
 
 log = structlog.get_logger(__name__)
 
@@ -260,44 +258,6 @@ class IsrChangeTracker:
         if len(self._topics) != len(topics) or any(t not in topics for t in self._topics):
             self._isr = {k: v for k, v in self._isr.items() if k[0] in topics}
         self._topics = topics  # images are never changed in place
-
-
-# ---------------------------------------------------------------- metadata commit latency
-
-
-class TimedQuorum:
-    """A :class:`controller.quorum.MetadataQuorum` that times each append until commit."""
-
-    def __init__(self, quorum: MetadataQuorum, metrics: BrokerMetrics) -> None:
-        self._quorum = quorum
-        self._metrics = metrics
-
-    @property
-    def leader_id(self) -> int:
-        return self._quorum.leader_id
-
-    @property
-    def epoch(self) -> int:
-        return self._quorum.epoch
-
-    @property
-    def end_offset(self) -> int:
-        return self._quorum.end_offset
-
-    def is_leader(self) -> bool:
-        return self._quorum.is_leader()
-
-    async def append(self, records: Sequence[Message]) -> int:
-        started = time.perf_counter()
-        offset = await self._quorum.append(records)
-        self._metrics.metadata_committed(time.perf_counter() - started)
-        return offset
-
-    def add_listener(self, listener: CommitListener) -> None:
-        self._quorum.add_listener(listener)
-
-    def close(self) -> None:
-        self._quorum.close()
 
 
 # ---------------------------------------------------------------- the node's telemetry
