@@ -187,6 +187,19 @@ def split_group(cluster: LocalCluster, state_leaders: dict[int, int], tag: str,
     raise AssertionError(f"no group with its coordinators apart among {offsets}, {state_leaders}")
 
 
+def group_with_roles(cluster: LocalCluster, state_leaders: dict[int, int], tag: str, tid: uuid.UUID,
+                     leader: int, apart: Callable[[int, int], bool]) -> tuple[str, int, int, int]:
+    """A :func:`split_group` group whose coordinator is not the partition's ``leader`` and whose
+    share coordinator for partition 0 of topic ``tid`` satisfies ``apart(share coordinator, group
+    coordinator)``: (group id, group coordinator, ``__share_group_state`` leader, share coordinator)."""
+    for i in range(200):
+        group, coordinator, state_leader = split_group(cluster, state_leaders, f"{tag}-{i}", {leader})
+        share_coordinator = state_leaders[partition_for(coordinator_key((group, tid, 0)), STATE_PARTITIONS)]
+        if apart(share_coordinator, coordinator):
+            return group, coordinator, state_leader, share_coordinator
+    raise AssertionError(f"no group {tag}-* with its roles apart")
+
+
 def find_coordinator(cluster: LocalCluster, group: str, via: int) -> int:
     """FindCoordinator (GROUP) asked of node ``via``."""
     with KafkaClient.connect(cluster.server_of(via), timeout_s=5.0) as c:
@@ -345,13 +358,8 @@ def test_a_killed_share_coordinator_loses_no_acknowledgement(cluster: LocalClust
     topic = unique_topic("share-coordinator")
     leader = create_topic(cluster, topic, 1)[0]
     tid = topic_id(cluster, topic)
-    for i in range(200):
-        group, node, state_leader = split_group(cluster, state_leaders, f"sc-kill-{i}", {leader})
-        share_coordinator = state_leaders[partition_for(coordinator_key((group, tid, 0)), STATE_PARTITIONS)]
-        if share_coordinator not in (leader, node):
-            break
-    else:
-        raise AssertionError("no group whose three roles are on three nodes")
+    group, node, state_leader, share_coordinator = group_with_roles(
+        cluster, state_leaders, "sc-kill", tid, leader, lambda share, group_node: share not in (leader, group_node))
     # 6-9 are released as the consumer closes: written to the new share coordinator once elected
     accept_six_of_ten_then(cluster, state_leader, group, topic, lambda: kill9(cluster, share_coordinator))
     expect_six_to_fourteen(cluster, group, topic)
@@ -367,13 +375,8 @@ def test_a_killed_group_coordinator_hands_its_share_group_over(cluster: LocalClu
     topic = unique_topic("share-group-coordinator")
     leader = create_topic(cluster, topic, 1)[0]
     tid = topic_id(cluster, topic)
-    for i in range(200):
-        group, coordinator, state_leader = split_group(cluster, state_leaders, f"gc-kill-{i}", {leader})
-        share_coordinator = state_leaders[partition_for(coordinator_key((group, tid, 0)), STATE_PARTITIONS)]
-        if share_coordinator != coordinator:
-            break
-    else:
-        raise AssertionError("no group whose coordinator has no other role")
+    group, coordinator, state_leader, _ = group_with_roles(
+        cluster, state_leaders, "gc-kill", tid, leader, lambda share, group_node: share != group_node)
     set_earliest(cluster, state_leader, group)
     produce(cluster, topic, {0: range(10)})
     explicit = {"share.acknowledgement.mode": "explicit"}
@@ -442,13 +445,8 @@ def test_java_consumers_carry_on_after_the_group_coordinator_is_killed(
     topic = unique_topic("share-java-gc")
     leader = create_topic(cluster, topic, 1)[0]
     tid = topic_id(cluster, topic)
-    for i in range(200):
-        group, coordinator, state_leader = split_group(cluster, state_leaders, f"java-gc-kill-{i}", {leader})
-        share_coordinator = state_leaders[partition_for(coordinator_key((group, tid, 0)), STATE_PARTITIONS)]
-        if share_coordinator != coordinator:
-            break
-    else:
-        raise AssertionError("no group whose coordinator has no other role")
+    group, coordinator, state_leader, _ = group_with_roles(
+        cluster, state_leaders, "java-gc-kill", tid, leader, lambda share, group_node: share != group_node)
     set_earliest(cluster, state_leader, group)
     produce(cluster, topic, {0: range(10)})
     procs = [java_share_consumer(share_queue_java, cluster, group, topic, 100, 40) for _ in range(2)]  # type: ignore[arg-type]
