@@ -250,7 +250,7 @@ def test_java_admin_upgrades_a_4_0_cluster_to_4_3_online(broker_factory: Any, cl
     (30) without a restart, as on a Kafka 4.3 cluster upgraded from 4.0."""
     import trio
 
-    from broker.node import METADATA_DIR
+    from broker.cluster.cluster_mode import METADATA_DIR
     from controller.quorum import LocalQuorum
     from wire.generated.metadata.rec_012_feature_level_record import FeatureLevelRecord
 

@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from broker.cli import main
-from broker.node import METADATA_DIR
+from broker.cluster.cluster_mode import METADATA_DIR
 from broker.tools.client import KafkaClient
 from controller.quorum import LocalQuorum
 from tests.broker.broker_process import BrokerProcess
