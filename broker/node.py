@@ -36,6 +36,7 @@ from broker.group.coordinator import GroupCoordinator
 from broker.handlers import all_handlers
 from broker.log.clean_records import LastRecord
 from broker.log.cleaner import CleanerConfig, CleanerStats, LogCleaner
+from broker.log.errors import LogDirLockedError
 from broker.log.file_cache import FileCache, default_capacity
 from broker.log.files import TopicPartition
 from broker.log.manager import LogManager
@@ -266,10 +267,14 @@ class BrokerNode:
         started = time.monotonic()
         files = self._open_file_budget()
         self._prepare_log_dirs()
-        self.log_manager = LogManager(
-            list(self.config.log_dirs), TopicConfig.resolve(self.config.topic_defaults(), {}), self.clock_ms,
-            files=files, recovery_threads=self.config.num_recovery_threads_per_data_dir,
-        )
+        try:
+            self.log_manager = LogManager(
+                list(self.config.log_dirs), TopicConfig.resolve(self.config.topic_defaults(), {}), self.clock_ms,
+                files=files, recovery_threads=self.config.num_recovery_threads_per_data_dir,
+            )
+        except LogDirLockedError as ex:
+            # Another broker serves it: a setting to change, said in one line (not a traceback).
+            raise ConfigError("log.dirs", str(ex)) from None
         self.metrics.log_recovered(time.monotonic() - started)
         # A single node (no controller.quorum.voters) is a cluster of one: the same roles.
         self.cluster = cluster = ClusterMode(self.config, self.cluster_id, self.rng, self.metrics,

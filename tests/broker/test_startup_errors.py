@@ -4,9 +4,11 @@ cannot be created, a security protocol that is not supported."""
 
 from __future__ import annotations
 
+import select
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -50,6 +52,27 @@ def test_log_dir_that_cannot_be_used(tmp_path: Path, where: str) -> None:
     log_dir = a_file if where == "file" else a_file / "data"
     proc = serve(tmp_path, "listeners=PLAINTEXT://127.0.0.1:0", f"log.dirs={log_dir}")
     assert_one_line(proc, "log.dirs", str(log_dir))
+
+
+def test_log_dir_served_by_another_broker(tmp_path: Path) -> None:
+    first = subprocess.Popen(
+        [sys.executable, "-m", "broker", "serve", "--override", "metrics.listener=127.0.0.1:0",
+         "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={tmp_path / 'data'}"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert first.stdout is not None
+        deadline = time.monotonic() + 60
+        while True:
+            ready, _, _ = select.select([first.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            line = first.stdout.readline() if ready else ""
+            if "cormorant ready" in line:
+                break
+            assert line and time.monotonic() < deadline, "the first broker never became ready"
+        proc = serve(tmp_path, "listeners=PLAINTEXT://127.0.0.1:0")
+        assert_one_line(proc, "log.dirs", "in use by another broker")
+    finally:
+        first.terminate()
+        first.wait(30)
 
 
 def test_tls_listener_without_a_keystore(tmp_path: Path) -> None:
