@@ -497,6 +497,42 @@ def test_a_thousand_connections_announcing_100_mb_frames_keep_memory_bounded(mem
             s.close()
 
 
+def test_connections_opened_and_closed_500_a_second_do_not_hold_the_others(broker: BrokerProcess) -> None:
+    """Connection churn: 500 connections a second for 2 s, each sending an ApiVersions and
+    closing without reading the answer; the watcher is served meanwhile, the broker's
+    memory does not keep what the closed connections held, and no connection is left."""
+    assert broker.proc is not None
+    pid = broker.proc.pid
+    request = encode_request(ApiVersionsRequest(), 0, 45, "churn")
+    opened = 0
+
+    def fds() -> int:
+        return len(list(Path(f"/proc/{pid}/fd").iterdir()))
+
+    fds_before, before = fds(), rss_bytes(pid)
+
+    def adversary() -> None:
+        nonlocal opened
+        started = time.monotonic()
+        while opened < 1000:
+            # Paced at 500 a second; a slow machine just takes longer.
+            time.sleep(max(0.0, started + opened / 500 - time.monotonic()))
+            with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as s:
+                s.sendall(request)
+            opened += 1
+
+    worst = watch(broker, adversary)
+    assert broker.proc.poll() is None
+    deadline = time.monotonic() + 10
+    while fds() > fds_before + 5 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    after = rss_bytes(pid)
+    print(f"{opened} connections; fds {fds_before} -> {fds()}; RSS {before >> 20} -> {after >> 20} MB")
+    assert fds() <= fds_before + 5, "connections closed by the client are still open in the broker"
+    assert after - before < 32 * 1024 * 1024, f"RSS grew by {(after - before) >> 20} MB"
+    assert worst < WORST_WAIT_S, f"the watcher waited {worst * 1000:.0f} ms"
+
+
 def test_a_started_frame_must_finish_within_the_read_timeout(memory_broker: BrokerProcess) -> None:
     sock = socket.create_connection(("127.0.0.1", memory_broker.port), timeout=10)
     sock.sendall(struct.pack(">i", 1000) + b"\x00\x12")
