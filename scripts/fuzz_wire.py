@@ -9,6 +9,9 @@ caught by libFuzzer's -timeout. When the C accelerator is built, one mode decode
 each input on both paths and fails on any difference in result or error; the record
 mode also runs the produce path's record walk on both paths. The captured client requests under
 ../shared/kafka-captures seed the corpus when the directory is empty.
+
+Needs atheris (`pip install atheris`), which is not in the `test` extra: the suite's own
+fuzz and property tests use hypothesis.
 """
 
 from __future__ import annotations
