@@ -211,7 +211,7 @@ class BrokerNode:
             share_coordinator=self.share_coordinator, coordinators=self.coordinators, authorizer=self.authorizer,
             quotas=self.quotas, metrics=self.metrics, tracing=self.tracing, client_errors=self.client_error_log,
             dynamic_passwords=self.dynamic_passwords, api_versions=self.dispatcher.api_versions,
-            cluster=self.cluster, quorum=self.quorum,
+            cluster=self.cluster,
         )
         self.dispatcher.bind(services)
         if self.cluster.controller is not None:

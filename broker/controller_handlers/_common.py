@@ -22,10 +22,10 @@ DEFAULT_TIMEOUT_S = 30.0
 
 
 def controller_role(ctx: RequestContext) -> ControllerRole:
-    cluster = ctx.services.cluster
-    if cluster is None or cluster.controller is None:
+    role = ctx.services.cluster.controller
+    if role is None:
         raise RuntimeError("a controller API reached a node without the controller role")
-    return cluster.controller
+    return role
 
 
 async def call(work: Awaitable[_T], timeout_ms: int = 0) -> tuple[_T | None, ErrorCode]:

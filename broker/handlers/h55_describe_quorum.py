@@ -4,7 +4,7 @@ As a KRaft broker does, the request is forwarded to the active controller (over
 the controller listener) and its answer returned: leader id, leader epoch (the
 Raft term), high watermark, each voter's log end offset and, for v2, the
 voters' controller endpoints. A single node asks its own controller, the only
-voter of its quorum, in process. If no controller answers in time the partition gets
+voter of its quorum, in process (the same channel). If no controller answers in time the partition gets
 NOT_LEADER_OR_FOLLOWER (6); the tool or client retries.
 """
 
@@ -18,7 +18,6 @@ from wire.generated.api_055_describe_quorum import (
     DescribeQuorumRequest,
     DescribeQuorumResponse,
     DescribeQuorumResponsePartitionData,
-    DescribeQuorumResponseReplicaState,
     DescribeQuorumResponseTopicData,
 )
 
@@ -39,21 +38,18 @@ async def handle(ctx: RequestContext, request: DescribeQuorumRequest) -> Describ
     services = ctx.services
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):
         return DescribeQuorumResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    cluster = services.cluster
-    if cluster is not None:
-        try:
-            return await cluster.channel.send_to_active(request, DescribeQuorumResponse, timeout_s=FORWARD_TIMEOUT_S,
-                                                        not_controller=_not_answered, version=ctx.api_version)
-        except ChannelError as ex:
-            services.log_client_error("describe_quorum_not_forwarded", reason=str(ex), client_id=ctx.client_id)
-            return _answer(request, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, 0, 0, [])
-    quorum = services.quorum
-    end = quorum.end_offset
-    return _answer(request, ErrorCode.NONE, services.node_id, quorum.epoch, end, [(services.node_id, end)])
+    try:
+        return await services.cluster.channel.send_to_active(
+            request, DescribeQuorumResponse, timeout_s=FORWARD_TIMEOUT_S, not_controller=_not_answered,
+            version=ctx.api_version)
+    except ChannelError as ex:
+        services.log_client_error("describe_quorum_not_forwarded", reason=str(ex), client_id=ctx.client_id)
+        return _answer(request, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
 
-def _answer(request: DescribeQuorumRequest, code: ErrorCode, leader: int, epoch: int, high_watermark: int,
-            voters: list[tuple[int, int]]) -> DescribeQuorumResponse:
+def _answer(request: DescribeQuorumRequest, code: ErrorCode) -> DescribeQuorumResponse:
+    """The answer when the active controller could not be asked: ``code`` for the metadata
+    partition, UNKNOWN_TOPIC_OR_PARTITION for anything else named."""
     response = DescribeQuorumResponse()
     for topic in request.topics:
         out = DescribeQuorumResponseTopicData(topic_name=topic.topic_name)
@@ -65,8 +61,6 @@ def _answer(request: DescribeQuorumRequest, code: ErrorCode, leader: int, epoch:
                     error_message=None))
                 continue
             out.partitions.append(DescribeQuorumResponsePartitionData(
-                partition_index=0, error_code=code, error_message=None, leader_id=leader, leader_epoch=epoch,
-                high_watermark=high_watermark,
-                current_voters=[DescribeQuorumResponseReplicaState(replica_id=v, log_end_offset=leo)
-                                for v, leo in voters]))
+                partition_index=0, error_code=code, error_message=None, leader_id=-1, leader_epoch=0,
+                high_watermark=0))
     return response

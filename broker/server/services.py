@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from broker.cluster.cluster_mode import ClusterMode
-    from broker.cluster.controller_api import ControllerApi, QuorumState
+    from broker.cluster.controller_api import ControllerApi
     from broker.coordinator import CoordinatorLookup
     from broker.group.coordinator import GroupCoordinator
     from broker.log.manager import LogManager
@@ -64,9 +64,8 @@ class BrokerServices:
     dynamic_passwords: DynamicPasswords
     #: The APIs and versions this listener's dispatcher serves (ApiVersions).
     api_versions: Callable[[], list[ApiVersionsResponseApiVersion]]
-    #: The roles of a multi-node cluster; None for a single node.
-    cluster: ClusterMode | None
-    quorum: QuorumState
+    #: This node's roles in its cluster (a single node is a cluster of one).
+    cluster: ClusterMode
 
     @property
     def image(self) -> MetadataImage:
