@@ -93,6 +93,8 @@ CASES = [
      "Invalid value 999 for configuration share.record.lock.duration.ms: Value must be at least 1000"),
     ("share.delivery.count.limit", "3", "11",
      "share.delivery.count.limit must be less than or equal to group.share.max.delivery.count.limit"),
+    ("share.partition.max.record.locks", "3000", "5000",
+     "share.partition.max.record.locks must be less than or equal to group.share.max.partition.max.record.locks"),
     ("share.auto.offset.reset", "by_duration:PT1H", "by_duration:-PT1H",
      "Invalid value by_duration:-PT1H for configuration share.auto.offset.reset: Invalid value `by_duration:-PT1H` "
      "for configuration share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format "
@@ -107,6 +109,7 @@ DEFAULTS = {"consumer.session.timeout.ms": ("45000", "group.consumer.session.tim
             "share.heartbeat.interval.ms": ("5000", "group.share.heartbeat.interval.ms"),
             "share.record.lock.duration.ms": ("30000", "group.share.record.lock.duration.ms"),
             "share.delivery.count.limit": ("5", "group.share.delivery.count.limit"),
+            "share.partition.max.record.locks": ("2000", "group.share.partition.max.record.locks"),
             "share.auto.offset.reset": ("latest", None), "share.isolation.level": ("read_uncommitted", None)}
 
 

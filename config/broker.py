@@ -212,6 +212,8 @@ class BrokerConfig:
     group_share_min_delivery_count_limit: int
     group_share_max_delivery_count_limit: int
     group_share_partition_max_record_locks: int
+    group_share_min_partition_max_record_locks: int
+    group_share_max_partition_max_record_locks: int
     group_share_max_size: int
     share_coordinator_state_topic_num_partitions: int
     share_coordinator_state_topic_replication_factor: int

@@ -16,8 +16,9 @@ have configs.
   where a share-partition starts when the group first reads it;
 - ``share.isolation.level`` (read_uncommitted | read_committed): whether a share group is
   delivered records of open and aborted transactions;
-- ``share.record.lock.duration.ms`` and ``share.delivery.count.limit``: override the
-  broker's ``group.share.record.lock.duration.ms`` and ``group.share.delivery.count.limit``;
+- ``share.record.lock.duration.ms``, ``share.delivery.count.limit`` and
+  ``share.partition.max.record.locks``: override the broker's ``group.share.*`` of the same
+  names;
 - ``errors.deadletterqueue.topic.name`` (KIP-1191, beyond Kafka 4.3): the share group's
   dead-letter topic (unset: off).
 
@@ -44,13 +45,14 @@ SHARE_SESSION_TIMEOUT_MS = "share.session.timeout.ms"
 SHARE_HEARTBEAT_INTERVAL_MS = "share.heartbeat.interval.ms"
 RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
 DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
+PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"
 AUTO_OFFSET_RESET = "share.auto.offset.reset"
 ISOLATION_LEVEL = "share.isolation.level"
 DEAD_LETTER_TOPIC = "errors.deadletterqueue.topic.name"
 #: Every group config, in the order DescribeConfigs lists them (Kafka's definition order).
 GROUP_CONFIG_NAMES = (CONSUMER_SESSION_TIMEOUT_MS, CONSUMER_HEARTBEAT_INTERVAL_MS, SHARE_SESSION_TIMEOUT_MS,
                       SHARE_HEARTBEAT_INTERVAL_MS, RECORD_LOCK_DURATION_MS, DELIVERY_COUNT_LIMIT,
-                      AUTO_OFFSET_RESET, ISOLATION_LEVEL, DEAD_LETTER_TOPIC)
+                      PARTITION_MAX_RECORD_LOCKS, AUTO_OFFSET_RESET, ISOLATION_LEVEL, DEAD_LETTER_TOPIC)
 #: The broker setting whose value a group config takes when the group does not set it.
 BROKER_SYNONYMS: Mapping[str, str] = {
     CONSUMER_SESSION_TIMEOUT_MS: "group.consumer.session.timeout.ms",
@@ -59,6 +61,7 @@ BROKER_SYNONYMS: Mapping[str, str] = {
     SHARE_HEARTBEAT_INTERVAL_MS: "group.share.heartbeat.interval.ms",
     RECORD_LOCK_DURATION_MS: "group.share.record.lock.duration.ms",
     DELIVERY_COUNT_LIMIT: "group.share.delivery.count.limit",
+    PARTITION_MAX_RECORD_LOCKS: "group.share.partition.max.record.locks",
 }
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
@@ -75,6 +78,7 @@ DOCS: Mapping[str, str] = {
     SHARE_HEARTBEAT_INTERVAL_MS: "The heartbeat interval given to the members of a share group.",
     RECORD_LOCK_DURATION_MS: "The record acquisition lock duration in milliseconds for share groups.",
     DELIVERY_COUNT_LIMIT: "The maximum number of delivery attempts for a record delivered to a share group.",
+    PARTITION_MAX_RECORD_LOCKS: "Share-group record lock limit per share-partition.",
     AUTO_OFFSET_RESET: "The strategy to initialize the share-partition start offset: earliest, latest or "
                        "by_duration:<duration> (ISO-8601, PnDTnHnMn.nS; not negative).",
     ISOLATION_LEVEL: "Controls how to read records written transactionally: read_committed delivers only "
@@ -83,7 +87,8 @@ DOCS: Mapping[str, str] = {
 }
 #: Each integer config's own lower bound (Kafka's ConfigDef atLeast).
 _AT_LEAST = {CONSUMER_SESSION_TIMEOUT_MS: 1, CONSUMER_HEARTBEAT_INTERVAL_MS: 1, SHARE_SESSION_TIMEOUT_MS: 1,
-             SHARE_HEARTBEAT_INTERVAL_MS: 1, RECORD_LOCK_DURATION_MS: 1000, DELIVERY_COUNT_LIMIT: 2}
+             SHARE_HEARTBEAT_INTERVAL_MS: 1, RECORD_LOCK_DURATION_MS: 1000, DELIVERY_COUNT_LIMIT: 2,
+             PARTITION_MAX_RECORD_LOCKS: 100}
 _ISOLATION_LEVELS = (READ_COMMITTED, READ_UNCOMMITTED)
 _BY_DURATION = "by_duration"
 #: java.time.Duration.parse: [-+]PnDTnHnMn.nS, case-insensitive, at least one part.
@@ -128,6 +133,10 @@ def bounds_from(c: BrokerConfig) -> GroupConfigBounds:
                                       c.group_share_max_record_lock_duration_ms),
             DELIVERY_COUNT_LIMIT: ("group.share.min.delivery.count.limit", c.group_share_min_delivery_count_limit,
                                    "group.share.max.delivery.count.limit", c.group_share_max_delivery_count_limit),
+            PARTITION_MAX_RECORD_LOCKS: ("group.share.min.partition.max.record.locks",
+                                         c.group_share_min_partition_max_record_locks,
+                                         "group.share.max.partition.max.record.locks",
+                                         c.group_share_max_partition_max_record_locks),
         },
         defaults={
             CONSUMER_SESSION_TIMEOUT_MS: c.group_consumer_session_timeout_ms,
@@ -242,6 +251,7 @@ class ShareGroupSettings:
     delivery_count_limit: int
     dead_letter_topic: str | None
     isolation_level: str = READ_UNCOMMITTED
+    partition_max_record_locks: int = 2000
 
     @property
     def read_committed(self) -> bool:
@@ -255,7 +265,7 @@ class ShareGroupSettings:
 
 
 def share_group_settings(configs: Mapping[str, str], record_lock_duration_ms: int,
-                         delivery_count_limit: int) -> ShareGroupSettings:
+                         delivery_count_limit: int, partition_max_record_locks: int = 2000) -> ShareGroupSettings:
     """The settings of a group whose group configs are ``configs``."""
     reset = configs.get(AUTO_OFFSET_RESET, "latest")
     isolation = configs.get(ISOLATION_LEVEL, READ_UNCOMMITTED)
@@ -265,4 +275,5 @@ def share_group_settings(configs: Mapping[str, str], record_lock_duration_ms: in
         delivery_count_limit=int_config(configs, DELIVERY_COUNT_LIMIT, delivery_count_limit),
         dead_letter_topic=configs.get(DEAD_LETTER_TOPIC) or None,
         isolation_level=isolation if isolation in _ISOLATION_LEVELS else READ_UNCOMMITTED,
+        partition_max_record_locks=int_config(configs, PARTITION_MAX_RECORD_LOCKS, partition_max_record_locks),
     )

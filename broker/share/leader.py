@@ -120,7 +120,7 @@ class SharePartitionManager:
     def _new_partition(self, group_id: str) -> SharePartition:
         s = self._settings(group_id)
         return SharePartition(lock_duration_ms=s.record_lock_duration_ms, delivery_count_limit=s.delivery_count_limit,
-                              max_in_flight=self.defaults.partition_max_record_locks)
+                              max_in_flight=s.partition_max_record_locks)
 
     async def _entry(self, group_id: str, tp: TopicIdPartition, partition: Partition
                      ) -> tuple[ErrorCode, LeaderSharePartition | None]:
@@ -299,6 +299,7 @@ class SharePartitionManager:
                 s = settings[group_id] = self._settings(group_id)
             entry.sp.lock_duration_ms = s.record_lock_duration_ms
             entry.sp.delivery_count_limit = s.delivery_count_limit
+            entry.sp.max_in_flight = s.partition_max_record_locks
 
     def forget(self, group_id: str, topic_id: uuid.UUID | None = None) -> None:
         """The group's state was reset or deleted: drop the live share-partitions (read again

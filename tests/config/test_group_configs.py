@@ -24,7 +24,7 @@ BOUNDS = bounds_from(build_config({})[0])
 
 def test_valid_configs_pass() -> None:
     validate({"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "15000",
-              "share.delivery.count.limit": "10", "errors.deadletterqueue.topic.name": "dlq.orders",
+              "share.delivery.count.limit": "10", "share.partition.max.record.locks": "4000", "errors.deadletterqueue.topic.name": "dlq.orders",
               "share.isolation.level": "read_committed", "share.session.timeout.ms": "60000",
               "share.heartbeat.interval.ms": "15000", "consumer.session.timeout.ms": "45000",
               "consumer.heartbeat.interval.ms": "5000"}, BOUNDS)
@@ -34,7 +34,8 @@ def test_valid_configs_pass() -> None:
     assert set(GROUP_CONFIG_NAMES) == {
         "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms", "share.session.timeout.ms",
         "share.heartbeat.interval.ms", "share.record.lock.duration.ms", "share.delivery.count.limit",
-        "share.auto.offset.reset", "share.isolation.level", "errors.deadletterqueue.topic.name"}
+        "share.partition.max.record.locks", "share.auto.offset.reset", "share.isolation.level",
+        "errors.deadletterqueue.topic.name"}
 
 
 RESET_MESSAGE = ("Invalid value {v} for configuration share.auto.offset.reset: Invalid value `{v}` for configuration "
@@ -48,6 +49,10 @@ RESET_MESSAGE = ("Invalid value {v} for configuration share.auto.offset.reset: I
      "Invalid value 1 for configuration share.delivery.count.limit: Value must be at least 2"),
     ({"share.delivery.count.limit": "11"},
      "share.delivery.count.limit must be less than or equal to group.share.max.delivery.count.limit"),
+    ({"share.partition.max.record.locks": "99"},
+     "Invalid value 99 for configuration share.partition.max.record.locks: Value must be at least 100"),
+    ({"share.partition.max.record.locks": "4001"},
+     "share.partition.max.record.locks must be less than or equal to group.share.max.partition.max.record.locks"),
     ({"share.record.lock.duration.ms": "soon"},
      "Invalid value soon for configuration share.record.lock.duration.ms: Not a number of type INT"),
     ({"share.record.lock.duration.ms": "1000"},
@@ -121,3 +126,5 @@ def test_settings_in_force() -> None:
                                  "share.isolation.level": "read_committed"}, 30_000, 5) == \
         ShareGroupSettings("earliest", 30_000, 2, "dlq.t", "read_committed")
     assert share_group_settings({"share.isolation.level": "read_committed"}, 30_000, 5).read_committed
+    assert share_group_settings({"share.partition.max.record.locks": "150"}, 30_000, 5,
+                                2000).partition_max_record_locks == 150

@@ -109,7 +109,7 @@ def test_set_described_listed_and_refused(broker: BrokerProcess) -> None:
         assert list(entries) == [
             "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms", "share.session.timeout.ms",
             "share.heartbeat.interval.ms", "share.record.lock.duration.ms", "share.delivery.count.limit",
-            "share.auto.offset.reset", "share.isolation.level", "errors.deadletterqueue.topic.name"]
+            "share.partition.max.record.locks", "share.auto.offset.reset", "share.isolation.level", "errors.deadletterqueue.topic.name"]
         session = entries["share.session.timeout.ms"]
         assert (session.value, session.config_source) == ("45000", DEFAULT_CONFIG)
         assert [(s.name, s.value) for s in session.synonyms] == [("group.share.session.timeout.ms", "45000")]
