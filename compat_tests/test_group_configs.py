@@ -7,7 +7,7 @@
 - ``share.auto.offset.reset=by_duration:<ISO-8601>`` starts a share group at the first
   record at most that old (Java ``KafkaShareConsumer`` and confluent-kafka ``ShareConsumer``);
 - ``share.isolation.level=read_committed`` delivers neither records of aborted transactions
-  nor those of an open one until it commits;
+  nor those of an open one until it commits (confluent-kafka and Java);
 - ``consumer.session.timeout.ms`` of a consumer-protocol group fences a dead member after the
   group's timeout, not the broker's.
 """
@@ -233,6 +233,15 @@ def test_read_committed_share_group_skips_aborted_and_open_transactions(broker: 
         while time.monotonic() < settle:  # the open transaction's record stays away
             got.extend(m.value().decode() for m in rc.poll(0.2) or [] if m.error() is None)
         assert got == ["c0", "c1", "c2", "c3", "c4"]
+        # Java's KafkaShareConsumer in another read_committed group: the same five.
+        java_group = unique_group("rc-java")
+        set_group(java4, broker, java_group, share_auto_offset_reset="earliest",
+                  share_isolation_level="read_committed")
+        proc = subprocess.run([*java4, "ShareQueue", broker.bootstrap, java_group, topic, "6", "10000", "-", "-"],
+                              capture_output=True, text=True, timeout=120)
+        seen = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+        assert [(r["offset"], r["value"]) for r in seen] == [
+            (0, "c0"), (1, "c1"), (2, "c2"), (8, "c3"), (9, "c4")], seen
         producer.commit_transaction(20)
         deadline = time.monotonic() + TIMEOUT_S
         while len(got) < 6 and time.monotonic() < deadline:
