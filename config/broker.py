@@ -200,10 +200,20 @@ class BrokerConfig:
     group_consumer_migration_policy: str
 
     group_share_session_timeout_ms: int
+    group_share_min_session_timeout_ms: int
+    group_share_max_session_timeout_ms: int
     group_share_heartbeat_interval_ms: int
+    group_share_min_heartbeat_interval_ms: int
+    group_share_max_heartbeat_interval_ms: int
     group_share_record_lock_duration_ms: int
+    group_share_min_record_lock_duration_ms: int
+    group_share_max_record_lock_duration_ms: int
     group_share_delivery_count_limit: int
+    group_share_min_delivery_count_limit: int
+    group_share_max_delivery_count_limit: int
     group_share_partition_max_record_locks: int
+    group_share_min_partition_max_record_locks: int
+    group_share_max_partition_max_record_locks: int
     group_share_max_size: int
     share_coordinator_state_topic_num_partitions: int
     share_coordinator_state_topic_replication_factor: int

@@ -138,6 +138,7 @@ class Controller:
         self.quorum = quorum
         self.settings = settings
         self.topic_configs = TopicConfigChecker(node_id, settings.config)
+        self._group_bounds = group_configs.bounds_from(settings.config)
         self.rng = rng
         self.image = MetadataImage()
         self._publishers: list[MetadataPublisher] = []
@@ -539,7 +540,7 @@ class Controller:
                     return ErrorCode.INVALID_CONFIG, bad
                 if self.image.topic(resource_name) is None:
                     return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{resource_name}' does not exist."
-            if resource_type == GROUP_RESOURCE and (bad := group_configs.error(target)) is not None:
+            if resource_type == GROUP_RESOURCE and (bad := group_configs.error(target, self._group_bounds)) is not None:
                 return ErrorCode.INVALID_CONFIG, bad
             if validate_only:
                 return ErrorCode.NONE, None

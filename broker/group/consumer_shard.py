@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import structlog
@@ -69,6 +69,7 @@ from broker.group.shard_types import (
     TopicPartition,
 )
 from broker.group.topic_regex import matches
+from config.group import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS, int_config
 from wire.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
@@ -84,12 +85,21 @@ TopicLookup = Callable[[set[str], set[str]], dict[str, TopicMetadata]]
 
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupConfig:
-    """``group.consumer.*`` (Kafka's names and defaults)."""
+    """``group.consumer.*`` (Kafka's names and defaults), which a group's own group configs
+    (``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``) override."""
 
     session_timeout_ms: int = 45_000
     heartbeat_interval_ms: int = 5_000
     max_size: int = 2**31 - 1
     assignors: tuple[str, ...] = ("uniform", "range")
+    #: group id -> its group configs (from the metadata image)
+    group_configs: Callable[[str], Mapping[str, str]] = lambda group_id: {}
+
+    def session_timeout_for(self, group_id: str) -> int:
+        return int_config(self.group_configs(group_id), CONSUMER_SESSION_TIMEOUT_MS, self.session_timeout_ms)
+
+    def heartbeat_interval_for(self, group_id: str) -> int:
+        return int_config(self.group_configs(group_id), CONSUMER_HEARTBEAT_INTERVAL_MS, self.heartbeat_interval_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +269,7 @@ class ConsumerGroupShard(GroupShard):
         self._maybe_rebalance_completed(group)
         result = ConsumerHeartbeatResult(
             ErrorCode.NONE, None, reconciled.member_id, reconciled.member_epoch,
-            self.consumer_config.heartbeat_interval_ms, reconciled.assigned if send_assignment else None)
+            self.consumer_config.heartbeat_interval_for(group.group_id), reconciled.assigned if send_assignment else None)
         self._write(records, lambda error: callback(result if error is ErrorCode.NONE else _failure(error)))
 
     def _check_epoch(self, member: ConsumerGroupMember, req: ConsumerHeartbeat) -> ErrorCode | None:
@@ -416,7 +426,8 @@ class ConsumerGroupShard(GroupShard):
     def _schedule_session(self, group: ConsumerGroup, member_id: str) -> None:
         member = group.members.get(member_id)
         classic = None if member is None else member.classic
-        timeout_ms = self.consumer_config.session_timeout_ms if classic is None else classic.session_timeout_ms
+        timeout_ms = (self.consumer_config.session_timeout_for(group.group_id) if classic is None
+                      else classic.session_timeout_ms)
         self.ctx.schedule(self._session_key(group, member_id), timeout_ms,
                           lambda: self._fence(group, member_id, "session timeout"))
 

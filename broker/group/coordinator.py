@@ -19,7 +19,7 @@ unless its config says 1 (as Kafka's sample server.properties does).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -147,20 +147,23 @@ def group_config_from(c: BrokerConfig) -> GroupConfig:
     )
 
 
-def share_group_config_from(c: BrokerConfig) -> ShareGroupConfig:
+def share_group_config_from(c: BrokerConfig, group_configs: Callable[[str], Mapping[str, str]]) -> ShareGroupConfig:
     return ShareGroupConfig(
         session_timeout_ms=c.group_share_session_timeout_ms,
         heartbeat_interval_ms=c.group_share_heartbeat_interval_ms,
         max_size=c.group_share_max_size,
+        group_configs=group_configs,
     )
 
 
-def consumer_group_config_from(c: BrokerConfig) -> ConsumerGroupConfig:
+def consumer_group_config_from(c: BrokerConfig,
+                               group_configs: Callable[[str], Mapping[str, str]]) -> ConsumerGroupConfig:
     return ConsumerGroupConfig(
         session_timeout_ms=c.group_consumer_session_timeout_ms,
         heartbeat_interval_ms=c.group_consumer_heartbeat_interval_ms,
         max_size=c.group_consumer_max_size,
         assignors=c.group_consumer_assignors,
+        group_configs=group_configs,
     )
 
 
@@ -179,8 +182,8 @@ class GroupCoordinator:
         self._image = image
         self._controller = controller
         self.config = group_config_from(config)
-        self.consumer_config = consumer_group_config_from(config)
-        self.share_config = share_group_config_from(config)
+        self.consumer_config = consumer_group_config_from(config, lambda group_id: image().group_config(group_id))
+        self.share_config = share_group_config_from(config, lambda group_id: image().group_config(group_id))
         self.migration_policy = config.group_consumer_migration_policy
         self.counters = GroupCounters()
         c = config

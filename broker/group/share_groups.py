@@ -13,7 +13,7 @@ covers.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -29,6 +29,7 @@ from broker.group.share_records import (
     share_partitions_record,
 )
 from broker.share.group import ShareGroup, ShareMember, TopicIdPartition, assign
+from config.group import SHARE_HEARTBEAT_INTERVAL_MS, SHARE_SESSION_TIMEOUT_MS, int_config
 from wire.errors import ErrorCode
 
 log = structlog.get_logger(__name__)
@@ -44,11 +45,20 @@ TopicPartitionCounts = Callable[[Iterable[str]], dict[str, tuple[uuid.UUID, int]
 
 @dataclass(frozen=True, slots=True)
 class ShareGroupConfig:
-    """``group.share.*`` settings of membership (Kafka's names and defaults)."""
+    """``group.share.*`` settings of membership (Kafka's names and defaults), which a group's
+    own group configs (``share.session.timeout.ms``, ``share.heartbeat.interval.ms``) override."""
 
     session_timeout_ms: int = 45_000
     heartbeat_interval_ms: int = 5_000
     max_size: int = 200
+    #: group id -> its group configs (from the metadata image)
+    group_configs: Callable[[str], Mapping[str, str]] = lambda group_id: {}
+
+    def session_timeout_for(self, group_id: str) -> int:
+        return int_config(self.group_configs(group_id), SHARE_SESSION_TIMEOUT_MS, self.session_timeout_ms)
+
+    def heartbeat_interval_for(self, group_id: str) -> int:
+        return int_config(self.group_configs(group_id), SHARE_HEARTBEAT_INTERVAL_MS, self.heartbeat_interval_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +186,7 @@ class ShareGroups:
         member.sent_assignment = member.assignment
         result = ShareHeartbeatResult(ErrorCode.NONE, member_epoch=member.member_epoch,
                                       assignment=member.assignment if changed else None,
-                                      heartbeat_interval_ms=self.config.heartbeat_interval_ms)
+                                      heartbeat_interval_ms=self.config.heartbeat_interval_for(group_id))
         self._write(records, result, callback)
 
     @staticmethod
@@ -213,7 +223,7 @@ class ShareGroups:
             self.ctx.append(self.remove_member(group, member_id, "session timeout"))
 
     def _schedule_session(self, group_id: str, member_id: str) -> None:
-        self.ctx.schedule(self._session_key(group_id, member_id), self.config.session_timeout_ms,
+        self.ctx.schedule(self._session_key(group_id, member_id), self.config.session_timeout_for(group_id),
                           lambda: self._session_expired(group_id, member_id))
 
     @staticmethod

@@ -68,7 +68,7 @@ async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConf
                 check_dynamic_result(ctx.services, name, configs)
                 stored = encrypted_passwords(ctx.services, name, configs)
             elif resource.resource_type == GROUP:
-                check_group_configs(name, configs)
+                check_group_configs(ctx, name, configs)
             elif resource.resource_type != TOPIC:  # topics: the controller checks them
                 raise AlterError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")
             await write_changes(ctx, resource.resource_type, name, stored, True, request.validate_only)

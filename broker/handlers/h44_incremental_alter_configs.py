@@ -330,11 +330,11 @@ async def _alter(ctx: RequestContext, resource_type: int, name: str, ops: list[O
     raise AlterError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
 
 
-def check_group_configs(name: str, configs: Mapping[str, str]) -> None:
+def check_group_configs(ctx: RequestContext, name: str, configs: Mapping[str, str]) -> None:
     """A group resource is named; its resulting configs are group configs with valid values."""
     if not name:
         raise AlterError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
-    problem = group_configs.error(configs)
+    problem = group_configs.error(configs, group_configs.bounds_from(ctx.services.config))
     if problem is not None:
         raise AlterError(ErrorCode.INVALID_CONFIG, problem)
 
@@ -343,7 +343,7 @@ async def _alter_group(ctx: RequestContext, name: str, ops: list[Op], validate_o
     current = dict(ctx.services.image.group_config(name))
     changes = apply_ops(current, ops, {},
                         lambda op: f"Can't {OP_NAMES[op.operation]} to key {op.name} because its type is not LIST.")
-    check_group_configs(name, merged(current, changes))
+    check_group_configs(ctx, name, merged(current, changes))
     await write_changes(ctx, GROUP, name, changes, False, validate_only)
 
 

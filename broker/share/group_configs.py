@@ -29,7 +29,7 @@ from controller.image import MetadataImage
 
 def share_settings(image: MetadataImage, group_id: str, defaults: ShareDefaults) -> ShareGroupSettings:
     return share_group_settings(image.group_config(group_id), defaults.record_lock_duration_ms,
-                                defaults.delivery_count_limit)
+                                defaults.delivery_count_limit, defaults.partition_max_record_locks)
 
 
 def legacy_configs(value: Mapping[str, Any]) -> dict[str, str]:

@@ -34,6 +34,7 @@ from broker.observability.share_metrics import ShareMetrics
 from broker.replication import delayed_produce
 from broker.replication.partition import Partition
 from broker.share.group import TopicIdPartition
+from broker.share.isolation import acquirable_offsets, fetch_upper_bound
 from broker.share.partition import AcquiredBatch, ArchivedRecord, SharePartition
 from broker.share.persister import SharePersister
 from broker.share.shard import ShareDefaults
@@ -41,7 +42,6 @@ from config.group import ShareGroupSettings
 from controller.delta import MetadataDelta
 from controller.image import GROUP_RESOURCE, MetadataImage
 from wire.errors import ErrorCode
-from wire.records import iter_batch_headers
 
 log = structlog.get_logger(__name__)
 
@@ -120,7 +120,7 @@ class SharePartitionManager:
     def _new_partition(self, group_id: str) -> SharePartition:
         s = self._settings(group_id)
         return SharePartition(lock_duration_ms=s.record_lock_duration_ms, delivery_count_limit=s.delivery_count_limit,
-                              max_in_flight=self.defaults.partition_max_record_locks)
+                              max_in_flight=s.partition_max_record_locks)
 
     async def _entry(self, group_id: str, tp: TopicIdPartition, partition: Partition
                      ) -> tuple[ErrorCode, LeaderSharePartition | None]:
@@ -244,23 +244,21 @@ class SharePartitionManager:
             return
         sp = entry.sp
         changed = False
+        settings = self._settings(group_id)
         if not sp.initialized:
-            earliest = self._settings(group_id).auto_offset_reset == "earliest"
-            sp.initialize(partition.log_start_offset if earliest else partition.high_watermark)
+            sp.initialize(self._reset_offset(settings, partition))
             changed = True
         sp.skip_to(partition.log_start_offset)
         start = sp.first_available()
+        upper = fetch_upper_bound(partition, settings.read_committed)
         raw = b""
-        if start < partition.high_watermark:
-            data = partition.log.read(start, max(max_bytes, 1), partition.high_watermark, min_one_batch=True)
+        if start < upper:
+            data = partition.log.read(start, max(max_bytes, 1), upper, min_one_batch=True)
             if data.region is not None:
                 # Past the descriptor budget a read comes back as bytes rather than a file region.
                 raw = data.region if isinstance(data.region, bytes) else data.region.read()
         if raw:
-            offsets: list[int] = []
-            for _, header in iter_batch_headers(raw):
-                if not header.is_control:
-                    offsets.extend(range(header.base_offset, header.last_offset + 1))
+            offsets = acquirable_offsets(partition, raw, start, upper, settings.read_committed)
             acquired = sp.acquire(member_id, offsets, max_records, self.clock_ms())
             if acquired:
                 self.metrics.acquired(sum(b.last_offset - b.first_offset + 1 for b in acquired))
@@ -271,6 +269,18 @@ class SharePartitionManager:
             written = await self.persist(entry)
             if written in _FENCES:
                 o.error, o.acquired, o.records = ErrorCode.NOT_LEADER_OR_FOLLOWER, [], b""
+
+    def _reset_offset(self, settings: ShareGroupSettings, partition: Partition) -> int:
+        """Where a share-partition with no state starts (``share.auto.offset.reset``):
+        by_duration as ListOffsets by timestamp (the end when no record is that recent)."""
+        if settings.auto_offset_reset == "earliest":
+            return partition.log_start_offset
+        timestamp = settings.reset_timestamp(self.clock_ms())
+        if timestamp is not None:
+            found = partition.log.offset_for_timestamp(max(timestamp, 0))
+            if found is not None and found.offset < partition.high_watermark:
+                return found.offset
+        return partition.high_watermark
 
     async def release_member(self, group_id: str, member_id: str,
                              partitions: Iterable[TopicIdPartition] | None = None) -> None:
@@ -289,6 +299,7 @@ class SharePartitionManager:
                 s = settings[group_id] = self._settings(group_id)
             entry.sp.lock_duration_ms = s.record_lock_duration_ms
             entry.sp.delivery_count_limit = s.delivery_count_limit
+            entry.sp.max_in_flight = s.partition_max_record_locks
 
     def forget(self, group_id: str, topic_id: uuid.UUID | None = None) -> None:
         """The group's state was reset or deleted: drop the live share-partitions (read again

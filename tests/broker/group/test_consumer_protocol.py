@@ -470,3 +470,22 @@ def test_transactional_offset_commits_are_fenced_by_member_epoch() -> None:
     assert txn_commit("", -1) is ErrorCode.NONE  # TxnOffsetCommit before v3 names no member
     d.shard.complete_transaction(7, committed=True)
     assert d.shard.fetch_offsets("g", [("t1", 0)], True)[("t1", 0)].offset == 3
+
+
+def test_a_groups_own_session_timeout_and_heartbeat_interval() -> None:
+    """consumer.session.timeout.ms / consumer.heartbeat.interval.ms of a group (its group
+    configs) decide its members' expiry and the interval they are given; other groups keep
+    the broker's."""
+    configs = {"short": {"consumer.session.timeout.ms": "6000", "consumer.heartbeat.interval.ms": "2000"}}
+    d = CDriver(session_timeout_ms=45_000, heartbeat_interval_ms=5_000,
+                group_configs=lambda group_id: configs.get(group_id, {}))
+    assert d.hb("s1", 0, group="short").heartbeat_interval_ms == 2_000
+    assert d.hb("o1", 0, group="other").heartbeat_interval_ms == 5_000
+    d.ctx.advance(6_001)
+    assert "s1" not in d.group("short").members
+    assert "o1" in d.group("other").members
+    # A change of the group's configs holds from the next heartbeat on.
+    configs["short"] = {"consumer.heartbeat.interval.ms": "3000"}
+    assert d.hb("s2", 0, group="short").heartbeat_interval_ms == 3_000
+    d.ctx.advance(40_000)
+    assert "s2" in d.group("short").members

@@ -256,3 +256,18 @@ def test_an_unreadable_share_record_is_skipped() -> None:
                             -1, -1, False)
     new = ShareDriver().load([*records, broken])
     assert set(new.shard.share.groups["g"].members) == {"m1"}
+
+
+def test_a_groups_own_session_timeout_and_heartbeat_interval() -> None:
+    """share.session.timeout.ms / share.heartbeat.interval.ms of a share group (its group
+    configs) decide its members' expiry and the interval they are given."""
+    configs = {"short": {"share.session.timeout.ms": "8000", "share.heartbeat.interval.ms": "1000"}}
+    d = ShareDriver()
+    d.shard.share.config = ShareGroupConfig(session_timeout_ms=SESSION_MS, heartbeat_interval_ms=5_000, max_size=3,
+                                            group_configs=lambda group_id: configs.get(group_id, {}))
+    assert d.heartbeat("s1", 0, ["a"], group="short").heartbeat_interval_ms == 1_000
+    assert d.heartbeat("o1", 0, ["a"], group="other").heartbeat_interval_ms == 5_000
+    d.ctx.advance(8_001)
+    assert d.removed == [("short", "s1")]
+    d.ctx.advance(SESSION_MS)
+    assert d.removed == [("short", "s1"), ("other", "o1")]

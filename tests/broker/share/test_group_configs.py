@@ -106,6 +106,16 @@ def test_set_described_listed_and_refused(broker: BrokerProcess) -> None:
             ("group.share.delivery.count.limit", "5", DEFAULT_CONFIG)]
         reset = entries["share.auto.offset.reset"]
         assert (reset.value, reset.config_source, reset.synonyms) == ("latest", DEFAULT_CONFIG, [])
+        assert list(entries) == [
+            "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms", "share.session.timeout.ms",
+            "share.heartbeat.interval.ms", "share.record.lock.duration.ms", "share.delivery.count.limit",
+            "share.partition.max.record.locks", "share.auto.offset.reset", "share.isolation.level", "errors.deadletterqueue.topic.name"]
+        session = entries["share.session.timeout.ms"]
+        assert (session.value, session.config_source) == ("45000", DEFAULT_CONFIG)
+        assert [(s.name, s.value) for s in session.synonyms] == [("group.share.session.timeout.ms", "45000")]
+        assert (entries["share.isolation.level"].value, entries["share.isolation.level"].config_source) == (
+            "read_uncommitted", DEFAULT_CONFIG)
+        assert entries["consumer.heartbeat.interval.ms"].value == "5000"
         assert entries["errors.deadletterqueue.topic.name"].value is None
         # A group need not exist to get configs; validate_only changes nothing.
         assert alter(c, "gc-1", ("share.delivery.count.limit", SET, "2"), validate_only=True) == (0, None)
@@ -121,9 +131,19 @@ def test_set_described_listed_and_refused(broker: BrokerProcess) -> None:
         code, message = alter(c, "gc-1", ("no.such.config", SET, "1"))
         assert (code, message) == (ErrorCode.INVALID_CONFIG, "Unknown group config name: no.such.config")
         code, message = alter(c, "gc-1", ("share.delivery.count.limit", SET, "11"))
-        assert code == ErrorCode.INVALID_CONFIG and "Value must be in [2, 10]" in (message or "")
+        assert (code, message) == (
+            ErrorCode.INVALID_CONFIG,
+            "share.delivery.count.limit must be less than or equal to group.share.max.delivery.count.limit")
         code, message = alter(c, "gc-1", ("share.auto.offset.reset", SET, "middle"))
-        assert code == ErrorCode.INVALID_CONFIG and "latest, earliest" in (message or "")
+        assert code == ErrorCode.INVALID_CONFIG and "'earliest', 'latest' or of the format" in (message or "")
+        code, message = alter(c, "gc-1", ("share.session.timeout.ms", SET, "1000"))
+        assert (code, message) == (
+            ErrorCode.INVALID_CONFIG,
+            "share.session.timeout.ms must be greater than or equal to group.share.min.session.timeout.ms")
+        code, message = alter(c, "gc-1", ("share.isolation.level", SET, "serializable"))
+        assert (code, message) == (
+            ErrorCode.INVALID_CONFIG, "Invalid value serializable for configuration share.isolation.level: "
+            "String must be one of: read_committed, read_uncommitted")
         assert alter(c, "gc-1", ("share.auto.offset.reset", APPEND, "x"))[0] == ErrorCode.INVALID_CONFIG
         assert alter(c, "", ("share.auto.offset.reset", SET, "earliest"))[0] == ErrorCode.INVALID_REQUEST
         # AlterConfigs replaces the whole set.
