@@ -25,8 +25,9 @@ Cases:
                             partitions, then consume everything back
 
 Client settings are librdkafka's defaults except: enable.idempotence=false (Cormorant has no
-InitProducerId yet), a 16 MiB producer queue (split between producers), and the case's acks,
-compression and linger.ms. Throughput is records (and MB = 10^6 bytes of record values) per
+InitProducerId yet), a 16 MiB producer queue (split between producers), the case's acks,
+compression and linger.ms, and for the consumer fetch.queue.backoff.ms=0 (fetch.wait.max.ms=20
+for the read-back of a throughput case; see bench_worker.py). Throughput is records (and MB = 10^6 bytes of record values) per
 second: produce from the first timed send to the end of the flush, consume from assign() to
 the last record.
 
