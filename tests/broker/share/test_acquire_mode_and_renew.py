@@ -5,6 +5,7 @@ checks of acknowledgement batches per version."""
 
 from __future__ import annotations
 
+from broker.observability.share_metrics import ShareMetrics
 from broker.share.acknowledgements import batches_valid
 from broker.share.acquire_mode import BATCH_OPTIMIZED, RECORD_LIMIT, records_to_acquire
 from broker.share.partition import ACCEPT, GAP, RELEASE, RENEW, RecordState, SharePartition
@@ -95,3 +96,10 @@ def test_acknowledgement_batches_as_kafka_checks_them() -> None:
     assert not batches_valid([(0, 0, [RENEW])], 1, True)
     assert not batches_valid([(0, 0, [RENEW])], 2, False)
     assert batches_valid([(0, 1, [RENEW, ACCEPT])], 2, True)
+
+
+def test_renewals_are_counted_by_their_ack_type() -> None:
+    metrics = ShareMetrics()
+    metrics.acknowledged([RENEW], 3)
+    metrics.acknowledged([RENEW, ACCEPT, GAP], 3)
+    assert (metrics.records_acknowledged["renew"], metrics.records_acknowledged["accept"]) == (4, 1)
