@@ -201,13 +201,14 @@ class SharePartitionManager:
                 o.acknowledge_error = error
                 continue
             now = self.clock_ms()
+            expired = entry.sp.expire_locks(now) > 0
             for first, last, types in batches:
                 self.metrics.acknowledged(types, last - first + 1)
                 code = entry.sp.acknowledge(member_id, first, last, types, now)
                 if code is not ErrorCode.NONE:
                     o.acknowledge_error = code
-            if all(t in (GAP, RENEW) for _, _, types in batches for t in types):
-                continue  # a renewed lock is not part of the persisted state (nor is a lock at all)
+            if not expired and all(t in (GAP, RENEW) for _, _, types in batches for t in types):
+                continue  # a renewed lock is not part of the persisted state (no lock is)
             written = await self.persist(entry)
             if written is not ErrorCode.NONE and o.acknowledge_error is ErrorCode.NONE:
                 o.acknowledge_error = ErrorCode.NOT_LEADER_OR_FOLLOWER if written in _FENCES else written
