@@ -5,10 +5,12 @@ Several consumers read one partition and each record goes to one of them; a
 consumer acknowledges each record (ACCEPT, RELEASE, REJECT); an unacknowledged
 record comes back when its acquisition lock expires, with a higher delivery
 count; the delivery limit archives a poison record and, when the group names a
-dead-letter topic (``errors.deadletterqueue.topic.name``), copies it there with
-headers saying why; a broker restart loses no acknowledgement. Group configs are
-set as a user sets them: IncrementalAlterConfigs on the GROUP resource
-(kafka-python's admin client).
+dead-letter topic (``errors.deadletterqueue.topic.name``, KIP-1191: with the cluster at
+``share.version`` 2 and the topic opted in), copies it there with headers saying why; a
+broker restart loses no acknowledgement. Java 4.3's consumer asks for
+``share.acquire.mode=record_limit`` (KIP-1206) and renews a slow record's lock with
+``AcknowledgeType.RENEW`` (KIP-1222). Group configs are set as a user sets them:
+IncrementalAlterConfigs on the GROUP resource (kafka-python's admin client).
 """
 
 from __future__ import annotations
@@ -83,6 +85,13 @@ def poll_until(consumers: list[Any], want: int, timeout_s: float = TIMEOUT_S,
     return got
 
 
+def enable_dead_letter_queues(broker: Broker) -> None:
+    """share.version 2 (Kafka 4.4's level for KIP-1191), raised as a user raises it."""
+    from broker.cli import main
+
+    assert main(["features", "--bootstrap-server", broker.bootstrap, "upgrade", "--feature", "share.version=2"]) == 0
+
+
 def new_queue(broker: Broker, **configs: str) -> tuple[str, str]:
     topic, group = unique_topic("share"), unique_group("share")
     broker.create_topic(topic, 1)
@@ -132,7 +141,8 @@ def test_release_redelivers_and_reject_never_does(broker: Broker) -> None:
 
 def test_expired_lock_redelivers_and_the_limit_dead_letters_a_poison_record(broker: Broker) -> None:
     dlq = unique_topic("dlq")
-    broker.create_topic(dlq, 1)
+    broker.create_topic(dlq, 1, configs={"errors.deadletterqueue.group.enable": "true"})
+    enable_dead_letter_queues(broker)
     topic, group = new_queue(broker, **{"errors.deadletterqueue.topic.name": dlq})
     produce(broker, topic, {0: 1})
     c = share_consumer(broker, group, topic)
@@ -258,11 +268,15 @@ def share_queue_java(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 
 
 def java_share_consumer(cmd: list[str], broker: Broker, group: str, topic: str, want: int, timeout_s: float,
-                        release: str = "-", reject: str = "-") -> Any:
+                        release: str = "-", reject: str = "-", props: dict[str, str] | None = None,
+                        renew: str = "-") -> Any:
+    """ShareQueue.java; ``props`` are extra consumer configs, ``renew`` is "offsets:holdMs"."""
     import subprocess
 
+    extra = ",".join(f"{k}={v}" for k, v in (props or {}).items()) or "-"
     return subprocess.Popen([*cmd, broker.bootstrap, group, topic, str(want), str(int(timeout_s * 1000)),
-                             release, reject], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                             release, reject, extra, renew], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
 
 
 def java_records(proc: Any, timeout_s: float) -> list[dict[str, Any]]:
@@ -288,3 +302,71 @@ def test_java_share_consumers_on_one_partition_release_and_reject(broker: Broker
     assert sorted(offsets) == [0, *range(40)], "only the released record twice"
     assert sorted(c for o, c in deliveries if o == 0) == [1, 2]
     assert [c for o, c in deliveries if o == 1] == [1]
+
+
+def produce_one_batch(broker: Broker, topic: str, n: int) -> None:
+    """``n`` records in one record batch (a long linger, flushed once)."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=2000, batch_size=1 << 20)
+    try:
+        for i in range(n):
+            producer.send(topic, value=f"{topic}-0-{i}".encode(), partition=0)
+        producer.flush(20)
+    finally:
+        producer.close(5)
+
+
+def polls(records: list[dict[str, Any]]) -> list[int]:
+    """How many records each poll returned."""
+    sizes: dict[int, int] = {}
+    for r in records:
+        sizes[r["poll"]] = sizes.get(r["poll"], 0) + 1
+    return [sizes[p] for p in sorted(sizes)]
+
+
+def test_java_share_acquire_mode_record_limit(broker: Broker, share_queue_java: list[str]) -> None:
+    """KIP-1206: with share.acquire.mode=record_limit no poll returns more than max.poll.records,
+    the broker splitting the batch; batch_optimized (the default) may go past it to finish one."""
+    topic, limited = new_queue(broker)
+    optimized = unique_group("share")
+    set_group_configs(broker, optimized, {"share.auto.offset.reset": "earliest"})
+    produce_one_batch(broker, topic, 10)
+    procs = [java_share_consumer(share_queue_java, broker, group, topic, 10, 15, props={
+        "max.poll.records": "3", **({"share.acquire.mode": "record_limit"} if group == limited else {})})
+        for group in (limited, optimized)]
+    record_limit, batch_optimized = (java_records(p, 15) for p in procs)
+    assert sorted(r["offset"] for r in record_limit) == list(range(10))
+    assert max(polls(record_limit)) <= 3 and len(polls(record_limit)) >= 4, polls(record_limit)
+    assert sorted(r["offset"] for r in batch_optimized) == list(range(10))
+    assert polls(batch_optimized) == [10], "the whole batch in one poll"
+
+
+def test_java_renew_keeps_a_slow_record_from_redelivery(broker: Broker, share_queue_java: list[str]) -> None:
+    """KIP-1222: a consumer renews the lock of a record it is slow with (AcknowledgeType.RENEW)
+    for three lock durations, then accepts it; a second consumer of the group never gets it,
+    and it is delivered once."""
+    import json
+    import threading
+
+    topic, group = new_queue(broker)
+    produce_one_batch(broker, topic, 5)
+    hold_ms = 3 * LOCK_MS
+    slow = java_share_consumer(share_queue_java, broker, group, topic, 5, 30, renew=f"0:{hold_ms}")
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(slow.stdout), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 30
+    while not lines and time.monotonic() < deadline and slow.poll() is None:
+        time.sleep(0.05)
+    assert lines, "the slow consumer got its records"
+    other = java_share_consumer(share_queue_java, broker, group, topic, 1, hold_ms / 1000 + 2 * LOCK_MS / 1000)
+    got_other = java_records(other, hold_ms / 1000 + 2 * LOCK_MS / 1000)
+    slow.wait(timeout=60)
+    reader.join(10)
+    got_slow = [json.loads(line) for line in lines if line.startswith("{")]
+    first = [(r["delivery_count"], r["ack"]) for r in got_slow if r["offset"] == 0]
+    assert got_other == [], got_other
+    assert {c for c, _ in first} == {1}, first
+    assert [a for _, a in first].count("RENEW") >= 2 and first[-1][1] == "ACCEPT", first
+    assert sorted(r["offset"] for r in got_slow if r["ack"] == "ACCEPT") == list(range(5))

@@ -51,6 +51,7 @@ from wire.generated.api_019_create_topics import (
     CreateTopicsRequest,
     CreateTopicsRequestCreatableReplicaAssignment,
     CreateTopicsRequestCreatableTopic,
+    CreateTopicsRequestCreatableTopicConfig,
     CreateTopicsResponse,
 )
 from wire.generated.api_044_incremental_alter_configs import (
@@ -506,12 +507,17 @@ def test_group_configs_hold_at_a_leader_that_does_not_coordinate_the_group(clust
     (dlq_leader,) = {1, 2, 3} - {leader, node}
     with KafkaClient.connect(cluster.bootstrap, timeout_s=30.0) as c:
         created = c.send(CreateTopicsRequest(topics=[CreateTopicsRequestCreatableTopic(
-            name=dlq, num_partitions=-1, replication_factor=-1, assignments=[
+            name=dlq, num_partitions=-1, replication_factor=-1, configs=[CreateTopicsRequestCreatableTopicConfig(
+                name="errors.deadletterqueue.group.enable", value="true")], assignments=[
                 CreateTopicsRequestCreatableReplicaAssignment(partition_index=0,
                                                               broker_ids=[dlq_leader, leader, node])])]),
             CreateTopicsResponse, 5)
     assert created.topics[0].error_code == 0, created
     cluster.wait_for(lambda: leaders(cluster, dlq).get(0) == dlq_leader, 30, f"leader of {dlq}")
+    from broker.cli import main
+
+    # dead-letter topics need share.version 2 (KIP-1191), raised as a user raises it
+    assert main(["features", "--bootstrap-server", cluster.bootstrap, "upgrade", "--feature", "share.version=2"]) == 0
     wanted = {"share.delivery.count.limit": "2", "errors.deadletterqueue.topic.name": dlq,
               "share.auto.offset.reset": "earliest"}
     admin = AdminClient({"bootstrap.servers": cluster.server_of(leader)})

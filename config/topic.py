@@ -75,6 +75,7 @@ class TopicConfig:
     compression_type: str = _default("compression.type")
     compression_zstd_level: int = _default("compression.zstd.level")
     delete_retention_ms: int = _default("delete.retention.ms")
+    errors_deadletterqueue_group_enable: bool = _default("errors.deadletterqueue.group.enable")
     file_delete_delay_ms: int = _default("file.delete.delay.ms")
     flush_messages: int = _default("flush.messages")
     flush_ms: int = _default("flush.ms")

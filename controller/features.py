@@ -10,14 +10,18 @@ The levels mean what they mean in Kafka 4:
 - ``group.version`` 1: the consumer rebalance protocol (KIP-848) is served.
 - ``transaction.version`` 1: flexible transaction log records; 2: transactions v2
   (KIP-890: an epoch bump on every EndTxn, partitions added by Produce).
-- ``share.version`` 1: share groups (KIP-932) are served.
+- ``share.version`` 1: share groups (KIP-932) are served; 2: share groups' dead-letter
+  topics (KIP-1191, Kafka 4.4) are written too.
 - ``kraft.version``: supported at 0 only; the metadata quorum is not Kafka's Raft, so
   its dynamic-quorum level (1) has no meaning here.
 
 As in Kafka 4.3 (GroupVersion, TransactionVersion, ShareVersion), none of the three
 group, transaction and share levels depends on another feature; each has the
 metadata.version from which a cluster formatted at that release starts with it
-(:data:`BOOTSTRAP_METADATA_VERSION`). Kafka 4.3's ``eligible.leader.replicas.version``
+(``bootstrap_metadata_version``). ``share.version`` 2 is Kafka 4.4's SV_2: no
+dependency, bootstrapped from 4.4-IV0, past the metadata.version this software offers,
+so a new cluster starts at share.version 1 (Kafka's latest production level, as in 4.3
+and 4.4) and UpdateFeatures raises it. Kafka 4.3's ``eligible.leader.replicas.version``
 and ``streams.version`` are not offered: Cormorant serves neither eligible leader
 replicas (KIP-966) nor streams groups (KIP-1071).
 """
@@ -48,6 +52,8 @@ METADATA_VERSION_3_9 = 21
 #: The highest metadata.version this software supports, and what a new cluster starts at
 #: (Kafka 4.3's latest production level).
 METADATA_VERSION_LATEST = 30
+#: Kafka 4.4-IV0 (not offered here): where Kafka bootstraps share.version 2 from.
+METADATA_VERSION_4_4_IV0 = 31
 
 # UpdateFeatures upgrade types (v1+); v0's AllowDowngrade maps to SAFE_DOWNGRADE.
 UPGRADE = 1
@@ -76,7 +82,7 @@ FEATURES: Mapping[str, FeatureSpec] = {
         FeatureSpec(KRAFT_VERSION, 0, 0, 0),
         FeatureSpec(GROUP_VERSION, 0, 1, 1, bootstrap_metadata_version={1: 22}),
         FeatureSpec(TRANSACTION_VERSION, 0, 2, 2, bootstrap_metadata_version={1: 24, 2: 24}),
-        FeatureSpec(SHARE_VERSION, 0, 1, 1, bootstrap_metadata_version={1: 28}),
+        FeatureSpec(SHARE_VERSION, 0, 2, 1, bootstrap_metadata_version={1: 28, 2: METADATA_VERSION_4_4_IV0}),
     )
 }
 

@@ -5,6 +5,12 @@ of the session's partitions are acquired, waiting up to MaxWaitMs for some.
 Each partition answers whole batches plus AcquiredRecords, the offset ranges
 this member now holds with their delivery counts (the client hands out only
 those). A final epoch (-1) only acknowledges and closes the share session.
+
+Version 2 adds ShareAcquireMode (KIP-1206: batch_optimized or record_limit, see
+broker/share/acquire_mode.py) and IsRenewAck (KIP-1222): a request that renews
+acquisition locks (acknowledge type 4) must set MaxBytes, MinBytes, MaxRecords and
+MaxWaitMs to 0, and fetches nothing, so that the renewed locks do not run out while
+it waits. AcquisitionLockTimeoutMs is the group's ``share.record.lock.duration.ms``.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from __future__ import annotations
 import uuid
 
 from broker.server.dispatch import RequestContext
+from broker.share.acknowledgements import RENEW_VERSION, batches_valid
+from broker.share.acquire_mode import ACQUIRE_MODES, BATCH_OPTIMIZED, unknown_mode_message
 from broker.share.coordinator import FINAL_EPOCH, INITIAL_EPOCH
 from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
 from broker.share.leader import AckBatch, PartitionOutcome
@@ -32,6 +40,14 @@ MAX_VERSION = 2
 DEFAULT_MAX_RECORDS = 500
 
 
+def renew_fetch_error(request: ShareFetchRequest) -> str | None:
+    """Kafka's message when an IsRenewAck request asks to fetch anything."""
+    wrong = [f"{name} must be set to 0, " for name, value in (
+        ("maxBytes", request.max_bytes), ("minBytes", request.min_bytes),
+        ("maxRecords", request.max_records), ("maxWaitMs", request.max_wait_ms)) if value != 0]
+    return "".join(wrong) + "if isRenewAck is true." if wrong else None
+
+
 async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchResponse:
     if not share_groups_enabled(ctx.services.image):
         return ShareFetchResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED_MESSAGE)
@@ -40,6 +56,10 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
     if not group_id or not member_id:
         return ShareFetchResponse(error_code=ErrorCode.INVALID_REQUEST,
                                   error_message="GroupId and MemberId must be set.")
+    version = ctx.api_version
+    renew = version >= RENEW_VERSION and request.is_renew_ack
+    if renew and (message := renew_fetch_error(request)) is not None:
+        return ShareFetchResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=message)
     acks: dict[tuple[uuid.UUID, int], list[AckBatch]] = {}
     requested: list[tuple[uuid.UUID, int]] = []
     for t in request.topics:
@@ -56,20 +76,29 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
     if session is None:
         return ShareFetchResponse(error_code=error)
     outcomes: dict[tuple[uuid.UUID, int], PartitionOutcome] = {}
+    for tp in [tp for tp, batches in acks.items() if not batches_valid(batches, version, renew)]:
+        del acks[tp]
+        outcomes[tp] = PartitionOutcome(acknowledge_error=ErrorCode.INVALID_REQUEST, acknowledged=True)
     if acks:
         outcomes.update(await coordinator.acknowledge(group_id, member_id, acks))
+    mode = request.share_acquire_mode if version >= RENEW_VERSION else BATCH_OPTIMIZED
     if epoch == FINAL_EPOCH:
         await coordinator.close_session(group_id, member_id)
+    elif renew:
+        pass  # renewing locks fetches nothing (KIP-1222)
+    elif session.partitions and mode not in ACQUIRE_MODES:
+        return ShareFetchResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=unknown_mode_message(mode))
     else:
         wait = 0 if acks else request.max_wait_ms
         fetched = await coordinator.acquire(group_id, member_id, sorted(session.partitions),
-                                            request.max_records or DEFAULT_MAX_RECORDS, request.max_bytes, wait)
+                                            request.max_records or DEFAULT_MAX_RECORDS, request.max_bytes, wait,
+                                            mode)
         for tp, o in fetched.items():
             previous = outcomes.get(tp)
             if previous is not None:
                 o.acknowledge_error, o.acknowledged = previous.acknowledge_error, True
             outcomes[tp] = o
-    response = ShareFetchResponse(acquisition_lock_timeout_ms=coordinator.defaults.record_lock_duration_ms)
+    response = ShareFetchResponse(acquisition_lock_timeout_ms=coordinator.record_lock_duration_ms(group_id))
     by_topic: dict[uuid.UUID, ShareFetchResponseShareFetchableTopicResponse] = {}
     for (topic_id, partition), o in sorted(outcomes.items()):
         if not (o.acquired or o.acknowledged or o.error is not ErrorCode.NONE or epoch == INITIAL_EPOCH):

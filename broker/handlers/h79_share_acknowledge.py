@@ -1,8 +1,12 @@
 """ShareAcknowledge (79), v1-2: acknowledgements of acquired records (KIP-932).
 
-Acknowledge types: 0 gap, 1 ACCEPT, 2 RELEASE, 3 REJECT. The answer comes once
-the new share-partition state is committed; a record not acquired by this
-member gets INVALID_RECORD_STATE. Epoch -1 also closes the share session.
+Acknowledge types: 0 gap, 1 ACCEPT, 2 RELEASE, 3 REJECT, and from v2 4 RENEW
+(KIP-1222: the record's acquisition lock starts again, its state stays; the request
+sets IsRenewAck). The answer comes once the new share-partition state is committed;
+a record not acquired by this member gets INVALID_RECORD_STATE, a partition whose
+batches Kafka would refuse (broker/share/acknowledgements.py) INVALID_REQUEST.
+Epoch -1 also closes the share session. v2 answers the group's acquisition lock
+duration (AcquisitionLockTimeoutMs).
 """
 
 from __future__ import annotations
@@ -10,9 +14,10 @@ from __future__ import annotations
 import uuid
 
 from broker.server.dispatch import RequestContext
+from broker.share.acknowledgements import RENEW_VERSION, batches_valid
 from broker.share.coordinator import FINAL_EPOCH, INITIAL_EPOCH
 from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
-from broker.share.leader import AckBatch
+from broker.share.leader import AckBatch, PartitionOutcome
 from wire.errors import ErrorCode
 from wire.generated.api_079_share_acknowledge import (
     ShareAcknowledgeRequest,
@@ -44,10 +49,16 @@ async def handle(ctx: RequestContext, request: ShareAcknowledgeRequest) -> Share
         (t.topic_id, p.partition_index): [(b.first_offset, b.last_offset, list(b.acknowledge_types))
                                           for b in p.acknowledgement_batches]
         for t in request.topics for p in t.partitions}
-    outcomes = await coordinator.acknowledge(group_id, member_id, acks)
+    version = ctx.api_version
+    renew = version >= RENEW_VERSION and request.is_renew_ack
+    outcomes: dict[tuple[uuid.UUID, int], PartitionOutcome] = {}
+    for tp in [tp for tp, batches in acks.items() if not batches_valid(batches, version, renew)]:
+        del acks[tp]
+        outcomes[tp] = PartitionOutcome(acknowledge_error=ErrorCode.INVALID_REQUEST, acknowledged=True)
+    outcomes.update(await coordinator.acknowledge(group_id, member_id, acks))
     if epoch == FINAL_EPOCH:
         await coordinator.close_session(group_id, member_id)
-    response = ShareAcknowledgeResponse(acquisition_lock_timeout_ms=coordinator.defaults.record_lock_duration_ms)
+    response = ShareAcknowledgeResponse(acquisition_lock_timeout_ms=coordinator.record_lock_duration_ms(group_id))
     by_topic: dict[uuid.UUID, ShareAcknowledgeResponseShareAcknowledgeTopicResponse] = {}
     for (topic_id, partition), o in sorted(outcomes.items()):
         entry = by_topic.get(topic_id)

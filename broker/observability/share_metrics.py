@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import Meter
 
 #: Kafka's AcknowledgeType, by its number in ShareFetch/ShareAcknowledge (0 is a gap).
-ACK_TYPES = {1: "accept", 2: "release", 3: "reject"}
+ACK_TYPES = {1: "accept", 2: "release", 3: "reject", 4: "renew"}
 #: Why records are archived: rejected, or out of deliveries.
 ARCHIVE_REASONS = ("rejected", "delivery_count_exceeded")
 #: Share group states (Kafka's ShareGroupState), always exported, 0 when none.

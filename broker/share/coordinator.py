@@ -37,7 +37,9 @@ from broker.coordinator import (
 )
 from broker.observability.share_metrics import ShareMetrics
 from broker.replication.replica_manager import ReplicaManager
+from broker.share.acquire_mode import BATCH_OPTIMIZED
 from broker.share.dead_letters import DeadLetterWriter
+from broker.share.feature import dead_letter_queues_enabled
 from broker.share.group import TopicIdPartition
 from broker.share.group_configs import legacy_configs, share_settings
 from broker.share.leader import AckBatch, PartitionOutcome, SharePartitionManager
@@ -244,10 +246,16 @@ class ShareCoordinator:
         log.info("share_records_archived", group_id=group_id, topic_id=str(tp[0]), partition=tp[1],
                  count=len(records))
         dead_letter_topic = self._settings(group_id).dead_letter_topic
-        if dead_letter_topic and self.dead_letters is not None:
-            topic = self.services.image().topics_by_id.get(tp[0])
-            if topic is not None:
-                self.dead_letters(group_id, dead_letter_topic, topic.name, tp[1], records)
+        image = self.services.image()
+        if not dead_letter_topic or self.dead_letters is None:
+            return
+        if not dead_letter_queues_enabled(image):
+            log.warning("dead_letter_queue_disabled", group_id=group_id, topic=dead_letter_topic,
+                        reason="share.version below 2")
+            return
+        topic = image.topics_by_id.get(tp[0])
+        if topic is not None:
+            self.dead_letters(group_id, dead_letter_topic, topic.name, tp[1], records)
 
     async def _create_topic(self, topic: InternalTopic) -> None:
         live = len(self.services.image().live_brokers())
@@ -371,10 +379,16 @@ class ShareCoordinator:
         return await self.partitions.acknowledge(group_id, member_id, acks)
 
     async def acquire(self, group_id: str, member_id: str, partitions: list[TopicIdPartition],
-                      max_records: int, max_bytes: int, max_wait_ms: int) -> dict[TopicIdPartition, PartitionOutcome]:
+                      max_records: int, max_bytes: int, max_wait_ms: int,
+                      acquire_mode: int = BATCH_OPTIMIZED) -> dict[TopicIdPartition, PartitionOutcome]:
         """Reads and acquires records of ``partitions``, waiting up to ``max_wait_ms`` for some."""
         return await self.partitions.acquire(group_id, member_id, partitions, max_records, max_bytes, max_wait_ms,
-                                             refuse=lambda: self._unknown_member(group_id, member_id))
+                                             refuse=lambda: self._unknown_member(group_id, member_id),
+                                             acquire_mode=acquire_mode)
+
+    def record_lock_duration_ms(self, group_id: str) -> int:
+        """AcquisitionLockTimeoutMs of the group's ShareFetch/ShareAcknowledge responses."""
+        return self._settings(group_id).record_lock_duration_ms
 
     def _unknown_member(self, group_id: str, member_id: str) -> ErrorCode | None:
         """UNKNOWN_MEMBER_ID when this broker is the group's coordinator and does not know the

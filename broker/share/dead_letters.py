@@ -1,10 +1,19 @@
-"""Dead-letter copies of archived share-group records (beyond Kafka 4.3, after KIP-1191).
+"""Dead-letter copies of archived share-group records (KIP-1191, Kafka 4.4; beyond Kafka 4.3).
 
-Off unless a share group sets the group config ``errors.deadletterqueue.topic.name``
-(config/group.py, read from the metadata image by every broker). Each record the group
-archives because a consumer rejected it (REJECT) or because it ran out of deliveries
-(``share.delivery.count.limit``) is copied, key, value and headers, to that topic
-(partition: the source partition modulo the topic's partitions), with these headers added:
+Off unless all three hold, as KIP-1191 defines them:
+
+- the cluster's finalized ``share.version`` is 2 or more (Kafka 4.4's SV_2; a new cluster
+  starts at 1, UpdateFeatures raises it: broker/share/feature.py),
+- the share group sets the group config ``errors.deadletterqueue.topic.name``
+  (config/group.py, read from the metadata image by every broker),
+- that topic opts in with its topic config ``errors.deadletterqueue.group.enable=true``:
+  the topic's administrator, not whoever can alter the group, decides that the broker may
+  write to it on a group's behalf.
+
+Each record the group archives because a consumer rejected it (REJECT) or because it ran
+out of deliveries (``share.delivery.count.limit``) is then copied, key, value and headers,
+to that topic (partition: the source partition modulo the topic's partitions), with these
+headers added:
 
 - ``__dlq.errors.group.id``: the share group,
 - ``__dlq.errors.topic``, ``__dlq.errors.partition``, ``__dlq.errors.offset``: where it came from,
@@ -13,8 +22,9 @@ archives because a consumer rejected it (REJECT) or because it ran out of delive
 
 The copy is written by the broker leading the source partition: appended directly when it
 also leads the target partition, else produced to the target's leader over the
-inter-broker listener (acks=all), in the background. When the topic does not exist or
-the target cannot be reached the record is only archived, with a warning in the log.
+inter-broker listener (acks=all), in the background. When the topic does not exist, has not
+opted in, or the target cannot be reached, the record is only archived, with a warning in
+the log.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ import structlog
 from broker.log.producer_state import AppendOrigin
 from broker.observability.share_metrics import ShareMetrics
 from broker.share.partition import ArchivedRecord
+from config.catalog import TOPIC_CONFIGS
 from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
 from wire.generated.api_000_produce import (
@@ -49,6 +60,15 @@ READ_BYTES = 1024 * 1024
 #: Produce to another broker: a version naming topics by name, and how long it may take.
 PRODUCE_VERSION = 9
 PRODUCE_TIMEOUT_MS = 10_000
+#: The topic config by which a topic accepts being a share group's dead-letter topic.
+GROUP_ENABLE = "errors.deadletterqueue.group.enable"
+
+
+def accepts_dead_letters(image: MetadataImage, topic: str) -> bool:
+    """Whether ``topic`` set ``errors.deadletterqueue.group.enable`` (default false)."""
+    key = TOPIC_CONFIGS[GROUP_ENABLE]
+    value = image.topic_config(topic).get(GROUP_ENABLE)
+    return bool(key.default_value if value is None else key.parse(value))
 
 
 def dead_letter_headers(group_id: str, topic: str, partition: int, record: ArchivedRecord) -> list[tuple[str, bytes]]:
@@ -78,10 +98,14 @@ class DeadLetterWriter:
         if not target_name or target_name == topic:
             return
         rm = self._replica_manager
-        target_topic = self._image().topic(target_name)
+        image = self._image()
+        target_topic = image.topic(target_name)
         source = rm.get(topic, partition)
         if target_topic is None or not target_topic.partitions or source is None:
             log.warning("dead_letter_topic_unavailable", group_id=group_id, topic=target_name)
+            return
+        if not accepts_dead_letters(image, target_name):
+            log.warning("dead_letter_topic_not_enabled", group_id=group_id, topic=target_name, config=GROUP_ENABLE)
             return
         copies: list[NewRecord] = []
         for archived in records:

@@ -20,15 +20,16 @@ def fetch_upper_bound(partition: Partition, read_committed: bool) -> int:
     return partition.last_stable_offset if read_committed else partition.high_watermark
 
 
-def acquirable_offsets(partition: Partition, raw: bytes, start: int, upper: int, read_committed: bool) -> list[int]:
-    """The offsets of the data records in ``raw`` (read from ``start`` up to ``upper``) that a
-    share group at this isolation level may acquire, ascending."""
+def acquirable_batches(partition: Partition, raw: bytes, start: int, upper: int,
+                       read_committed: bool) -> list[tuple[int, int]]:
+    """The data batches in ``raw`` (read from ``start`` up to ``upper``) whose records a share
+    group at this isolation level may acquire: (base offset, last offset) each, ascending."""
     headers = [header for _, header in iter_batch_headers(raw) if not header.is_control]
-    if not read_committed:
-        return [o for h in headers for o in range(h.base_offset, h.last_offset + 1)]
-    aborted = partition.producer_state.collect_aborted_transactions(start, upper)
-    spans = [(t.producer_id, t.first_offset, t.last_offset) for t in aborted]
-    return [o for h in headers if not _aborted(h, spans) for o in range(h.base_offset, h.last_offset + 1)]
+    if read_committed:
+        aborted = partition.producer_state.collect_aborted_transactions(start, upper)
+        spans = [(t.producer_id, t.first_offset, t.last_offset) for t in aborted]
+        headers = [h for h in headers if not _aborted(h, spans)]
+    return [(h.base_offset, h.last_offset) for h in headers]
 
 
 def _aborted(header: RecordBatchHeader, spans: Sequence[tuple[int, int, int]]) -> bool:

@@ -33,9 +33,10 @@ import trio
 from broker.observability.share_metrics import ShareMetrics
 from broker.replication import delayed_produce
 from broker.replication.partition import Partition
+from broker.share.acquire_mode import BATCH_OPTIMIZED, records_to_acquire
 from broker.share.group import TopicIdPartition
-from broker.share.isolation import acquirable_offsets, fetch_upper_bound
-from broker.share.partition import AcquiredBatch, ArchivedRecord, SharePartition
+from broker.share.isolation import acquirable_batches, fetch_upper_bound
+from broker.share.partition import GAP, RENEW, AcquiredBatch, ArchivedRecord, SharePartition
 from broker.share.persister import SharePersister
 from broker.share.shard import ShareDefaults
 from config.group import ShareGroupSettings
@@ -200,11 +201,14 @@ class SharePartitionManager:
                 o.acknowledge_error = error
                 continue
             now = self.clock_ms()
+            expired = entry.sp.expire_locks(now) > 0
             for first, last, types in batches:
                 self.metrics.acknowledged(types, last - first + 1)
                 code = entry.sp.acknowledge(member_id, first, last, types, now)
                 if code is not ErrorCode.NONE:
                     o.acknowledge_error = code
+            if not expired and all(t in (GAP, RENEW) for _, _, types in batches for t in types):
+                continue  # a renewed lock is not part of the persisted state (no lock is)
             written = await self.persist(entry)
             if written is not ErrorCode.NONE and o.acknowledge_error is ErrorCode.NONE:
                 o.acknowledge_error = ErrorCode.NOT_LEADER_OR_FOLLOWER if written in _FENCES else written
@@ -213,9 +217,11 @@ class SharePartitionManager:
     async def acquire(self, group_id: str, member_id: str, partitions: list[TopicIdPartition],
                       max_records: int, max_bytes: int, max_wait_ms: int,
                       refuse: Callable[[], ErrorCode | None] | None = None,
+                      acquire_mode: int = BATCH_OPTIMIZED,
                       ) -> dict[TopicIdPartition, PartitionOutcome]:
         """Reads and acquires records of ``partitions``, waiting up to ``max_wait_ms`` for some.
-        ``refuse`` (if given) says why the member may not fetch at all (UNKNOWN_MEMBER_ID)."""
+        ``refuse`` (if given) says why the member may not fetch at all (UNKNOWN_MEMBER_ID);
+        ``acquire_mode`` is ShareFetch's ShareAcquireMode (broker/share/acquire_mode.py)."""
         deadline = trio.current_time() + max(max_wait_ms, 0) / 1000
         while True:
             out: dict[TopicIdPartition, PartitionOutcome] = {}
@@ -230,14 +236,14 @@ class SharePartitionManager:
                     o.error = refused
                     continue
                 live.append(partition)
-                await self._acquire_one(group_id, member_id, tp, partition, o, max_records, max_bytes)
+                await self._acquire_one(group_id, member_id, tp, partition, o, max_records, max_bytes, acquire_mode)
             got = any(o.acquired or o.error is not ErrorCode.NONE for o in out.values())
             if got or not live or trio.current_time() >= deadline:
                 return out
             await delayed_produce.wait_for_change(live, min(deadline, trio.current_time() + 0.5))
 
     async def _acquire_one(self, group_id: str, member_id: str, tp: TopicIdPartition, partition: Partition,
-                           o: PartitionOutcome, max_records: int, max_bytes: int) -> None:
+                           o: PartitionOutcome, max_records: int, max_bytes: int, acquire_mode: int) -> None:
         error, entry = await self._entry(group_id, tp, partition)
         if entry is None:
             o.error = error
@@ -258,8 +264,11 @@ class SharePartitionManager:
                 # Past the descriptor budget a read comes back as bytes rather than a file region.
                 raw = data.region if isinstance(data.region, bytes) else data.region.read()
         if raw:
-            offsets = acquirable_offsets(partition, raw, start, upper, settings.read_committed)
-            acquired = sp.acquire(member_id, offsets, max_records, self.clock_ms())
+            batches = acquirable_batches(partition, raw, start, upper, settings.read_committed)
+            offsets = [o for base, last in batches for o in range(base, last + 1)]
+            now = self.clock_ms()
+            chosen = records_to_acquire(acquire_mode, sp.acquirable(offsets, now), batches, max_records)
+            acquired = sp.acquire_offsets(member_id, chosen, now)
             if acquired:
                 self.metrics.acquired(sum(b.last_offset - b.first_offset + 1 for b in acquired))
                 o.acquired = acquired

@@ -9,7 +9,8 @@ offset* (the next offset never handed out yet) each record is in flight:
 - ACKNOWLEDGED: accepted (done),
 - ARCHIVED: rejected, or delivered ``delivery_count_limit`` times (done).
 
-Acknowledge types are Kafka's: 1 ACCEPT, 2 RELEASE, 3 REJECT (0 is a gap).
+Acknowledge types are Kafka's: 1 ACCEPT, 2 RELEASE, 3 REJECT (0 is a gap), and 4 RENEW
+(KIP-1222), which restarts the acquisition lock of a record without changing its state.
 Acquiring increments the delivery count; a released or expired record whose
 count reached the limit is archived instead of made available again. The start
 offset advances over leading done records. Pure and synchronous: time comes in
@@ -28,7 +29,8 @@ GAP = 0
 ACCEPT = 1
 RELEASE = 2
 REJECT = 3
-ACKNOWLEDGE_TYPES = frozenset({GAP, ACCEPT, RELEASE, REJECT})
+RENEW = 4
+ACKNOWLEDGE_TYPES = frozenset({GAP, ACCEPT, RELEASE, REJECT, RENEW})
 
 
 class RecordState(enum.IntEnum):
@@ -107,22 +109,32 @@ class SharePartition:
         """Locks up to ``max_records`` records for ``member_id`` among ``log_offsets`` (the
         offsets of the records just read from the log, ascending): in-flight AVAILABLE ones
         first (redeliveries), then new ones at or past the end offset."""
+        return self.acquire_offsets(member_id, self.acquirable(log_offsets, now_ms)[:max(max_records, 0)], now_ms)
+
+    def acquirable(self, log_offsets: Iterable[int], now_ms: int) -> list[int]:
+        """The offsets among ``log_offsets`` (ascending) that may be acquired now, in order:
+        in-flight AVAILABLE ones (redeliveries, all below the end offset), then new ones at or
+        past the end offset while ``max_in_flight`` leaves room."""
         self.expire_locks(now_ms)
-        offsets = list(log_offsets)
-        present = set(offsets)
-        taken: list[tuple[int, int]] = []
-        for offset in sorted(o for o, r in self.records.items()
-                             if r.state is RecordState.AVAILABLE and o in present):
-            if len(taken) >= max_records:
-                break
-            taken.append((offset, self._lock(offset, member_id, now_ms)))
-        for offset in offsets:
-            if len(taken) >= max_records or len(self.records) >= self.max_in_flight:
-                break
+        out: list[int] = []
+        room = self.max_in_flight - len(self.records)
+        for offset in log_offsets:
             if offset < self.end_offset:
-                continue
-            self.records[offset] = InFlightRecord(RecordState.AVAILABLE, 0)
-            self.end_offset = offset + 1
+                r = self.records.get(offset)
+                if r is not None and r.state is RecordState.AVAILABLE:
+                    out.append(offset)
+            elif room > 0:
+                out.append(offset)
+                room -= 1
+        return out
+
+    def acquire_offsets(self, member_id: str, offsets: Iterable[int], now_ms: int) -> list[AcquiredBatch]:
+        """Locks ``offsets`` (chosen from :meth:`acquirable`, ascending) for ``member_id``."""
+        taken: list[tuple[int, int]] = []
+        for offset in offsets:
+            if offset >= self.end_offset:
+                self.records[offset] = InFlightRecord(RecordState.AVAILABLE, 0)
+                self.end_offset = offset + 1
             taken.append((offset, self._lock(offset, member_id, now_ms)))
         return _runs(taken)
 
@@ -151,7 +163,9 @@ class SharePartition:
                     types: list[int], now_ms: int) -> ErrorCode:
         """One AcknowledgementBatch: ``types`` has one type for the whole range or one per
         offset. Every non-gap offset must be ACQUIRED by ``member_id``; otherwise nothing in
-        the batch changes and the answer is INVALID_RECORD_STATE."""
+        the batch changes and the answer is INVALID_RECORD_STATE. RENEW restarts the
+        record's acquisition lock (``lock_duration_ms`` from ``now_ms``); whether a request may
+        renew at all is the handler's to check (Kafka's validateAcknowledgementBatches)."""
         count = last_offset - first_offset + 1
         if count <= 0 or not types or (len(types) != 1 and len(types) != count):
             return ErrorCode.INVALID_REQUEST
@@ -173,7 +187,9 @@ class SharePartition:
             plan.append((offset, kind))
         for offset, kind in plan:
             r = self.records[offset]
-            if kind == ACCEPT:
+            if kind == RENEW:
+                r.lock_deadline_ms = now_ms + self.lock_duration_ms
+            elif kind == ACCEPT:
                 self._finish(r, RecordState.ACKNOWLEDGED)
             elif kind == REJECT:
                 self._archive(offset, r, "rejected")

@@ -44,6 +44,8 @@ TOPIC_KEYS: Final[list[ConfigKey]] = [
               Range(-131072, 22)),
     topic_key("delete.retention.ms", LONG, "86400000", "log.cleaner.delete.retention.ms",
               "How long tombstones stay readable on a compacted topic.", AT_LEAST_0),
+    topic_key("errors.deadletterqueue.group.enable", BOOLEAN, "false", None,
+              "Whether share groups may use this topic as their dead-letter topic (KIP-1191, Kafka 4.4)."),
     topic_key("file.delete.delay.ms", LONG, "60000", "log.segment.delete.delay.ms",
               "Delay before a deleted segment's files are removed.", AT_LEAST_0),
     topic_key("flush.messages", LONG, str(LONG_MAX), "log.flush.interval.messages",

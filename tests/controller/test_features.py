@@ -75,3 +75,21 @@ def test_each_feature_at_the_level_of_a_release() -> None:
     assert levels[28][SHARE_VERSION] == 1
     assert levels[30] == {METADATA_VERSION: 30, "kraft.version": 0, GROUP_VERSION: 1, TRANSACTION_VERSION: 2,
                           SHARE_VERSION: 1}
+
+
+def test_share_version_2_is_kafka_4_4s_dead_letter_level_raised_only_by_update_features() -> None:
+    # Kafka 4.4's ShareVersion.SV_2: no dependency, bootstrapped from 4.4-IV0, which is past
+    # the metadata.version this software offers, so no new cluster starts with it.
+    spec = FEATURES[SHARE_VERSION]
+    assert (spec.min_level, spec.max_level, spec.default_level) == (0, 2, 1)
+    assert spec.dependencies == {}
+    assert default_level(spec, METADATA_VERSION_LATEST) == 1
+    at_4_3 = {**AT_4_0, METADATA_VERSION: 30}
+    error, _, records = plan_update(at_4_3, [FeatureUpdate(SHARE_VERSION, 2)])
+    assert error is ErrorCode.NONE and [(r.name, r.feature_level) for r in records] == [(SHARE_VERSION, 2)]
+    # no metadata.version is needed for it either (Kafka's SV_2 declares no dependency)
+    assert plan_update({METADATA_VERSION: 21}, [FeatureUpdate(SHARE_VERSION, 2)])[0] is ErrorCode.NONE
+    error, message, _ = plan_update(at_4_3, [FeatureUpdate(SHARE_VERSION, 3)])
+    assert error is ErrorCode.INVALID_UPDATE_VERSION and message is not None and "0-2" in message
+    error, _, _ = plan_update({**at_4_3, SHARE_VERSION: 2}, [FeatureUpdate(SHARE_VERSION, 1, SAFE_DOWNGRADE)])
+    assert error is ErrorCode.NONE

@@ -200,7 +200,8 @@ def test_sessions_acquisition_and_acknowledgement_errors(broker: BrokerProcess) 
         assert heartbeat(c, "g-q", "b", 0, ["q"]).error_code == ErrorCode.NONE
         # latest by default: nothing yet; then records produced after the first fetch
         assert acquired(share_fetch(c, "g-q", "a", 0, tid)) == []
-        produce(c, "q", 4)
+        produce(c, "q", 2)  # two batches: batch_optimized acquisition stops at batch ends
+        produce(c, "q", 2)
         assert acquired(share_fetch(c, "g-q", "a", 1, tid, max_records=2)) == [(5, 6, 1)]
         assert acquired(share_fetch(c, "g-q", "b", 0, tid)) == [(7, 8, 1)]
         # sessions: a wrong epoch, an unknown session, acknowledgements on an initial fetch

@@ -1,0 +1,35 @@
+"""Checks of a partition's AcknowledgementBatches before any is applied, as Kafka's
+``KafkaApis.validateAcknowledgementBatches`` makes them for ShareFetch and ShareAcknowledge.
+
+A partition fails as a whole, with AcknowledgeErrorCode (ShareFetch) or ErrorCode
+(ShareAcknowledge) INVALID_REQUEST, when a batch's first offset is past its last, a batch
+starts before the previous one ends, a batch has no acknowledge types or a number of them
+that is neither 1 nor one per offset, a type is outside 0-3 (0-4 from version 2, which adds
+RENEW, KIP-1222), or a RENEW comes in a request that did not set IsRenewAck.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from broker.share.leader import AckBatch
+from broker.share.partition import REJECT, RENEW
+
+#: The first ShareFetch/ShareAcknowledge version with RENEW and IsRenewAck.
+RENEW_VERSION = 2
+
+
+def batches_valid(batches: Iterable[AckBatch], api_version: int, is_renew_ack: bool) -> bool:
+    highest = RENEW if api_version >= RENEW_VERSION else REJECT
+    previous_last = -1
+    for first, last, types in batches:
+        if first > last or first < previous_last or not types:
+            return False
+        if len(types) > 1 and last - first != len(types) - 1:
+            return False
+        if any(t < 0 or t > highest for t in types):
+            return False
+        if RENEW in types and not is_renew_ack:
+            return False
+        previous_last = last
+    return True
