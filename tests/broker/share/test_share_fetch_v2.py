@@ -45,7 +45,10 @@ Acks = list[tuple[int, int, list[int]]]
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("share-fetch-v2") / "data", OVERRIDES).start()
+    # A group may set a lock duration down to the broker's minimum, lowered here to the least
+    # value Kafka accepts so that the renewals below span several locks in seconds.
+    overrides = {**OVERRIDES, "group.share.min.record.lock.duration.ms": str(LOCK_MS)}
+    b = BrokerProcess(tmp_path_factory.mktemp("share-fetch-v2") / "data", overrides).start()
     try:
         yield b
     finally:
