@@ -6,7 +6,8 @@ errors.
 
 The rate is measured where the quota applies, on the broker's own byte counters
 (``cormorant.network.io``, scraped every 100 ms), as the least-squares slope over the steady
-part of each run, from 3 MiB to 23 MiB of a 24 MiB run (some 20 s). So neither the client's
+part of each run, from 3 MiB to 23 MiB of a 24 MiB run (some 20 s; the produce and the consume
+run at once, each quota on its own direction of the counter). So neither the client's
 start-up (a JVM takes seconds on a loaded machine) nor the allowance of the first window
 (``quota.window.num - 1`` windows' worth, which Kafka lets through at once) skews it.
 
@@ -188,12 +189,26 @@ def test_one_mib_per_second_produce_and_consume(broker_factory: BrokerFactory, c
         else:
             produced.append(len(driver.produce(topic, records, acks=1)))
 
-    produce_rate = measured_rate(url, "receive", produce)
-    assert produced == [len(records)]  # every record acknowledged: slowed, never refused
     consumed: list[int] = []
-    consume_rate = measured_rate(url, "transmit", lambda: consumed.append(
-        len(driver.consume(consumed_topic, [0], count=len(records), timeout_s=90))))
+    rates: dict[str, float] = {}
+
+    def measure(direction: str, run: Callable[[], None]) -> None:
+        rates[direction] = measured_rate(url, direction, run)
+
+    # The two quotas are independent (producer_byte_rate on received bytes, consumer_byte_rate
+    # on transmitted ones), so both run at once: the produce requests' replies and the fetch
+    # requests themselves are some hundred bytes a second against a MiB.
+    consuming = threading.Thread(target=measure, args=("transmit", lambda: consumed.append(
+        len(driver.consume(consumed_topic, [0], count=len(records), timeout_s=90)))), daemon=True)
+    consuming.start()
+    try:
+        measure("receive", produce)
+    finally:
+        consuming.join(timeout=120)
+    assert not consuming.is_alive(), "the consumer did not finish"
+    assert produced == [len(records)]  # every record acknowledged: slowed, never refused
     assert consumed == [len(records)]
+    produce_rate, consume_rate = rates["receive"], rates["transmit"]
     print(f"{client}: produce {produce_rate / RATE:.3f} MiB/s, consume {consume_rate / RATE:.3f} MiB/s")
     assert abs(produce_rate - RATE) <= TOLERANCE * RATE, produce_rate / RATE
     assert abs(consume_rate - RATE) <= TOLERANCE * RATE, consume_rate / RATE

@@ -90,11 +90,13 @@ OVERRIDES = {
     "share.coordinator.state.topic.replication.factor": "3",
     "share.coordinator.state.topic.min.isr": "2",
     "group.share.record.lock.duration.ms": str(LOCK_MS),
+    # A SIGKILLed node is fenced, and its partitions led elsewhere, within 3 s (Kafka: 9 s).
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
 }
 
 
-@pytest.fixture
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+def _cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     c = LocalCluster(tmp_path_factory.mktemp("share-cluster") / "nodes", overrides=OVERRIDES)
     c.up()
     try:
@@ -103,9 +105,24 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         c.down()
 
 
+@pytest.fixture
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A cluster for this test alone (it kills a node)."""
+    yield from _cluster(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """One cluster for the tests that kill no node (each has topics and groups of its own)."""
+    yield from _cluster(tmp_path_factory)
+
+
 def leaders(cluster: LocalCluster, topic: str, server: int = 0) -> dict[int, int]:
     with KafkaClient.connect(cluster.servers[server], timeout_s=5.0) as c:
-        r = c.send(MetadataRequest(topics=[MetadataRequestTopic(name=topic)]), MetadataResponse, 12)
+        # No auto-creation: asked before the share coordinator creates __share_group_state, it
+        # would be made with num.partitions (1) rather than its own partition count.
+        r = c.send(MetadataRequest(topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False),
+                   MetadataResponse, 12)
     t = r.topics[0]
     assert t.error_code == 0, t.error_code
     return {p.partition_index: p.leader_id for p in t.partitions}
@@ -113,7 +130,10 @@ def leaders(cluster: LocalCluster, topic: str, server: int = 0) -> dict[int, int
 
 def topic_id(cluster: LocalCluster, topic: str) -> uuid.UUID:
     with KafkaClient.connect(cluster.servers[0], timeout_s=5.0) as c:
-        r = c.send(MetadataRequest(topics=[MetadataRequestTopic(name=topic)]), MetadataResponse, 12)
+        # No auto-creation: asked before the share coordinator creates __share_group_state, it
+        # would be made with num.partitions (1) rather than its own partition count.
+        r = c.send(MetadataRequest(topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False),
+                   MetadataResponse, 12)
     return r.topics[0].topic_id
 
 
@@ -265,7 +285,8 @@ def kill9(cluster: LocalCluster, node: int) -> None:
     os.kill(pid, signal.SIGKILL)
 
 
-def test_consumers_over_partitions_led_by_three_brokers_get_distinct_records(cluster: LocalCluster) -> None:
+def test_consumers_over_partitions_led_by_three_brokers_get_distinct_records(shared_cluster: LocalCluster) -> None:
+    cluster = shared_cluster
     state_leaders = state_topic_ready(cluster)
     topic = unique_topic("share-split")
     led = create_topic(cluster, topic, 3)
@@ -336,9 +357,10 @@ def test_a_killed_partition_leader_loses_no_acknowledgement(cluster: LocalCluste
     expect_six_to_fourteen(cluster, group, topic)
 
 
-def test_java_consumers_over_partitions_led_by_three_brokers(cluster: LocalCluster,
+def test_java_consumers_over_partitions_led_by_three_brokers(shared_cluster: LocalCluster,
                                                              share_queue_java: list[str]) -> None:  # noqa: F811
     """Java 4.3 KafkaShareConsumers: every record once between them, fetched from three leaders."""
+    cluster = shared_cluster
     state_leaders = state_topic_ready(cluster)
     topic = unique_topic("share-java-split")
     led = create_topic(cluster, topic, 3)
@@ -469,9 +491,10 @@ def test_java_consumers_carry_on_after_the_group_coordinator_is_killed(
     assert {r["delivery_count"] for r in seen} == {1}
 
 
-def test_find_coordinator_share_key_is_the_state_partition_leader(cluster: LocalCluster) -> None:
+def test_find_coordinator_share_key_is_the_state_partition_leader(shared_cluster: LocalCluster) -> None:
     """FindCoordinator v6, key type SHARE (what a partition leader asks to reach the share
     coordinator): every node answers the leader of the key's ``__share_group_state`` partition."""
+    cluster = shared_cluster
     state_leaders = state_topic_ready(cluster)
     keys = [coordinator_key((f"fc-{i}", uuid.uuid4(), i % 3)) for i in range(12)]
     expected = {k: state_leaders[partition_for(k, STATE_PARTITIONS)] for k in keys}
@@ -485,11 +508,12 @@ def test_find_coordinator_share_key_is_the_state_partition_leader(cluster: Local
         assert all(cluster.server_of(n).endswith(f":{p}") for n, p in ports.items())
 
 
-def test_group_configs_hold_at_a_leader_that_does_not_coordinate_the_group(cluster: LocalCluster) -> None:
+def test_group_configs_hold_at_a_leader_that_does_not_coordinate_the_group(shared_cluster: LocalCluster) -> None:
     """Group configs are cluster metadata (ConfigRecords of type GROUP): set through one broker
     with confluent-kafka's admin client, every broker describes them, and the leader of a
     partition that is not the group's coordinator applies the group's delivery count limit and
     dead-letters the poison record after exactly that many deliveries (its own default is 5)."""
+    cluster = shared_cluster
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AdminClient,
         AlterConfigOpType,

@@ -20,6 +20,10 @@ SHARED = Path(os.environ.get("CORMORANT_REFERENCE_DIR") or ROOT.parent / "shared
 #: Every test broker runs with the slow-step watchdog armed: a task step that computes
 #: for this long holds every other client up, and stops the broker so the test fails.
 STALL_GUARD = {"event.loop.slow.step.ms": "100", "event.loop.stall.abort.ms": "500"}
+#: Every test broker's scrape endpoint binds an ephemeral port (a test may set its own): the
+#: default 127.0.0.1:9464 may be held by another process, and a broker that cannot bind it
+#: logs an error the tests would see.
+EPHEMERAL_METRICS = {"metrics.listener": "127.0.0.1:0"}
 SCHEMAS = SHARED / "kafka-protocol"
 CAPTURES = SHARED / "kafka-captures"
 

@@ -265,6 +265,8 @@ class CormorantBroker(Broker):
             # broker, so a stall fails the test rather than only slowing it.
             "event.loop.slow.step.ms": "100",
             "event.loop.stall.abort.ms": "500",
+            # The scrape endpoint on an ephemeral port: 9464 may be another process's.
+            "metrics.listener": "127.0.0.1:0",
             **self.overrides,
         }
         cmd = [*self.command(), "serve", *self.serve_args]

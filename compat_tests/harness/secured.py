@@ -160,22 +160,34 @@ def _confluent_roundtrip(bootstrap: str, security: ClientSecurity, topic: str, g
     return got
 
 
+#: How long a client is given to be served (or to report why not).
+REFUSAL_WAIT_S = 8.0
+
+
 def _confluent_refused(bootstrap: str, security: ClientSecurity) -> str:
-    from confluent_kafka import KafkaException
+    """Metadata asked for until the client reports why the broker refused it (its error_cb, with
+    an error other than "all brokers down") or REFUSAL_WAIT_S passed; never answered."""
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
 
-    errors: list[str] = []
+    reported: list[tuple[int, str]] = []
+    failures: list[str] = []
     config: dict[str, Any] = {"bootstrap.servers": bootstrap, **security.librdkafka(),
-                                 "error_cb": lambda err: errors.append(f"{err.name()}: {err.str()}")}
+                              "error_cb": lambda err: reported.append((err.code(), f"{err.name()}: {err.str()}"))}
     admin = AdminClient(config)
-    try:
-        admin.list_topics(timeout=8)
-    except KafkaException as ex:
-        errors.append(str(ex))
-    else:
-        raise AssertionError("confluent-kafka was served")
-    admin.poll(1)  # serves error_cb: the client's own account of the refusal
-    return " | ".join(errors)
+    deadline = time.monotonic() + REFUSAL_WAIT_S
+    while True:
+        try:
+            admin.list_topics(timeout=0.5)
+        except KafkaException as ex:
+            failures.append(str(ex))
+        else:
+            raise AssertionError("confluent-kafka was served")
+        admin.poll(0.1)  # serves error_cb: the client's own account of the refusal
+        if any(code != KafkaError._ALL_BROKERS_DOWN for code, _ in reported) or time.monotonic() >= deadline:
+            break
+    admin.poll(0.2)
+    return " | ".join([*failures[-1:], *(text for _, text in reported)])
 
 
 # -- kafka-python ----------------------------------------------------------------------------
@@ -250,7 +262,9 @@ def _kcat_roundtrip(bootstrap: str, security: ClientSecurity, topic: str, group:
 
 
 def _kcat_refused(bootstrap: str, security: ClientSecurity) -> str:
-    result = subprocess.run([*_kcat(security), "-b", bootstrap, "-L", "-m", "8"], capture_output=True,
+    # kcat waits out its metadata timeout even once refused; the refusal itself comes in
+    # milliseconds (the handshake's first round trips), and a served kcat has its metadata as fast.
+    result = subprocess.run([*_kcat(security), "-b", bootstrap, "-L", "-m", "4"], capture_output=True,
                             timeout=settings.SUBPROCESS_TIMEOUT_S, check=False)
     assert result.returncode != 0, "kcat was served"
     return result.stderr.decode(errors="replace")

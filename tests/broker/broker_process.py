@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.shared import ROOT, STALL_GUARD
+from tests.shared import EPHEMERAL_METRICS, ROOT, STALL_GUARD
 
 READY = re.compile(r"^cormorant ready listeners=\S*PLAINTEXT://([\d.]+):(\d+)")
 
@@ -26,7 +26,7 @@ class BrokerProcess:
         """``wrapper`` runs the broker under a command such as ``prlimit --nofile=1024``."""
         self.data_dir = data_dir
         self.wrapper = list(wrapper or [])
-        self.overrides = {**STALL_GUARD, **(overrides or {})}
+        self.overrides = {**STALL_GUARD, **EPHEMERAL_METRICS, **(overrides or {})}
         self.port = port
         self.proc: subprocess.Popen[str] | None = None
         self.ready_line = ""

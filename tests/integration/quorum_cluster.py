@@ -20,7 +20,7 @@ from typing import Any
 
 from broker.tools.client import ClientError, KafkaClient
 from broker.tools.metadata import describe_image, describe_quorum
-from tests.shared import ROOT, STALL_GUARD
+from tests.shared import EPHEMERAL_METRICS, ROOT, STALL_GUARD
 
 READY = "cormorant ready "
 START_TIMEOUT_S = 60.0
@@ -79,6 +79,7 @@ class Node:
             "log.dirs": str(self.dir / "data"),
             "log.format": "json",
             "metrics.enabled": "false",
+            **EPHEMERAL_METRICS,
             "broker.session.timeout.ms": str(self.cluster.session_timeout_ms),
             "broker.heartbeat.interval.ms": "500",
             **STALL_GUARD,

@@ -2,7 +2,7 @@
 reverse order; several rounds while idempotent acks=all writers run. Afterwards the replicas hold
 identical batches below the high watermark and the history checks out.
 
-CI runs CORMORANT_FAULT_DOUBLE_ROUNDS (default 3) rounds; ``scripts/chaos`` runs more.
+CI runs CORMORANT_FAULT_DOUBLE_ROUNDS (default 2) rounds; ``scripts/chaos`` runs more.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from tests.replication.fault_cluster import FaultCluster, double_leader_kills
 
-ROUNDS = int(os.environ.get("CORMORANT_FAULT_DOUBLE_ROUNDS", "3"))
+ROUNDS = int(os.environ.get("CORMORANT_FAULT_DOUBLE_ROUNDS", "2"))
 
 pytestmark = [pytest.mark.timeout(120 + 60 * ROUNDS)]
 
