@@ -18,6 +18,8 @@ TOPIC_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from broker.security.acl_operations import (
     CLUSTER_NAME,
     AclOperation,
@@ -98,6 +100,14 @@ def _always(name: str) -> bool:
     return True
 
 
+def internal_topic_creators(ctx: RequestContext) -> dict[str, Callable[[], Awaitable[None]]]:
+    """The coordinators' internal topics, by name, each with what creates it."""
+    services = ctx.services
+    runtimes = (services.group_coordinator.runtime, services.transaction_coordinator.runtime,
+                services.share_coordinator.runtime)
+    return {runtime.topic.name: runtime.ensure_topic for runtime in runtimes}
+
+
 async def _describe(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     services = ctx.services
     image = services.image
@@ -138,7 +148,16 @@ async def _describe(ctx: RequestContext, request: MetadataRequest) -> MetadataRe
             else:
                 to_create[name] = None
     if to_create:
-        await services.controller.create_topics([TopicRequest(name) for name in to_create])
+        # An internal topic is created as its coordinator creates it (its own partition count,
+        # replication factor and configs: offsets.topic.*, transaction.state.log.*,
+        # share.coordinator.state.topic.*), as Kafka's AutoTopicCreationManager does.
+        internal = internal_topic_creators(ctx)
+        ordinary = [TopicRequest(name) for name in to_create if name not in internal]
+        if ordinary:
+            await services.controller.create_topics(ordinary)
+        for name in to_create:
+            if name in internal:
+                await internal[name]()
         image = services.image
     # A second pass over the request itself: a list of what was asked would be a
     # million more entries to free at once.
