@@ -88,6 +88,11 @@ def test_a_message_timeout_shorter_than_the_outage_rewrites_appended_values_unde
         timed_out = [s for s in cluster.history.snapshot()
                      if s.writer == short and s.outcome is not Outcome.ACKED]
         assert timed_out, "no send of the short-timeout writer timed out"
+        # The checker's other findings are these copies: an acknowledgement names the copy the client
+        # was told about while the check finds the first one (misplaced), and each rewritten run
+        # of values starts below where the previous run ended (reordered).
+        assert {m.split(" acked at ")[0] for m in report.misplaced} <= rewritten
+        assert {r.split(": ", 1)[1].split("@")[0] for r in report.reordered} <= rewritten
 
         # The same outage with Kafka's default delivery timeout: every value once, none lost.
         assert not {v for v in duplicated if v.startswith(f"{long}:")}
