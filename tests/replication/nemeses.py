@@ -93,8 +93,9 @@ class Workload:
     transactional_writers: int = 1
     group_members: int = 2
     transformers: int = 1
-    #: librdkafka ``debug`` contexts of the librdkafka writers (e.g. ``eos,msg,protocol``), logged
-    #: to ``writer-NAME.log`` beside the nodes' logs.
+    #: librdkafka ``debug`` contexts of the librdkafka writers and group members (e.g. ``eos,msg`` or
+    #: ``cgrp,consumer,protocol``), logged to ``writer-NAME.log`` / ``member-NAME.log`` beside the
+    #: nodes' logs.
     client_debug: str | None = None
 
 
@@ -486,7 +487,9 @@ def run_nemesis(cluster: NetnsFaultCluster, name: str, seed: int, duration_s: fl
             for i in range(load.transactional_writers)]
     transformers = [Transformer(f"x{i}", bootstrap, f"fault-ctp-{seed}", topic, out_topic, seed * 100 + 50 + i).start()
                     for i in range(load.transformers)]
-    members = [GroupMember(f"m{i}", bootstrap, group, topics).start() for i in range(load.group_members)]
+    members = [GroupMember(f"m{i}", bootstrap, group, topics, debug=load.client_debug,
+                           debug_log=cluster.quorum.base / f"member-m{i}.log").start()
+               for i in range(load.group_members)]
     observer = OffsetObserver(lambda: [(n.node_id, n.host, n.port) for n in cluster.reachable_brokers()], group,
                               {t: list(range(partitions)) for t in topics}) if members else None
     if observer:
