@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import logging
 import statistics
 import threading
 import time
@@ -468,13 +469,26 @@ def failover_gaps(sends: Iterable[Send], faults: Iterable[Fault | float]) -> Gap
 # -- writers -----------------------------------------------------------------------------------
 
 
+def client_logger(name: str, path: Path) -> logging.Logger:
+    """A logger that writes a client's librdkafka log lines (its ``debug`` contexts) to ``path``,
+    with wall-clock milliseconds to line them up with the nodes' logs."""
+    logger = logging.getLogger(name)
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    if not logger.handlers:
+        handler = logging.FileHandler(path)
+        handler.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03d %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
+    return logger
+
+
 class Writer:
     """An idempotent acks=all confluent-kafka producer writing ``name:seq`` values round-robin over
     ``partitions`` of ``topic`` at about ``rate`` records a second, in a thread of its own."""
 
     def __init__(self, name: str, bootstrap: Sequence[str], topic: str, partitions: int, history: History,
-                 rate: float = 50.0, delivery_timeout_ms: int = 30_000, extra: Mapping[str, Any] | None = None
-                 ) -> None:
+                 rate: float = 50.0, delivery_timeout_ms: int = 30_000, extra: Mapping[str, Any] | None = None,
+                 debug_log: Path | None = None) -> None:
         self.name = name
         self.topic = topic
         self.partitions = partitions
@@ -497,6 +511,8 @@ class Writer:
             "log_level": 2,
             **(extra or {}),
         }
+        #: librdkafka's ``debug`` contexts (e.g. ``eos,msg,protocol``) go to this file when set.
+        self.debug_log = debug_log
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"writer-{name}", daemon=True)
         self.sent = 0
@@ -532,7 +548,11 @@ class Writer:
         from confluent_kafka import KafkaError, KafkaException, Producer
 
         pending: dict[int, tuple[int, float]] = {}
-        producer = Producer({**self.config, "error_cb": lambda e: self.errors.append(str(e))})
+        config: dict[str, Any] = {**self.config, "error_cb": lambda e: self.errors.append(str(e))}
+        if self.debug_log is not None and "debug" in config:
+            config["logger"] = client_logger(f"fault.client.{name}", self.debug_log)
+            config["log_level"] = 7
+        producer = Producer(config)
 
         def delivered(seq: int, partition: int, sent_at: float) -> Callable[[Any, Any], None]:
             def callback(err: Any, msg: Any) -> None:

@@ -363,9 +363,14 @@ class RunResult:
 
 
 def start_writers(cluster: FaultCluster, topic: str, partitions: int, count: int, rate: float,
-                  delivery_timeout_ms: int = 30_000) -> list[Writer]:
+                  delivery_timeout_ms: int = 30_000, client_debug: str | None = None,
+                  debug_dir: Path | None = None) -> list[Writer]:
+    """``client_debug``: librdkafka ``debug`` contexts, logged to ``debug_dir/writer-NAME.log``."""
+    extra = {"debug": client_debug} if client_debug else None
     return [Writer(f"w{i}", cluster.bootstrap(), topic, partitions, cluster.history, rate=rate,
-                   delivery_timeout_ms=delivery_timeout_ms).start() for i in range(count)]
+                   delivery_timeout_ms=delivery_timeout_ms, extra=extra,
+                   debug_log=(debug_dir / f"writer-w{i}.log") if client_debug and debug_dir else None).start()
+            for i in range(count)]
 
 
 def stop_writers(writers: Sequence[Writer], delivery_timeout_ms: int = 30_000) -> None:

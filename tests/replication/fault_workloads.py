@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from broker.tools.client import ClientError, KafkaClient
-from tests.replication.fault_checker import History, Outcome, Send, classify_error
+from tests.replication.fault_checker import History, Outcome, Send, classify_error, client_logger
 from tests.replication.fault_invariants import (
     OffsetCommit,
     OffsetObservation,
@@ -60,7 +60,7 @@ class GroupMember:
     ``commit_interval_s`` synchronously and records each partition the coordinator acknowledged."""
 
     def __init__(self, name: str, bootstrap: Sequence[str], group: str, topics: Sequence[str],
-                 commit_interval_s: float = 1.0) -> None:
+                 commit_interval_s: float = 1.0, debug: str | None = None, debug_log: Path | None = None) -> None:
         self.name = name
         self.topics = list(topics)
         self.commit_interval_s = commit_interval_s
@@ -76,6 +76,9 @@ class GroupMember:
             "heartbeat.interval.ms": 1000,
             "max.poll.interval.ms": 120_000,
         }
+        if debug and debug_log is not None:  # librdkafka's debug contexts (e.g. cgrp,consumer) to a file
+            self.config |= {"debug": debug, "log_level": 7,
+                            "logger": client_logger(f"fault.client.{name}", debug_log)}
         self.commits: list[OffsetCommit] = []
         self.commit_errors = 0
         #: Every value read (for the aborted-read check of the transactional topic).

@@ -64,6 +64,12 @@ from tests.replication.netns import CLIENT, netem_available
 from tests.replication.netns_cluster import IsrMonitor, NetnsFaultCluster
 
 MIN_INSYNC_REPLICAS = 2
+#: The idempotent writers' delivery.timeout.ms (librdkafka's message.timeout.ms): Kafka's default,
+#: far longer than any fault (at most about 25 s without a leader). A message that times out makes
+#: librdkafka bump its producer epoch and renumber every message it still holds, written or not,
+#: so a timeout near the fault's length turns into values written twice
+#: (test_fault_message_timeout.py); librdkafka advises a large message.timeout.ms.
+DELIVERY_TIMEOUT_MS = 120_000
 RESYNC_TIMEOUT_S = 90.0
 
 
@@ -87,6 +93,10 @@ class Workload:
     transactional_writers: int = 1
     group_members: int = 2
     transformers: int = 1
+    #: librdkafka ``debug`` contexts of the librdkafka writers and group members (e.g. ``eos,msg`` or
+    #: ``cgrp,consumer,protocol``), logged to ``writer-NAME.log`` / ``member-NAME.log`` beside the
+    #: nodes' logs.
+    client_debug: str | None = None
 
 
 @dataclass
@@ -467,15 +477,19 @@ def run_nemesis(cluster: NetnsFaultCluster, name: str, seed: int, duration_s: fl
         cluster.create_topic(t, partitions, 3, configs={"min.insync.replicas": str(MIN_INSYNC_REPLICAS)})
     monitor = IsrMonitor(cluster, [topic]).start()
     bootstrap = cluster.bootstrap()
-    running = start_writers(cluster, topic, partitions, load.writers, load.rate)
+    running = start_writers(cluster, topic, partitions, load.writers, load.rate, DELIVERY_TIMEOUT_MS,
+                            client_debug=load.client_debug, debug_dir=cluster.quorum.base)
     java = [JavaWriter(f"j{i}", bootstrap, topic, partitions, cluster.history, load.rate,
-                       cluster.quorum.base / f"java-writer-{i}.log", cluster.network.exec_prefix(CLIENT)).start()
+                       cluster.quorum.base / f"java-writer-{i}.log", cluster.network.exec_prefix(CLIENT),
+                       delivery_timeout_ms=DELIVERY_TIMEOUT_MS).start()
             for i in range(load.java_writers)]
     txns = [TransactionalWriter(f"t{i}", bootstrap, tx_topic, partitions, seed * 100 + i).start()
             for i in range(load.transactional_writers)]
     transformers = [Transformer(f"x{i}", bootstrap, f"fault-ctp-{seed}", topic, out_topic, seed * 100 + 50 + i).start()
                     for i in range(load.transformers)]
-    members = [GroupMember(f"m{i}", bootstrap, group, topics).start() for i in range(load.group_members)]
+    members = [GroupMember(f"m{i}", bootstrap, group, topics, debug=load.client_debug,
+                           debug_log=cluster.quorum.base / f"member-m{i}.log").start()
+               for i in range(load.group_members)]
     observer = OffsetObserver(lambda: [(n.node_id, n.host, n.port) for n in cluster.reachable_brokers()], group,
                               {t: list(range(partitions)) for t in topics}) if members else None
     if observer:
@@ -511,9 +525,9 @@ def _run_and_check(ctx: Context, base_name: str, load: Workload, topics: list[st
             workers: list[JavaWriter | TransactionalWriter | GroupMember] = [*java, *txns, *members]
             for worker in workers:
                 worker.stop()
-            stop_writers(running)
-            for worker in workers:
-                worker.join(60.0)
+            stop_writers(running, DELIVERY_TIMEOUT_MS)
+            for worker in workers:  # a Java writer's close waits for its sends as long as their delivery timeout
+                worker.join(DELIVERY_TIMEOUT_MS / 1000 + 20 if isinstance(worker, JavaWriter) else 60.0)
             if observer:
                 observer.stop()
             monitor.stop()
