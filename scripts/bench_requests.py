@@ -224,7 +224,8 @@ def main() -> None:
                 time.sleep(1.0)
             for conns in (1, args.connections):
                 idem = Idempotent(broker.port, conns)
-                for name, make in [*cases, ("Produce 1 record acks=all idempotent", idem)]:
+                idempotent: list[tuple[str, FrameMaker]] = [("Produce 1 record acks=all idempotent", idem)]
+                for name, make in [*cases, *idempotent]:
                     if args.case and args.case not in name:
                         continue
                     n, wall, cpu = drive(broker.port, make, conns, args.depth, args.seconds, pid)

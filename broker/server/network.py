@@ -1,10 +1,13 @@
 """Listeners and connections: frames in, responses out, in request order.
 
-One Trio task reads a connection's frames; each request runs in its own task so a
-long-polling Fetch does not hold up the requests behind it, and one writer task
-sends responses strictly in the order the requests arrived (Kafka clients rely
-on that). At most ``max_in_flight`` requests of one connection run at once: the
-reader stops reading (Kafka's muting) until one is answered.
+One Trio task reads a connection's frames. While no other request of the connection
+is running, a request is handled in that task and its response sent by it: most
+requests complete without waiting, and cost no task of their own. A handler that
+waits (a long-polling Fetch, acks=all, a lock) keeps that task for itself and a new
+task reads on, so the requests behind it are not held up; from then on a writer task
+(made on first use) sends responses strictly in the order the requests arrived (Kafka
+clients rely on that). At most ``max_in_flight`` requests of one connection run at
+once: the reader stops reading (Kafka's muting) until one is answered.
 Record data given as file regions is sent with ``os.sendfile``.
 
 Memory for requests is bounded across connections by :class:`NetworkMemory`
