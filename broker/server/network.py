@@ -26,8 +26,7 @@ import mmap
 import os
 import socket
 import struct
-import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -41,9 +40,12 @@ from broker.quotas.connection_quotas import (
     TooManyConnections,
 )
 from broker.security.kafka_principal import ANONYMOUS, KafkaPrincipal
+from broker.server.connection_errors import CloseConnection as CloseConnection  # re-exported
+from broker.server.connection_errors import first_close
+from broker.server.frame_sending import in_memory_bytes, send_frame
 from broker.server.network_memory import NetworkMemory as NetworkMemory  # re-exported
+from broker.server.started_coroutine import resume
 from wire.frame import EncodedFrame
-from wire.regions import FileRegion
 
 if TYPE_CHECKING:
     from broker.security.sasl import SaslSession
@@ -70,27 +72,6 @@ _ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBU
 ACCEPT_RETRY_S = 0.1
 
 _PEER_GONE = {errno.ECONNRESET, errno.EPIPE, errno.EBADF, errno.ENOTCONN, errno.ETIMEDOUT}
-
-
-def _first(group: BaseExceptionGroup[CloseConnection], kind: type[CloseConnection]) -> CloseConnection:
-    for ex in group.exceptions:
-        if isinstance(ex, BaseExceptionGroup):
-            return _first(ex, kind)
-        if isinstance(ex, kind):
-            return ex
-    raise AssertionError("empty exception group")
-
-
-class CloseConnection(Exception):
-    """Raised by a handler to drop the connection without answering (Kafka's reaction to
-    protocol violations)."""
-
-    def __init__(self, reason: str, *, response: EncodedFrame | None = None, **context: object) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.context = context
-        #: Sent before closing (Kafka answers a failed authentication, then closes).
-        self.response = response
 
 
 @dataclass(slots=True)
@@ -390,7 +371,7 @@ class Connection:
                 self._nursery = nursery
                 await self._reader()
         except* CloseConnection as group:
-            ex = _first(group, CloseConnection)
+            ex = first_close(group, CloseConnection)
             log.info("connection_closed", reason=ex.reason, listener=self.info.listener,
                      peer=f"{self.info.peer_host}:{self.info.peer_port}", **ex.context)
         except* (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -547,7 +528,7 @@ class Connection:
                 self.info.io_tasks.remove(me)
                 self._nursery.start_soon(self._reader)
                 handed_over = True
-                await self._finish_request(_resume(handling, waits_for), slot, reserved)
+                await self._finish_request(resume(handling, waits_for), slot, reserved)
                 return True
         except CloseConnection as ex:
             _RESPONSE_DELAY_MS.set(0)
@@ -591,7 +572,7 @@ class Connection:
         return self._send
 
     def _count_unsent(self, response: EncodedFrame) -> None:
-        size = _in_memory_bytes(response)
+        size = in_memory_bytes(response)
         self.memory.responses += size
         self._unsent += size
 
@@ -654,7 +635,7 @@ class Connection:
             await slot.done.wait()
             if slot.close is not None:
                 if slot.close.response is not None:
-                    await self._send_frame(slot.close.response)
+                    await send_frame(self.stream, slot.close.response)
                 cancel.cancel()
                 raise slot.close
             if slot.response is not None:
@@ -667,79 +648,9 @@ class Connection:
 
     async def _send_response(self, response: EncodedFrame) -> None:
         try:
-            await self._send_frame(response)
+            await send_frame(self.stream, response)
         finally:
-            size = _in_memory_bytes(response)
+            size = in_memory_bytes(response)
             self.memory.responses -= size
             self._unsent -= size
         self._touch()
-
-    async def _send_frame(self, frame: EncodedFrame) -> None:
-        for part in frame.parts:
-            if isinstance(part, FileRegion):
-                await self._sendfile(part)
-            else:
-                await self.stream.send_all(part)
-
-    async def _sendfile(self, region: FileRegion) -> None:
-        if self._socket_stream is None:
-            await self._send_region_copied(region)
-            return
-        sock = self._socket_stream.socket
-        fd = sock.fileno()
-        offset = region.position
-        left = region.length
-        while left > 0:
-            try:
-                sent = os.sendfile(fd, region.fd, offset, left)
-            except BlockingIOError:
-                await trio.lowlevel.wait_writable(sock)
-                continue
-            except OSError as ex:
-                if ex.errno in (errno.EINVAL, errno.ENOSYS):
-                    # No sendfile for this pair: fall back to reading the region.
-                    await self.stream.send_all(os.pread(region.fd, left, offset))
-                    return
-                raise
-            if sent == 0:
-                raise CloseConnection("file region shorter than expected", offset=offset, left=left)
-            offset += sent
-            left -= sent
-
-    async def _send_region_copied(self, region: FileRegion) -> None:
-        # TLS encrypts in user space: the region is read in bounded chunks and sent.
-        offset = region.position
-        left = region.length
-        while left > 0:
-            chunk = os.pread(region.fd, min(left, PREALLOCATE_MAX), offset)
-            if not chunk:
-                raise CloseConnection("file region shorter than expected", offset=offset, left=left)
-            await self.stream.send_all(chunk)
-            offset += len(chunk)
-            left -= len(chunk)
-
-
-def _in_memory_bytes(frame: EncodedFrame) -> int:
-    return sum(len(part) for part in frame.parts if not isinstance(part, FileRegion))
-
-
-@types.coroutine
-def _resume(handling: Coroutine[Any, Any, EncodedFrame | None],
-            waits_for: Any) -> Generator[Any, Any, EncodedFrame | None]:
-    """Carries on a handler that was started by hand and is waiting on ``waits_for`` (what it
-    gave the scheduler): the rest of its run, in the same task, as ``await handling`` would."""
-    while True:
-        try:
-            sent = yield waits_for
-        except BaseException as ex:  # Cancelled, and anything else the scheduler throws in
-            try:
-                waits_for = handling.throw(ex)
-            except StopIteration as done:
-                result: EncodedFrame | None = done.value
-                return result
-        else:
-            try:
-                waits_for = handling.send(sent)
-            except StopIteration as done:
-                result = done.value
-                return result
