@@ -71,6 +71,8 @@ FRAME_GRACE_S = 5.0
 _ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 ACCEPT_RETRY_S = 0.1
 
+_NOTHING_PENDING = memoryview(b"")
+
 _PEER_GONE = {errno.ECONNRESET, errno.EPIPE, errno.EBADF, errno.ENOTCONN, errno.ETIMEDOUT}
 
 
@@ -343,7 +345,7 @@ class Connection:
         # (or any other) goes through the stream's own receive_some/send_all.
         self._socket_stream = stream if isinstance(stream, trio.SocketStream) else None
         self._fd = self._socket_stream.socket.fileno() if self._socket_stream is not None else -1
-        self._pending = memoryview(b"")
+        self._pending = _NOTHING_PENDING
         self.info = info
         self.handler = handler
         self.limits = limits
@@ -428,8 +430,13 @@ class Connection:
 
     async def _receive_into(self, view: memoryview) -> int:
         if self._socket_stream is not None:
-            k: int = await self._socket_stream.socket.recv_into(view)
-            return k
+            # The caller found the socket empty: wait, then read (fewer frames held while idle
+            # than Trio's recv_into, which tries first).
+            while True:
+                await trio.lowlevel.wait_readable(self._socket_stream.socket)
+                k = self._receive_ready(view)
+                if k is not None:
+                    return k
         if not self._pending:
             self._pending = memoryview(await self.stream.receive_some(max(len(view), 65536)))
         k = min(len(view), len(self._pending))
