@@ -106,6 +106,8 @@ class RequestThrottle:
     task: trio.lowlevel.Task | None = None
     #: The connection's reader and writer, whose time counts too (Kafka's network thread time).
     io_tasks: Sequence[trio.lowlevel.Task] = ()
+    #: The network time of the reader's task, set aside while the request runs in that task.
+    io_entry: list[float] | None = None
 
     def add(self, quota_type: str, throttle_ms: int) -> None:
         if throttle_ms > self.throttle_ms:
@@ -237,9 +239,20 @@ class QuotaManagers:
             trio.lowlevel.add_instrument(self._timer)
         task = trio.lowlevel.current_task()
         throttle.task = task
-        throttle.started = self._timer.tasks.setdefault(task, [0.0, time.perf_counter()])
+        tasks = self._timer.tasks
+        now = time.perf_counter()
+        if task in io_tasks:
+            # The request runs in its connection's reader task (it has not waited yet): from
+            # here to its end the task's time is the request's, before it the network's.
+            io_entry = tasks.get(task)
+            if io_entry is not None:
+                io_entry[0] += now - io_entry[1]
+            throttle.io_entry = io_entry
+            throttle.started = tasks[task] = [0.0, now]
+        else:
+            throttle.started = tasks.setdefault(task, [0.0, now])
         for io_task in io_tasks:
-            self._timer.tasks.setdefault(io_task, [0.0, time.perf_counter()])
+            tasks.setdefault(io_task, [0.0, now])
         throttle.io_tasks = io_tasks
         return throttle
 
@@ -259,7 +272,12 @@ class QuotaManagers:
         """The throttle the response carries and the connection is muted for: (type, ms)."""
         request_ms = self.record_request_time(throttle)
         if throttle.task is not None and self._timer is not None:
-            self._timer.tasks.pop(throttle.task, None)
+            if throttle.task in throttle.io_tasks:  # back to counting the reader's network time
+                entry = throttle.io_entry if throttle.io_entry is not None else [0.0, 0.0]
+                entry[1] = time.perf_counter()
+                self._timer.tasks[throttle.task] = entry
+            else:
+                self._timer.tasks.pop(throttle.task, None)
             throttle.task = None
             self._record_network_time(throttle)
         quota_type, ms = (throttle.quota_type, throttle.throttle_ms)

@@ -1,10 +1,13 @@
 """Listeners and connections: frames in, responses out, in request order.
 
-One Trio task reads a connection's frames; each request runs in its own task so a
-long-polling Fetch does not hold up the requests behind it, and one writer task
-sends responses strictly in the order the requests arrived (Kafka clients rely
-on that). At most ``max_in_flight`` requests of one connection run at once: the
-reader stops reading (Kafka's muting) until one is answered.
+One Trio task reads a connection's frames. While no other request of the connection
+is running, a request is handled in that task and its response sent by it: most
+requests complete without waiting, and cost no task of their own. A handler that
+waits (a long-polling Fetch, acks=all, a lock) keeps that task for itself and a new
+task reads on, so the requests behind it are not held up; from then on a writer task
+(made on first use) sends responses strictly in the order the requests arrived (Kafka
+clients rely on that). At most ``max_in_flight`` requests of one connection run at
+once: the reader stops reading (Kafka's muting) until one is answered.
 Record data given as file regions is sent with ``os.sendfile``.
 
 Memory for requests is bounded across connections by :class:`NetworkMemory`
@@ -23,10 +26,10 @@ import mmap
 import os
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 import trio
@@ -37,8 +40,12 @@ from broker.quotas.connection_quotas import (
     TooManyConnections,
 )
 from broker.security.kafka_principal import ANONYMOUS, KafkaPrincipal
+from broker.server.connection_errors import CloseConnection as CloseConnection  # re-exported
+from broker.server.connection_errors import first_close
+from broker.server.frame_sending import in_memory_bytes, send_frame
+from broker.server.network_memory import NetworkMemory as NetworkMemory  # re-exported
+from broker.server.started_coroutine import resume
 from wire.frame import EncodedFrame
-from wire.regions import FileRegion
 
 if TYPE_CHECKING:
     from broker.security.sasl import SaslSession
@@ -64,28 +71,9 @@ FRAME_GRACE_S = 5.0
 _ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 ACCEPT_RETRY_S = 0.1
 
+_NOTHING_PENDING = memoryview(b"")
+
 _PEER_GONE = {errno.ECONNRESET, errno.EPIPE, errno.EBADF, errno.ENOTCONN, errno.ETIMEDOUT}
-
-
-def _first(group: BaseExceptionGroup[CloseConnection], kind: type[CloseConnection]) -> CloseConnection:
-    for ex in group.exceptions:
-        if isinstance(ex, BaseExceptionGroup):
-            return _first(ex, kind)
-        if isinstance(ex, kind):
-            return ex
-    raise AssertionError("empty exception group")
-
-
-class CloseConnection(Exception):
-    """Raised by a handler to drop the connection without answering (Kafka's reaction to
-    protocol violations)."""
-
-    def __init__(self, reason: str, *, response: EncodedFrame | None = None, **context: object) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.context = context
-        #: Sent before closing (Kafka answers a failed authentication, then closes).
-        self.response = response
 
 
 @dataclass(slots=True)
@@ -102,16 +90,29 @@ class ConnectionInfo:
     sasl: SaslSession | None = None
     #: Largest frame accepted now, when lower than the listener's (before authentication).
     frame_limit: int | None = None
-    #: Held while a Produce appends: a connection's produces append in arrival order.
-    append_lock: trio.Lock = field(default_factory=trio.Lock)
     #: Trio time until which no request is read from this connection (KIP-219 muting).
     muted_until: float = 0.0
-    #: Once throttled, a connection's requests are read and handled one at a time, each after the
-    #: mute, as Kafka handles every connection's (requests read ahead cannot slip past a throttle).
-    throttle_lock: trio.Lock = field(default_factory=trio.Lock)
     #: The tasks reading and writing this connection (the request quota counts their time, as
     #: Kafka counts network thread time).
     io_tasks: list[trio.lowlevel.Task] = field(default_factory=list)
+    # Made on first use: most connections never need them (memory per idle connection).
+    _append_lock: trio.Lock | None = None
+    _throttle_lock: trio.Lock | None = None
+
+    @property
+    def append_lock(self) -> trio.Lock:
+        """Held while a Produce appends: a connection's produces append in arrival order."""
+        if self._append_lock is None:
+            self._append_lock = trio.Lock()
+        return self._append_lock
+
+    @property
+    def throttle_lock(self) -> trio.Lock:
+        """Once throttled, a connection's requests are read and handled one at a time, each after the
+        mute, as Kafka handles every connection's (requests read ahead cannot slip past a throttle)."""
+        if self._throttle_lock is None:
+            self._throttle_lock = trio.Lock()
+        return self._throttle_lock
 
     def mute(self, throttle_ms: int) -> None:
         """Stops reading requests from this connection for ``throttle_ms`` from now (a quota's
@@ -168,93 +169,6 @@ class NetworkLimits:
     max_request_memory: int = 536_870_912
     #: A started frame must be complete within this (socket.request.read.timeout.ms).
     frame_read_timeout_s: float = 60.0
-
-
-class NetworkMemory:
-    """Bytes held by requests and responses of every connection.
-
-    Requests: the announced size of each frame is reserved before its body is read and
-    released when its request has been answered. A frame is admitted when it fits in what
-    is left, or when nothing of its class is reserved (so one frame larger than the whole
-    limit, up to ``socket.request.max.bytes``, still gets through, as with Kafka's memory
-    pool); otherwise its connection waits, unread. Waiting frames are admitted first fit,
-    in arrival order: a frame that fits is not held behind one that does not, so
-    connections announcing huge frames and sending them slowly cannot hold up a producer's
-    ordinary batches while any room is left. Frames of at most ``SMALL_FRAME`` bytes —
-    nearly every request but large produces — have a budget of their own (an eighth of the
-    limit, at least 256 KiB). Responses: bytes built and not yet sent (file regions
-    excluded: they stay on disk until ``sendfile``).
-    """
-
-    SMALL_FRAME = 64 * 1024
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.small_limit = max(limit // 8, 4 * self.SMALL_FRAME) if limit >= 0 else -1
-        self.large = 0
-        self.small = 0
-        self.responses = 0
-        self._waiting: list[_MemoryWaiter] = []
-
-    @property
-    def requests(self) -> int:
-        return self.large + self.small
-
-    @property
-    def waiting(self) -> int:
-        """Connections waiting for request memory."""
-        return len(self._waiting)
-
-    def _fits(self, size: int) -> bool:
-        if size <= self.SMALL_FRAME:
-            return self.small_limit < 0 or self.small == 0 or self.small + size <= self.small_limit
-        return self.limit < 0 or self.large == 0 or self.large + size <= self.limit
-
-    def _take(self, size: int) -> None:
-        if size <= self.SMALL_FRAME:
-            self.small += size
-        else:
-            self.large += size
-
-    async def reserve(self, size: int) -> None:
-        if self._fits(size):
-            self._take(size)
-            return
-        waiter = _MemoryWaiter(size)
-        self._waiting.append(waiter)
-        try:
-            await waiter.admitted.wait()
-        except BaseException:
-            if waiter.admitted.is_set():
-                self.release(size)  # admitted as it was cancelled: give it back
-            else:
-                self._waiting.remove(waiter)
-            raise
-
-    def release(self, size: int) -> None:
-        if size <= self.SMALL_FRAME:
-            self.small -= size
-        else:
-            self.large -= size
-        self._admit()
-
-    def _admit(self) -> None:
-        if not self._waiting:
-            return
-        still: list[_MemoryWaiter] = []
-        for waiter in self._waiting:
-            if self._fits(waiter.size):
-                self._take(waiter.size)
-                waiter.admitted.set()
-            else:
-                still.append(waiter)
-        self._waiting = still
-
-
-@dataclass(slots=True)
-class _MemoryWaiter:
-    size: int
-    admitted: trio.Event = field(default_factory=trio.Event)
 
 
 class Listener:
@@ -430,18 +344,25 @@ class Connection:
         # A plain socket is read into buffers and sent files with sendfile; a TLS stream
         # (or any other) goes through the stream's own receive_some/send_all.
         self._socket_stream = stream if isinstance(stream, trio.SocketStream) else None
-        self._pending = memoryview(b"")
+        self._fd = self._socket_stream.socket.fileno() if self._socket_stream is not None else -1
+        self._pending = _NOTHING_PENDING
         self.info = info
         self.handler = handler
         self.limits = limits
         self._in_flight = trio.Semaphore(limits.max_in_flight)
-        self._send, self._receive = trio.open_memory_channel[_Slot](limits.max_in_flight)
+        #: Responses handed to the writer task, in request order; the writer and its channel are
+        #: made when first needed (requests answered in the reader's task are sent by it).
+        self._send: trio.MemorySendChannel[_Slot] | None = None
+        #: Slots given to the writer and not sent yet: responses answered in the reader's task
+        #: are sent by it directly only when there is none (responses go out in request order).
+        self._queued = 0
         self._last_activity = trio.current_time()
         #: Bytes of this connection's responses built and not sent yet.
         self._unsent = 0
         #: Requests of this connection being handled, and where the reader waits for them.
         self._running = 0
         self._handled = trio.lowlevel.ParkingLot()
+        self._nursery: trio.Nursery | None = None
 
     def _touch(self) -> None:
         self._last_activity = trio.current_time()
@@ -449,12 +370,10 @@ class Connection:
     async def run(self) -> None:
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._writer, nursery.cancel_scope)
-                await self._reader(nursery)
-                # Peer closed its side: let the writer flush what is in flight.
-                await self._send.aclose()
+                self._nursery = nursery
+                await self._reader()
         except* CloseConnection as group:
-            ex = _first(group, CloseConnection)
+            ex = first_close(group, CloseConnection)
             log.info("connection_closed", reason=ex.reason, listener=self.info.listener,
                      peer=f"{self.info.peer_host}:{self.info.peer_port}", **ex.context)
         except* (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -464,6 +383,7 @@ class Connection:
             if rest is not None:
                 raise rest from None
         finally:
+            self._nursery = None
             self.memory.responses -= self._unsent  # answers the peer will never read
             self._unsent = 0
 
@@ -472,13 +392,25 @@ class Connection:
         view = memoryview(buf)
         got = 0
         while got < n:
-            k = await self._recv_into(view[got:n], frame_deadline)
+            k = self._receive_ready(view[got:n]) if self._fd >= 0 else None
+            if k is None:
+                k = await self._recv_into(view[got:n], frame_deadline)
             if k == 0:
                 if got == 0:
                     return False
                 raise CloseConnection("peer closed mid-frame", received=got, expected=n)
             got += k
         return True
+
+    def _receive_ready(self, view: memoryview) -> int | None:
+        """Reads what the socket holds already, without waiting (and without a trip through the
+        scheduler); None when it holds nothing yet."""
+        try:
+            return os.readv(self._fd, [view])
+        except BlockingIOError:
+            return None
+        except InterruptedError:
+            return None
 
     async def _recv_into(self, view: memoryview, frame_deadline: float = math.inf) -> int:
         deadline = min(self._last_activity + self.limits.idle_timeout_s, frame_deadline)
@@ -498,8 +430,13 @@ class Connection:
 
     async def _receive_into(self, view: memoryview) -> int:
         if self._socket_stream is not None:
-            k: int = await self._socket_stream.socket.recv_into(view)
-            return k
+            # The caller found the socket empty: wait, then read (fewer frames held while idle
+            # than Trio's recv_into, which tries first).
+            while True:
+                await trio.lowlevel.wait_readable(self._socket_stream.socket)
+                k = self._receive_ready(view)
+                if k is not None:
+                    return k
         if not self._pending:
             self._pending = memoryview(await self.stream.receive_some(max(len(view), 65536)))
         k = min(len(view), len(self._pending))
@@ -514,8 +451,16 @@ class Connection:
             await trio.sleep_until(self.info.muted_until)
             self._touch()
 
-    async def _reader(self, nursery: trio.Nursery) -> None:
-        self.info.io_tasks.append(trio.lowlevel.current_task())
+    async def _reader(self) -> None:
+        """Reads frames until the peer closes; then lets the writer flush what is in flight.
+
+        A request is handled in the reader's own task while no other request of the connection
+        is running (most requests complete without waiting: no task is started for them). If
+        its handler has to wait, this task carries on with that request alone and a new task
+        takes over reading (see :meth:`_handle_here`)."""
+        assert self._nursery is not None
+        me = trio.lowlevel.current_task()
+        self.info.io_tasks.append(me)
         head = bytearray(4)
         while True:
             # A throttled connection is read as Kafka reads every connection: one request at a
@@ -524,6 +469,8 @@ class Connection:
                 await self._handled.park()
             await self._wait_unmuted()
             if not await self._read_exactly(head, 4):
+                if self._send is not None:
+                    await self._send.aclose()  # the peer closed its side: the writer flushes and stops
                 return
             self._touch()
             # The reader may have been waiting for this frame when a throttle began.
@@ -540,11 +487,24 @@ class Connection:
             await self.memory.reserve(size)
             try:
                 frame = await self._read_frame(size, trio.current_time() + self.limits.frame_read_timeout_s)
-                self._touch()
+            except BaseException:
+                self.memory.release(size)
+                raise
+            self._touch()
+            if self._running == 0 and self._queued < self.limits.max_in_flight:
+                self._in_flight.acquire_nowait()  # none running: never blocks
+                self._running += 1
+                handling = self.handler.handle(self.info, frame)
+                del frame
+                if await self._handle_here(handling, size, me):
+                    return
+                continue
+            try:
                 await self._in_flight.acquire()
                 try:
                     slot = _Slot()
-                    await self._send.send(slot)
+                    await self._writer_channel().send(slot)
+                    self._queued += 1
                 except BaseException:
                     self._in_flight.release()
                     raise
@@ -552,8 +512,82 @@ class Connection:
                 self.memory.release(size)
                 raise
             self._running += 1
-            nursery.start_soon(self._run_request, frame, slot, size)
+            self._nursery.start_soon(self._run_request, frame, slot, size)
             del frame  # held by the request's task only: freed once answered, not at the next frame
+
+    async def _handle_here(self, handling: Coroutine[Any, Any, EncodedFrame | None], reserved: int,
+                           me: trio.lowlevel.Task) -> bool:
+        """Runs a request in the reader's task: True when its handler had to wait, this task now
+        serves that request alone and a new reader task was started."""
+        assert self._nursery is not None
+        handed_over = False
+        try:
+            try:
+                waits_for = handling.send(None)
+            except StopIteration as done:
+                response: EncodedFrame | None = done.value
+            else:
+                # The handler waits (for replication, a lock, a pause...): the requests behind it
+                # must not. This task carries on with this request; another one reads on.
+                slot = _Slot()
+                self._writer_channel().send_nowait(slot)  # room: checked before (_queued < max_in_flight)
+                self._queued += 1
+                self.info.io_tasks.remove(me)
+                self._nursery.start_soon(self._reader)
+                handed_over = True
+                await self._finish_request(resume(handling, waits_for), slot, reserved)
+                return True
+        except CloseConnection as ex:
+            _RESPONSE_DELAY_MS.set(0)
+            self._request_done(reserved)
+            self._queue_done(_Slot(close=ex))
+            return False
+        except BaseException:
+            if not handed_over:
+                handling.close()
+                self._request_done(reserved)
+            raise
+        self._request_done(reserved)
+        delay_ms = _RESPONSE_DELAY_MS.get()
+        if delay_ms > 0:
+            _RESPONSE_DELAY_MS.set(0)
+        if response is None and delay_ms <= 0:
+            # Nothing to send (acks=0): still give the other tasks a turn before the next frame.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return False
+        if response is not None:
+            self._count_unsent(response)
+        if delay_ms > 0 or self._queued:
+            queued = _Slot(response=response)
+            queued.send_after = trio.current_time() + delay_ms / 1000 if delay_ms > 0 else 0.0
+            self._queue_done(queued)
+            return False
+        assert response is not None
+        await self._send_response(response)
+        return False
+
+    def _queue_done(self, slot: _Slot) -> None:
+        slot.done.set()
+        self._writer_channel().send_nowait(slot)
+        self._queued += 1
+
+    def _writer_channel(self) -> trio.MemorySendChannel[_Slot]:
+        if self._send is None:
+            assert self._nursery is not None
+            self._send, receive = trio.open_memory_channel[_Slot](self.limits.max_in_flight)
+            self._nursery.start_soon(self._writer, receive, self._nursery.cancel_scope)
+        return self._send
+
+    def _count_unsent(self, response: EncodedFrame) -> None:
+        size = in_memory_bytes(response)
+        self.memory.responses += size
+        self._unsent += size
+
+    def _request_done(self, reserved: int) -> None:
+        self.memory.release(reserved)
+        self._in_flight.release()
+        self._running -= 1
+        self._handled.unpark_all()
 
     async def _read_frame(self, size: int, deadline: float) -> RequestFrame:
         if size <= PREALLOCATE_MAX:
@@ -578,98 +612,52 @@ class Connection:
         return view
 
     async def _run_request(self, frame: RequestFrame, slot: _Slot, reserved: int) -> None:
+        if self.info.muted_until:
+            async with self.info.throttle_lock:
+                while self.info.muted_until > trio.current_time():
+                    await trio.sleep_until(self.info.muted_until)
+                await self._finish_request(self.handler.handle(self.info, frame), slot, reserved)
+        else:
+            await self._finish_request(self.handler.handle(self.info, frame), slot, reserved)
+
+    async def _finish_request(self, handling: Awaitable[EncodedFrame | None], slot: _Slot, reserved: int) -> None:
         try:
-            if self.info.muted_until:
-                async with self.info.throttle_lock:
-                    while self.info.muted_until > trio.current_time():
-                        await trio.sleep_until(self.info.muted_until)
-                    slot.response = await self.handler.handle(self.info, frame)
-            else:
-                slot.response = await self.handler.handle(self.info, frame)
+            slot.response = await handling
             delay_ms = _RESPONSE_DELAY_MS.get()
             if delay_ms > 0:
                 slot.send_after = trio.current_time() + delay_ms / 1000
                 _RESPONSE_DELAY_MS.set(0)
             if slot.response is not None:
-                size = _in_memory_bytes(slot.response)
-                self.memory.responses += size
-                self._unsent += size
+                self._count_unsent(slot.response)
         except CloseConnection as ex:
             slot.close = ex
         finally:
-            del frame
-            self.memory.release(reserved)
-            self._in_flight.release()
-            self._running -= 1
-            self._handled.unpark_all()
+            del handling
+            self._request_done(reserved)
             slot.done.set()
 
-    async def _writer(self, cancel: trio.CancelScope) -> None:
+    async def _writer(self, slots: trio.MemoryReceiveChannel[_Slot], cancel: trio.CancelScope) -> None:
         self.info.io_tasks.append(trio.lowlevel.current_task())
-        async for slot in self._receive:
+        async for slot in slots:
             await slot.done.wait()
             if slot.close is not None:
                 if slot.close.response is not None:
-                    await self._send_frame(slot.close.response)
+                    await send_frame(self.stream, slot.close.response)
                 cancel.cancel()
                 raise slot.close
             if slot.response is not None:
                 if slot.send_after > trio.current_time():
                     await trio.sleep_until(slot.send_after)
-                try:
-                    await self._send_frame(slot.response)
-                finally:
-                    size = _in_memory_bytes(slot.response)
-                    self.memory.responses -= size
-                    self._unsent -= size
-                    slot.response = None
-                self._touch()
+                await self._send_response(slot.response)
+                slot.response = None
+            self._queued -= 1
         cancel.cancel()
 
-    async def _send_frame(self, frame: EncodedFrame) -> None:
-        for part in frame.parts:
-            if isinstance(part, FileRegion):
-                await self._sendfile(part)
-            else:
-                await self.stream.send_all(part)
-
-    async def _sendfile(self, region: FileRegion) -> None:
-        if self._socket_stream is None:
-            await self._send_region_copied(region)
-            return
-        sock = self._socket_stream.socket
-        fd = sock.fileno()
-        offset = region.position
-        left = region.length
-        while left > 0:
-            try:
-                sent = os.sendfile(fd, region.fd, offset, left)
-            except BlockingIOError:
-                await trio.lowlevel.wait_writable(sock)
-                continue
-            except OSError as ex:
-                if ex.errno in (errno.EINVAL, errno.ENOSYS):
-                    # No sendfile for this pair: fall back to reading the region.
-                    await self.stream.send_all(os.pread(region.fd, left, offset))
-                    return
-                raise
-            if sent == 0:
-                raise CloseConnection("file region shorter than expected", offset=offset, left=left)
-            offset += sent
-            left -= sent
-
-    async def _send_region_copied(self, region: FileRegion) -> None:
-        # TLS encrypts in user space: the region is read in bounded chunks and sent.
-        offset = region.position
-        left = region.length
-        while left > 0:
-            chunk = os.pread(region.fd, min(left, PREALLOCATE_MAX), offset)
-            if not chunk:
-                raise CloseConnection("file region shorter than expected", offset=offset, left=left)
-            await self.stream.send_all(chunk)
-            offset += len(chunk)
-            left -= len(chunk)
-
-
-def _in_memory_bytes(frame: EncodedFrame) -> int:
-    return sum(len(part) for part in frame.parts if not isinstance(part, FileRegion))
+    async def _send_response(self, response: EncodedFrame) -> None:
+        try:
+            await send_frame(self.stream, response)
+        finally:
+            size = in_memory_bytes(response)
+            self.memory.responses -= size
+            self._unsent -= size
+        self._touch()

@@ -52,7 +52,12 @@ async def append_request(
     by_id = ctx.api_version >= 13
     # One connection's produces append in the order they arrived, as Kafka's one request at a
     # time per connection does: a pause below must not let a later request overtake.
-    async with ctx.conn.append_lock:
+    lock = ctx.conn.append_lock
+    if lock.locked():
+        await lock.acquire()
+    else:
+        lock.acquire_nowait()  # free: taken without a trip through the scheduler
+    try:
         for topic in request.topic_data:
             name = _topic_name(ctx, topic.topic_id) if by_id else topic.name
             t_resp = ProduceResponseTopicProduceResponse(name=topic.name, topic_id=topic.topic_id)
@@ -74,6 +79,8 @@ async def append_request(
                 failed = failed or pending is None
                 if pending is not None and acks == -1:
                     waiting.append(pending)
+    finally:
+        lock.release()
     return response, waiting, failed
 
 
