@@ -42,6 +42,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 TOPICS_PER_REQUEST = 20
+TOPICS_PER_PRODUCER = 50
 #: ApiVersions v0 (correlation id 1, no client id), with its size prefix.
 API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 1, -1)
 
@@ -93,13 +94,18 @@ def metadata_s(bootstrap: str, expected: int) -> float:
 
 
 def produce_and_read(bootstrap: str, names: list[str], partitions: int) -> tuple[float, float]:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 2_000_000})
     started = time.monotonic()
-    for name in names:
-        for p in range(partitions):
-            producer.produce(name, value=b"v", partition=p)
-            producer.poll(0)
-    assert producer.flush(300) == 0
+    # One producer per TOPICS_PER_PRODUCER topics: a producer asks for the metadata of every
+    # topic it knows each time it meets a new one, so one producer over a thousand topics asks
+    # for 50 million partitions' metadata in all (of any broker).
+    for i in range(0, len(names), TOPICS_PER_PRODUCER):
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                             "queue.buffering.max.messages": 2_000_000})
+        for name in names[i : i + TOPICS_PER_PRODUCER]:
+            for p in range(partitions):
+                producer.produce(name, value=b"v", partition=p)
+                producer.poll(0)
+        assert producer.flush(300) == 0
     produce = time.monotonic() - started
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "scale-bench", "enable.auto.commit": False})
     consumer.assign([TopicPartition(n, p, 0) for n in names for p in range(partitions)])
@@ -148,6 +154,10 @@ def run(broker: BrokerProcess, topics: int, partitions: int, restarts: bool) -> 
             row["restart kill -9 s"] = restart_s(broker, kill=True)
             row["metadata after restart s"] = metadata_s(broker.bootstrap, total)
         return row
+    except BaseException:
+        if isinstance(broker, Cormorant) and not broker.alive():
+            print(broker.exit_report(), flush=True)
+        raise
     finally:
         broker.stop()
 

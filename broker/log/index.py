@@ -97,7 +97,7 @@ class _IndexFile:
 
     def __init__(
         self,
-        path: Path,
+        path: str | Path,
         base_offset: int,
         max_index_bytes: int,
         files: FileCache = DEFAULT_FILE_CACHE,
