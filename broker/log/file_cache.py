@@ -138,6 +138,11 @@ class CachedFile:
         return Path(self._path)
 
     @property
+    def fspath(self) -> str:
+        """The file's path as a string (without a Path made for it)."""
+        return self._path
+
+    @property
     def name(self) -> str:
         """The file's name (without a Path made for it)."""
         return os.path.basename(self._path)

@@ -53,7 +53,7 @@ class LeaderEpochCache:
 
     __slots__ = ("_deferred", "_entry_list", "_epoch_list", "_loaded", "_path", "_read_file", "_unflushed")
 
-    def __init__(self, path: Path, *, exists: bool | None = None) -> None:
+    def __init__(self, path: str | Path, *, exists: bool | None = None) -> None:
         """The cache of ``path`` (a missing file is an empty cache), read when first needed.
 
         ``exists=False`` says the file is known not to exist (a new log). Until the file

@@ -120,7 +120,8 @@ def _load(
     names: list[str],
 ) -> PartitionLog:
     tp = parse_partition_dir_name(directory.name)
-    epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT, exists=LEADER_EPOCH_CHECKPOINT in names)
+    epoch_cache = LeaderEpochCache(f"{directory}{os.sep}{LEADER_EPOCH_CHECKPOINT}",
+                                   exists=LEADER_EPOCH_CHECKPOINT in names)
     if not had_clean_shutdown and segments:
         segments = _recover_from(segments, recovery_point, epoch_cache, tp, needs_rebuild)
     for segment in segments:
