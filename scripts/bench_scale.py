@@ -123,11 +123,15 @@ def produce_and_read(bootstrap: str, names: list[str], partitions: int) -> tuple
 
 #: A clean shutdown of 100,000 partitions takes longer than bench_brokers' 15 s before SIGKILL.
 CLEAN_STOP_TIMEOUT_S = 600.0
+SETTLE_S = 5.0
 
 
 def clean_stop_s(broker: BrokerProcess) -> float:
     """SIGTERM, and the seconds until the broker exited (it must exit 0: a clean shutdown)."""
     assert broker.proc is not None
+    # The broker prints its ready line before it listens for SIGTERM (a SIGTERM at once kills
+    # it uncleanly, exit -15): give it a moment.
+    time.sleep(SETTLE_S)
     started = time.monotonic()
     broker.proc.send_signal(signal.SIGTERM)
     code = broker.proc.wait(CLEAN_STOP_TIMEOUT_S)
@@ -151,7 +155,9 @@ def restart_s(broker: BrokerProcess, row: Row, kill: bool) -> float:
     started = time.monotonic()
     broker.start()
     elapsed = time.monotonic() - started
-    print(f"    log_dir_loaded {log_dir_loaded(broker)}", flush=True)
+    # On a shared machine the wall time is mostly waiting for a core: the CPU is comparable.
+    print(f"    start used {broker.cpu() or float('nan'):.1f} s of CPU; log_dir_loaded {log_dir_loaded(broker)}",
+          flush=True)
     return elapsed
 
 
