@@ -61,11 +61,11 @@ class PartitionListing:
 
     def matches_names(self) -> bool:
         """Whether the segments are exactly the ``.log`` files among the names."""
-        logs = sorted(name for name in self.names if name.endswith(LOG_SUFFIX))
-        return len(logs) == len(self.segments) and all(
-            name == f"{segment.base_offset:020d}{LOG_SUFFIX}"
-            for name, segment in zip(logs, self.segments, strict=True)
-        )
+        # The names are sorted, and zero-padded offsets sort as numbers: the ``.log`` names
+        # come in the segments' order.
+        return [name for name in self.names if name.endswith(LOG_SUFFIX)] == [
+            f"{segment.base_offset:020d}{LOG_SUFFIX}" for segment in self.segments
+        ]
 
 
 def list_partition_dir(directory: Path, segments: Iterable[SegmentSummary]) -> PartitionListing | None:
