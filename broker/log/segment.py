@@ -572,6 +572,8 @@ class LogSegment(SegmentRecovery):
             # A segment with batches keeps index files, so a restart does not rebuild them.
             self._offset_index.ensure_file()
             self._time_index.ensure_file()
+        self._offset_index.cut()
+        self._time_index.cut()
         self.close_handles()
 
     def close_handles(self) -> None:
