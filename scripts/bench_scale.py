@@ -11,7 +11,9 @@ Rows, for Cormorant and (where it applies) Tansu with memory storage, both start
 - RSS and open descriptors of the broker with the partitions idle;
 - Cormorant only: restart to serving after kill -9 with nothing flushed (every partition
   recovers from its recovery point, 0), after a clean shutdown, and after kill -9 once that
-  clean shutdown moved every recovery point to the log end; seconds.
+  clean shutdown moved every recovery point to the log end; seconds, with the CPU seconds
+  each start used and its ``log_dir_loaded`` line; and how long the clean shutdown took.
+  100,000 partitions: ``--topics 1000 --partitions 100 --nofile 20000`` (docs/performance.md).
 - with ``--connections N`` (on a fresh broker of each): N client connections opened one after
   the other, each sending ApiVersions, all kept open; connections per second until every one
   was answered, and the broker's RSS idle and with the N connections open.
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import socket
 import struct
 import sys
@@ -42,6 +45,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 TOPICS_PER_REQUEST = 20
+TOPICS_PER_PRODUCER = 50
 #: ApiVersions v0 (correlation id 1, no client id), with its size prefix.
 API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 1, -1)
 
@@ -93,13 +97,18 @@ def metadata_s(bootstrap: str, expected: int) -> float:
 
 
 def produce_and_read(bootstrap: str, names: list[str], partitions: int) -> tuple[float, float]:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 2_000_000})
     started = time.monotonic()
-    for name in names:
-        for p in range(partitions):
-            producer.produce(name, value=b"v", partition=p)
-            producer.poll(0)
-    assert producer.flush(300) == 0
+    # One producer per TOPICS_PER_PRODUCER topics: a producer asks for the metadata of every
+    # topic it knows each time it meets a new one, so one producer over a thousand topics asks
+    # for 50 million partitions' metadata in all (of any broker).
+    for i in range(0, len(names), TOPICS_PER_PRODUCER):
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                             "queue.buffering.max.messages": 2_000_000})
+        for name in names[i : i + TOPICS_PER_PRODUCER]:
+            for p in range(partitions):
+                producer.produce(name, value=b"v", partition=p)
+                producer.poll(0)
+        assert producer.flush(300) == 0
     produce = time.monotonic() - started
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "scale-bench", "enable.auto.commit": False})
     consumer.assign([TopicPartition(n, p, 0) for n in names for p in range(partitions)])
@@ -114,16 +123,44 @@ def produce_and_read(bootstrap: str, names: list[str], partitions: int) -> tuple
     return produce, time.monotonic() - started
 
 
-def restart_s(broker: BrokerProcess, kill: bool) -> float:
+#: A clean shutdown of 100,000 partitions takes longer than bench_brokers' 15 s before SIGKILL.
+CLEAN_STOP_TIMEOUT_S = 600.0
+SETTLE_S = 5.0
+
+
+def clean_stop_s(broker: BrokerProcess) -> float:
+    """SIGTERM, and the seconds until the broker exited (it must exit 0: a clean shutdown)."""
+    assert broker.proc is not None
+    # The broker prints its ready line before it listens for SIGTERM (a SIGTERM at once kills
+    # it uncleanly, exit -15): give it a moment.
+    time.sleep(SETTLE_S)
+    started = time.monotonic()
+    broker.proc.send_signal(signal.SIGTERM)
+    code = broker.proc.wait(CLEAN_STOP_TIMEOUT_S)
+    assert code == 0, f"exit code {code} after SIGTERM"
+    return time.monotonic() - started
+
+
+def log_dir_loaded(broker: BrokerProcess) -> str:
+    """The start's ``log_dir_loaded`` line (clean or not, partitions loaded from the summary)."""
+    lines = [line for line in broker.stderr.read_text("utf-8", "replace").splitlines() if "log_dir_loaded" in line]
+    return lines[-1].split("log_dir_loaded", 1)[1].strip() if lines else "<none>"
+
+
+def restart_s(broker: BrokerProcess, row: Row, kill: bool) -> float:
     assert broker.proc is not None
     if kill:
         broker.proc.kill()
         broker.proc.wait(30)
     else:
-        broker.stop()
+        row["clean shutdown s"] = clean_stop_s(broker)
     started = time.monotonic()
     broker.start()
-    return time.monotonic() - started
+    elapsed = time.monotonic() - started
+    # On a shared machine the wall time is mostly waiting for a core: the CPU is comparable.
+    print(f"    start used {broker.cpu() or float('nan'):.1f} s of CPU; log_dir_loaded {log_dir_loaded(broker)}",
+          flush=True)
+    return elapsed
 
 
 def run(broker: BrokerProcess, topics: int, partitions: int, restarts: bool) -> dict[str, float]:
@@ -142,12 +179,16 @@ def run(broker: BrokerProcess, topics: int, partitions: int, restarts: bool) -> 
         row["open fds"] = fds(broker.proc.pid)
         if restarts:
             # Nothing was flushed yet (flush.ms is unset, as Kafka's): every partition recovers.
-            row["restart kill -9 unflushed s"] = restart_s(broker, kill=True)
-            row["restart clean s"] = restart_s(broker, kill=False)
+            row["restart kill -9 unflushed s"] = restart_s(broker, row, kill=True)
+            row["restart clean s"] = restart_s(broker, row, kill=False)
             # The clean shutdown moved every recovery point to the log end.
-            row["restart kill -9 s"] = restart_s(broker, kill=True)
+            row["restart kill -9 s"] = restart_s(broker, row, kill=True)
             row["metadata after restart s"] = metadata_s(broker.bootstrap, total)
         return row
+    except BaseException:
+        if isinstance(broker, Cormorant) and not broker.alive():
+            print(broker.exit_report(), flush=True)
+        raise
     finally:
         broker.stop()
 

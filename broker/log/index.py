@@ -97,7 +97,7 @@ class _IndexFile:
 
     def __init__(
         self,
-        path: Path,
+        path: str | Path,
         base_offset: int,
         max_index_bytes: int,
         files: FileCache = DEFAULT_FILE_CACHE,
@@ -124,6 +124,9 @@ class _IndexFile:
             self._known_size = 0
         # Whether entries were written since the last fsync.
         self._dirty = False
+        # Whether the file holds bytes past ``_file_size`` (entries dropped by :meth:`reset`)
+        # still to be cut off: before the next write, flush or close, not at once.
+        self._truncate_file = False
         # Loaded lazily; until then the file size gives the count.
         self._keys: array[int] | None = None
         self._values: array[int] | None = None
@@ -137,7 +140,7 @@ class _IndexFile:
         # Read on first use: a partition's indexes are not touched at start until they are needed.
         if self._known_size is None:
             try:
-                self._known_size = os.stat(self._file.path).st_size
+                self._known_size = os.stat(self._file.fspath).st_size
             except FileNotFoundError:
                 self._known_size = 0  # removed meanwhile: recreated empty when next written
         return self._known_size
@@ -223,6 +226,9 @@ class _IndexFile:
         position = len(keys) * len(entry)
         with self._file.pinned() as fd:
             self._file_exists = True
+            if self._truncate_file:
+                os.ftruncate(fd, position)
+                self._truncate_file = False
             written = os.pwrite(fd, entry, position)
         if written != len(entry):
             raise OSError(f"short write to {self.path.name}")
@@ -240,17 +246,29 @@ class _IndexFile:
         self._file_size = count * self._ENTRY.size
         with self._file.pinned() as fd:
             os.ftruncate(fd, self._file_size)
+        self._truncate_file = False
         self._dirty = True
 
     def reset(self) -> None:
-        """Drop every entry, without reading the (possibly corrupt) file first."""
+        """Drop every entry, without reading the (possibly corrupt) file first.
+
+        The file is cut when next written, flushed or closed: a recovery that rebuilds the
+        index of every partition at start would otherwise open and truncate two files per
+        partition (most of a start after a crash). Until then the old entries are not read:
+        the empty columns stand for the file."""
         self._keys = array(self._KEY_CODE)
         self._values = array(self._VALUE_CODE)
-        if self._file_size:  # an empty file (a new segment's, the common case) is left alone
-            with self._file.pinned() as fd:
-                os.ftruncate(fd, 0)
+        # An empty file (a new segment's, the common case) is left alone; one whose size is
+        # not known yet is cut without a look at it (a stat per index at start is cost too).
+        if (self._known_size is None and self._file_exists) or self._known_size:
+            self._truncate_file = True
             self._dirty = True
         self._file_size = 0
+
+    def _cut_file(self, fd: int) -> None:
+        if self._truncate_file:
+            os.ftruncate(fd, self._file_size)
+            self._truncate_file = False
 
     def flush(self) -> bool:
         """fsync what was written; creates the file if it was never written. True if it
@@ -259,11 +277,19 @@ class _IndexFile:
         if not self._dirty and not created:
             return False
         with self._file.pinned() as fd:
+            self._cut_file(fd)
             os.fsync(fd)
         self._dirty = False
         return created
 
+    def cut(self) -> None:
+        """Cut off what :meth:`reset` dropped, now (a clean close leaves the file as it reads)."""
+        if self._truncate_file and not self._file.closed:
+            with self._file.pinned() as fd:
+                self._cut_file(fd)
+
     def close(self) -> None:
+        """Close the file without writing anything (:meth:`cut` first for a clean close)."""
         self._file.close()
 
     def rename(self, path: Path) -> None:

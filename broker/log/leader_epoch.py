@@ -16,7 +16,7 @@ write a file per partition when they load or become leaders. Truncations
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,13 +40,20 @@ class EpochEntry:
     start_offset: int
 
 
+#: The kinds of change kept until the file is read (plain tuples: every idle partition holds
+#: two, the truncations its load made).
+_ASSIGN, _ASSIGN_IF_NEWER, _TRUNCATE_FROM_END, _TRUNCATE_FROM_START = range(4)
+
+
 class LeaderEpochCache:
     """Epoch start offsets of one partition, persisted on each change.
 
     Not thread-safe: its owner, the partition's log, serialises calls.
     """
 
-    def __init__(self, path: Path, *, exists: bool | None = None) -> None:
+    __slots__ = ("_deferred", "_entry_list", "_epoch_list", "_loaded", "_path", "_read_file", "_unflushed")
+
+    def __init__(self, path: str | Path, *, exists: bool | None = None) -> None:
         """The cache of ``path`` (a missing file is an empty cache), read when first needed.
 
         ``exists=False`` says the file is known not to exist (a new log). Until the file
@@ -54,12 +61,12 @@ class LeaderEpochCache:
         unsynced truncations) are kept and applied after reading it: thousands of
         partitions starting up need not read thousands of files before serving.
         """
-        self._path = path
+        self._path = os.fspath(path)  # a string: a Path per partition is memory for nothing
         # Entries changed since the file was last written durably.
         self._unflushed = False
         self._read_file = exists is not False
         self._loaded = False
-        self._deferred: list[Callable[[], None]] = []
+        self._deferred: list[tuple[int, int, int]] | None = None
         self._epoch_list: list[int] = []
         self._entry_list: list[EpochEntry] = []
 
@@ -68,7 +75,7 @@ class LeaderEpochCache:
             return
         self._loaded = True
         if self._read_file:
-            path = self._path
+            path = Path(self._path)
             rows = read_checkpoint(path, fields=2) or []
             for number, (epoch, start_offset) in enumerate(rows, start=3):
                 # Loading through _assign drops non-monotonic entries, as Kafka does.
@@ -78,16 +85,25 @@ class LeaderEpochCache:
                         parse_checkpoint_int(path, number, start_offset),
                     )
                 )
-        deferred, self._deferred = self._deferred, []
-        for change in deferred:
-            change()
+        deferred, self._deferred = self._deferred, None
+        for kind, first, second in deferred or ():
+            if kind == _ASSIGN:
+                self.assign(first, second)
+            elif kind == _ASSIGN_IF_NEWER:
+                self.assign_if_newer(first, second)
+            elif kind == _TRUNCATE_FROM_END:
+                self.truncate_from_end(first, sync=False)
+            else:
+                self.truncate_from_start(first, sync=False)
 
-    def _defer(self, change: Callable[[], None]) -> bool:
-        """Keep ``change`` for when the file is read; False if it is read (or must be now)."""
-        if self._loaded or len(self._deferred) >= _MAX_DEFERRED:
+    def _defer(self, kind: int, first: int, second: int = 0) -> bool:
+        """Keep a change for when the file is read; False if it is read (or must be now)."""
+        if self._loaded or (self._deferred is not None and len(self._deferred) >= _MAX_DEFERRED):
             self._load()
             return False
-        self._deferred.append(change)
+        if self._deferred is None:
+            self._deferred = []
+        self._deferred.append((kind, first, second))
         return True
 
     @property
@@ -102,7 +118,7 @@ class LeaderEpochCache:
 
     @property
     def path(self) -> Path:
-        return self._path
+        return Path(self._path)
 
     @property
     def entries(self) -> tuple[EpochEntry, ...]:
@@ -129,7 +145,7 @@ class LeaderEpochCache:
         """
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid leader epoch entry {EpochEntry(epoch, start_offset)}")
-        if self._defer(lambda: self.assign(epoch, start_offset)):
+        if self._defer(_ASSIGN, epoch, start_offset):
             return
         if self._assign(EpochEntry(epoch, start_offset)):
             self._unflushed = True
@@ -137,7 +153,7 @@ class LeaderEpochCache:
     def assign_if_newer(self, epoch: int, start_offset: int) -> None:
         """Recovery's rule (Kafka's): ``epoch`` starts at ``start_offset`` if it is newer than
         every epoch known. Kept, like :meth:`assign`, until the file is read."""
-        if self._defer(lambda: self.assign_if_newer(epoch, start_offset)):
+        if self._defer(_ASSIGN_IF_NEWER, epoch, start_offset):
             return
         latest = self.latest_epoch
         if latest is None or epoch > latest:
@@ -164,7 +180,7 @@ class LeaderEpochCache:
             # Expected only when a leader's first append was lost; anything else is worth a look.
             log.warning(
                 "leader_epoch_entries_replaced",
-                path=self._path.parent.name,
+                path=os.path.basename(os.path.dirname(self._path)),
                 new_epoch=entry.epoch,
                 new_start_offset=entry.start_offset,
                 removed=[(e.epoch, e.start_offset) for e in removed],
@@ -205,7 +221,7 @@ class LeaderEpochCache:
 
         Loading passes ``sync=False``: a lost write is redone by the next load, and the
         log's next flush makes it durable."""
-        if not sync and self._defer(lambda: self.truncate_from_end(end_offset, sync=False)):
+        if not sync and self._defer(_TRUNCATE_FROM_END, end_offset):
             return
         if end_offset < 0 or not self._entries or self._entries[-1].start_offset < end_offset:
             return
@@ -224,7 +240,7 @@ class LeaderEpochCache:
         kept with its start moved up to ``start_offset``: the epoch of the
         first remaining record stays known.
         """
-        if not sync and self._defer(lambda: self.truncate_from_start(start_offset, sync=False)):
+        if not sync and self._defer(_TRUNCATE_FROM_START, start_offset):
             return
         if not self._entries or self._entries[0].start_offset >= start_offset:
             return
@@ -255,5 +271,5 @@ class LeaderEpochCache:
             self._write(sync=sync)
 
     def _write(self, *, sync: bool = True) -> None:
-        write_checkpoint(self._path, [(e.epoch, e.start_offset) for e in self._entries], sync=sync)
+        write_checkpoint(Path(self._path), [(e.epoch, e.start_offset) for e in self._entries], sync=sync)
         self._unflushed = False

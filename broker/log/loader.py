@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from broker.log.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment
 from broker.log.segment_changes import _floor_index
+from broker.log.shutdown_summary import PartitionListing, SegmentSummary
 from wire.records import RecordBatchHeader
 
 log = structlog.get_logger(__name__)
@@ -48,8 +50,12 @@ def load_log(
     had_clean_shutdown: bool = False,
     files: FileCache = DEFAULT_FILE_CACHE,
     existing: bool = False,
+    listing: PartitionListing | None = None,
 ) -> PartitionLog:
     """Load (or create) the partition in ``directory`` (``existing``: the caller listed it).
+
+    ``listing``, from the clean shutdown's summary, stands for the directory's listing and
+    the segments' sizes and next offsets after a clean shutdown (it is ignored otherwise).
 
     ``recovery_point`` and ``log_start_offset`` come from the log
     directory's checkpoints. Stray files from interrupted deletes and
@@ -71,10 +77,14 @@ def load_log(
         segments: list[LogSegment] = []
         needs_rebuild: set[LogSegment] = set()
     else:
-        names = remove_temp_files_and_complete_swaps(directory)
+        known: Sequence[SegmentSummary] = ()
+        if listing is not None and had_clean_shutdown and listing.matches_names():
+            names, known = list(listing.names), listing.segments
+        else:
+            names = remove_temp_files_and_complete_swaps(directory)
         segments, needs_rebuild = _open_segments(
             directory, names, config, clock_ms, files, check_indexes=not had_clean_shutdown,
-            recovered_from=None if had_clean_shutdown else recovery_point,
+            recovered_from=None if had_clean_shutdown else recovery_point, known=known,
         )
     try:
         return _load(
@@ -110,7 +120,8 @@ def _load(
     names: list[str],
 ) -> PartitionLog:
     tp = parse_partition_dir_name(directory.name)
-    epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT, exists=LEADER_EPOCH_CHECKPOINT in names)
+    epoch_cache = LeaderEpochCache(f"{directory}{os.sep}{LEADER_EPOCH_CHECKPOINT}",
+                                   exists=LEADER_EPOCH_CHECKPOINT in names)
     if not had_clean_shutdown and segments:
         segments = _recover_from(segments, recovery_point, epoch_cache, tp, needs_rebuild)
     for segment in segments:
@@ -187,7 +198,9 @@ def _load(
 def _file_names(directory: Path) -> list[str]:
     """The regular files of ``directory``, sorted (the entry types come with the listing: no stat each)."""
     with os.scandir(directory) as entries:
-        return sorted(entry.name for entry in entries if entry.is_file())
+        # Interned: an idle partition keeps them until its producer state loads, and most are
+        # the same few names (``00000000000000000000.log``, ``leader-epoch-checkpoint``...).
+        return sorted(sys.intern(entry.name) for entry in entries if entry.is_file())
 
 
 def remove_temp_files_and_complete_swaps(directory: Path) -> list[str]:
@@ -277,6 +290,7 @@ def _open_segments(
     *,
     check_indexes: bool = True,
     recovered_from: int | None = None,
+    known: Sequence[SegmentSummary] = (),
 ) -> tuple[list[LogSegment], set[LogSegment]]:
     """Every ``.log`` among ``names`` in offset order, and those whose indexes need a rebuild.
 
@@ -296,6 +310,7 @@ def _open_segments(
         None if recovered_from is None else bases[max(bisect.bisect_right(bases, recovered_from) - 1, 0)]
         if bases else None
     )
+    summaries = {summary.base_offset: summary for summary in known}
     try:
         for base_offset in bases:
             segment = LogSegment.open(
@@ -306,6 +321,7 @@ def _open_segments(
                 clock_ms=clock_ms,
                 files=files,
                 dir_names=present,
+                known=summaries.get(base_offset),
             )
             segments.append(segment)
             if first_recovered is not None and base_offset >= first_recovered:

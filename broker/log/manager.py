@@ -52,6 +52,14 @@ from broker.log.files import (
     write_atomically,
 )
 from broker.log.partition_log import PartitionLog
+from broker.log.shutdown_summary import (
+    PartitionListing,
+    SegmentSummary,
+    list_partition_dir,
+    remove_summary,
+    take_summary,
+    write_summary,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -127,9 +135,10 @@ class LogManager:
         failures = 0
         recovery_points = OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).read()
         log_start_offsets = OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).read()
+        listings = take_summary(directory, clean)
         with os.scandir(directory) as entries:  # the entry types come with the listing: no stat each
             children = sorted(Path(entry.path) for entry in entries if entry.is_dir())
-        found: list[tuple[TopicPartition, _Unloaded]] = []
+        found: list[tuple[TopicPartition, _Unloaded, PartitionListing | None]] = []
         seen: set[TopicPartition] = set()
         for child in children:
             try:
@@ -152,9 +161,10 @@ class LogManager:
             elsewhere = self._logs.get(tp) or self._unloaded.get(tp)
             if elsewhere is not None:
                 raise LogError(f"partition {tp} found in both {elsewhere.dir.parent} and {directory}")
-            found.append((tp, _Unloaded(child, recovery_points.get(tp, 0), log_start_offsets.get(tp, 0), clean)))
+            unloaded = _Unloaded(child, recovery_points.get(tp, 0), log_start_offsets.get(tp, 0), clean)
+            found.append((tp, unloaded, listings.get(child.name)))
             seen.add(tp)
-        for (tp, unloaded), opened in zip(found, self._open_many(found), strict=True):
+        for (tp, unloaded, _), opened in zip(found, self._open_many(found), strict=True):
             if isinstance(opened, PartitionLog):
                 self._logs[tp] = opened
                 continue
@@ -164,6 +174,7 @@ class LogManager:
             if failures == 1:
                 log.error("partition_log_not_loaded", topic=tp.topic, partition=tp.partition,
                           error=describe_error(opened), retry="when the partition is next used")
+        remove_summary(directory)  # before the marker: it must not outlive it
         if clean:
             marker.unlink()
         fsync_dir(directory)
@@ -171,9 +182,12 @@ class LogManager:
         # One summary line; each partition's own lines are at debug level.
         log.info("log_dir_loaded", path=str(directory), clean_shutdown=clean, partitions=loaded,
                  recovered_from_recovery_point=0 if clean else loaded, not_loaded=failures,
+                 from_summary=sum(1 for _, _, listing in found if listing is not None),
                  seconds=round(time.monotonic() - started, 3))
 
-    def _open_many(self, found: Sequence[tuple[TopicPartition, _Unloaded]]) -> list[PartitionLog | OSError]:
+    def _open_many(
+        self, found: Sequence[tuple[TopicPartition, _Unloaded, PartitionListing | None]]
+    ) -> list[PartitionLog | OSError]:
         """Load ``found`` in order: each log, or the error (a limit) that kept it from loading.
 
         With ``num.recovery.threads.per.data.dir`` above 1, chunks of partitions load in that
@@ -182,12 +196,14 @@ class LogManager:
         Any other failure closes what was loaded and is raised.
         """
 
-        def load_chunk(chunk: Sequence[tuple[TopicPartition, _Unloaded]]) -> list[PartitionLog | OSError]:
+        def load_chunk(
+            chunk: Sequence[tuple[TopicPartition, _Unloaded, PartitionListing | None]],
+        ) -> list[PartitionLog | OSError]:
             loaded: list[PartitionLog | OSError] = []
             try:
-                for tp, unloaded in chunk:
+                for tp, unloaded, listing in chunk:
                     try:
-                        loaded.append(self._open(tp, unloaded))
+                        loaded.append(self._open(tp, unloaded, listing))
                     except OSError as exc:
                         loaded.append(exc)
             except BaseException:
@@ -211,7 +227,7 @@ class LogManager:
             raise failure
         return results
 
-    def _open(self, tp: TopicPartition, unloaded: _Unloaded) -> PartitionLog:
+    def _open(self, tp: TopicPartition, unloaded: _Unloaded, listing: PartitionListing | None = None) -> PartitionLog:
         return PartitionLog.open(
             unloaded.dir,
             self._config_for(tp.topic),
@@ -221,6 +237,7 @@ class LogManager:
             had_clean_shutdown=unloaded.clean_shutdown,
             files=self._files,
             existing=True,
+            listing=listing,
         )
 
     def _config_for(self, topic: str) -> LogConfig:
@@ -543,14 +560,18 @@ class LogManager:
         if self._closed:
             return
         # One sync makes every log durable, rather than an fsync per file of every partition;
-        # the checkpoints and the clean shutdown marker are written after it.
-        for partition_log in self._logs.values():
+        # the checkpoints, the summaries and the clean shutdown marker are written after it.
+        segments: dict[TopicPartition, list[SegmentSummary]] = {}
+        for tp, partition_log in self._logs.items():
+            segments[tp] = [SegmentSummary(s.base_offset, s.size, s.next_offset) for s in partition_log.segments]
             partition_log.close(sync=False)
         for _, partition_log in self._pending_deletes:
             partition_log.delete()
         self._pending_deletes = []
         os.sync()
         self.checkpoint_all()
+        for directory in self._dirs:
+            self._write_summary(directory, segments)
         marker = json.dumps(
             {"version": _CLEAN_SHUTDOWN_VERSION, "brokerEpoch": broker_epoch}
         ).encode()
@@ -559,6 +580,23 @@ class LogManager:
         self._release_locks()
         self._closed = True
         log.info("log_manager_closed", log_dirs=len(self._dirs), partitions=len(self._logs))
+
+    def _write_summary(self, directory: Path, segments: Mapping[TopicPartition, Sequence[SegmentSummary]]) -> None:
+        """The clean shutdown's summary of ``directory`` (see :mod:`broker.log.shutdown_summary`);
+        a partition that cannot be listed is left out (listed again at start)."""
+        listings: dict[str, PartitionListing] = {}
+        for tp, partition_log in self._logs_in(directory).items():
+            try:
+                listing = list_partition_dir(partition_log.dir, segments[tp])
+            except OSError as exc:
+                log.debug("partition_not_summarised", path=str(partition_log.dir), error=describe_error(exc))
+                continue
+            if listing is not None:
+                listings[partition_log.dir.name] = listing
+        try:
+            write_summary(directory, listings)
+        except OSError as exc:  # the next start lists every partition: slower, nothing lost
+            log.warning("clean_shutdown_summary_not_written", path=str(directory), error=describe_error(exc))
 
     def _release_locks(self) -> None:
         for fd in self._lock_fds:

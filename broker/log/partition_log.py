@@ -60,6 +60,7 @@ from broker.log.leader_epoch import LeaderEpochCache
 from broker.log.segment import LogSegment, TimestampAndOffset
 from broker.log.segment_changes import LogEnd as _LogEnd
 from broker.log.segment_changes import SegmentChanges, _floor_index
+from broker.log.shutdown_summary import PartitionListing
 from wire.exceptions import CorruptRecordError
 from wire.records import (
     NO_TIMESTAMP,
@@ -180,12 +181,14 @@ class PartitionLog(SegmentChanges):
         had_clean_shutdown: bool = False,
         files: FileCache = DEFAULT_FILE_CACHE,
         existing: bool = False,
+        listing: PartitionListing | None = None,
     ) -> PartitionLog:
         """Load (or create) the partition in ``directory`` (:func:`broker.log.loader.load_log`)."""
         from broker.log.loader import load_log  # the loader builds this class
 
         return load_log(directory, config, clock_ms, recovery_point, log_start_offset=log_start_offset,
-                        had_clean_shutdown=had_clean_shutdown, files=files, existing=existing)
+                        had_clean_shutdown=had_clean_shutdown, files=files, existing=existing,
+                        listing=listing)
 
     # -- state -------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from broker.log.files import (
 from broker.log.index import OffsetIndex, TimeIndex, TimestampOffset
 from broker.log.segment_io import scan_headers, scan_pinned, write_all
 from broker.log.segment_recovery import SegmentRecovery
+from broker.log.shutdown_summary import SegmentSummary
 from wire.exceptions import CorruptRecordError
 from wire.records import (
     RecordBatchHeader,
@@ -145,13 +146,15 @@ class LogSegment(SegmentRecovery):
         suffix: str = "",
         files: FileCache = DEFAULT_FILE_CACHE,
         dir_names: Container[str] | None = None,
+        known: SegmentSummary | None = None,
     ) -> LogSegment:
         """An existing segment. Missing index files are created empty and
         :meth:`sanity_check` then reports them, so the caller can :meth:`recover`.
 
         ``suffix`` opens files that carry one (the cleaner's ``.cleaned``). ``dir_names``,
-        the directory's file names as just listed, saves looking for the index files."""
-        return cls._open_files(
+        the directory's file names as just listed, saves looking for the index files;
+        ``known``, the clean shutdown's summary of the segment, the look at the ``.log``."""
+        segment = cls._open_files(
             directory,
             base_offset,
             index_interval_bytes,
@@ -161,7 +164,11 @@ class LogSegment(SegmentRecovery):
             create=False,
             suffix=suffix,
             dir_names=dir_names,
+            known_size=None if known is None else known.size,
         )
+        if known is not None:
+            segment._next_offset = known.next_offset
+        return segment
 
     @classmethod
     def _open_files(
@@ -176,10 +183,13 @@ class LogSegment(SegmentRecovery):
         create: bool,
         suffix: str = "",
         dir_names: Container[str] | None = None,
+        known_size: int | None = None,
     ) -> LogSegment:
-        index_path = directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix)
-        time_index_path = directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix)
-        log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
+        # Plain strings: a Path each would be most of the work (and memory) of a partition's load.
+        prefix = f"{directory}{os.sep}{base_offset:020d}"
+        index_path = f"{prefix}{INDEX_SUFFIX}{suffix}"
+        time_index_path = f"{prefix}{TIME_INDEX_SUFFIX}{suffix}"
+        log_path = f"{prefix}{LOG_SUFFIX}{suffix}"
         flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
         log_file = files.file(log_path, flags)
         index_exists: bool | None
@@ -191,12 +201,12 @@ class LogSegment(SegmentRecovery):
             with log_file.pinned():
                 pass  # create the file now, so a full disk or a descriptor limit shows here
         else:
-            size = os.stat(log_path).st_size
+            size = os.stat(log_path).st_size if known_size is None else known_size
             if dir_names is not None:
-                index_exists = index_path.name in dir_names
-                time_index_exists = time_index_path.name in dir_names
+                index_exists = os.path.basename(index_path) in dir_names
+                time_index_exists = os.path.basename(time_index_path) in dir_names
             else:
-                index_exists, time_index_exists = index_path.exists(), time_index_path.exists()
+                index_exists, time_index_exists = os.path.exists(index_path), os.path.exists(time_index_path)
             # An empty segment's index files are made when first written (a new partition's).
             missing = size > 0 and not (index_exists and time_index_exists)
         try:
@@ -562,6 +572,8 @@ class LogSegment(SegmentRecovery):
             # A segment with batches keeps index files, so a restart does not rebuild them.
             self._offset_index.ensure_file()
             self._time_index.ensure_file()
+        self._offset_index.cut()
+        self._time_index.cut()
         self.close_handles()
 
     def close_handles(self) -> None:

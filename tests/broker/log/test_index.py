@@ -153,8 +153,33 @@ def test_offset_full_check_on_load_catches_middle_disorder(tmp_path: Path) -> No
         index.load()
     index.reset()  # reset never needs to read the corrupt file
     assert index.entries == 0
+    index.flush()  # the file is cut when next flushed, written or closed cleanly
     assert path.stat().st_size == 0
     index.close()
+
+
+def test_a_reset_index_file_is_cut_when_next_written_not_at_once(tmp_path: Path) -> None:
+    """Recovery resets the index of every segment it re-validates: the file is cut by the
+    next write (or flush, or clean close), not by the reset, and a crash before then leaves
+    the old file, which the next recovery resets again."""
+    old = struct.pack(">iiii", 1, 10, 2, 20)
+    path = tmp_path / "x.index"
+    path.write_bytes(old)
+    index = OffsetIndex(path, BASE, 1 << 20)
+    index.reset()
+    index.close()  # killed: nothing written
+    assert path.read_bytes() == old
+    index = OffsetIndex(path, BASE, 1 << 20)
+    index.reset()
+    index.append(BASE + 5, 50)
+    assert path.read_bytes() == struct.pack(">ii", 5, 50)
+    assert index.entries == 1 and index.lookup(BASE + 6).position == 50
+    index.close()
+    index = OffsetIndex(path, BASE, 1 << 20)
+    index.reset()
+    index.cut()  # a clean close's
+    index.close()
+    assert path.read_bytes() == b""
 
 
 def time_entries() -> st.SearchStrategy[list[tuple[int, int]]]:
