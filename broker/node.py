@@ -380,7 +380,8 @@ class BrokerNode:
                 await nursery.start(self.isr_manager.run)
             for listener in self.listeners:
                 nursery.start_soon(listener.serve)
-            nursery.start_soon(self._background, nursery.cancel_scope)
+            # Started (SIGTERM handled) before the ready line: a stop sent right after it is a clean one.
+            await nursery.start(self._background, nursery.cancel_scope)
             names = [f"{lst.name}://{lst.host or '0.0.0.0'}:{lst.bound_port}" for lst in self.listeners]
             log.info("broker_started", node_id=self.node_id, cluster_id=self.cluster_id, listeners=names,
                      startup_s=round(time.monotonic() - started, 3))
@@ -476,11 +477,13 @@ class BrokerNode:
     def request_shutdown(self) -> None:
         self._shutdown.set()
 
-    async def _background(self, cancel: trio.CancelScope) -> None:
+    async def _background(self, cancel: trio.CancelScope,
+                          task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         # Each loop survives its own failures (a full disk, the open-file limit): logged once, retried.
         config = self.config
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._signals)
+            await nursery.start(self._signals)
+            task_status.started()
             nursery.start_soon(run_periodically, "retention", config.log_retention_check_interval_ms / 1000,
                                self._apply_retention)
             nursery.start_soon(supervise, "checkpoints", self._checkpoint_loop)
@@ -492,8 +495,9 @@ class BrokerNode:
             nursery.start_soon(supervise, "log_cleaner", self.log_cleaner.run)
             nursery.start_soon(full_collections)
 
-    async def _signals(self) -> None:
+    async def _signals(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()
             async for _ in signals:
                 self.request_shutdown()
                 return

@@ -155,3 +155,11 @@ def test_bad_input_closes_only_that_connection(broker: BrokerProcess, frame: byt
     resp = bystander.call(hello, ApiVersionsResponse, 3)
     assert isinstance(resp, ApiVersionsResponse) and resp.error_code == 0
     bystander.close()
+
+
+def test_sigterm_right_after_the_ready_line_is_a_clean_stop(tmp_path: Path) -> None:
+    """The ready line means SIGTERM is handled: a stop sent the moment it appears exits 0 and
+    leaves the clean-shutdown marker, so the next start does no recovery."""
+    b = BrokerProcess(tmp_path / "data").start()
+    assert b.stop() == 0, b.logs()
+    assert list((tmp_path / "data").glob(".kafka_cleanshutdown")), "no clean-shutdown marker"
