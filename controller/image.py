@@ -64,7 +64,7 @@ NO_LEADER = -1
 NO_CHANGE = -2
 
 #: Topics Kafka keeps for itself: clients may not produce to them or delete their records.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,8 @@ bounds the new partitions of one CreateTopics or CreatePartitions request (auto-
 topics included); ``max.partitions.per.broker`` bounds the partition replicas a broker
 hosts. Refusals use Kafka's codes — INVALID_PARTITIONS when one topic alone asks for
 more than a request may create, POLICY_VIOLATION otherwise — with a message naming the
-limit.
+limit. The coordinators' internal topics are exempt from the per-broker bound (they are
+counted): a broker at its bound must still be able to serve groups and transactions.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ class PartitionBudget:
                 f"Creating {new} partitions exceeds {PER_REQUEST}={self.per_request}.")
         return None
 
-    def admit(self, assignment: Sequence[Sequence[int]]) -> tuple[ErrorCode, str] | None:
-        """Takes ``assignment`` (replicas of each new partition) from the budget, or says why not."""
+    def admit(self, assignment: Sequence[Sequence[int]], internal: bool = False) -> tuple[ErrorCode, str] | None:
+        """Takes ``assignment`` (replicas of each new partition) from the budget, or says why not;
+        an ``internal`` topic's partitions are counted but not held to the per-broker bound."""
         new = len(assignment)
         too_many = self.too_many(new)
         if too_many is not None:
@@ -62,7 +64,7 @@ class PartitionBudget:
             added.update(replicas)
         hosted = self._hosted_now()
         for broker, count in added.items():
-            if hosted[broker] + count > self.per_broker:
+            if not internal and hosted[broker] + count > self.per_broker:
                 return ErrorCode.POLICY_VIOLATION, (
                     f"Broker {broker} would host {hosted[broker] + count} partition replicas, over "
                     f"{PER_BROKER}={self.per_broker}.")

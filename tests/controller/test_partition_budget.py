@@ -50,6 +50,28 @@ def test_create_topics_within_and_over_the_limits(tmp_path: Path) -> None:
     trio.run(main)
 
 
+
+def test_internal_topics_are_counted_but_not_held_to_the_per_broker_bound(tmp_path: Path) -> None:
+    """A broker at max.partitions.per.broker still gets its coordinators' topics: groups,
+    transactions and share groups keep working at the bound."""
+    async def main() -> None:
+        controller = await controller_with_brokers(tmp_path, [1])
+        for name in ("a", "b"):
+            assert (await controller.create_topics([TopicRequest(name, num_partitions=6)]))[0].error == ErrorCode.NONE
+        assert (await controller.create_topics([TopicRequest("c", num_partitions=1)]))[0].error == \
+            ErrorCode.POLICY_VIOLATION
+        for name in ("__consumer_offsets", "__transaction_state", "__share_group_state"):
+            results = await controller.create_topics([TopicRequest(name, num_partitions=3)])
+            assert results[0].error == ErrorCode.NONE, results[0].message
+        # Still refused for an ordinary topic, one named like an internal topic included.
+        assert (await controller.create_topics([TopicRequest("c", num_partitions=1)]))[0].error == \
+            ErrorCode.POLICY_VIOLATION
+        results = await controller.create_topics([TopicRequest("__consumer_offsets-x", num_partitions=1)])
+        assert results[0].error == ErrorCode.POLICY_VIOLATION
+
+    trio.run(main)
+
+
 def test_create_partitions_over_the_request_limit(tmp_path: Path) -> None:
     async def main() -> None:
         controller = await controller_with_brokers(tmp_path, [1, 2])
