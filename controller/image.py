@@ -64,7 +64,10 @@ NO_LEADER = -1
 NO_CHANGE = -2
 
 #: Topics Kafka keeps for itself: clients may not produce to them or delete their records.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: The topics the coordinators create and write (not clients): ``INTERNAL_TOPICS`` and the
+#: share coordinator's state topic.
+COORDINATOR_TOPICS = INTERNAL_TOPICS | {"__share_group_state"}
 
 
 @dataclass(frozen=True, slots=True)

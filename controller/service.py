@@ -32,8 +32,8 @@ from controller.elections import UNCLEAN, ElectionOutcome, elect_leaders
 from controller.features import FeatureUpdate, bootstrap_records, plan_update
 from controller.image import (
     BROKER_RESOURCE,
+    COORDINATOR_TOPICS,
     GROUP_RESOURCE,
-    INTERNAL_TOPICS,
     TOPIC_RESOURCE,
     Endpoint,
     MetadataImage,
@@ -388,7 +388,7 @@ class Controller:
                 return fail(ErrorCode.INVALID_REPLICATION_FACTOR,
                             f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {len(live)} broker(s) are registered.")
             assignment = self._assign(partitions, rf)
-        over = budget.admit(assignment, internal=req.name in INTERNAL_TOPICS)
+        over = budget.admit(assignment, internal=req.name in COORDINATOR_TOPICS)
         if over is not None:
             return fail(*over)
         topic_id = uuid.UUID(int=self.rng.getrandbits(128), version=4)
