@@ -18,6 +18,7 @@ TOPIC_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 
 from broker.security.acl_operations import (
@@ -58,29 +59,87 @@ def brokers_for(image: MetadataImage, listener: str) -> list[MetadataResponseBro
     return out
 
 
-def topic_metadata(image: MetadataImage, topic: TopicImage, listener: str) -> MetadataResponseTopic:
-    live = {b.broker_id for b in image.live_brokers() if b.endpoint(listener) is not None}
+def live_on(image: MetadataImage, listener: str) -> frozenset[int]:
+    """The live brokers with an endpoint on ``listener``: the only possible leaders there."""
+    return frozenset(b.broker_id for b in image.live_brokers() if b.endpoint(listener) is not None)
+
+
+def _partitions(topic: TopicImage, live: frozenset[int]) -> tuple[MetadataResponsePartition, ...]:
     partitions = []
     for index in sorted(topic.partitions):
         part = topic.partitions[index]
-        error = ErrorCode.NONE if part.leader in live else ErrorCode.LEADER_NOT_AVAILABLE
+        led = part.leader in live
         partitions.append(
             MetadataResponsePartition(
-                error_code=error,
+                error_code=ErrorCode.NONE if led else ErrorCode.LEADER_NOT_AVAILABLE,
                 partition_index=index,
-                leader_id=part.leader if part.leader in live else -1,
+                leader_id=part.leader if led else -1,
                 leader_epoch=part.leader_epoch,
                 replica_nodes=list(part.replicas),
                 isr_nodes=list(part.isr),
                 offline_replicas=[r for r in part.replicas if r not in live],
             )
         )
+    return tuple(partitions)
+
+
+class _ListenerPartitions:
+    """Each topic's partition entries as answered on one listener, for one set of live
+    brokers. Images are immutable and a new image shares the topic images that did not
+    change, so an entry holds while its topic image is the one the current image has:
+    a client asking for all topics again (librdkafka does, often) costs no per-partition
+    work. The entries are shared between responses and never changed; each response gets
+    its own topic entries and lists (handle() sets authorized operations on the topic
+    entry, and the dispatcher frees a large response's lists)."""
+
+    __slots__ = ("by_topic_id", "image", "live")
+
+    def __init__(self, image: MetadataImage, live: frozenset[int]) -> None:
+        self.image = image
+        self.live = live
+        self.by_topic_id: dict[uuid.UUID, tuple[TopicImage, tuple[MetadataResponsePartition, ...]]] = {}
+
+    def follow(self, image: MetadataImage, live: frozenset[int]) -> None:
+        """Moves to ``image``: keeps the entries of topics it did not change."""
+        if image is self.image:
+            return
+        if live != self.live:
+            self.by_topic_id = {}
+        elif image.topics_by_id is not self.image.topics_by_id:
+            topics = image.topics_by_id
+            self.by_topic_id = {tid: kept for tid, kept in self.by_topic_id.items() if topics.get(tid) is kept[0]}
+        self.image = image
+        self.live = live
+
+    def partitions(self, topic: TopicImage) -> tuple[MetadataResponsePartition, ...]:
+        kept = self.by_topic_id.get(topic.topic_id)
+        if kept is not None and kept[0] is topic:
+            return kept[1]
+        built = _partitions(topic, self.live)
+        self.by_topic_id[topic.topic_id] = (topic, built)
+        return built
+
+
+#: By listener name (a handful). One broker per process in service; brokers sharing a
+#: process (tests) only rebuild the entries when the image they answer from alternates.
+_by_listener: dict[str, _ListenerPartitions] = {}
+
+
+def topic_metadata(image: MetadataImage, topic: TopicImage, listener: str) -> MetadataResponseTopic:
+    """``topic`` as answered on ``listener``: a new entry (the caller may change it)."""
+    cache = _by_listener.get(listener)
+    if cache is None or cache.image is not image:
+        live = live_on(image, listener)
+        if cache is None:
+            cache = _by_listener[listener] = _ListenerPartitions(image, live)
+        else:
+            cache.follow(image, live)
     return MetadataResponseTopic(
         error_code=ErrorCode.NONE,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.is_internal,
-        partitions=partitions,
+        partitions=list(cache.partitions(topic)),
     )
 
 
