@@ -284,7 +284,7 @@ class BrokerNode:
             self.node_id,
             self.log_manager,
             self.topic_configs.log_config_for,
-            {(tp.topic, tp.partition): hw for tp, hw in self.log_manager.read_high_watermarks().items()},
+            self.log_manager.read_high_watermarks(),
             producer_state_config=ProducerStateConfig(self.config.producer_id_expiration_ms),
             clock_ms=self.clock_ms,
             min_insync_replicas=self.topic_configs.min_insync_replicas,
