@@ -538,11 +538,12 @@ class LogManager:
                 {tp: offset for tp, offset in high_watermarks.items() if tp in here}
             )
 
-    def read_high_watermarks(self) -> dict[TopicPartition, int]:
-        """The high watermarks checkpointed in every log directory."""
-        merged: dict[TopicPartition, int] = {}
+    def read_high_watermarks(self) -> dict[tuple[str, int], int]:
+        """The high watermarks checkpointed in every log directory, keyed by ``(topic, partition)``
+        as the replica manager keeps them."""
+        merged: dict[tuple[str, int], int] = {}
         for directory in self._dirs:
-            merged.update(OffsetCheckpointFile(directory / REPLICATION_OFFSET_CHECKPOINT).read())
+            merged.update(OffsetCheckpointFile(directory / REPLICATION_OFFSET_CHECKPOINT).read_entries())
         return merged
 
     def _logs_in(self, directory: Path) -> dict[TopicPartition, PartitionLog]:

@@ -97,6 +97,43 @@ def test_full_collections_are_deferred_while_running_and_restored_after() -> Non
     assert gc.get_threshold() == before
 
 
+def test_settling_the_heap_freezes_it_without_walking_it() -> None:
+    """Start-up's heap is frozen after a collection of the young generations only: a full
+    collection of 100,000 partitions' objects was a fifth of a clean start."""
+    import gc
+    import weakref
+
+    from broker.node import settle_heap
+
+    generations: list[int] = []
+
+    def record(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            generations.append(info["generation"])
+
+    class Node:
+        other: object = None
+
+    held = [[i] for i in range(50_000)]  # tracked objects, some still young
+    cycle = Node()
+    cycle.other = cycle
+    gone = weakref.ref(cycle)
+    del cycle  # young cyclic garbage: collected, not frozen
+    frozen_before = gc.get_freeze_count()
+    gc.callbacks.append(record)
+    try:
+        settle_heap()
+        frozen = gc.get_freeze_count() - frozen_before
+        young = gc.get_count()
+    finally:
+        gc.callbacks.remove(record)
+        gc.unfreeze()
+    assert generations and max(generations) < 2
+    assert frozen >= len(held)
+    assert young[0] == 0 and young[1] == 0
+    assert gone() is None
+
+
 def test_the_pacer_asks_for_a_pause_once_its_slice_is_spent() -> None:
     from broker.eventloop.pacing import CHECK_EVERY, OFF_LOOP_ENTRIES, SLICE_S, LargeRequests, Pacer
 

@@ -76,6 +76,8 @@ def test_stale_temp_file_is_ignored_and_overwritten(tmp_path: Path) -> None:
         "0\n1\nt 0 5.5\n",
         "0\n1\nt -1 5\n",
         "0\n2\nt 0 5\nt 0 6\n",  # duplicate partition
+        "0\n1\nt 0 5\nt 0 6\n",  # a duplicate that makes up the announced count
+        "0\n1\nt \u0660 5\n",  # a digit, not an ASCII one
         "0\n1\nt 0 1_000\n",
     ],
 )
@@ -84,6 +86,23 @@ def test_malformed_files_are_rejected(tmp_path: Path, content: str) -> None:
     path.write_text(content)
     with pytest.raises(CheckpointError):
         OffsetCheckpointFile(path).read()
+
+
+def test_a_checkpoint_not_written_by_us_reads_as_before(tmp_path: Path) -> None:
+    """Other whitespace and line ends than write()'s are read field by field, as before."""
+    path = tmp_path / "cp"
+    path.write_text("0\n3\nt 0 5\r\nu  1 -1\nv 007 -0")
+    expected = {("t", 0): 5, ("u", 1): -1, ("v", 7): 0}
+    assert OffsetCheckpointFile(path).read_entries() == expected
+    assert OffsetCheckpointFile(path).read() == {TopicPartition(t, p): o for (t, p), o in expected.items()}
+
+
+def test_many_entries_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "cp"
+    offsets = {TopicPartition(f"topic.{i // 100}_x-y", i % 100): i * 7 - 3 for i in range(2_000)}
+    OffsetCheckpointFile(path).write(offsets)
+    assert OffsetCheckpointFile(path).read() == offsets
+    assert OffsetCheckpointFile(path).read_entries() == {(tp.topic, tp.partition): o for tp, o in offsets.items()}
 
 
 def test_topic_with_whitespace_cannot_be_written(tmp_path: Path) -> None:

@@ -123,7 +123,7 @@ def test_high_watermarks_come_from_their_owner(tmp_path: Path, clock: Clock) -> 
     assert OffsetCheckpointFile(tmp_path / "d0" / "replication-offset-checkpoint").read() == {
         TopicPartition("t", 0): 2
     }
-    assert mgr.read_high_watermarks() == {TopicPartition("t", 0): 2, TopicPartition("t", 1): 1}
+    assert mgr.read_high_watermarks() == {("t", 0): 2, ("t", 1): 1}
     mgr.close()
 
 
