@@ -15,8 +15,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -57,16 +55,13 @@ def broker(broker_factory: BrokerFactory) -> Iterator[Broker]:
 def java4(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """``java`` command line (class path included) of compat_tests/java/share/*.java,
     compiled against kafka-clients 4."""
-    from .harness.drivers.java import LOG4J_CONFIG, Java4Driver, _kafka4_jar
+    from .harness.drivers.java import compile_java4_programs
 
-    if shutil.which("javac") is None or _kafka4_jar() is None:
+    cmd = compile_java4_programs(tmp_path_factory.mktemp("group-configs-java"),
+                                 [JAVA_DIR / "GroupConfigs.java", JAVA_DIR / "ShareQueue.java"])
+    if cmd is None:
         pytest.skip("javac or kafka-clients 4.x not installed")
-    out = tmp_path_factory.mktemp("group-configs-java")
-    classpath = Java4Driver.classpath()
-    subprocess.run(["javac", "-encoding", "UTF-8", "-nowarn", "-d", str(out), "-cp", classpath,
-                    str(JAVA_DIR / "GroupConfigs.java"), str(JAVA_DIR / "ShareQueue.java")], check=True, timeout=180)
-    return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            f"-Dlog4j2.configurationFile={LOG4J_CONFIG}", "-cp", os.pathsep.join([str(out), classpath])]
+    return cmd
 
 
 def java_admin(java4: list[str], broker: Broker, group: str, *ops: str) -> list[dict[str, Any]]:

@@ -15,7 +15,6 @@ IncrementalAlterConfigs on the GROUP resource (kafka-python's admin client).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -252,19 +251,12 @@ JAVA_SOURCE = Path(__file__).parent / "java" / "share" / "ShareQueue.java"
 @pytest.fixture(scope="module")
 def share_queue_java(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """``java`` command line of compat_tests/java/share/ShareQueue.java, compiled against kafka-clients 4."""
-    import shutil
-    import subprocess
+    from .harness.drivers.java import compile_java4_programs
 
-    from .harness.drivers.java import LOG4J_CONFIG, Java4Driver, _kafka4_jar
-
-    if shutil.which("javac") is None or _kafka4_jar() is None:
+    cmd = compile_java4_programs(tmp_path_factory.mktemp("share-java"), [JAVA_SOURCE])
+    if cmd is None:
         pytest.skip("javac or kafka-clients 4.x not installed")
-    out = tmp_path_factory.mktemp("share-java")
-    classpath = Java4Driver.classpath()
-    subprocess.run(["javac", "-encoding", "UTF-8", "-nowarn", "-d", str(out), "-cp", classpath, str(JAVA_SOURCE)],
-                   check=True, timeout=120)
-    return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            f"-Dlog4j2.configurationFile={LOG4J_CONFIG}", "-cp", os.pathsep.join([str(out), classpath]), "ShareQueue"]
+    return [*cmd, "ShareQueue"]
 
 
 def java_share_consumer(cmd: list[str], broker: Broker, group: str, topic: str, want: int, timeout_s: float,

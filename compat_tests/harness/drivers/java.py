@@ -107,3 +107,18 @@ class Java4Driver(JavaDriver):
         cmd = super().command()
         cmd[cmd.index("-cp") + 1] = self.classpath()
         return cmd
+
+
+def compile_java4_programs(out: Path, sources: list[Path], timeout_s: float = 180.0) -> list[str] | None:
+    """Compiles stand-alone Java programs (compat_tests/java/share/) against kafka-clients 4
+    into ``out``; the ``java`` command line to run one of them (its class name appended by the
+    caller), or None where javac or the 4.x jar is missing."""
+    import subprocess
+
+    if shutil.which("javac") is None or _kafka4_jar() is None:
+        return None
+    classpath = Java4Driver.classpath()
+    subprocess.run(["javac", "-encoding", "UTF-8", "-nowarn", "-d", str(out), "-cp", classpath,
+                    *map(str, sources)], check=True, timeout=timeout_s)
+    return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            f"-Dlog4j2.configurationFile={LOG4J_CONFIG}", "-cp", os.pathsep.join([str(out), classpath])]
