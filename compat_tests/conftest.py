@@ -15,6 +15,7 @@ import pytest
 from compat_tests.harness import matrix, settings
 from compat_tests.harness.broker import Broker, make_broker
 from compat_tests.harness.drivers import Driver, Unsupported
+from compat_tests.harness.groups import GroupMember
 from compat_tests.harness.scenario import get_driver
 
 _COMPAT_DIR = Path(__file__).resolve().parent
@@ -111,3 +112,12 @@ def own_broker(broker_factory: BrokerFactory) -> Iterator[Broker]:
 @pytest.fixture
 def driver_for(broker: Broker) -> Callable[[str], Driver]:
     return lambda name: get_driver(name, broker)
+
+
+@pytest.fixture
+def members() -> Iterator[list[GroupMember]]:
+    """Every group member a test starts (it appends them) is killed at the end, whatever happened."""
+    started: list[GroupMember] = []
+    yield started
+    for m in started:
+        m.kill()

@@ -58,14 +58,6 @@ def broker(broker_factory: BrokerFactory) -> Iterator[Broker]:
         b.close()
 
 
-@pytest.fixture
-def members() -> Iterator[list[GroupMember]]:
-    started: list[GroupMember] = []
-    yield started
-    for m in started:
-        m.kill()
-
-
 def no_partition_twice(group: list[GroupMember]) -> bool:
     owned = [p for m in group for p in m.assignment()]
     return len(owned) == len(set(owned))

@@ -249,14 +249,6 @@ def test_read_committed_share_group_skips_aborted_and_open_transactions(broker: 
 # ------------------------------------------------------------------------ consumer groups
 
 
-@pytest.fixture
-def members() -> Iterator[list[GroupMember]]:
-    started: list[GroupMember] = []
-    yield started
-    for m in started:
-        m.kill()
-
-
 def test_a_consumer_protocol_member_expires_after_its_groups_session_timeout(
         broker: Broker, java4: list[str], members: list[GroupMember]) -> None:
     """The broker's consumer session timeout is 45 s; the group's own 6 s fences a killed member."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -106,15 +106,6 @@ def consumed_all(members: Sequence[GroupMember], expected: set[tuple[int, int]])
 def records(per_partition: dict[int, int], start: dict[int, int] | None = None) -> set[tuple[int, int]]:
     start = start or {}
     return {(p, start.get(p, 0) + i) for p, n in per_partition.items() for i in range(n)}
-
-
-@pytest.fixture
-def members() -> Iterator[list[GroupMember]]:
-    """Every member a test starts is killed at the end, whatever happened."""
-    started: list[GroupMember] = []
-    yield started
-    for m in started:
-        m.kill()
 
 
 def start(driver: Driver, topic: str, group: str, members: list[GroupMember], **options: object) -> GroupMember:
