@@ -86,7 +86,9 @@ def test_users_must_log_in_and_mutations_name_them(tmp_path: Path, broker: Broke
             browser.find_element("id", "username").send_keys("alice")
             browser.find_element("id", "password").send_keys("wrong password")
             browser.find_element("id", "login-submit").click()
-            assert "Wrong user name or password" in browser.find_element("id", "login-error").text
+            # The click starts a page load that the driver does not wait for.
+            wait_until(lambda: "Wrong user name or password" in browser.find_element("id", "login-error").text,
+                       10, "the login error")
             browser.find_element("id", "username").clear()
             browser.find_element("id", "username").send_keys("alice")
             browser.find_element("id", "password").send_keys(PASSWORD)
