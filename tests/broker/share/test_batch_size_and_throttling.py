@@ -4,6 +4,8 @@ share-partition with an explicit clock (broker/share/partition.py), as Kafka 4.3
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from broker.share.partition import ACCEPT, RELEASE, SharePartition, throttle_delivery_count
@@ -127,3 +129,50 @@ def test_without_throttling_a_limit_of_two_archives_the_whole_batch() -> None:
         now += LOCK_MS
     assert sorted(a.offset for a in sp.archived) == list(range(10))
     assert sp.start_offset == 10 and not sp.records
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_fetches_in_both_modes_keep_the_invariants(seed: int) -> None:
+    rng = random.Random(seed)
+    limit = rng.randint(2, 6)
+    sp = SharePartition(lock_duration_ms=LOCK_MS, delivery_count_limit=limit, max_in_flight=rng.randint(5, 60))
+    sp.initialize(0)
+    log: list[tuple[int, int]] = []
+    held: dict[int, str] = {}
+    now = 0
+    for _ in range(300):
+        now += rng.choice([0, 1, LOCK_MS // 3])
+        if rng.random() < 0.3:
+            base = log[-1][1] + 1 if log else 0
+            log.append((base, base + rng.randint(0, 6)))
+        for o in [o for o in held if sp.records.get(o) is None or sp.records[o].lock_deadline_ms <= now]:
+            del held[o]
+        member = rng.choice("abc")
+        if rng.random() < 0.6:
+            start = sp.first_available()
+            batches = [(max(b, start), la) for b, la in log if la >= start]
+            before = {o: r.delivery_count for o, r in sp.records.items()}
+            max_records = rng.randint(1, 12)
+            record_limit = rng.random() < 0.5
+            got = sp.acquire_fetched(member, batches, max_records=max_records, batch_size=rng.randint(0, 10),
+                                     record_limit=record_limit, now_ms=now)
+            offsets = [o for a in got for o in range(a.first_offset, a.last_offset + 1)]
+            assert len(offsets) == len(set(offsets))
+            if record_limit:
+                assert len(offsets) <= max_records
+            for a in got:
+                assert a.first_offset <= a.last_offset
+                assert all(sp.records[o].delivery_count == a.delivery_count for o in range(a.first_offset,
+                                                                                           a.last_offset + 1))
+            for o in offsets:
+                assert o not in held, "a locked record went to a second member"
+                assert sp.records[o].delivery_count == before.get(o, 0) + 1 <= limit
+                held[o] = member
+        else:
+            mine = sorted(o for o, m in held.items() if m == member)
+            if mine:
+                o = rng.choice(mine)
+                assert sp.acknowledge(member, o, o, [rng.choice([ACCEPT, RELEASE, RELEASE])], now) is ErrorCode.NONE
+                del held[o]
+        assert all(first <= last for first, last in sp.batches.items())
+        assert all(any(f <= o <= la for f, la in sp.batches.items()) for o in sp.records)
