@@ -237,9 +237,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="-1: the broker's default.replication.factor")
     create.add_argument("--config", action="append", metavar="KEY=VALUE", default=[],
                         help="a topic config (repeatable)")
-    tsub.add_parser("list", help="list the topics")
+    listing = tsub.add_parser("list", help="list the topics")
     describe = tsub.add_parser("describe", help="partitions, replicas and configs of one topic or all")
     describe.add_argument("topic", nargs="?", help="the topic (default: every topic)")
+    for shown in (listing, describe):
+        shown.add_argument("--exclude-internal", action="store_true",
+                           help="leave out the internal topics (__consumer_offsets, __transaction_state, "
+                                "__share_group_state)")
     delete = tsub.add_parser("delete", help="delete a topic")
     delete.add_argument("topic", help="the topic's name")
     alter = tsub.add_parser("alter-config", help="set or remove topic configs")

@@ -175,6 +175,40 @@ def test_expired_lock_redelivers_and_the_limit_dead_letters_a_poison_record(brok
     assert headers["__dlq.errors.delivery.count"] == str(DELIVERY_LIMIT).encode()
 
 
+def test_a_poison_record_goes_to_the_archive_alone(broker: Broker) -> None:
+    """Kafka's delivery throttling: a consumer that fails a whole delivery when it meets a
+    poison record gets the batch whole while it has been delivered less than the throttle
+    count (limit 3: 2), then record by record, so only the poison record runs out of
+    deliveries; the good ones of its batch are accepted."""
+    topic, group = new_queue(broker)
+    produce_one_batch(broker, topic, 4)
+    poison = 1
+    c = share_consumer(broker, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    deliveries: list[list[tuple[int, int]]] = []
+    accepted: list[int] = []
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(accepted) < 3 and time.monotonic() < deadline:
+            got = [m for m in c.poll(0.5) or [] if m.error() is None]
+            if not got:
+                continue
+            deliveries.append([(m.offset(), m.delivery_count()) for m in got])
+            failed = any(m.offset() == poison for m in got)
+            for m in got:
+                c.acknowledge(m, AcknowledgeType.RELEASE if failed else AcknowledgeType.ACCEPT)
+            c.commit_sync()
+            if not failed:
+                accepted.extend(m.offset() for m in got)
+        assert sorted(accepted) == [0, 2, 3], deliveries
+        assert deliveries[:2] == [[(o, 1) for o in range(4)], [(o, 2) for o in range(4)]], deliveries
+        # from the third delivery on, one record at a time; the poison one three times in all
+        assert all(len(d) == 1 for d in deliveries[2:]), deliveries
+        assert [n for d in deliveries for o, n in d if o == poison] == [1, 2, 3], deliveries
+        assert poll_until([c], 1, timeout_s=LOCK_MS / 1000)[0] == []  # archived
+    finally:
+        c.close()
+
+
 def test_a_broker_restart_loses_no_acknowledgement(broker_factory: BrokerFactory) -> None:
     broker = broker_factory(OVERRIDES)
     topic, group = new_queue(broker)

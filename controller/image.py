@@ -63,11 +63,12 @@ class PartitionImage:
 NO_LEADER = -1
 NO_CHANGE = -2
 
-#: Topics Kafka keeps for itself: clients may not produce to them or delete their records.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-#: The topics the coordinators create and write (not clients): ``INTERNAL_TOPICS`` and the
-#: share coordinator's state topic.
-COORDINATOR_TOPICS = INTERNAL_TOPICS | {"__share_group_state"}
+#: Topics Kafka keeps for itself (its ``Topic.INTERNAL_TOPICS``): Metadata shows them
+#: ``is_internal``; clients may not produce to them or delete their records.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+#: The topics the coordinators create and write (not clients): the group, transaction and
+#: share coordinators' state topics, which are exactly the internal topics.
+COORDINATOR_TOPICS = INTERNAL_TOPICS
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,11 @@ Each partition answers whole batches plus AcquiredRecords, the offset ranges
 this member now holds with their delivery counts (the client hands out only
 those). A final epoch (-1) only acknowledges and closes the share session.
 
+MaxRecords and BatchSize (v1+) shape the acquisition as in Kafka: new records are
+acquired in in-flight batches of about BatchSize records, cut at log-batch boundaries, each
+its own AcquiredRecords entry, and MaxRecords is exceeded only to finish a log batch
+(broker/share/partition.py; a BatchSize below 1 does not split).
+
 Version 2 adds ShareAcquireMode (KIP-1206: batch_optimized or record_limit, see
 broker/share/acquire_mode.py) and IsRenewAck (KIP-1222): a request that renews
 acquisition locks (acknowledge type 4) must set MaxBytes, MinBytes, MaxRecords and
@@ -92,7 +97,7 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
         wait = 0 if acks else request.max_wait_ms
         fetched = await coordinator.acquire(group_id, member_id, sorted(session.partitions),
                                             request.max_records or DEFAULT_MAX_RECORDS, request.max_bytes, wait,
-                                            mode)
+                                            mode, request.batch_size)
         for tp, o in fetched.items():
             previous = outcomes.get(tp)
             if previous is not None:

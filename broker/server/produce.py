@@ -34,6 +34,9 @@ from wire.generated.api_000_produce import (
 
 log = structlog.get_logger(__name__)
 
+#: Kafka's AdminUtils.ADMIN_CLIENT_ID: a Produce with this client id may append to internal topics.
+ADMIN_CLIENT_ID = "__admin_client"
+
 
 async def append_request(
     ctx: RequestContext, request: ProduceRequest, may_write: Callable[[str], bool]
@@ -104,8 +107,9 @@ async def append_to_partition(
     """Append one partition's data; fills ``p_resp`` (its error code, else the offsets).
     Returns the write to wait for (acks=all) when it was appended."""
     services = ctx.services
-    if topic in INTERNAL_TOPICS:
-        # Only the coordinators write there (not through Produce), as in Kafka.
+    if topic in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
+        # Only the coordinators write there (not through Produce), as in Kafka, whose
+        # ReplicaManager lets only the client id of its own admin tools append.
         p_resp.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
         p_resp.error_message = f"Cannot append to internal topic {topic}"
         return None

@@ -380,11 +380,12 @@ class ShareCoordinator:
 
     async def acquire(self, group_id: str, member_id: str, partitions: list[TopicIdPartition],
                       max_records: int, max_bytes: int, max_wait_ms: int,
-                      acquire_mode: int = BATCH_OPTIMIZED) -> dict[TopicIdPartition, PartitionOutcome]:
+                      acquire_mode: int = BATCH_OPTIMIZED, batch_size: int = 0,
+                      ) -> dict[TopicIdPartition, PartitionOutcome]:
         """Reads and acquires records of ``partitions``, waiting up to ``max_wait_ms`` for some."""
         return await self.partitions.acquire(group_id, member_id, partitions, max_records, max_bytes, max_wait_ms,
                                              refuse=lambda: self._unknown_member(group_id, member_id),
-                                             acquire_mode=acquire_mode)
+                                             acquire_mode=acquire_mode, batch_size=batch_size)
 
     def record_lock_duration_ms(self, group_id: str) -> int:
         """AcquisitionLockTimeoutMs of the group's ShareFetch/ShareAcknowledge responses."""

@@ -33,7 +33,7 @@ import trio
 from broker.observability.share_metrics import ShareMetrics
 from broker.replication import delayed_produce
 from broker.replication.partition import Partition
-from broker.share.acquire_mode import BATCH_OPTIMIZED, records_to_acquire
+from broker.share.acquire_mode import BATCH_OPTIMIZED, RECORD_LIMIT
 from broker.share.group import TopicIdPartition
 from broker.share.isolation import acquirable_batches, fetch_upper_bound
 from broker.share.partition import GAP, RENEW, AcquiredBatch, ArchivedRecord, SharePartition
@@ -217,11 +217,12 @@ class SharePartitionManager:
     async def acquire(self, group_id: str, member_id: str, partitions: list[TopicIdPartition],
                       max_records: int, max_bytes: int, max_wait_ms: int,
                       refuse: Callable[[], ErrorCode | None] | None = None,
-                      acquire_mode: int = BATCH_OPTIMIZED,
+                      acquire_mode: int = BATCH_OPTIMIZED, batch_size: int = 0,
                       ) -> dict[TopicIdPartition, PartitionOutcome]:
         """Reads and acquires records of ``partitions``, waiting up to ``max_wait_ms`` for some.
         ``refuse`` (if given) says why the member may not fetch at all (UNKNOWN_MEMBER_ID);
-        ``acquire_mode`` is ShareFetch's ShareAcquireMode (broker/share/acquire_mode.py)."""
+        ``acquire_mode`` is ShareFetch's ShareAcquireMode (broker/share/acquire_mode.py),
+        ``batch_size`` its BatchSize (records per in-flight batch; 0: no split)."""
         deadline = trio.current_time() + max(max_wait_ms, 0) / 1000
         while True:
             out: dict[TopicIdPartition, PartitionOutcome] = {}
@@ -236,14 +237,16 @@ class SharePartitionManager:
                     o.error = refused
                     continue
                 live.append(partition)
-                await self._acquire_one(group_id, member_id, tp, partition, o, max_records, max_bytes, acquire_mode)
+                await self._acquire_one(group_id, member_id, tp, partition, o, max_records, max_bytes, acquire_mode,
+                                        batch_size)
             got = any(o.acquired or o.error is not ErrorCode.NONE for o in out.values())
             if got or not live or trio.current_time() >= deadline:
                 return out
             await delayed_produce.wait_for_change(live, min(deadline, trio.current_time() + 0.5))
 
     async def _acquire_one(self, group_id: str, member_id: str, tp: TopicIdPartition, partition: Partition,
-                           o: PartitionOutcome, max_records: int, max_bytes: int, acquire_mode: int) -> None:
+                           o: PartitionOutcome, max_records: int, max_bytes: int, acquire_mode: int,
+                           batch_size: int) -> None:
         error, entry = await self._entry(group_id, tp, partition)
         if entry is None:
             o.error = error
@@ -265,10 +268,8 @@ class SharePartitionManager:
                 raw = data.region if isinstance(data.region, bytes) else data.region.read()
         if raw:
             batches = acquirable_batches(partition, raw, start, upper, settings.read_committed)
-            offsets = [o for base, last in batches for o in range(base, last + 1)]
-            now = self.clock_ms()
-            chosen = records_to_acquire(acquire_mode, sp.acquirable(offsets, now), batches, max_records)
-            acquired = sp.acquire_offsets(member_id, chosen, now)
+            acquired = sp.acquire_fetched(member_id, batches, max_records=max_records, batch_size=batch_size,
+                                          record_limit=acquire_mode == RECORD_LIMIT, now_ms=self.clock_ms())
             if acquired:
                 self.metrics.acquired(sum(b.last_offset - b.first_offset + 1 for b in acquired))
                 o.acquired = acquired

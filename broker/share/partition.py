@@ -15,12 +15,22 @@ Acquiring increments the delivery count; a released or expired record whose
 count reached the limit is archived instead of made available again. The start
 offset advances over leading done records. Pure and synchronous: time comes in
 as ``now_ms`` arguments, so tests drive it with an explicit clock.
+
+Records are acquired, as Kafka's ``SharePartition.acquire`` does, in *in-flight batches*
+(``batches``): new records from the log become batches of about ShareFetch's
+``BatchSize`` records, cut at log-batch boundaries (``batch_optimized``), and a
+redelivery takes an in-flight batch whole. Near the delivery limit Kafka throttles: once
+an available record of a batch has been delivered ``throttle_delivery_count`` times
+(half the limit rounded up, at least 2), the batch is delivered on its own, and only
+``batch length >> (count - throttle + 1)`` of its records at a time (at least one); a
+record on its last delivery goes alone. So a poison record that keeps failing takes at
+most itself, not its whole batch, to the archive.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from wire.errors import ErrorCode
@@ -31,6 +41,14 @@ RELEASE = 2
 REJECT = 3
 RENEW = 4
 ACKNOWLEDGE_TYPES = frozenset({GAP, ACCEPT, RELEASE, REJECT, RENEW})
+#: Kafka's MINIMUM_THROTTLE_RECORDS_DELIVERY_LIMIT.
+MIN_THROTTLE_DELIVERY_COUNT = 2
+
+
+def throttle_delivery_count(delivery_count_limit: int) -> int:
+    """From which delivery count Kafka throttles a batch's redelivery: half the limit
+    rounded up, at least 2."""
+    return max(MIN_THROTTLE_DELIVERY_COUNT, -(-delivery_count_limit // 2))
 
 
 class RecordState(enum.IntEnum):
@@ -86,6 +104,8 @@ class SharePartition:
     start_offset: int = -1  # -1: not initialized yet (share.auto.offset.reset decides)
     end_offset: int = -1
     records: dict[int, InFlightRecord] = field(default_factory=dict)
+    #: In-flight batches: first offset -> last offset (Kafka's cachedState keys).
+    batches: dict[int, int] = field(default_factory=dict)
     #: Archived by this instance since last drained (dead-letter copies).
     archived: list[ArchivedRecord] = field(default_factory=list)
 
@@ -96,6 +116,7 @@ class SharePartition:
     def initialize(self, offset: int) -> None:
         self.start_offset = self.end_offset = offset
         self.records.clear()
+        self.batches.clear()
 
     # ------------------------------------------------------------ acquiring
 
@@ -106,37 +127,114 @@ class SharePartition:
 
     def acquire(self, member_id: str, log_offsets: Iterable[int], max_records: int,
                 now_ms: int) -> list[AcquiredBatch]:
-        """Locks up to ``max_records`` records for ``member_id`` among ``log_offsets`` (the
-        offsets of the records just read from the log, ascending): in-flight AVAILABLE ones
-        first (redeliveries), then new ones at or past the end offset."""
-        return self.acquire_offsets(member_id, self.acquirable(log_offsets, now_ms)[:max(max_records, 0)], now_ms)
+        """Locks up to ``max_records`` of ``log_offsets`` (ascending) for ``member_id``, each
+        offset taken as a log batch of its own (``record_limit``)."""
+        return self.acquire_fetched(member_id, [(o, o) for o in log_offsets], max_records=max_records,
+                                    batch_size=max(max_records, 1), record_limit=True, now_ms=now_ms)
 
-    def acquirable(self, log_offsets: Iterable[int], now_ms: int) -> list[int]:
-        """The offsets among ``log_offsets`` (ascending) that may be acquired now, in order:
-        in-flight AVAILABLE ones (redeliveries, all below the end offset), then new ones at or
-        past the end offset while ``max_in_flight`` leaves room."""
+    def acquire_fetched(self, member_id: str, log_batches: Sequence[tuple[int, int]], *, max_records: int,
+                        batch_size: int, record_limit: bool, now_ms: int) -> list[AcquiredBatch]:
+        """Locks records of the data batches just read from the log (``log_batches``: base and
+        last offset of each, ascending) for ``member_id``: available in-flight batches first
+        (redeliveries, throttled near the delivery limit), then new records past the end
+        offset while ``max_in_flight`` leaves room. ``max_records`` is ShareFetch's MaxRecords,
+        exceeded in ``batch_optimized`` to finish a batch; ``record_limit`` never exceeds it.
+        ``batch_size`` is ShareFetch's BatchSize (below 1: no split)."""
         self.expire_locks(now_ms)
-        out: list[int] = []
-        room = self.max_in_flight - len(self.records)
-        for offset in log_offsets:
-            if offset < self.end_offset:
-                r = self.records.get(offset)
-                if r is not None and r.state is RecordState.AVAILABLE:
-                    out.append(offset)
-            elif room > 0:
-                out.append(offset)
-                room -= 1
-        return out
-
-    def acquire_offsets(self, member_id: str, offsets: Iterable[int], now_ms: int) -> list[AcquiredBatch]:
-        """Locks ``offsets`` (chosen from :meth:`acquirable`, ascending) for ``member_id``."""
+        if max_records <= 0 or not log_batches:
+            return []
         taken: list[tuple[int, int]] = []
-        for offset in offsets:
-            if offset >= self.end_offset:
+        count, throttled = self._redeliver(member_id, log_batches, max_records, record_limit, taken, now_ms)
+        if not throttled and count < max_records:
+            self._acquire_new(member_id, log_batches, max_records - count, batch_size, record_limit, taken, now_ms)
+        return _runs(taken, self.batches)
+
+    def _redeliver(self, member_id: str, log_batches: Sequence[tuple[int, int]], max_records: int,
+                   record_limit: bool, taken: list[tuple[int, int]], now_ms: int) -> tuple[int, bool]:
+        """Acquires available in-flight records, batch by batch; returns how many, and whether
+        a throttled batch ended the acquisition (nothing more is taken with it)."""
+        low, high = log_batches[0][0], min(log_batches[-1][1], self.end_offset - 1)
+        count = 0
+        for first in sorted(self.batches):
+            last = self.batches[first]
+            if first > high or count >= max_records:
+                break
+            if last < low:
+                continue
+            candidates = [o for o in range(max(first, low), min(last, high) + 1)
+                          if (r := self.records.get(o)) is not None and r.state is RecordState.AVAILABLE]
+            if not candidates:
+                continue
+            throttled = max(self.records[o].delivery_count for o in candidates) >= self.throttle_delivery_count
+            if throttled and count > 0:
+                return count, True  # delivered on its own, by the next fetch
+            remaining = max_records - count
+            if throttled or (record_limit and len(candidates) > remaining):
+                got = self._acquire_subset(member_id, candidates, last - first + 1, record_limit, remaining,
+                                           taken, now_ms)
+                count += got
+                if throttled and got:
+                    return count, True
+                continue
+            taken.extend((o, self._lock(o, member_id, now_ms)) for o in candidates)
+            count += len(candidates)
+        return count, False
+
+    def _acquire_subset(self, member_id: str, candidates: list[int], batch_length: int, record_limit: bool,
+                        remaining: int, taken: list[tuple[int, int]], now_ms: int) -> int:
+        """Kafka's acquisition of a batch record by record: a record on its last delivery
+        goes alone; once a record reached the throttle count, at most
+        ``batch_length >> (its count - throttle + 1)`` records (at least one)."""
+        limit, throttle = self.delivery_count_limit, self.throttle_delivery_count
+        got = 0
+        cap = -1
+        for offset in candidates:
+            delivered = self.records[offset].delivery_count
+            if limit > 2 and delivered == limit - 1 and got > 0:
+                break
+            if delivered >= throttle and cap < 0:
+                cap = max(1, batch_length >> (delivered - throttle + 1))
+            count = self._lock(offset, member_id, now_ms)
+            taken.append((offset, count))
+            got += 1
+            if (limit > 2 and count == limit) or (record_limit and got == remaining) or got == cap:
+                break
+        return got
+
+    def _acquire_new(self, member_id: str, log_batches: Sequence[tuple[int, int]], max_records: int,
+                     batch_size: int, record_limit: bool, taken: list[tuple[int, int]], now_ms: int) -> None:
+        """New records past the end offset: up to the end of the log batch holding the last of
+        ``max_records`` (bounded by the in-flight room), in in-flight batches of about
+        ``batch_size`` cut at log-batch boundaries (one batch in ``record_limit``, whose
+        records past ``max_records`` stay available)."""
+        fresh = [(max(base, self.end_offset), last) for base, last in log_batches if last >= self.end_offset]
+        remaining = min(max_records, self.max_in_flight - (self.end_offset - self.start_offset))
+        if not fresh or remaining <= 0:
+            return
+        first, last = fresh[0][0], fresh[-1][1]
+        if remaining < last - first + 1:
+            cut = first + remaining - 1
+            last = next(batch_last for _, batch_last in fresh if batch_last >= cut)
+        starts = [first]
+        if not record_limit and batch_size > 0:
+            for base, _ in fresh:
+                if base > last:
+                    break
+                if base - starts[-1] >= batch_size:
+                    starts.append(base)
+        for begin, end in zip(starts, [*(s - 1 for s in starts[1:]), last], strict=True):
+            self.batches[begin] = end
+        locked_to = first + remaining - 1 if record_limit else last
+        for base, batch_last in fresh:
+            for offset in range(base, min(batch_last, last) + 1):
                 self.records[offset] = InFlightRecord(RecordState.AVAILABLE, 0)
-                self.end_offset = offset + 1
-            taken.append((offset, self._lock(offset, member_id, now_ms)))
-        return _runs(taken)
+                if offset <= locked_to:
+                    taken.append((offset, self._lock(offset, member_id, now_ms)))
+        self.end_offset = last + 1
+
+    @property
+    def throttle_delivery_count(self) -> int:
+        return throttle_delivery_count(self.delivery_count_limit)
 
     def _lock(self, offset: int, member_id: str, now_ms: int) -> int:
         r = self.records[offset]
@@ -153,6 +251,8 @@ class SharePartition:
             return
         for o in [o for o in self.records if o < offset]:
             del self.records[o]
+        for first in [f for f, last in self.batches.items() if last < offset]:
+            del self.batches[first]
         self.end_offset = offset
         self.start_offset = max(self.start_offset, offset)
         self._advance_start()
@@ -246,6 +346,9 @@ class SharePartition:
                 break
             self.records.pop(self.start_offset, None)
             self.start_offset += 1
+        if self.batches and min(self.batches) < self.start_offset:
+            for first in [f for f, last in self.batches.items() if last < self.start_offset]:
+                del self.batches[first]
 
     # ------------------------------------------------------------ persistence
 
@@ -267,6 +370,8 @@ class SharePartition:
     def restore(self, start_offset: int, batches: Iterable[StateBatch]) -> None:
         self.initialize(start_offset)
         for b in batches:
+            if b.last_offset >= start_offset:
+                self.batches[b.first_offset] = b.last_offset
             for offset in range(max(b.first_offset, start_offset), b.last_offset + 1):
                 self.records[offset] = InFlightRecord(b.state, b.delivery_count)
                 self.end_offset = max(self.end_offset, offset + 1)
@@ -279,11 +384,14 @@ class SharePartition:
         return out
 
 
-def _runs(taken: list[tuple[int, int]]) -> list[AcquiredBatch]:
+def _runs(taken: list[tuple[int, int]], batches: dict[int, int]) -> list[AcquiredBatch]:
+    """AcquiredRecords: runs of consecutive offsets with one delivery count, cut where an
+    in-flight batch starts."""
     out: list[AcquiredBatch] = []
     for offset, count in sorted(taken):
         last = out[-1] if out else None
-        if last is not None and last.last_offset == offset - 1 and last.delivery_count == count:
+        if (last is not None and last.last_offset == offset - 1 and last.delivery_count == count
+                and offset not in batches):
             out[-1] = AcquiredBatch(last.first_offset, offset, count)
         else:
             out.append(AcquiredBatch(offset, offset, count))

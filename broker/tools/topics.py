@@ -125,7 +125,7 @@ def topic_metadata(client: KafkaClient, topic: str | None) -> list[MetadataRespo
 
 def _list(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> None:
     for topic in topic_metadata(client, None):
-        if topic.error_code == ErrorCode.NONE:
+        if topic.error_code == ErrorCode.NONE and not (topic.is_internal and args.exclude_internal):
             print(topic.name, file=out)
 
 
@@ -135,7 +135,8 @@ def _describe(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> Non
         found = [t for t in topics if t.name == args.topic and t.error_code == ErrorCode.NONE]
         if not found:
             raise ToolError(f"Topic '{args.topic}' does not exist as expected")
-    topics = [t for t in topics if t.error_code == ErrorCode.NONE and t.name]
+    topics = [t for t in topics if t.error_code == ErrorCode.NONE and t.name
+              and not (t.is_internal and args.exclude_internal)]
     if not topics:
         return
     configs = client.send(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from broker.observability.share_metrics import ShareMetrics
 from broker.share.acknowledgements import batches_valid
-from broker.share.acquire_mode import BATCH_OPTIMIZED, RECORD_LIMIT, records_to_acquire
+from broker.share.acquire_mode import BATCH_OPTIMIZED, RECORD_LIMIT
 from broker.share.partition import ACCEPT, GAP, RELEASE, RENEW, RecordState, SharePartition
 from wire.errors import ErrorCode
 
@@ -26,15 +26,17 @@ OFFSETS = list(range(20))
 
 
 def take(sp: SharePartition, member: str, mode: int, max_records: int, now: int = 0) -> list[tuple[int, int, int]]:
-    chosen = records_to_acquire(mode, sp.acquirable(OFFSETS, now), BATCHES, max_records)
-    return [(b.first_offset, b.last_offset, b.delivery_count) for b in sp.acquire_offsets(member, chosen, now)]
+    got = sp.acquire_fetched(member, BATCHES, max_records=max_records, batch_size=500,
+                             record_limit=mode == RECORD_LIMIT, now_ms=now)
+    return [(b.first_offset, b.last_offset, b.delivery_count) for b in got]
 
 
 def test_record_limit_splits_a_batch_and_leaves_the_rest_available() -> None:
     sp = partition()
     assert take(sp, "a", RECORD_LIMIT, 3) == [(0, 2, 1)]
     assert take(sp, "b", RECORD_LIMIT, 3) == [(3, 5, 1)]
-    assert take(sp, "c", RECORD_LIMIT, 100) == [(6, 19, 1)]
+    # the rest of in-flight batch 0-9, then new records (another in-flight batch)
+    assert take(sp, "c", RECORD_LIMIT, 100) == [(6, 9, 1), (10, 19, 1)]
     assert take(sp, "d", RECORD_LIMIT, 100) == []
 
 
@@ -50,10 +52,14 @@ def test_both_modes_on_redeliveries_and_the_in_flight_limit() -> None:
     assert take(sp, "a", RECORD_LIMIT, 20) == [(0, 19, 1)]
     assert sp.acknowledge("a", 0, 19, [RELEASE], 1) is ErrorCode.NONE
     assert take(sp, "b", RECORD_LIMIT, 4, now=2) == [(0, 3, 2)]
-    assert take(sp, "c", BATCH_OPTIMIZED, 2, now=2) == [(4, 9, 2)]
+    # batch_optimized takes the rest of the in-flight batch 0-19 (one batch, acquired whole)
+    assert take(sp, "c", BATCH_OPTIMIZED, 2, now=2) == [(4, 19, 2)]
     limited = partition(max_in_flight=4)
-    assert take(limited, "a", BATCH_OPTIMIZED, 1) == [(0, 3, 1)]  # the in-flight limit holds in both modes
-    assert records_to_acquire(RECORD_LIMIT, [0, 1], BATCHES, 0) == []
+    # the in-flight limit bounds both modes, the batch it falls in finished (as Kafka does)
+    assert take(limited, "a", BATCH_OPTIMIZED, 10) == [(0, 9, 1)]
+    assert take(limited, "b", BATCH_OPTIMIZED, 10) == []
+    assert take(partition(max_in_flight=4), "a", RECORD_LIMIT, 10) == [(0, 3, 1)]
+    assert take(partition(), "a", RECORD_LIMIT, 0) == []
 
 
 def test_renew_restarts_the_lock_and_keeps_the_state() -> None:

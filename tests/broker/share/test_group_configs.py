@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from broker.log import LogConfig, PartitionLog
+from broker.log.shutdown_summary import remove_summary
 from broker.tools.client import KafkaClient
 from tests.broker.broker_process import BrokerProcess
 from tests.broker.share.test_share_group_apis import (
@@ -25,12 +27,6 @@ from tests.broker.share.test_share_group_apis import (
 from tests.broker.test_group_apis import create_topic
 from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
-from wire.generated.api_000_produce import (
-    ProduceRequest,
-    ProduceRequestPartitionProduceData,
-    ProduceRequestTopicProduceData,
-    ProduceResponse,
-)
 from wire.generated.api_032_describe_configs import (
     DescribeConfigsRequest,
     DescribeConfigsRequestDescribeConfigsResource,
@@ -195,6 +191,20 @@ def legacy_config_record(group: str, value: dict[str, object]) -> NewRecord:
     return NewRecord(key, json.dumps(value).encode())
 
 
+def append_as_earlier_broker(data_dir: Path, records: list[NewRecord]) -> None:
+    """Appends ``records`` to ``__share_group_state-0`` of a stopped broker's data dir as the
+    its leader wrote them (clients cannot produce to an internal topic)."""
+    (directory,) = data_dir.rglob("__share_group_state-0")
+    log = PartitionLog.open(directory, LogConfig(), lambda: int(time.time() * 1000), had_clean_shutdown=True,
+                            existing=True)
+    try:
+        log.append_as_leader(build_batch(records), log.latest_epoch or 0)
+    finally:
+        log.close()
+    # The clean-shutdown summary speaks for the files as the broker left them.
+    remove_summary(directory.parent)
+
+
 def test_settings_of_an_earlier_data_dir_become_group_configs(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "data", OVERRIDES).start()
     try:
@@ -202,20 +212,16 @@ def test_settings_of_an_earlier_data_dir_become_group_configs(tmp_path: Path) ->
             assert alter(c, "warm", ("share.auto.offset.reset", SET, "earliest")) == (0, None)
             create_topic(c, "legacy-topic", 1)
             assert heartbeat(c, "warm", "m", 0, ["legacy-topic"]).error_code == ErrorCode.NONE  # creates the topic
-            batch = build_batch([
-                legacy_config_record("old-1", {"auto_offset_reset": "earliest", "record_lock_duration_ms": None,
-                                               "delivery_count_limit": 3, "dead_letter_topic": "dlq.old"}),
-                legacy_config_record("old-2", {"auto_offset_reset": "latest", "record_lock_duration_ms": 20000,
-                                               "delivery_count_limit": None, "dead_letter_topic": None}),
-                # already has group configs: they stay as they are
-                legacy_config_record("warm", {"auto_offset_reset": "latest", "record_lock_duration_ms": None,
-                                              "delivery_count_limit": 9, "dead_letter_topic": None})])
-            r = c.send(ProduceRequest(acks=-1, timeout_ms=10_000, topic_data=[ProduceRequestTopicProduceData(
-                name="__share_group_state", partition_data=[ProduceRequestPartitionProduceData(
-                    index=0, records=batch)])]), ProduceResponse, 9)
-            assert r.responses[0].partition_responses[0].error_code == ErrorCode.NONE
     finally:
         assert broker.stop() == 0
+    append_as_earlier_broker(tmp_path / "data", [
+        legacy_config_record("old-1", {"auto_offset_reset": "earliest", "record_lock_duration_ms": None,
+                                       "delivery_count_limit": 3, "dead_letter_topic": "dlq.old"}),
+        legacy_config_record("old-2", {"auto_offset_reset": "latest", "record_lock_duration_ms": 20000,
+                                       "delivery_count_limit": None, "dead_letter_topic": None}),
+        # already has group configs: they stay as they are
+        legacy_config_record("warm", {"auto_offset_reset": "latest", "record_lock_duration_ms": None,
+                                      "delivery_count_limit": 9, "dead_letter_topic": None})])
     broker = BrokerProcess(tmp_path / "data", OVERRIDES).start()
     try:
         with KafkaClient.connect(broker.bootstrap, timeout_s=20) as c:

@@ -1,5 +1,6 @@
 """ShareFetch and ShareAcknowledge v2 on the wire, against a broker process: ShareAcquireMode
-(KIP-1206) record_limit and batch_optimized, an unknown mode; RENEW acknowledgements
+(KIP-1206) record_limit and batch_optimized, an unknown mode; BatchSize and the throttling of
+redeliveries near the delivery count limit; RENEW acknowledgements
 (KIP-1222) that keep records held past their lock, Kafka's errors for RENEW where it is not
 allowed, and the group's lock duration as AcquisitionLockTimeoutMs."""
 
@@ -57,10 +58,11 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 def fetch(c: KafkaClient, group: str, member: str, epoch: int, tid: uuid.UUID, *, version: int = 2,
           mode: int = 0, max_records: int = 100, acks: Acks | None = None, renew: bool = False,
-          max_bytes: int = 1 << 20, min_bytes: int = 1) -> ShareFetchResponse:
+          max_bytes: int = 1 << 20, min_bytes: int = 1, batch_size: int | None = None) -> ShareFetchResponse:
     return c.send(ShareFetchRequest(
         group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=0, min_bytes=min_bytes,
-        max_bytes=max_bytes, max_records=max_records, batch_size=max_records, share_acquire_mode=mode,
+        max_bytes=max_bytes, max_records=max_records,
+        batch_size=max_records if batch_size is None else batch_size, share_acquire_mode=mode,
         is_renew_ack=renew,
         topics=[ShareFetchRequestFetchTopic(topic_id=tid, partitions=[ShareFetchRequestFetchPartition(
             partition_index=0, acknowledgement_batches=[
@@ -116,6 +118,22 @@ def test_record_limit_splits_batches_and_batch_optimized_finishes_them(broker: B
         r = fetch(c, "g-modes", "a", 1, tid, mode=7)
         assert (r.error_code, r.error_message) == (ErrorCode.UNKNOWN_SERVER_ERROR, "Unknown share acquire mode id: 7")
         assert acquired(fetch(c, "g-modes", "a", 2, tid, mode=1)) == [(20, 20, 1)]
+
+
+def test_batch_size_and_delivery_throttling(broker: BrokerProcess) -> None:
+    with KafkaClient.connect(broker.bootstrap, timeout_s=20) as c:
+        tid = queue(c, "batches", ["a"], [5, 5, 5, 5], **{"share.delivery.count.limit": "5"})
+        # BatchSize 10: two in-flight batches of two log batches each
+        assert acquired(fetch(c, "g-batches", "a", 0, tid, version=1, max_records=20, batch_size=10)) == [
+            (0, 9, 1), (10, 19, 1)]
+        for epoch, delivery in ((1, 2), (2, 3)):
+            assert acquired(fetch(c, "g-batches", "a", epoch, tid, version=1, max_records=20, batch_size=10,
+                                  acks=[(0, 19, [RELEASE])])) == [(0, 9, delivery), (10, 19, delivery)]
+        # Delivered 3 times of 5: throttled, half a batch (10 >> 1) and nothing else in the fetch.
+        assert acquired(fetch(c, "g-batches", "a", 3, tid, version=1, max_records=20, batch_size=10,
+                              acks=[(0, 19, [RELEASE])])) == [(0, 4, 4)]
+        assert acquired(fetch(c, "g-batches", "a", 4, tid, version=1, max_records=20, batch_size=10,
+                              acks=[(0, 4, [ACCEPT])])) == [(5, 9, 4)]
 
 
 def test_renew_keeps_records_held_past_their_lock(broker: BrokerProcess) -> None:

@@ -168,6 +168,6 @@ def test_random_operations_keep_the_invariants(seed: int) -> None:
         for o, r in sp.records.items():
             assert sp.start_offset <= o < sp.end_offset
             assert (r.state is RecordState.ACQUIRED) == (r.member_id != "")
-        for r in sp.archived:
-            done.add(r.offset)
+        for archived in sp.archived:
+            done.add(archived.offset)
         sp.archived.clear()
