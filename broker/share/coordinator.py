@@ -145,9 +145,8 @@ class ShareCoordinator:
         self.dead_letters: Callable[[str, str, str, int, list[ArchivedRecord]], None] | None = \
             DeadLetterWriter(sv.node_id, sv.image, sv.replica_manager, sv.peers, self._later, sv.metrics,
                              topic_prefix=c.errors_deadletterqueue_topic_name_prefix,
-                             create_topic=self._create_dead_letter_topic
-                             if c.errors_deadletterqueue_auto_create_topics_enable else None,
-                             clock_ms=sv.clock_ms)
+                             auto_create=c.errors_deadletterqueue_auto_create_topics_enable,
+                             create_topic=self._create_dead_letter_topic, clock_ms=sv.clock_ms)
         #: Group settings of legacy ``config`` records replayed and not migrated yet.
         self._legacy_pending: dict[str, dict[str, str]] = {}
         self._active = False

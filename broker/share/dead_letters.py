@@ -12,6 +12,7 @@ archived:
   ``errors.deadletterqueue.group.enable=true``: the topic's administrator, not whoever can
   alter the group, decides that the broker may write to it on a group's behalf;
 - the name starts with the broker setting ``errors.deadletterqueue.topic.name.prefix``
+  (dynamic, as both broker settings here: this broker's value, else the cluster default)
   (default ``dlq.``; empty: any name), so that a group cannot make the broker write into an
   arbitrary business topic;
 - the topic exists, or the broker setting ``errors.deadletterqueue.auto.create.topics.enable``
@@ -59,7 +60,7 @@ import trio
 from broker.log.producer_state import AppendOrigin
 from broker.observability.share_metrics import ShareMetrics
 from broker.share.partition import ArchivedRecord
-from config.catalog import TOPIC_CONFIGS
+from config.catalog import BROKER_CONFIGS, TOPIC_CONFIGS
 from config.group import DEAD_LETTER_COPY_RECORD, INTERNAL_TOPIC_PREFIX, boolean_config
 from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
@@ -103,6 +104,9 @@ REASON_MESSAGES = {
 
 #: Creates a topic with the broker's defaults and the given topic configs (the controller's answer).
 TopicCreator = Callable[[str, dict[str, str]], Awaitable[ErrorCode]]
+#: The broker settings of KIP-1191, dynamic and cluster-wide as in Kafka.
+TOPIC_NAME_PREFIX = "errors.deadletterqueue.topic.name.prefix"
+AUTO_CREATE_TOPICS = "errors.deadletterqueue.auto.create.topics.enable"
 
 
 def accepts_dead_letters(image: MetadataImage, topic: str) -> bool:
@@ -128,6 +132,15 @@ def topic_refusal(image: MetadataImage, group_id: str, target: str, prefix: str,
     return None
 
 
+def broker_setting(image: MetadataImage, node_id: int, name: str, static: str) -> str:
+    """A dynamic broker setting in force: this broker's own, else the cluster default, else
+    the static value."""
+    for layer in (image.broker_config(node_id), image.broker_config("")):
+        if name in layer:
+            return layer[name]
+    return static
+
+
 def dead_letter_headers(group_id: str, topic: str, partition: int, record: ArchivedRecord) -> list[tuple[str, bytes]]:
     headers = [
         (HEADER_TOPIC, topic.encode()),
@@ -149,7 +162,7 @@ def _wall_clock_ms() -> int:
 class DeadLetterWriter:
     def __init__(self, node_id: int, image: Callable[[], MetadataImage], replica_manager: ReplicaManager,
                  peers: Callable[[], PeerRequester], spawn: Callable[[Callable[[], Awaitable[object]]], None],
-                 metrics: ShareMetrics | None = None, *, topic_prefix: str = "dlq.",
+                 metrics: ShareMetrics | None = None, *, topic_prefix: str = "dlq.", auto_create: bool = False,
                  create_topic: TopicCreator | None = None, clock_ms: Callable[[], int] = _wall_clock_ms) -> None:
         self.node_id = node_id
         self._image = image
@@ -157,9 +170,10 @@ class DeadLetterWriter:
         self._peers = peers
         self._spawn = spawn
         self.metrics = metrics or ShareMetrics()
-        #: ``errors.deadletterqueue.topic.name.prefix``.
+        #: The static ``errors.deadletterqueue.topic.name.prefix`` and ``…auto.create.topics.enable``
+        #: (a dynamic value in the metadata image beats them).
         self.topic_prefix = topic_prefix
-        #: Set when ``errors.deadletterqueue.auto.create.topics.enable`` is.
+        self.auto_create = auto_create
         self._create_topic = create_topic
         self._clock_ms = clock_ms
 
@@ -168,7 +182,11 @@ class DeadLetterWriter:
         if not target_name or target_name == topic or not records:
             return
         image = self._image()
-        refusal = topic_refusal(image, group_id, target_name, self.topic_prefix, self._create_topic is not None)
+        prefix = broker_setting(image, self.node_id, TOPIC_NAME_PREFIX, self.topic_prefix)
+        auto_create = BROKER_CONFIGS[AUTO_CREATE_TOPICS].parse(
+            broker_setting(image, self.node_id, AUTO_CREATE_TOPICS, str(self.auto_create).lower()))
+        refusal = topic_refusal(image, group_id, target_name, prefix.strip(),
+                                bool(auto_create) and self._create_topic is not None)
         if refusal is not None:
             log.warning("dead_letter_topic_refused", group_id=group_id, topic=target_name, reason=refusal)
             return

@@ -12,6 +12,7 @@ from typing import Final
 from config.catalog.define import (
     AT_LEAST_1,
     BOOLEAN,
+    CLUSTER_WIDE,
     INT,
     LIST,
     LONG,
@@ -113,10 +114,11 @@ SHARE_GROUPS: Final[list[ConfigKey]] = group("Share groups (KIP-932)", [
     key("group.share.max.size", INT, "200", "Most members in one share group.", Range(1, 1000)),
     key("errors.deadletterqueue.topic.name.prefix", STRING, "dlq.",
         "The prefix a share group's dead-letter topic name (errors.deadletterqueue.topic.name) must have "
-        "for the broker to write to it (KIP-1191); empty: any name."),
+        "for the broker to write to it (KIP-1191); empty: any name.", mode=CLUSTER_WIDE),
     key("errors.deadletterqueue.auto.create.topics.enable", BOOLEAN, "false",
         "Whether the broker creates a share group's dead-letter topic that does not exist yet, with the "
-        "default partitions and replication factor and errors.deadletterqueue.group.enable=true (KIP-1191)."),
+        "default partitions and replication factor and errors.deadletterqueue.group.enable=true (KIP-1191).",
+        mode=CLUSTER_WIDE),
     key("share.coordinator.state.topic.num.partitions", INT, "50", "Partitions of __share_group_state.",
         AT_LEAST_1),
     key("share.coordinator.state.topic.replication.factor", SHORT, "3",

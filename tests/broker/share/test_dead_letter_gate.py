@@ -174,8 +174,27 @@ def test_auto_created_topic_with_the_brokers_prefix(tmp_path_factory: pytest.Tem
             reject_one(c, "created", "dead.created")
             copies = wait_for_records(c, "dead.created")
             assert [dict(r.headers)["__dlq.errors.group"] for r in copies] == [b"g-created"]
+            # the prefix is a dynamic cluster-wide setting: emptied, any opted-in name will do
+            dead_letter_topic(c, "orders.dead", True)
+            assert alter_broker_default(c, "errors.deadletterqueue.topic.name.prefix", "") == ErrorCode.NONE
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not records(c, "orders.dead"):
+                reject_one(c, f"unprefixed-{int(time.monotonic() * 1000)}", "orders.dead")
+                time.sleep(0.2)
+            written = records(c, "orders.dead")
+            assert written and dict(written[0].headers)["__dlq.errors.topic"].startswith(b"unprefixed-")
             meta = c.send(MetadataRequest(topics=[MetadataRequestTopic(name="dlq.missing")],
                                           allow_auto_topic_creation=False), MetadataResponse, 12)
             assert meta.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     finally:
         assert b.stop() == 0
+
+
+BROKER_RESOURCE = 4
+
+
+def alter_broker_default(c: KafkaClient, name: str, value: str) -> int:
+    r = c.send(IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequestAlterConfigsResource(
+        resource_type=BROKER_RESOURCE, resource_name="", configs=[IncrementalAlterConfigsRequestAlterableConfig(
+            name=name, config_operation=SET, value=value)])]), IncrementalAlterConfigsResponse, 1)
+    return r.responses[0].error_code
