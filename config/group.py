@@ -290,8 +290,6 @@ class ShareGroupSettings:
     dead_letter_topic: str | None
     isolation_level: str = READ_UNCOMMITTED
     partition_max_record_locks: int = 2000
-    renew_acknowledge_enable: bool = True
-    dead_letter_copy_record: bool = False
 
     @property
     def read_committed(self) -> bool:
@@ -316,6 +314,4 @@ def share_group_settings(configs: Mapping[str, str], record_lock_duration_ms: in
         dead_letter_topic=configs.get(DEAD_LETTER_TOPIC, "").strip() or None,
         isolation_level=isolation if isolation in _ISOLATION_LEVELS else READ_UNCOMMITTED,
         partition_max_record_locks=int_config(configs, PARTITION_MAX_RECORD_LOCKS, partition_max_record_locks),
-        renew_acknowledge_enable=boolean_config(configs, RENEW_ACKNOWLEDGE_ENABLE),
-        dead_letter_copy_record=boolean_config(configs, DEAD_LETTER_COPY_RECORD),
     )

@@ -13,6 +13,7 @@ from config.group import (
     TYPES,
     GroupConfigError,
     ShareGroupSettings,
+    boolean_config,
     bounds_from,
     error,
     parse_duration_ms,
@@ -149,10 +150,8 @@ def test_kafka_4_4_group_configs_pass_and_default_as_kafka() -> None:
     assert DEFAULTS["errors.deadletterqueue.copy.record.enable"] == "false"
     assert DEFAULTS["errors.deadletterqueue.topic.name"] == ""
     assert TYPES["share.renew.acknowledge.enable"] is ConfigType.BOOLEAN
-    defaults = share_group_settings({}, 30_000, 5)
-    assert (defaults.renew_acknowledge_enable, defaults.dead_letter_copy_record, defaults.dead_letter_topic) == \
-        (True, False, None)
-    set_ = share_group_settings({"share.renew.acknowledge.enable": "False",
-                                 "errors.deadletterqueue.copy.record.enable": "true",
-                                 "errors.deadletterqueue.topic.name": " "}, 30_000, 5)
-    assert (set_.renew_acknowledge_enable, set_.dead_letter_copy_record, set_.dead_letter_topic) == (False, True, None)
+    names = ("share.renew.acknowledge.enable", "errors.deadletterqueue.copy.record.enable")
+    assert [boolean_config({}, n) for n in names] == [True, False]
+    assert [boolean_config({n: " FALSE" if i == 0 else "True"}, n) for i, n in enumerate(names)] == [False, True]
+    assert share_group_settings({}, 30_000, 5).dead_letter_topic is None
+    assert share_group_settings({"errors.deadletterqueue.topic.name": " "}, 30_000, 5).dead_letter_topic is None
