@@ -97,6 +97,13 @@ CASES = [
     ("share.isolation.level", "read_committed", "READ_COMMITTED",
      "Invalid value READ_COMMITTED for configuration share.isolation.level: String must be one of: "
      "read_committed, read_uncommitted"),
+    ("share.renew.acknowledge.enable", "false", "1",
+     "Invalid value 1 for configuration share.renew.acknowledge.enable: Expected value to be either true or false"),
+    ("errors.deadletterqueue.topic.name", "dlq.orders", "__orders",
+     "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'"),
+    ("errors.deadletterqueue.copy.record.enable", "true", "yes",
+     "Invalid value yes for configuration errors.deadletterqueue.copy.record.enable: Expected value to be either "
+     "true or false"),
 ]
 DEFAULTS = {"consumer.session.timeout.ms": ("45000", "group.consumer.session.timeout.ms"),
             "consumer.heartbeat.interval.ms": ("5000", "group.consumer.heartbeat.interval.ms"),
@@ -105,7 +112,9 @@ DEFAULTS = {"consumer.session.timeout.ms": ("45000", "group.consumer.session.tim
             "share.record.lock.duration.ms": ("30000", "group.share.record.lock.duration.ms"),
             "share.delivery.count.limit": ("5", "group.share.delivery.count.limit"),
             "share.partition.max.record.locks": ("2000", "group.share.partition.max.record.locks"),
-            "share.auto.offset.reset": ("latest", None), "share.isolation.level": ("read_uncommitted", None)}
+            "share.auto.offset.reset": ("latest", None), "share.isolation.level": ("read_uncommitted", None),
+            "share.renew.acknowledge.enable": ("true", None), "errors.deadletterqueue.topic.name": ("", None),
+            "errors.deadletterqueue.copy.record.enable": ("false", None)}
 
 
 def test_java_admin_sets_describes_refuses_and_deletes_each_group_config(broker: Broker, java4: list[str]) -> None:

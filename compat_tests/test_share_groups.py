@@ -6,7 +6,9 @@ consumer acknowledges each record (ACCEPT, RELEASE, REJECT); an unacknowledged
 record comes back when its acquisition lock expires, with a higher delivery
 count; the delivery limit archives a poison record and, when the group names a
 dead-letter topic (``errors.deadletterqueue.topic.name``, KIP-1191: with the cluster at
-``share.version`` 2 and the topic opted in), copies it there with headers saying why; a
+``share.version`` 2, the topic opted in and named with the broker's prefix ``dlq.``), writes
+it there with Kafka 4.4's ``__dlq.errors.*`` headers, and its key and value only with
+``errors.deadletterqueue.copy.record.enable``; a
 broker restart loses no acknowledgement. Java 4.3's consumer asks for
 ``share.acquire.mode=record_limit`` (KIP-1206) and renews a slow record's lock with
 ``AcknowledgeType.RENEW`` (KIP-1222). Group configs are set as a user sets them:
@@ -139,10 +141,11 @@ def test_release_redelivers_and_reject_never_does(broker: Broker) -> None:
 
 
 def test_expired_lock_redelivers_and_the_limit_dead_letters_a_poison_record(broker: Broker) -> None:
-    dlq = unique_topic("dlq")
+    dlq = unique_topic("dlq.poison")  # the broker's errors.deadletterqueue.topic.name.prefix: dlq.
     broker.create_topic(dlq, 1, configs={"errors.deadletterqueue.group.enable": "true"})
     enable_dead_letter_queues(broker)
-    topic, group = new_queue(broker, **{"errors.deadletterqueue.topic.name": dlq})
+    topic, group = new_queue(broker, **{"errors.deadletterqueue.topic.name": dlq,
+                                        "errors.deadletterqueue.copy.record.enable": "true"})
     produce(broker, topic, {0: 1})
     c = share_consumer(broker, group, topic)
     counts: list[int] = []
@@ -168,11 +171,66 @@ def test_expired_lock_redelivers_and_the_limit_dead_letters_a_poison_record(brok
     finally:
         reader.close()
     assert len(copies) == 1
-    headers = dict(copies[0].headers)
+    # Kafka 4.4's context headers, and (copy.record.enable) the record's value
     assert copies[0].value == f"{topic}-0-0".encode()
-    assert headers["__dlq.errors.group.id"] == group.encode()
-    assert headers["__dlq.errors.reason"] == b"delivery_count_exceeded"
-    assert headers["__dlq.errors.delivery.count"] == str(DELIVERY_LIMIT).encode()
+    assert dict(copies[0].headers) == {
+        "__dlq.errors.topic": topic.encode(), "__dlq.errors.partition": b"0", "__dlq.errors.offset": b"0",
+        "__dlq.errors.group": group.encode(), "__dlq.errors.delivery.count": str(DELIVERY_LIMIT).encode(),
+        "__dlq.errors.message": b"The record reached the delivery count limit of the share group."}
+
+
+def read_all(broker: Broker, topic: str, quiet_ms: int) -> list[Any]:
+    """Every record of ``topic`` (kafka-python, from the earliest offset, until ``quiet_ms`` pass
+    without one)."""
+    from kafka import KafkaConsumer
+
+    reader = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                           consumer_timeout_ms=quiet_ms)
+    try:
+        return list(reader)
+    finally:
+        reader.close()
+
+
+def test_rejected_records_dead_lettered_as_kafka_4_4_names_and_copies_them(broker: Broker) -> None:
+    """KIP-1191 as Kafka 4.4 ships it: by default the dead-letter record is its context headers
+    (no key, no value); a topic without the broker's prefix (dlq.) gets nothing, even opted in;
+    a name of the internal topics (__) is refused when set."""
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    enable_dead_letter_queues(broker)
+    good, unprefixed = unique_topic("dlq.rejected"), unique_topic("orders-dead")
+    for name in (good, unprefixed):
+        broker.create_topic(name, 1, configs={"errors.deadletterqueue.group.enable": "true"})
+    for dlq, offset in ((unprefixed, 0), (good, 1)):
+        topic, group = new_queue(broker, **{"errors.deadletterqueue.topic.name": dlq})
+        produce(broker, topic, {0: 2})
+        c = share_consumer(broker, group, topic, **{"share.acknowledgement.mode": "explicit"})
+        try:
+            got = poll_until([c], 2)[0]
+            assert [m.offset() for m in got] == [0, 1]
+            for m in got:
+                c.acknowledge(m, AcknowledgeType.REJECT if m.offset() == offset else AcknowledgeType.ACCEPT)
+            c.commit_sync()
+        finally:
+            c.close()
+    copies = read_all(broker, good, LOCK_MS * 3)
+    assert [(r.key, r.value) for r in copies] == [(None, None)]
+    assert dict(copies[0].headers) == {
+        "__dlq.errors.topic": topic.encode(), "__dlq.errors.partition": b"0", "__dlq.errors.offset": b"1",
+        "__dlq.errors.group": group.encode(), "__dlq.errors.delivery.count": b"1",
+        "__dlq.errors.message": b"The record was rejected by a consumer of the share group."}
+    assert read_all(broker, unprefixed, LOCK_MS) == []
+    internal = unique_group("share")
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, client_id="share-test")
+    try:
+        result = admin.alter_configs([ConfigResource(ConfigResourceType.GROUP, internal, {
+            "errors.deadletterqueue.topic.name": "__consumer_offsets"})], incremental=True)
+    finally:
+        admin.close()
+    refusal = result["group"][internal]
+    assert refusal.startswith("[Error 40] InvalidConfigurationError"), refusal
+    assert "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'" in refusal
 
 
 def test_a_poison_record_goes_to_the_archive_alone(broker: Broker) -> None:
@@ -396,3 +454,19 @@ def test_java_renew_keeps_a_slow_record_from_redelivery(broker: Broker, share_qu
     assert {c for c, _ in first} == {1}, first
     assert [a for _, a in first].count("RENEW") >= 2 and first[-1][1] == "ACCEPT", first
     assert sorted(r["offset"] for r in got_slow if r["ack"] == "ACCEPT") == list(range(5))
+
+
+def test_java_renew_refused_when_the_group_disables_it(broker: Broker, share_queue_java: list[str]) -> None:
+    """``share.renew.acknowledge.enable=false`` (Kafka 4.3's group config): the broker refuses
+    the consumer's RENEW (INVALID_RECORD_STATE, for the partition's acknowledgements as a whole,
+    as Kafka rolls a partition's acknowledgements back together), so the slow record's lock runs
+    out and it is delivered again, with delivery count 2, where a renewing group keeps it at 1
+    (above); the records accepted along with the refused RENEW come again too, and are accepted."""
+    topic, group = new_queue(broker, **{"share.renew.acknowledge.enable": "false"})
+    produce_one_batch(broker, topic, 5)
+    hold_ms = 3 * LOCK_MS
+    slow = java_share_consumer(share_queue_java, broker, group, topic, 5, 15, renew=f"0:{hold_ms}")
+    got = java_records(slow, 15)
+    first = [(r["delivery_count"], r["ack"]) for r in got if r["offset"] == 0]
+    assert first[:2] == [(1, "RENEW"), (2, "RENEW")], first
+    assert {r["offset"] for r in got if r["ack"] == "ACCEPT"} == {1, 2, 3, 4}, got

@@ -543,7 +543,7 @@ def test_group_configs_hold_at_a_leader_that_does_not_coordinate_the_group(share
     # dead-letter topics need share.version 2 (KIP-1191), raised as a user raises it
     assert main(["features", "--bootstrap-server", cluster.bootstrap, "upgrade", "--feature", "share.version=2"]) == 0
     wanted = {"share.delivery.count.limit": "2", "errors.deadletterqueue.topic.name": dlq,
-              "share.auto.offset.reset": "earliest"}
+              "errors.deadletterqueue.copy.record.enable": "true", "share.auto.offset.reset": "earliest"}
     admin = AdminClient({"bootstrap.servers": cluster.server_of(leader)})
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
         ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in wanted.items()])
@@ -595,6 +595,6 @@ def test_group_configs_hold_at_a_leader_that_does_not_coordinate_the_group(share
     assert len(copies) == 1, cluster.log_tail()
     headers = dict(copies[0].headers() or [])
     assert copies[0].value() == b"0-0"
-    assert headers["__dlq.errors.group.id"] == group.encode()
-    assert headers["__dlq.errors.reason"] == b"delivery_count_exceeded"
+    assert headers["__dlq.errors.group"] == group.encode()
+    assert headers["__dlq.errors.topic"] == topic.encode()
     assert headers["__dlq.errors.delivery.count"] == b"2"

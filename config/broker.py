@@ -215,6 +215,8 @@ class BrokerConfig:
     group_share_min_partition_max_record_locks: int
     group_share_max_partition_max_record_locks: int
     group_share_max_size: int
+    errors_deadletterqueue_topic_name_prefix: str
+    errors_deadletterqueue_auto_create_topics_enable: bool
     share_coordinator_state_topic_num_partitions: int
     share_coordinator_state_topic_replication_factor: int
     share_coordinator_state_topic_min_isr: int

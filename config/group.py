@@ -19,8 +19,14 @@ have configs.
 - ``share.record.lock.duration.ms``, ``share.delivery.count.limit`` and
   ``share.partition.max.record.locks``: override the broker's ``group.share.*`` of the same
   names;
-- ``errors.deadletterqueue.topic.name`` (KIP-1191, beyond Kafka 4.3): the share group's
-  dead-letter topic (unset: off).
+- ``share.renew.acknowledge.enable`` (boolean, default true; Kafka 4.3, KIP-1240): whether the
+  group's consumers may renew their acquisition locks with RENEW acknowledgements (KIP-1222);
+  when false a RENEW is refused with INVALID_RECORD_STATE;
+- ``errors.deadletterqueue.topic.name`` (KIP-1191, Kafka 4.4): the share group's dead-letter
+  topic (blank, the default: none); a name starting with ``__`` is refused;
+- ``errors.deadletterqueue.copy.record.enable`` (KIP-1191, Kafka 4.4, default false): whether a
+  dead-letter record carries the archived record's key and value, or only the context headers
+  (broker/share/dead_letters.py).
 
 Validation is Kafka's: each value parsed and checked against its own lower bound (Kafka's
 ConfigDef messages), then against the broker's ``group.*.min/max.*`` settings, then session
@@ -48,11 +54,16 @@ DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
 PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"
 AUTO_OFFSET_RESET = "share.auto.offset.reset"
 ISOLATION_LEVEL = "share.isolation.level"
+RENEW_ACKNOWLEDGE_ENABLE = "share.renew.acknowledge.enable"
 DEAD_LETTER_TOPIC = "errors.deadletterqueue.topic.name"
+DEAD_LETTER_COPY_RECORD = "errors.deadletterqueue.copy.record.enable"
 #: Every group config, in the order DescribeConfigs lists them (Kafka's definition order).
 GROUP_CONFIG_NAMES = (CONSUMER_SESSION_TIMEOUT_MS, CONSUMER_HEARTBEAT_INTERVAL_MS, SHARE_SESSION_TIMEOUT_MS,
                       SHARE_HEARTBEAT_INTERVAL_MS, RECORD_LOCK_DURATION_MS, DELIVERY_COUNT_LIMIT,
-                      PARTITION_MAX_RECORD_LOCKS, AUTO_OFFSET_RESET, ISOLATION_LEVEL, DEAD_LETTER_TOPIC)
+                      PARTITION_MAX_RECORD_LOCKS, AUTO_OFFSET_RESET, ISOLATION_LEVEL, RENEW_ACKNOWLEDGE_ENABLE,
+                      DEAD_LETTER_TOPIC, DEAD_LETTER_COPY_RECORD)
+#: Topic names Kafka keeps for internal topics: never a dead-letter topic.
+INTERNAL_TOPIC_PREFIX = "__"
 #: The broker setting whose value a group config takes when the group does not set it.
 BROKER_SYNONYMS: Mapping[str, str] = {
     CONSUMER_SESSION_TIMEOUT_MS: "group.consumer.session.timeout.ms",
@@ -67,10 +78,13 @@ READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
 #: Defaults of the group configs without a broker synonym (None: no value).
 DEFAULTS: Mapping[str, str | None] = {AUTO_OFFSET_RESET: "latest", ISOLATION_LEVEL: READ_UNCOMMITTED,
-                                      DEAD_LETTER_TOPIC: None}
+                                      RENEW_ACKNOWLEDGE_ENABLE: "true", DEAD_LETTER_TOPIC: "",
+                                      DEAD_LETTER_COPY_RECORD: "false"}
 #: DescribeConfigs' type and documentation of each group config.
 TYPES: Mapping[str, ConfigType] = {name: ConfigType.INT for name in BROKER_SYNONYMS} | {
-    AUTO_OFFSET_RESET: ConfigType.STRING, ISOLATION_LEVEL: ConfigType.STRING, DEAD_LETTER_TOPIC: ConfigType.STRING}
+    AUTO_OFFSET_RESET: ConfigType.STRING, ISOLATION_LEVEL: ConfigType.STRING,
+    RENEW_ACKNOWLEDGE_ENABLE: ConfigType.BOOLEAN, DEAD_LETTER_TOPIC: ConfigType.STRING,
+    DEAD_LETTER_COPY_RECORD: ConfigType.BOOLEAN}
 DOCS: Mapping[str, str] = {
     CONSUMER_SESSION_TIMEOUT_MS: "The timeout to detect client failures when using the consumer group protocol.",
     CONSUMER_HEARTBEAT_INTERVAL_MS: "The heartbeat interval given to the members of a consumer group.",
@@ -83,8 +97,14 @@ DOCS: Mapping[str, str] = {
                        "by_duration:<duration> (ISO-8601, PnDTnHnMn.nS; not negative).",
     ISOLATION_LEVEL: "Controls how to read records written transactionally: read_committed delivers only "
                      "committed transactional records, read_uncommitted all of them.",
-    DEAD_LETTER_TOPIC: "The topic a share group copies the records it archives to (unset: none).",
+    RENEW_ACKNOWLEDGE_ENABLE: "Whether the renew acknowledge type is enabled for the share group.",
+    DEAD_LETTER_TOPIC: "The name of the topic to be used as the dead-letter queue (DLQ) topic for this share "
+                       "group. If blank (the default), the group does not have a DLQ topic.",
+    DEAD_LETTER_COPY_RECORD: "When writing onto the dead-letter queue topic, whether to copy the original record "
+                             "onto the DLQ topic, or just write a record containing the context information headers.",
 }
+#: The boolean group configs.
+_BOOLEANS = (RENEW_ACKNOWLEDGE_ENABLE, DEAD_LETTER_COPY_RECORD)
 #: Each integer config's own lower bound (Kafka's ConfigDef atLeast).
 _AT_LEAST = {CONSUMER_SESSION_TIMEOUT_MS: 1, CONSUMER_HEARTBEAT_INTERVAL_MS: 1, SHARE_SESSION_TIMEOUT_MS: 1,
              SHARE_HEARTBEAT_INTERVAL_MS: 1, RECORD_LOCK_DURATION_MS: 1000, DELIVERY_COUNT_LIMIT: 2,
@@ -210,8 +230,11 @@ def validate(configs: Mapping[str, str], bounds: GroupConfigBounds) -> None:
         elif name == ISOLATION_LEVEL and value not in _ISOLATION_LEVELS:
             raise GroupConfigError(f"Invalid value {value} for configuration {name}: "
                                    "String must be one of: " + ", ".join(_ISOLATION_LEVELS))
-        elif name == DEAD_LETTER_TOPIC and not value:
-            raise GroupConfigError(f"Invalid value {value} for configuration {name}: must not be empty")
+        elif name in _BOOLEANS and parse_boolean(value) is None:
+            raise GroupConfigError(f"Invalid value {value} for configuration {name}: Expected value to be either "
+                                   "true or false")
+        elif name == DEAD_LETTER_TOPIC and value.strip().startswith(INTERNAL_TOPIC_PREFIX):
+            raise GroupConfigError(f"{name}: DLQ topic name must not start with '{INTERNAL_TOPIC_PREFIX}'")
     for name, (min_name, low, max_name, high) in bounds.ranges.items():
         n = numbers.get(name)
         if n is not None and n < low:
@@ -222,6 +245,21 @@ def validate(configs: Mapping[str, str], bounds: GroupConfigBounds) -> None:
                               (SHARE_SESSION_TIMEOUT_MS, SHARE_HEARTBEAT_INTERVAL_MS)):
         if numbers.get(session, bounds.defaults[session]) <= numbers.get(interval, bounds.defaults[interval]):
             raise GroupConfigError(f"{session} must be greater than {interval}")
+
+
+def parse_boolean(value: str) -> bool | None:
+    """A BOOLEAN config as Kafka's ConfigDef reads it: true or false in any case, around
+    spaces (None otherwise)."""
+    text = value.strip().lower()
+    return True if text == "true" else False if text == "false" else None
+
+
+def boolean_config(configs: Mapping[str, str], name: str) -> bool:
+    """A boolean group config in force (its default when unset or unreadable)."""
+    value = parse_boolean(configs.get(name, ""))
+    if value is None:
+        return parse_boolean(DEFAULTS[name] or "") is True
+    return value
 
 
 def error(configs: Mapping[str, str], bounds: GroupConfigBounds) -> str | None:
@@ -273,7 +311,7 @@ def share_group_settings(configs: Mapping[str, str], record_lock_duration_ms: in
         auto_offset_reset=reset if _valid_reset(reset) else "latest",
         record_lock_duration_ms=int_config(configs, RECORD_LOCK_DURATION_MS, record_lock_duration_ms),
         delivery_count_limit=int_config(configs, DELIVERY_COUNT_LIMIT, delivery_count_limit),
-        dead_letter_topic=configs.get(DEAD_LETTER_TOPIC) or None,
+        dead_letter_topic=configs.get(DEAD_LETTER_TOPIC, "").strip() or None,
         isolation_level=isolation if isolation in _ISOLATION_LEVELS else READ_UNCOMMITTED,
         partition_max_record_locks=int_config(configs, PARTITION_MAX_RECORD_LOCKS, partition_max_record_locks),
     )

@@ -23,7 +23,7 @@ from __future__ import annotations
 import uuid
 
 from broker.server.dispatch import RequestContext
-from broker.share.acknowledgements import RENEW_VERSION, batches_valid
+from broker.share.acknowledgements import RENEW_VERSION, batches_valid, renew_refused
 from broker.share.acquire_mode import ACQUIRE_MODES, BATCH_OPTIMIZED, unknown_mode_message
 from broker.share.coordinator import FINAL_EPOCH, INITIAL_EPOCH
 from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
@@ -84,6 +84,10 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
     for tp in [tp for tp, batches in acks.items() if not batches_valid(batches, version, renew)]:
         del acks[tp]
         outcomes[tp] = PartitionOutcome(acknowledge_error=ErrorCode.INVALID_REQUEST, acknowledged=True)
+    group_configs = ctx.services.image.group_config(group_id)
+    for tp in [tp for tp, batches in acks.items() if renew_refused(batches, group_configs)]:
+        del acks[tp]
+        outcomes[tp] = PartitionOutcome(acknowledge_error=ErrorCode.INVALID_RECORD_STATE, acknowledged=True)
     if acks:
         outcomes.update(await coordinator.acknowledge(group_id, member_id, acks))
     mode = request.share_acquire_mode if version >= RENEW_VERSION else BATCH_OPTIMIZED

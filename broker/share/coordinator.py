@@ -143,7 +143,10 @@ class ShareCoordinator:
         #: Work a synchronous caller asked for (releases, state deletes), run by :meth:`run`.
         self._work_send, self._work_recv = trio.open_memory_channel[Callable[[], Awaitable[object]]](math.inf)
         self.dead_letters: Callable[[str, str, str, int, list[ArchivedRecord]], None] | None = \
-            DeadLetterWriter(sv.node_id, sv.image, sv.replica_manager, sv.peers, self._later, sv.metrics)
+            DeadLetterWriter(sv.node_id, sv.image, sv.replica_manager, sv.peers, self._later, sv.metrics,
+                             topic_prefix=c.errors_deadletterqueue_topic_name_prefix,
+                             auto_create=c.errors_deadletterqueue_auto_create_topics_enable,
+                             create_topic=self._create_dead_letter_topic, clock_ms=sv.clock_ms)
         #: Group settings of legacy ``config`` records replayed and not migrated yet.
         self._legacy_pending: dict[str, dict[str, str]] = {}
         self._active = False
@@ -267,6 +270,10 @@ class ShareCoordinator:
         for r in results:
             if r.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                 log.error("share_state_topic_not_created", error=r.error.name, message=r.message)
+
+    async def _create_dead_letter_topic(self, name: str, configs: dict[str, str]) -> ErrorCode:
+        results = await self.services.create_topics([TopicRequest(name, configs=configs)])
+        return results[0].error if results else ErrorCode.UNKNOWN_SERVER_ERROR
 
     # ------------------------------------------------------------ lifecycle
 

@@ -11,6 +11,8 @@ from typing import Final
 
 from config.catalog.define import (
     AT_LEAST_1,
+    BOOLEAN,
+    CLUSTER_WIDE,
     INT,
     LIST,
     LONG,
@@ -110,6 +112,13 @@ SHARE_GROUPS: Final[list[ConfigKey]] = group("Share groups (KIP-932)", [
     key("group.share.max.partition.max.record.locks", INT, "4000",
         "Upper bound of a share group's share.partition.max.record.locks.", AT_LEAST_1),
     key("group.share.max.size", INT, "200", "Most members in one share group.", Range(1, 1000)),
+    key("errors.deadletterqueue.topic.name.prefix", STRING, "dlq.",
+        "The prefix a share group's dead-letter topic name (errors.deadletterqueue.topic.name) must have "
+        "for the broker to write to it (KIP-1191); empty: any name.", mode=CLUSTER_WIDE),
+    key("errors.deadletterqueue.auto.create.topics.enable", BOOLEAN, "false",
+        "Whether the broker creates a share group's dead-letter topic that does not exist yet, with the "
+        "default partitions and replication factor and errors.deadletterqueue.group.enable=true (KIP-1191).",
+        mode=CLUSTER_WIDE),
     key("share.coordinator.state.topic.num.partitions", INT, "50", "Partitions of __share_group_state.",
         AT_LEAST_1),
     key("share.coordinator.state.topic.replication.factor", SHORT, "3",

@@ -1,4 +1,4 @@
-"""config/group.py: Kafka 4.3's GroupConfig names and checks (each value, then the broker's
+"""config/group.py: Kafka 4.3's (and 4.4's KIP-1191) GroupConfig names and checks (each value, then the broker's
 bounds, then session timeout against heartbeat interval), ISO-8601 durations of
 ``share.auto.offset.reset=by_duration:``, and a share group's settings in force."""
 
@@ -8,9 +8,12 @@ import pytest
 
 from config import build_config
 from config.group import (
+    DEFAULTS,
     GROUP_CONFIG_NAMES,
+    TYPES,
     GroupConfigError,
     ShareGroupSettings,
+    boolean_config,
     bounds_from,
     error,
     parse_duration_ms,
@@ -18,6 +21,7 @@ from config.group import (
     share_group_settings,
     validate,
 )
+from config.types import ConfigType
 
 BOUNDS = bounds_from(build_config({})[0])
 
@@ -35,7 +39,8 @@ def test_valid_configs_pass() -> None:
         "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms", "share.session.timeout.ms",
         "share.heartbeat.interval.ms", "share.record.lock.duration.ms", "share.delivery.count.limit",
         "share.partition.max.record.locks", "share.auto.offset.reset", "share.isolation.level",
-        "errors.deadletterqueue.topic.name"}
+        "share.renew.acknowledge.enable", "errors.deadletterqueue.topic.name",
+        "errors.deadletterqueue.copy.record.enable"}
 
 
 RESET_MESSAGE = ("Invalid value {v} for configuration share.auto.offset.reset: Invalid value `{v}` for configuration "
@@ -81,8 +86,13 @@ RESET_MESSAGE = ("Invalid value {v} for configuration share.auto.offset.reset: I
     ({"share.auto.offset.reset": "by_duration:-PT1H"}, RESET_MESSAGE.format(v="by_duration:-PT1H")),
     ({"share.auto.offset.reset": "by_duration:PT"}, RESET_MESSAGE.format(v="by_duration:PT")),
     ({"share.auto.offset.reset": "none"}, RESET_MESSAGE.format(v="none")),
-    ({"errors.deadletterqueue.topic.name": ""},
-     "Invalid value  for configuration errors.deadletterqueue.topic.name: must not be empty"),
+    ({"errors.deadletterqueue.topic.name": "__consumer_offsets"},
+     "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'"),
+    ({"errors.deadletterqueue.copy.record.enable": "yes"},
+     "Invalid value yes for configuration errors.deadletterqueue.copy.record.enable: "
+     "Expected value to be either true or false"),
+    ({"share.renew.acknowledge.enable": "1"},
+     "Invalid value 1 for configuration share.renew.acknowledge.enable: Expected value to be either true or false"),
 ])
 def test_kafkas_messages_for_invalid_configs(configs: dict[str, str], message: str) -> None:
     with pytest.raises(GroupConfigError) as raised:
@@ -128,3 +138,20 @@ def test_settings_in_force() -> None:
     assert share_group_settings({"share.isolation.level": "read_committed"}, 30_000, 5).read_committed
     assert share_group_settings({"share.partition.max.record.locks": "150"}, 30_000, 5,
                                 2000).partition_max_record_locks == 150
+
+
+def test_kafka_4_4_group_configs_pass_and_default_as_kafka() -> None:
+    # Blank is Kafka's default (no dead-letter topic); the prefix is checked at write time only.
+    for configs in ({"errors.deadletterqueue.topic.name": ""}, {"errors.deadletterqueue.topic.name": "orders.dead"},
+                    {"errors.deadletterqueue.copy.record.enable": "TRUE"},
+                    {"share.renew.acknowledge.enable": " false "}):
+        assert error(configs, BOUNDS) is None, configs
+    assert DEFAULTS["share.renew.acknowledge.enable"] == "true"
+    assert DEFAULTS["errors.deadletterqueue.copy.record.enable"] == "false"
+    assert DEFAULTS["errors.deadletterqueue.topic.name"] == ""
+    assert TYPES["share.renew.acknowledge.enable"] is ConfigType.BOOLEAN
+    names = ("share.renew.acknowledge.enable", "errors.deadletterqueue.copy.record.enable")
+    assert [boolean_config({}, n) for n in names] == [True, False]
+    assert [boolean_config({n: " FALSE" if i == 0 else "True"}, n) for i, n in enumerate(names)] == [False, True]
+    assert share_group_settings({}, 30_000, 5).dead_letter_topic is None
+    assert share_group_settings({"errors.deadletterqueue.topic.name": " "}, 30_000, 5).dead_letter_topic is None

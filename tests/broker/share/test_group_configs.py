@@ -105,14 +105,18 @@ def test_set_described_listed_and_refused(broker: BrokerProcess) -> None:
         assert list(entries) == [
             "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms", "share.session.timeout.ms",
             "share.heartbeat.interval.ms", "share.record.lock.duration.ms", "share.delivery.count.limit",
-            "share.partition.max.record.locks", "share.auto.offset.reset", "share.isolation.level", "errors.deadletterqueue.topic.name"]
+            "share.partition.max.record.locks", "share.auto.offset.reset", "share.isolation.level",
+            "share.renew.acknowledge.enable", "errors.deadletterqueue.topic.name",
+            "errors.deadletterqueue.copy.record.enable"]
         session = entries["share.session.timeout.ms"]
         assert (session.value, session.config_source) == ("45000", DEFAULT_CONFIG)
         assert [(s.name, s.value) for s in session.synonyms] == [("group.share.session.timeout.ms", "45000")]
         assert (entries["share.isolation.level"].value, entries["share.isolation.level"].config_source) == (
             "read_uncommitted", DEFAULT_CONFIG)
         assert entries["consumer.heartbeat.interval.ms"].value == "5000"
-        assert entries["errors.deadletterqueue.topic.name"].value is None
+        assert entries["errors.deadletterqueue.topic.name"].value == ""
+        assert entries["errors.deadletterqueue.copy.record.enable"].value == "false"
+        assert entries["share.renew.acknowledge.enable"].value == "true"
         # A group need not exist to get configs; validate_only changes nothing.
         assert alter(c, "gc-1", ("share.delivery.count.limit", SET, "2"), validate_only=True) == (0, None)
         assert "gc-1" not in listed(c)
