@@ -61,7 +61,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,7 @@ from bench_brokers import (
     tansu_binary,
 )
 from bench_cases import FULL, QUICK, Case, Timing, all_cases
+from bench_read_back import ReaderUnavailable, compile_reader
 from bench_report import BROKERS, RunResult, json_report, progress_line, report
 from bench_worker import RESULT_PREFIX, percentile, worker_entry
 
@@ -85,6 +86,16 @@ from bench_worker import RESULT_PREFIX, percentile, worker_entry
 __all__ = ["BrokerProcess", "Cormorant", "Tansu", "main", "percentile", "tansu_binary"]
 
 WORKER_TIMEOUT_S = 240.0
+
+READERS = ("java", "python")
+
+
+@dataclass(frozen=True)
+class ReaderChoice:
+    """The throughput cases' read-back: its name and, for Java, the compiled command."""
+
+    name: str
+    command: list[str] | None = None
 
 
 def run_worker(
@@ -158,6 +169,7 @@ def run_case(
     timing: Timing,
     client_cpus: set[int] | None,
     all_brokers: Sequence[BrokerProcess],
+    reader: ReaderChoice,
 ) -> RunResult:
     started = time.monotonic()
     if not broker.alive():
@@ -175,6 +187,10 @@ def run_case(
         "topic": f"bench-{slug}-{uuid.uuid4().hex[:8]}",
         "seconds": timing.latency_s if case.kind == "latency" else timing.produce_s,
         "warmup": timing.warmup_s,
+        "reader": reader.name,
+        "reader_command": reader.command,
+        # The worker reads the broker's CPU time around the read-back.
+        "broker_pid": broker.proc.pid if broker.proc is not None else None,
     }
     cpu_before = broker.cpu()
     busy_before, own_before = machine_busy_seconds(), own_cpu_seconds(all_brokers)
@@ -265,6 +281,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="pin the broker to CPU 0 and the load generator to the others (Linux, 2+ CPUs)",
     )
+    parser.add_argument(
+        "--reader",
+        choices=READERS,
+        default="java",
+        help="the throughput cases' read-back: a kafka-clients 4.x consumer in a JVM (default), "
+        "or the confluent-kafka consumer with a Python loop (the client limits it at 100 B)",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
@@ -303,6 +326,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C, so the brokers and the worker are stopped on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = Path(tempfile.mkdtemp(prefix="cormorant-bench-"))
+    reader = ReaderChoice(args.reader)
+    if args.reader == "java":
+        try:
+            reader = ReaderChoice("java", compile_reader(work / "reader"))
+        except (ReaderUnavailable, OSError, subprocess.TimeoutExpired) as exc:
+            shutil.rmtree(work, ignore_errors=True)
+            print(f"scripts/bench: the Java reader: {exc}", file=sys.stderr)
+            return 2
+    meta["reader"] = args.reader
     brokers: dict[str, BrokerProcess] = {
         "cormorant": Cormorant(work / "cormorant", broker_cpus),
         "tansu": Tansu(work / "tansu", tansu_exe, broker_cpus),
@@ -326,7 +358,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 order = BROKERS if rnd % 2 == 0 else tuple(reversed(BROKERS))
                 for name in order:
                     result = run_case(
-                        case, brokers[name], rnd + 1, timing, client_cpus, list(brokers.values())
+                        case,
+                        brokers[name],
+                        rnd + 1,
+                        timing,
+                        client_cpus,
+                        list(brokers.values()),
+                        reader,
                     )
                     results[case.name][name].append(result)
                     done += 1
