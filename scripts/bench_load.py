@@ -24,6 +24,10 @@ Cases:
   50 producers              50 producers, each its own connection, 1 KiB acks=1 to 16
                             partitions, then consume everything back
 
+The throughput cases read back with --reader java (default: one kafka-clients 4.x consumer in
+a JVM, scripts/bench_reader and bench_read_back.py) or --reader python (the confluent-kafka
+consumer below, each value counted in a Python loop, which at 100 B limits the figure itself).
+
 Client settings are librdkafka's defaults except: enable.idempotence=false (Cormorant has no
 InitProducerId yet), a 16 MiB producer queue (split between producers), the case's acks,
 compression and linger.ms, and for the consumer fetch.queue.backoff.ms=0 (fetch.wait.max.ms=20
@@ -36,6 +40,7 @@ bench_cases.py, one run's client work in bench_worker.py (this script with ``--w
 the broker processes in bench_brokers.py and the tables in bench_report.py.
 
 Usage: scripts/bench [--quick] [--rounds N] [--json FILE] [--case SUBSTRING] [--pin]
+                     [--reader java|python]
 
 Exit status: 0 when every run verified, 1 when any run FAILED, 2 when a dependency is missing.
 """
