@@ -24,9 +24,11 @@ Cases:
   50 producers              50 producers, each its own connection, 1 KiB acks=1 to 16
                             partitions, then consume everything back
 
-The throughput cases read back with --reader java (default: one kafka-clients 4.x consumer in
-a JVM, scripts/bench_reader and bench_read_back.py) or --reader python (the confluent-kafka
-consumer below, each value counted in a Python loop, which at 100 B limits the figure itself).
+The throughput cases read back with --reader java (one kafka-clients 4.x consumer in a JVM,
+scripts/bench_reader and bench_read_back.py) or --reader python (the confluent-kafka consumer
+below, each value counted in a Python loop, which at 100 B limits the figure itself); the
+default, auto, takes java for records under 1 KiB and python from 1 KiB, where it measured
+cheaper per record (docs/performance.md, "The consume rows at 100 B").
 
 Client settings are librdkafka's defaults except: enable.idempotence=false (Cormorant has no
 InitProducerId yet), a 16 MiB producer queue (split between producers), the case's acks,
@@ -40,7 +42,7 @@ bench_cases.py, one run's client work in bench_worker.py (this script with ``--w
 the broker processes in bench_brokers.py and the tables in bench_report.py.
 
 Usage: scripts/bench [--quick] [--rounds N] [--json FILE] [--case SUBSTRING] [--pin]
-                     [--reader java|python]
+                     [--reader auto|java|python]
 
 Exit status: 0 when every run verified, 1 when any run FAILED, 2 when a dependency is missing.
 """
@@ -92,7 +94,10 @@ __all__ = ["BrokerProcess", "Cormorant", "Tansu", "main", "percentile", "tansu_b
 
 WORKER_TIMEOUT_S = 240.0
 
-READERS = ("java", "python")
+READERS = ("auto", "java", "python")
+#: ``--reader auto`` reads records smaller than this with the Java reader, the rest with the
+#: Python one: per record, the JVM's consumer costs less at 100 B and more at 1 KiB and 64 KiB.
+AUTO_JAVA_BELOW = 1024
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,11 @@ class ReaderChoice:
 
     name: str
     command: list[str] | None = None
+
+    def for_case(self, case: Case) -> str:
+        if self.name == "auto":
+            return "java" if case.size < AUTO_JAVA_BELOW else "python"
+        return self.name
 
 
 def run_worker(
@@ -192,7 +202,7 @@ def run_case(
         "topic": f"bench-{slug}-{uuid.uuid4().hex[:8]}",
         "seconds": timing.latency_s if case.kind == "latency" else timing.produce_s,
         "warmup": timing.warmup_s,
-        "reader": reader.name,
+        "reader": reader.for_case(case),
         "reader_command": reader.command,
         # The worker reads the broker's CPU time around the read-back.
         "broker_pid": broker.proc.pid if broker.proc is not None else None,
@@ -289,9 +299,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--reader",
         choices=READERS,
-        default="java",
-        help="the throughput cases' read-back: a kafka-clients 4.x consumer in a JVM (default), "
-        "or the confluent-kafka consumer with a Python loop (the client limits it at 100 B)",
+        default="auto",
+        help="the throughput cases' read-back: a kafka-clients 4.x consumer in a JVM, or the "
+        f"confluent-kafka consumer with a Python loop; auto (default): java for records under "
+        f"{AUTO_JAVA_BELOW} B, python for larger ones",
     )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -332,9 +343,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = Path(tempfile.mkdtemp(prefix="cormorant-bench-"))
     reader = ReaderChoice(args.reader)
-    if args.reader == "java":
+    if args.reader != "python" and any(reader.for_case(c) == "java" for c in cases):
         try:
-            reader = ReaderChoice("java", compile_reader(work / "reader"))
+            reader = ReaderChoice(args.reader, compile_reader(work / "reader"))
         except (ReaderUnavailable, OSError, subprocess.TimeoutExpired) as exc:
             shutil.rmtree(work, ignore_errors=True)
             print(f"scripts/bench: the Java reader: {exc}", file=sys.stderr)
