@@ -24,6 +24,12 @@ Cases:
   50 producers              50 producers, each its own connection, 1 KiB acks=1 to 16
                             partitions, then consume everything back
 
+The throughput cases read back with --reader java (one kafka-clients 4.x consumer in a JVM,
+scripts/bench_reader and bench_read_back.py) or --reader python (the confluent-kafka consumer
+below, each value counted in a Python loop, which at 100 B limits the figure itself); the
+default, auto, takes java for uncompressed records under 1 KiB and python for the rest, the
+cheaper per record in each case as measured (docs/performance.md, "The Java read-back").
+
 Client settings are librdkafka's defaults except: enable.idempotence=false (Cormorant has no
 InitProducerId yet), a 16 MiB producer queue (split between producers), the case's acks,
 compression and linger.ms, and for the consumer fetch.queue.backoff.ms=0 (fetch.wait.max.ms=20
@@ -36,6 +42,7 @@ bench_cases.py, one run's client work in bench_worker.py (this script with ``--w
 the broker processes in bench_brokers.py and the tables in bench_report.py.
 
 Usage: scripts/bench [--quick] [--rounds N] [--json FILE] [--case SUBSTRING] [--pin]
+                     [--reader auto|java|python]
 
 Exit status: 0 when every run verified, 1 when any run FAILED, 2 when a dependency is missing.
 """
@@ -61,7 +68,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -78,6 +85,7 @@ from bench_brokers import (
     tansu_binary,
 )
 from bench_cases import FULL, QUICK, Case, Timing, all_cases
+from bench_read_back import ReaderUnavailable, compile_reader
 from bench_report import BROKERS, RunResult, json_report, progress_line, report
 from bench_worker import RESULT_PREFIX, percentile, worker_entry
 
@@ -85,6 +93,26 @@ from bench_worker import RESULT_PREFIX, percentile, worker_entry
 __all__ = ["BrokerProcess", "Cormorant", "Tansu", "main", "percentile", "tansu_binary"]
 
 WORKER_TIMEOUT_S = 240.0
+
+READERS = ("auto", "java", "python")
+#: ``--reader auto`` reads uncompressed records smaller than this with the Java reader, the
+#: rest with the Python one: per record, the JVM's consumer costs less at 100 B uncompressed,
+#: and more at 1 KiB and 64 KiB and on lz4 and zstd batches (decompressed in its one thread).
+AUTO_JAVA_BELOW = 1024
+
+
+@dataclass(frozen=True)
+class ReaderChoice:
+    """The throughput cases' read-back: its name and, for Java, the compiled command."""
+
+    name: str
+    command: list[str] | None = None
+
+    def for_case(self, case: Case) -> str:
+        if self.name == "auto":
+            small = case.size < AUTO_JAVA_BELOW and case.compression == "none"
+            return "java" if small else "python"
+        return self.name
 
 
 def run_worker(
@@ -158,6 +186,7 @@ def run_case(
     timing: Timing,
     client_cpus: set[int] | None,
     all_brokers: Sequence[BrokerProcess],
+    reader: ReaderChoice,
 ) -> RunResult:
     started = time.monotonic()
     if not broker.alive():
@@ -175,6 +204,10 @@ def run_case(
         "topic": f"bench-{slug}-{uuid.uuid4().hex[:8]}",
         "seconds": timing.latency_s if case.kind == "latency" else timing.produce_s,
         "warmup": timing.warmup_s,
+        "reader": reader.for_case(case),
+        "reader_command": reader.command,
+        # The worker reads the broker's CPU time around the read-back.
+        "broker_pid": broker.proc.pid if broker.proc is not None else None,
     }
     cpu_before = broker.cpu()
     busy_before, own_before = machine_busy_seconds(), own_cpu_seconds(all_brokers)
@@ -265,6 +298,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="pin the broker to CPU 0 and the load generator to the others (Linux, 2+ CPUs)",
     )
+    parser.add_argument(
+        "--reader",
+        choices=READERS,
+        default="auto",
+        help="the throughput cases' read-back: a kafka-clients 4.x consumer in a JVM, or the "
+        f"confluent-kafka consumer with a Python loop; auto (default): java for uncompressed "
+        f"records under {AUTO_JAVA_BELOW} B, python for the rest",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
@@ -303,6 +344,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C, so the brokers and the worker are stopped on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = Path(tempfile.mkdtemp(prefix="cormorant-bench-"))
+    reader = ReaderChoice(args.reader)
+    if args.reader != "python" and any(reader.for_case(c) == "java" for c in cases):
+        try:
+            reader = ReaderChoice(args.reader, compile_reader(work / "reader"))
+        except (ReaderUnavailable, OSError, subprocess.TimeoutExpired) as exc:
+            shutil.rmtree(work, ignore_errors=True)
+            print(f"scripts/bench: the Java reader: {exc}", file=sys.stderr)
+            return 2
+    meta["reader"] = args.reader
     brokers: dict[str, BrokerProcess] = {
         "cormorant": Cormorant(work / "cormorant", broker_cpus),
         "tansu": Tansu(work / "tansu", tansu_exe, broker_cpus),
@@ -326,7 +376,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 order = BROKERS if rnd % 2 == 0 else tuple(reversed(BROKERS))
                 for name in order:
                     result = run_case(
-                        case, brokers[name], rnd + 1, timing, client_cpus, list(brokers.values())
+                        case,
+                        brokers[name],
+                        rnd + 1,
+                        timing,
+                        client_cpus,
+                        list(brokers.values()),
+                        reader,
                     )
                     results[case.name][name].append(result)
                     done += 1

