@@ -74,10 +74,18 @@ class BrokerFactory:
         broker.start()
         return broker
 
-    def close_all(self) -> None:
-        for broker in self._brokers:
+    def started(self) -> int:
+        """How many brokers this factory has started so far (for ``close_since``)."""
+        return len(self._brokers)
+
+    def close_since(self, started: int) -> None:
+        """Stops the brokers started after ``started`` (stopping one twice is harmless)."""
+        for broker in self._brokers[started:]:
             broker.close()
-        self._brokers.clear()
+        del self._brokers[started:]
+
+    def close_all(self) -> None:
+        self.close_since(0)
 
 
 @pytest.fixture(scope="session")
@@ -87,6 +95,15 @@ def broker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerF
         yield factory
     finally:
         factory.close_all()
+
+
+@pytest.fixture(autouse=True)
+def brokers_end_with_their_test(broker_factory: BrokerFactory) -> Iterator[None]:
+    """The brokers a test starts with ``broker_factory`` stop when it ends, not at the end of the
+    session (a module fixture's brokers, started before this, stay up for its module)."""
+    started = broker_factory.started()
+    yield
+    broker_factory.close_since(started)
 
 
 @pytest.fixture(scope="module")

@@ -68,6 +68,7 @@ class MemberEvent:
     records: tuple[tuple[int, int], ...] = ()
     offsets: tuple[tuple[int, int], ...] = ()
     at: float = 0.0
+    message: str = ""  # what an "error" event says
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,7 @@ def parse_event(line: str) -> MemberEvent | None:
         return MemberEvent(kind, records=tuple((int(p), int(o)) for p, o in doc["records"]), at=now)
     if kind == "committed":
         return MemberEvent(kind, offsets=tuple(sorted((int(p), int(o)) for p, o in doc["offsets"].items())), at=now)
-    return MemberEvent(kind, at=now)
+    return MemberEvent(kind, at=now, message=str(doc.get("message", "")))
 
 
 def parse_kcat_stderr(line: str) -> MemberEvent | None:

@@ -17,7 +17,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from . import settings
 from .drivers import ClientError, ConsumedRecord, Delivery, Driver, Record, Unsupported
@@ -101,6 +101,46 @@ def consume_isolated(
     if driver.name == "aiokafka":
         return _aiokafka_consume(driver, topic, partitions, count, isolation, timeout_s)
     raise Unsupported(f"{driver.name} cannot choose an isolation level")
+
+
+def read_committed_to_the_end(bootstrap: str, topic: str, partitions: Sequence[int],
+                              timeout_s: float = 20.0) -> list[ConsumedRecord]:
+    """Every committed record of ``partitions``, read (confluent-kafka, read_committed) until
+    the end of each: once every transaction has ended, this is all a read_committed consumer can
+    ever see, so a duplicate shows without waiting for one that might come."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "client.id": "compat-confluent-txn",
+        "group.id": f"compat-confluent-txn-{time.monotonic_ns()}",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "isolation.level": "read_committed",
+    })
+    out: list[ConsumedRecord] = []
+    at_end: set[int] = set()
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        deadline = time.monotonic() + timeout_s
+        while at_end != set(partitions):
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"{topic}: partitions {sorted(set(partitions) - at_end)} not read to "
+                                     f"their end within {timeout_s} s")
+            for m in consumer.consume(num_messages=500, timeout=0.3):
+                error, partition, offset = m.error(), m.partition(), m.offset()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(partition if partition is not None else -1)
+                elif error is not None:
+                    raise ClientError("confluent-kafka", error.str(), code=error.code())
+                elif partition is not None and offset is not None:
+                    at_end.discard(partition)
+                    headers = cast("list[tuple[str, bytes | None]]", m.headers() or [])
+                    out.append(ConsumedRecord(partition, offset, m.key(), m.value(), tuple(headers),
+                                              m.timestamp()[1]))
+    finally:
+        consumer.close()
+    return sort_consumed(out)
 
 
 def _record_json(r: Record) -> dict[str, Any]:

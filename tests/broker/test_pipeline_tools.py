@@ -50,9 +50,10 @@ def test_checker_finds_every_difference() -> None:
     assert any(p.startswith("c @ 0") for p in problems)
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path / "data").start()
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for the module: its tests use topics of their own."""
+    b = BrokerProcess(tmp_path_factory.mktemp("pipeline") / "data").start()
     try:
         yield b
     finally:

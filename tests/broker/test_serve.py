@@ -43,7 +43,19 @@ def assert_closed(sock: socket.socket) -> None:
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A broker of the test's own (it is restarted)."""
     b = BrokerProcess(tmp_path / "data").start()
+    try:
+        yield b
+    finally:
+        b.kill9()
+
+
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for the bad-input tests: each checks that the broker outlives its input and
+    serves the other connections, which a broker that earlier inputs broke would fail too."""
+    b = BrokerProcess(tmp_path_factory.mktemp("serve") / "data").start()
     try:
         yield b
     finally:
@@ -124,8 +136,8 @@ def test_produce_fetch_restart(broker: BrokerProcess) -> None:
     client.close()
 
 
-def test_unsupported_api_versions_gets_error_35_in_v0(broker: BrokerProcess) -> None:
-    client = RawClient(broker.bootstrap)
+def test_unsupported_api_versions_gets_error_35_in_v0(shared_broker: BrokerProcess) -> None:
+    client = RawClient(shared_broker.bootstrap)
     client.sock.sendall(struct.pack(">ihhih", 10, 18, 99, 7, -1))
     resp = client.receive(ApiVersionsResponse, 0)
     assert isinstance(resp, ApiVersionsResponse)
@@ -145,9 +157,9 @@ def test_unsupported_api_versions_gets_error_35_in_v0(broker: BrokerProcess) -> 
     ],
     ids=["negative-size", "tls-hello", "short-header", "unknown-key", "bad-version", "huge-array"],
 )
-def test_bad_input_closes_only_that_connection(broker: BrokerProcess, frame: bytes) -> None:
-    bystander = RawClient(broker.bootstrap)
-    bad = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
+def test_bad_input_closes_only_that_connection(shared_broker: BrokerProcess, frame: bytes) -> None:
+    bystander = RawClient(shared_broker.bootstrap)
+    bad = socket.create_connection(("127.0.0.1", shared_broker.port), timeout=10)
     bad.sendall(frame)
     assert_closed(bad)
     bad.close()
