@@ -238,6 +238,7 @@ def test_alter_partition_answers_what_the_metadata_commits(tmp_path: Path) -> No
         assert code == ErrorCode.NONE and len(results) == 200
         for change, result in zip(changes, results, strict=True):
             assert result.error == ErrorCode.NONE
+            assert change.topic_id is not None
             committed = controller.image.topics_by_id[change.topic_id].partitions[change.partition]
             assert committed.isr == change.new_isr == result.isr
             assert (result.leader, result.leader_epoch, result.partition_epoch) == (
