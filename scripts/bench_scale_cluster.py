@@ -14,7 +14,8 @@ changes it; the broker session timeout is Kafka's 9 s), under ``prlimit --nofile
 - with ``--kill`` (after the creation row): ``kill -9`` of one node (by default one that is not
   the active controller, ``--kill-controller`` for the active controller). Seconds until
   every partition the node led has another leader, as one surviving broker's Metadata shows
-  it, and until the node is out of every ISR; then the node is restarted (``cormorant
+  it (and, of that, until the controller logged ``broker_fenced``: the session timeout and
+  the fence's commit), and until the node is out of every ISR; then the node is restarted (``cormorant
   cluster up`` on the same directory restarts the nodes that are down): seconds to its
   ready line, and until it is back in the ISR of every partition it hosts.
 
