@@ -422,6 +422,7 @@ class BrokerNode:
                 max_wait_ms=config.replica_fetch_wait_max_ms, min_bytes=config.replica_fetch_min_bytes,
                 max_bytes=config.replica_fetch_response_max_bytes,
                 partition_max_bytes=config.replica_fetch_max_bytes, backoff_ms=config.replica_fetch_backoff_ms,
+                socket_timeout_ms=config.replica_socket_timeout_ms,
                 listener_name=config.inter_broker_listener_name, security=inter_broker_security(config)),
             self._truncate_replica, self._start_replica_over)
         self.controller.add_metadata_publisher(self.fetchers.on_metadata_update)

@@ -41,7 +41,7 @@ from controller.image import (
     TopicImage,
 )
 from controller.quorum import NotControllerError, QuorumTimeoutError
-from controller.reassignment import settle
+from controller.reassignment import is_reassigning, settle
 from controller.service import Controller
 from controller.state import apply
 from wire.errors import ErrorCode
@@ -430,6 +430,14 @@ class ClusterControl:
         if isr == part.isr:
             return IsrResult(change, ErrorCode.NONE, part.leader, part.leader_epoch, part.isr, part.partition_epoch), None
         record = PartitionChangeRecord(topic_id=topic.topic_id, partition_id=part.partition, isr=list(isr))
+        if not is_reassigning(part):
+            # The record's outcome, as replaying it makes it: no image is built per partition (an
+            # AlterPartition of 30,000 partitions built 60,000 images of every topic).
+            after = replace(part, isr=tuple(isr), partition_epoch=part.partition_epoch + 1)
+            log.info("partition_isr_changed", topic=topic.name, partition=part.partition, isr=list(after.isr),
+                     partition_epoch=after.partition_epoch)
+            return IsrResult(change, ErrorCode.NONE, after.leader, after.leader_epoch, after.isr,
+                             after.partition_epoch), record
         # A reassignment whose target replicas are now all in sync completes in the same record.
         widened = apply(image, record, image.offset)
         settled = settle(widened, widened.topics_by_id[topic.topic_id],

@@ -63,6 +63,9 @@ class FetcherSettings:
     max_bytes: int = 10 * 1024 * 1024  # replica.fetch.response.max.bytes
     partition_max_bytes: int = 1024 * 1024  # replica.fetch.max.bytes
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
+    #: How long a fetch may take to be answered (its long-poll wait included): a leader of tens
+    #: of thousands of partitions on a busy machine answers a full fetch in seconds.
+    socket_timeout_ms: int = 30_000  # replica.socket.timeout.ms
     listener_name: str = "PLAINTEXT"  # inter.broker.listener.name
     #: TLS and SASL of the inter-broker listener; None for PLAINTEXT.
     security: PeerSecurity | None = None
@@ -216,7 +219,7 @@ class _LeaderFetcher:
                                min_bytes=settings.min_bytes, max_bytes=settings.max_bytes,
                                isolation_level=0, topics=list(topics.values()))
         self._poke = trio.Event()
-        reply = await connection.request(request, FetchResponse, settings.max_wait_ms / 1000 + 10.0, FETCH_VERSION)
+        reply = await connection.request(request, FetchResponse, settings.socket_timeout_ms / 1000, FETCH_VERSION)
         if reply.error_code != ErrorCode.NONE:
             log.info("replica_fetch_error", leader=self.leader, error=ErrorCode.for_code(reply.error_code).name)
             await self._wait(settings.backoff_ms / 1000)

@@ -53,10 +53,13 @@ def wanted_isr(p: Partition, node_id: int, now_ms: int, lag_max_ms: int,
         return None
     kept = [r for r in p.isr
             if r == node_id or now_ms - p.follower_caught_up_ms.get(r, now_ms) <= lag_max_ms]
-    start = epoch_start_offset(p)
+    if len(kept) == len(p.isr) == len(p.replicas):
+        return None  # every replica in sync and none lagging: the common case, checked for every partition
+    start: int | None = None
     for replica in p.replicas:
         if replica in kept or replica == node_id or not live(replica):
             continue
+        start = epoch_start_offset(p) if start is None else start
         # Back in sync: its log reaches the high watermark and this epoch's start, and it is
         # fetching (Kafka expands on a follower's fetch; a silent follower stays out).
         end = p.follower_end_offsets.get(replica, -1)
@@ -94,6 +97,8 @@ class IsrManager:
         now = self.clock_ms()
         out = []
         for key, p in self.rm.partitions.items():
+            if p.leader != self.node_id:
+                continue  # only a leader changes an ISR
             if p.pending_isr is not None:
                 if now - self._pending_since.get(key, now) < PENDING_TIMEOUT_MS:
                     continue

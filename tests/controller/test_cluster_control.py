@@ -219,6 +219,36 @@ def test_alter_partition_is_guarded_by_epochs(tmp_path: Path) -> None:
     run(main)
 
 
+def test_alter_partition_answers_what_the_metadata_commits(tmp_path: Path) -> None:
+    """An AlterPartition of many partitions in one request: each answer (ISR, leader and
+    partition epochs) is what the committed metadata then holds for that partition."""
+    async def main() -> None:
+        control, controller, quorum, _ = setup(tmp_path)
+        epochs = await join(control, controller, [1, 2, 3])
+        await controller.create_topics([TopicRequest(f"t{i}", assignments={n: [1, 2, 3] for n in range(50)})
+                                        for i in range(4)])
+        changes = []
+        for i in range(4):
+            topic = controller.image.topic(f"t{i}")
+            assert topic is not None
+            for n, part in topic.partitions.items():
+                shrunk = (1, 2) if n % 2 else (1, 3)
+                changes.append(IsrChange(topic.topic_id, None, n, part.leader_epoch, part.partition_epoch, shrunk))
+        code, results = await control.alter_partition(1, epochs[1], changes, 2)
+        assert code == ErrorCode.NONE and len(results) == 200
+        for change, result in zip(changes, results, strict=True):
+            assert result.error == ErrorCode.NONE
+            assert change.topic_id is not None
+            committed = controller.image.topics_by_id[change.topic_id].partitions[change.partition]
+            assert committed.isr == change.new_isr == result.isr
+            assert (result.leader, result.leader_epoch, result.partition_epoch) == (
+                committed.leader, committed.leader_epoch, committed.partition_epoch)
+            assert committed.partition_epoch == change.partition_epoch + 1
+        quorum.close()
+
+    run(main)
+
+
 def test_producer_id_blocks_need_a_current_broker_epoch(tmp_path: Path) -> None:
     async def main() -> None:
         control, controller, quorum, _ = setup(tmp_path)
