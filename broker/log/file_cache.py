@@ -23,8 +23,6 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import structlog
@@ -182,14 +180,17 @@ class CachedFile:
                 cache._idle[self] = None
                 cache._trim(cache._capacity)
 
-    @contextmanager
-    def pinned(self) -> Iterator[int]:
-        """The descriptor, pinned for the ``with`` block."""
-        fd = self.acquire()
-        try:
-            yield fd
-        finally:
-            self.release()
+    def pinned(self) -> CachedFile:
+        """The descriptor, pinned for the ``with`` block (``with file.pinned() as fd``). The file
+        is its own context manager: a generator-based one cost more than the pin itself, and every
+        append of every partition takes one or more."""
+        return self
+
+    def __enter__(self) -> int:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
     def region(self, position: int, length: int) -> FileRegion | bytes:
         """A region of this file that keeps it pinned until the region is dropped (sent or discarded).

@@ -271,7 +271,12 @@ class PartitionLog(SegmentChanges):
     # -- appending -------------------------------------------------------------------
 
     def append_as_leader(
-        self, batches: Buffer, leader_epoch: int, *, validated: bool = False
+        self,
+        batches: Buffer,
+        leader_epoch: int,
+        *,
+        validated: bool = False,
+        headers: Sequence[tuple[int, RecordBatchHeader]] | None = None,
     ) -> AppendInfo:
         """Assign offsets to ``batches`` and append them.
 
@@ -286,8 +291,10 @@ class PartitionLog(SegmentChanges):
         recomputes the CRC). ``validated=True`` says the produce path has
         already run ``validate_batch`` on every batch and applied
         LogAppendTime, so neither CRC pass is repeated; the size limits are
-        still checked. Record-level validation (counts, sequences, timestamp
-        bounds, control batches) is always the produce path's job.
+        still checked. ``headers`` (with ``validated``) are the validated
+        batches' positions and headers, which are then not read again.
+        Record-level validation (counts, sequences, timestamp bounds, control
+        batches) is always the produce path's job.
         """
         self._check_open()
         buffer: bytearray | memoryview
@@ -297,7 +304,10 @@ class PartitionLog(SegmentChanges):
             buffer = batches
         else:
             buffer = bytearray(batches)
-        headers = self._validate(buffer, check_crc=not validated, check_max_message_bytes=True)
+        if validated and headers is not None:
+            headers = self._check_sizes(headers, len(buffer))
+        else:
+            headers = self._validate(buffer, check_crc=not validated, check_max_message_bytes=True)
         if not headers:
             return self._nothing_appended()
         now = self._clock_ms()
@@ -374,18 +384,30 @@ class PartitionLog(SegmentChanges):
                 header = read_batch_header(buffer, position)
                 if header.size_in_bytes > end - position:
                     raise CorruptRecordError("batch runs past the end of the data", offset=position)
-            size = header.size_in_bytes
-            if check_max_message_bytes and size > self._config.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {size} bytes exceeds max.message.bytes {self._config.max_message_bytes}"
-                )
-            if size > self._config.segment_bytes:
-                raise RecordBatchTooLargeError(
-                    f"batch of {size} bytes exceeds segment.bytes {self._config.segment_bytes}"
-                )
+            self._check_size(header.size_in_bytes, check_max_message_bytes)
             headers.append((position, header))
-            position += size
+            position += header.size_in_bytes
         return headers
+
+    def _check_sizes(
+        self, headers: Sequence[tuple[int, RecordBatchHeader]], end: int
+    ) -> list[tuple[int, RecordBatchHeader]]:
+        """:meth:`_validate`'s checks of batches whose headers were read already."""
+        expected = 0
+        for position, header in headers:
+            if position != expected or header.size_in_bytes > end - position:
+                raise CorruptRecordError("batches do not tile the data", offset=position)
+            self._check_size(header.size_in_bytes, True)
+            expected = position + header.size_in_bytes
+        if expected != end:
+            raise CorruptRecordError("batch length mismatch: trailing bytes", offset=expected)
+        return list(headers)
+
+    def _check_size(self, size: int, check_max_message_bytes: bool) -> None:
+        if check_max_message_bytes and size > self._config.max_message_bytes:
+            raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {self._config.max_message_bytes}")
+        if size > self._config.segment_bytes:
+            raise RecordBatchTooLargeError(f"batch of {size} bytes exceeds segment.bytes {self._config.segment_bytes}")
 
     def _nothing_appended(self) -> AppendInfo:
         return AppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self._log_start_offset, 0, 0, 0)

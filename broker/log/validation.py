@@ -250,9 +250,10 @@ def _check_records(
     """Inflates (if need be) and walks the batch's records; returns their largest timestamp."""
     with memoryview(data)[pos + RECORDS_OFFSET : pos + header.size_in_bytes] as payload:
         records: bytes | memoryview = payload
-        if header.compression != Compression.NONE:
+        codec_id = header.codec_id  # a known codec (_check_batch); the enum is made only to inflate
+        if codec_id != Compression.NONE:
             try:
-                records = decompress(header.compression, payload, max_decompressed_bytes)
+                records = decompress(codec_id, payload, max_decompressed_bytes)
             except CorruptRecordError as ex:
                 raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, f"{topic_partition}: {ex.reason}") from ex
         try:

@@ -205,7 +205,7 @@ class Partition:
             return AppendInfo(plan.first_offset, plan.last_offset, plan.timestamp, plan.last_offset,
                               plan.timestamp, self.log.log_start_offset, 0, 0, 0)
         # Offsets and the leader epoch are written into the batches: in ``data`` itself when writable.
-        info = self.log.append_as_leader(data, self.leader_epoch, validated=batches is not None)
+        info = self.log.append_as_leader(data, self.leader_epoch, validated=batches is not None, headers=headers)
         if info.batch_count:
             state.update(end_before, info, plan)
         self.maybe_increment_high_watermark()

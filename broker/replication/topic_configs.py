@@ -44,6 +44,8 @@ class TopicConfigs:
         # image), so its topics' settings are resolved once per image; Produce reads them per partition.
         self._image_seen: MetadataImage | None = None
         self._by_topic: dict[str, TopicConfig] = {}
+        # What validating a produce reads of each topic's settings, per image as well.
+        self._produce_policies: dict[str, tuple[TimestampPolicy, TargetCompression]] = {}
 
     def effective_config(self, image: MetadataImage) -> BrokerConfig:
         """The static configuration with the dynamic log settings of ``image`` in force
@@ -86,6 +88,7 @@ class TopicConfigs:
         else:
             self._image_seen = image
             self._by_topic = {}
+            self._produce_policies = {}
         resolved = self._resolve(image, topic)
         if len(self._by_topic) <= CACHE_LIMIT:
             self._by_topic[topic] = resolved
@@ -112,10 +115,19 @@ class TopicConfigs:
 
     def produce_policy_for(self, partition: Partition) -> tuple[TimestampPolicy, TargetCompression]:
         """What validating a produce to ``partition`` reads of its topic's settings: the
-        timestamp bounds and the topic's ``compression.type`` (one lookup per append)."""
-        tc = self.topic_config(self._image(), partition.topic)
-        return (TimestampPolicy(tc.message_timestamp_before_max_ms, tc.message_timestamp_after_max_ms),
-                target_compression(tc))
+        timestamp bounds and the topic's ``compression.type`` (one lookup per append, built
+        once per image: a Produce to many partitions asks for each of them)."""
+        image = self._image()
+        if image is self._image_seen:
+            known = self._produce_policies.get(partition.topic)
+            if known is not None:
+                return known
+        tc = self.topic_config(image, partition.topic)
+        policy = (TimestampPolicy(tc.message_timestamp_before_max_ms, tc.message_timestamp_after_max_ms),
+                  target_compression(tc))
+        if len(self._produce_policies) <= CACHE_LIMIT:
+            self._produce_policies[partition.topic] = policy
+        return policy
 
     def min_insync_replicas(self, topic: str) -> int:
         return self.topic_config(self._image(), topic).min_insync_replicas

@@ -135,6 +135,27 @@ def test_size_limits(open_log: OpenLog) -> None:
     assert log.log_end_offset == 1
 
 
+def test_validated_headers_are_used_and_still_checked(open_log: OpenLog) -> None:
+    """The produce path hands over the headers it validated: the log appends from them
+    without reading them again, but still refuses headers that do not tile the data
+    or batches over the size limits."""
+    log = open_log(max_message_bytes=200)
+    first, second = make_batch(2), make_batch(3)
+    data = first + second
+    headers = [(0, read_batch_header(data, 0)), (len(first), read_batch_header(data, len(first)))]
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(bytearray(data), 0, validated=True, headers=headers[:1])
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(bytearray(data), 0, validated=True, headers=headers[1:])
+    big = make_batch(1, value_size=300)
+    with pytest.raises(RecordTooLargeError):
+        log.append_as_leader(big, 0, validated=True, headers=[(0, read_batch_header(big, 0))])
+    assert log.log_end_offset == 0 and log.active_segment.size == 0
+    info = log.append_as_leader(data, 0, validated=True, headers=headers)
+    assert (info.first_offset, info.last_offset, info.batch_count, info.record_count) == (0, 4, 2, 5)
+    assert [b.header.base_offset for b in read_all(log)] == [0, 2]
+
+
 def test_empty_append(open_log: OpenLog) -> None:
     log = open_log()
     info = log.append_as_leader(bytearray(), 0)
