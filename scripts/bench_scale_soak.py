@@ -41,7 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_scale import LimitedCormorant, create
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -198,10 +204,13 @@ class GroupMember(threading.Thread):
         self.consumer.subscribe(self.topics, on_assign=self._on_assign)
         while not self.stop_event.is_set():
             for msg in self.consumer.consume(1000, timeout=0.5):
-                if msg.error() is None:
-                    self.ledger.consume(int(msg.value()))
-        if self.assigned:
+                value = msg.value()
+                if msg.error() is None and value is not None:
+                    self.ledger.consume(int(value))
+        try:
             self.consumer.commit(asynchronous=False)
+        except KafkaException:
+            pass  # nothing consumed since the last auto-commit (_NO_OFFSET)
         self.consumer.close()
 
 
@@ -213,7 +222,8 @@ def committed_lag(bootstrap: str, partitions: list[tuple[str, int]]) -> int:
     lag = 0
     for i in range(0, len(partitions), 5000):
         chunk = partitions[i : i + 5000]
-        ends = admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in chunk}, request_timeout=60)
+        ends = admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest()  # type: ignore[no-untyped-call]
+                                  for t, p in chunk}, request_timeout=60)
         for tp, future in ends.items():
             lag += future.result(60).offset - offsets.get((tp.topic, tp.partition), 0)
     return lag
