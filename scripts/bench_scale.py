@@ -14,9 +14,12 @@ Rows, for Cormorant and (where it applies) Tansu with memory storage, both start
   clean shutdown moved every recovery point to the log end; seconds, with the CPU seconds
   each start used and its ``log_dir_loaded`` line; and how long the clean shutdown took.
   100,000 partitions: ``--topics 1000 --partitions 100 --nofile 20000`` (docs/performance.md).
-- with ``--connections N`` (on a fresh broker of each): N client connections opened one after
-  the other, each sending ApiVersions, all kept open; connections per second until every one
-  was answered, and the broker's RSS idle and with the N connections open.
+- with ``--connections N`` (on a fresh broker of each, with no partitions but the internal
+  ones): N client connections opened one after the other, each sending ApiVersions, all kept
+  open; connections per second until every one was answered, the seconds until the client had
+  opened them all and until every one was answered, the broker's RSS idle and with the N
+  connections open (and per connection), and its descriptors then by kind (sockets, log
+  files, others). Cormorant's ``open_file_limit`` line shows how it split its limit.
 
 Cormorant runs under ``prlimit --nofile=LIMIT`` (default 4,096) to show the descriptor budget.
 The machine's load average is printed with the results.
@@ -200,26 +203,68 @@ def _read_exactly(sock: socket.socket, n: int) -> bytes:
     return data
 
 
+def descriptor_kinds(pid: int) -> tuple[int, int, int]:
+    """(sockets, log files, other descriptors) the process holds open."""
+    sockets = logs = other = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:"):
+            sockets += 1
+        elif target.endswith((".log", ".index", ".timeindex")):
+            logs += 1
+        else:
+            other += 1
+    return sockets, logs, other
+
+
+def open_file_limit_line(broker: BrokerProcess) -> str:
+    """The broker's ``open_file_limit`` log line: how it split its descriptor limit."""
+    for path in (broker.stderr, broker.stdout):
+        for line in path.read_text("utf-8", "replace").splitlines():
+            if "open_file_limit" in line:
+                return line.split("open_file_limit", 1)[1].strip()
+    return "<none>"
+
+
 def connections(broker: BrokerProcess, count: int) -> dict[str, float]:
-    """``count`` connections opened one after the other, each answered an ApiVersions."""
+    """``count`` connections opened one after the other, each sending an ApiVersions, all kept
+    open; then every answer read. The broker accepts and answers while the client still opens."""
     broker.start()
     row = Row(broker.name)
     socks: list[socket.socket] = []
     try:
         assert broker.proc is not None
+        if isinstance(broker, Cormorant):
+            print(f"    descriptor limit split: {open_file_limit_line(broker)}", flush=True)
         time.sleep(1)
-        row["RSS MB idle"] = rss_mb(broker.proc.pid)
+        idle = rss_mb(broker.proc.pid)
+        row["RSS MB idle"] = idle
         started = time.monotonic()
         for _ in range(count):
             sock = socket.create_connection(("127.0.0.1", broker.port), timeout=60)
             socks.append(sock)
             sock.sendall(API_VERSIONS_V0)
+        opened = time.monotonic() - started
         for sock in socks:
             (size,) = struct.unpack(">i", _read_exactly(sock, 4))
             _read_exactly(sock, size)
-        row[f"{count} connections/s"] = count / (time.monotonic() - started)
+        answered = time.monotonic() - started
+        # The kernel completes a connect() from its backlog before the broker accepts it: the
+        # rate that counts is until every connection was answered.
+        row[f"{count} connections/s"] = count / answered
+        row[f"{count} opened by the client s"] = opened
+        row[f"{count} all answered s"] = answered
         time.sleep(1)
-        row[f"RSS MB, {count} open"] = rss_mb(broker.proc.pid)
+        rss = rss_mb(broker.proc.pid)
+        row[f"RSS MB, {count} open"] = rss
+        row["RSS KB per connection"] = (rss - idle) * 1024 / count
+        sockets, logs, other = descriptor_kinds(broker.proc.pid)
+        row[f"sockets, {count} open"] = sockets
+        row[f"log files, {count} open"] = logs
+        row[f"other fds, {count} open"] = other
         return row
     finally:
         for sock in socks:

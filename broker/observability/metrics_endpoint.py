@@ -1,15 +1,16 @@
 """The Prometheus scrape endpoint: ``GET /metrics`` on ``metrics.listener``.
 
-A few lines of HTTP/1.1 on Trio rather than a server thread: the page is
-rendered on the broker's own thread, so the instruments read partitions,
-groups and connections without racing the code that changes them. One
+A few lines of HTTP/1.1 on Trio rather than a server thread: the instruments
+read partitions, groups and connections on the broker's own thread, without
+racing the code that changes them; the costly aggregation and text then run in
+a worker thread (``Telemetry.render_off_loop``). One
 response per connection (``Connection: close``); request heads are bounded in
 size and time, so a slow or hostile client cannot hold resources.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import structlog
 import trio
@@ -26,7 +27,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class MetricsEndpoint:
-    def __init__(self, host: str, port: int, render: Callable[[], bytes]) -> None:
+    def __init__(self, host: str, port: int, render: Callable[[], Awaitable[bytes]]) -> None:
         self.host = host
         self.port = port
         self.render = render
@@ -58,14 +59,14 @@ class MetricsEndpoint:
                     head = await _read_head(stream)
                 if scope.cancelled_caught or head is None:
                     return
-                await stream.send_all(self._respond(head))
+                await stream.send_all(await self._respond(head))
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 pass
             finally:
                 with trio.CancelScope(shield=True):
                     await stream.aclose()
 
-    def _respond(self, head: bytes) -> bytes:
+    async def _respond(self, head: bytes) -> bytes:
         request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
         parts = request_line.split()
         if len(parts) != 3 or not parts[2].startswith("HTTP/"):
@@ -75,7 +76,7 @@ class MetricsEndpoint:
             return _response(405, "text/plain", b"method not allowed\n", extra="Allow: GET, HEAD\r\n")
         if target == "/metrics":
             try:
-                body = self.render()
+                body = await self.render()
             except Exception:
                 log.exception("metrics_render_failed")
                 return _response(500, "text/plain", b"metrics collection failed\n")

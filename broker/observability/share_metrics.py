@@ -19,7 +19,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from broker.observability.metrics import Histogram
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import Meter
+    from broker.observability.collection import ObservableMeter
 
 #: Kafka's AcknowledgeType, by its number in ShareFetch/ShareAcknowledge (0 is a gap).
 ACK_TYPES = {1: "accept", 2: "release", 3: "reject", 4: "renew"}
@@ -133,7 +133,7 @@ def histograms(share: ShareMetrics) -> list[tuple[str, str, str, HistogramSeries
     ]
 
 
-def register(meter: Meter, share: ShareMetrics) -> None:
+def register(meter: ObservableMeter, share: ShareMetrics) -> None:
     def counter(name: str, unit: str, description: str,
                 read: Callable[[], Iterable[tuple[dict[str, str], float]]]) -> None:
         meter.create_observable_counter(name, [_observe(read)], unit=unit, description=description)

@@ -9,8 +9,9 @@ exporters as OpenTelemetry histogram points at collection time.
 
 Exporters:
 
-* Prometheus text on ``metrics.listener`` (``broker/observability/metrics_endpoint.py``);
-  collections run on the Trio thread, when scraped.
+* Prometheus text on ``metrics.listener`` (``broker/observability/metrics_endpoint.py``),
+  when scraped: the callbacks run on the Trio thread, the rest in a worker thread
+  (``broker/observability/collection.py``).
 * OTLP over HTTP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the metrics-specific
   variable) is set: collected on the Trio thread every
   ``OTEL_METRIC_EXPORT_INTERVAL`` ms, sent from a worker thread.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -54,6 +56,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from prometheus_client import CollectorRegistry, generate_latest
 
 from broker.observability import share_metrics
+from broker.observability.collection import CallbackSnapshot, ObservableMeter, SnapshotMeter
 from broker.observability.metrics import (
     DECODE_FAILURE_REASONS,
     GROUP_STATES,
@@ -68,7 +71,6 @@ from wire.errors import ErrorCode
 from wire.generated.registry import API_SPECS
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import Meter
     from opentelemetry.sdk.trace import TracerProvider
 
     from broker.cluster.controller_api import MetadataSource, QuorumState
@@ -85,6 +87,10 @@ log = structlog.get_logger(__name__)
 SCOPE = "cormorant"
 #: Per-partition and per-group series one metric may export (OpenTelemetry's default is 2,000).
 CARDINALITY_LIMIT = 100_000
+#: A scrape's collection fails after this long (OpenTelemetry's default is 10 s). Aggregating
+#: 120,000 series (20,000 partitions) in a worker thread of a broker waiting for a busy core
+#: takes longer than that; a late scrape is better than none.
+SCRAPE_COLLECT_TIMEOUT_MS = 60_000.0
 #: Consumer-lag series exported at most; beyond it the largest lags are kept.
 MAX_LAG_SERIES = 10_000
 OTLP_FINAL_EXPORT_TIMEOUT_MS = 5_000
@@ -164,10 +170,17 @@ class _HistogramSource:
         self.start_ns = start_ns
         self.specs = specs
         self.scope = InstrumentationScope(SCOPE, package_version())
+        #: ``metrics``: the histograms :meth:`build` returned, for a collection in a worker thread.
+        self.built = threading.local()
+
+    def build(self) -> list[Metric]:
+        """The histograms now (on the Trio thread: ``BrokerMetrics`` fills them there)."""
+        now = time.time_ns()
+        return [s.to_metric(self.start_ns, now) for s in self.specs]
 
     def add_to(self, data: MetricsData) -> MetricsData:
-        now = time.time_ns()
-        metrics = [s.to_metric(self.start_ns, now) for s in self.specs]
+        built: list[Metric] | None = getattr(self.built, "metrics", None)
+        metrics = self.build() if built is None else built
         if not data.resource_metrics:
             scope = ScopeMetrics(scope=self.scope, metrics=metrics, schema_url="")
             return MetricsData([ResourceMetrics(resource=self.resource, scope_metrics=[scope], schema_url="")])
@@ -190,6 +203,8 @@ class _PrometheusReader(PrometheusMetricReader):
     def __init__(self, histograms: _HistogramSource, registry: CollectorRegistry) -> None:
         super().__init__(registry=registry, scope_info_enabled=False, cardinality_limits=_limits())
         self._histograms = histograms
+        # The exporter's collector calls ``collect()`` with OpenTelemetry's 10 s (``collect`` is final).
+        self._collector._callback = lambda: self.collect(timeout_millis=SCRAPE_COLLECT_TIMEOUT_MS)  # type: ignore[assignment]
 
     def _receive_metrics(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object) -> None:
         super()._receive_metrics(self._histograms.add_to(metrics_data), timeout_millis, **kwargs)
@@ -294,6 +309,9 @@ class Telemetry:
         self.tracing = Tracing(None)
         self._tracer_provider: TracerProvider | None = None
         self._lag_warned = False
+        self._snapshot = CallbackSnapshot()
+        self._histograms: _HistogramSource | None = None
+        self._render_lock = trio.Lock()
         if self.metrics.enabled:
             self._setup_metrics()
         self._setup_tracing()
@@ -301,20 +319,21 @@ class Telemetry:
     # ------------------------------------------------------------ setup
 
     def _setup_metrics(self) -> None:
-        histograms = _HistogramSource(self.resource, self.metrics.started_unix_ns, self._histogram_specs())
+        histograms = self._histograms = _HistogramSource(self.resource, self.metrics.started_unix_ns,
+                                                         self._histogram_specs())
         readers: list[PrometheusMetricReader | _OtlpReader] = [_PrometheusReader(histograms, self.registry)]
         if otlp_endpoint("METRICS"):
             self.otlp = _OtlpReader(histograms)
             readers.append(self.otlp)
         # Shut down by the node (final OTLP export); no second shutdown at interpreter exit.
         self.provider = MeterProvider(resource=self.resource, metric_readers=readers, shutdown_on_exit=False)
-        self._register_instruments(self.provider.get_meter(SCOPE, package_version()))
+        self._register_instruments(SnapshotMeter(self.provider.get_meter(SCOPE, package_version()), self._snapshot))
         tracker = IsrChangeTracker(self.node_id, self.metrics)
         tracker.on_image(self._metadata.image)
         self._metadata.add_metadata_publisher(tracker.on_metadata_update)
         if self.config.metrics_listener is not None:
             hp = self.config.metrics_listener
-            self.endpoint = MetricsEndpoint(hp.host, hp.port, self.render)
+            self.endpoint = MetricsEndpoint(hp.host, hp.port, self.render_off_loop)
 
     def _setup_tracing(self) -> None:
         ratio = self.config.tracing_sampling_ratio
@@ -369,6 +388,23 @@ class Telemetry:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    async def render_off_loop(self) -> bytes:
+        """The Prometheus text, the instruments read here and aggregated in a worker thread."""
+        async with self._render_lock:
+            taken = self._snapshot.take()
+            built = self._histograms.build() if self._histograms is not None else None
+            return await trio.to_thread.run_sync(self._render_taken, taken, built)
+
+    def _render_taken(self, taken: list[list[Observation]], built: list[Metric] | None) -> bytes:
+        if self._histograms is not None:
+            self._histograms.built.metrics = built
+        try:
+            with self._snapshot.replaying(taken):
+                return self.render()
+        finally:
+            if self._histograms is not None:
+                self._histograms.built.metrics = None
 
     def shutdown(self) -> None:
         if self.otlp is not None:
@@ -426,7 +462,7 @@ class Telemetry:
             *(HistogramSpec(*spec) for spec in share_metrics.histograms(m.share)),
         ]  # fmt: skip
 
-    def _register_instruments(self, meter: Meter) -> None:
+    def _register_instruments(self, meter: ObservableMeter) -> None:
         m = self.metrics
         memory = self._network_memory
 
