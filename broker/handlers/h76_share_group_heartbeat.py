@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 
 from broker.server.dispatch import RequestContext
-from broker.share.feature import DISABLED_MESSAGE, share_groups_enabled
+from broker.share.feature import share_groups_refusal
 from wire.errors import ErrorCode
 from wire.generated.api_076_share_group_heartbeat import (
     ShareGroupHeartbeatRequest,
@@ -42,8 +42,9 @@ def invalid_reason(request: ShareGroupHeartbeatRequest) -> str | None:
 
 
 async def handle(ctx: RequestContext, request: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse:
-    if not share_groups_enabled(ctx.services.image):
-        return ShareGroupHeartbeatResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED_MESSAGE)
+    refusal = share_groups_refusal(ctx.services.image)
+    if refusal is not None:
+        return ShareGroupHeartbeatResponse(error_code=refusal[0], error_message=refusal[1])
     reason = invalid_reason(request)
     if reason is not None:
         return ShareGroupHeartbeatResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=reason)
