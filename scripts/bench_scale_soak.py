@@ -32,7 +32,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +48,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
-from prometheus_client.parser import text_string_to_metric_families
+
+from tests.replication.soak import scrape as scrape_samples
 
 #: A scrape is never abandoned early: the broker would render it anyway, and the next one would pile up.
 SCRAPE_TIMEOUT_S = 120.0
@@ -76,17 +76,9 @@ class MetricsCormorant(LimitedCormorant):
 
 
 def scrape(url: str) -> dict[str, float]:
-    """The broker's samples by Prometheus name (no labels are needed here); empty if it failed."""
-    try:
-        with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_S) as response:
-            text = response.read().decode()
-    except (OSError, ValueError):
-        return {}
-    found: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            found[sample.name] = found.get(sample.name, 0.0) + sample.value
-    return found
+    """The broker's samples by Prometheus name (no labels are needed here); empty if it failed.
+    A scrape of 120,000 series may take long on a busy machine: hence the long timeout."""
+    return scrape_samples(url, SCRAPE_TIMEOUT_S)
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,18 +64,25 @@ METRICS_URL = re.compile(rb" metrics=(http://\S+/metrics)")
 SCRAPE_TIMEOUT_S = 5.0
 
 
-def living_tasks(url: str) -> int | None:
-    """``cormorant_eventloop_tasks`` of the broker serving ``url``; None if it cannot be read."""
+def scrape(url: str, timeout_s: float = SCRAPE_TIMEOUT_S) -> dict[str, float]:
+    """A broker's metric samples by Prometheus name, summed over their labels; empty if the
+    endpoint cannot be read."""
     try:
-        with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_S) as response:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
             text = response.read().decode()
     except (OSError, ValueError):
-        return None
+        return {}
+    found: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == "cormorant_eventloop_tasks":
-                return int(sample.value)
-    return None
+            found[sample.name] = found.get(sample.name, 0.0) + sample.value
+    return found
+
+
+def living_tasks(url: str) -> int | None:
+    """``cormorant_eventloop_tasks`` of the broker serving ``url``; None if it cannot be read."""
+    tasks = scrape(url).get("cormorant_eventloop_tasks")
+    return None if tasks is None else int(tasks)
 
 
 class MetricsUrls:
