@@ -299,11 +299,15 @@ class SharePartition:
         return ErrorCode.NONE
 
     def release_member(self, member_id: str) -> int:
-        """A member left or its session closed: its acquired records become available."""
+        """A member left or its session closed: its acquired records become available. As
+        Kafka's ``releaseAcquiredRecords``, they were not known to be delivered, so the delivery
+        that acquired them is taken back (the count decreases) and the delivery limit does not
+        archive them on this path."""
         released = 0
-        for offset, r in sorted(self.records.items()):
+        for r in self.records.values():
             if r.state is RecordState.ACQUIRED and r.member_id == member_id:
-                self._make_available(offset, r)
+                r.delivery_count = max(0, r.delivery_count - 1)
+                self._finish(r, RecordState.AVAILABLE)
                 released += 1
         self._advance_start()
         return released

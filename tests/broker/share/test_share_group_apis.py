@@ -219,6 +219,30 @@ def test_sessions_acquisition_and_acknowledgement_errors(broker: BrokerProcess) 
         assert f.responses[0].partitions[0].acknowledge_error_code == ErrorCode.NONE
 
 
+def test_a_member_that_leaves_gives_back_its_records_and_their_delivery(broker: BrokerProcess) -> None:
+    """As Kafka's releaseAcquiredRecords: what a leaving member held is available again and its
+    delivery is taken back, so the next member gets it on the same delivery count."""
+    with KafkaClient.connect(broker.bootstrap, timeout_s=20) as c:
+        create_topic(c, "lv", 1)
+        tid = topic_id(c, "lv")
+        assert heartbeat(c, "g-lv", "a", 0, ["lv"]).error_code == ErrorCode.NONE
+        assert heartbeat(c, "g-lv", "b", 0, ["lv"]).error_code == ErrorCode.NONE
+        assert acquired(share_fetch(c, "g-lv", "a", 0, tid)) == []
+        produce(c, "lv", 3)
+        assert acquired(share_fetch(c, "g-lv", "a", 1, tid)) == [(0, 2, 1)]
+        assert acknowledge(c, "g-lv", "a", 2, tid, [(0, 0, [2])]).responses[0].partitions[0].error_code \
+            == ErrorCode.NONE  # 0 released by the client: that delivery counts
+        assert heartbeat(c, "g-lv", "a", -1).member_epoch == -1
+        deadline = time.monotonic() + 10
+        got: list[tuple[int, int, int]] = []
+        epoch = 0
+        while not got and time.monotonic() < deadline:
+            got = acquired(share_fetch(c, "g-lv", "b", epoch, tid))
+            epoch += 1
+            time.sleep(0.05 if not got else 0)
+        assert got == [(0, 0, 2), (1, 2, 1)]
+
+
 def test_a_restart_keeps_acknowledgements_and_delivery_counts(tmp_path_factory: pytest.TempPathFactory) -> None:
     b = BrokerProcess(tmp_path_factory.mktemp("share-restart") / "data", OVERRIDES).start()
     try:

@@ -85,6 +85,21 @@ def test_expired_lock_redelivers_then_the_limit_archives() -> None:
     assert sp.acquire("b", range(1), 10, now_ms=now) == []
 
 
+def test_a_leaving_member_gives_back_its_records_and_their_delivery() -> None:
+    """Kafka's releaseAcquiredRecords: the records a member held when it left are available
+    again with the delivery that acquired them taken back, even at the delivery limit."""
+    sp = new_partition(limit=2)
+    sp.acquire("a", range(3), 10, now_ms=0)
+    assert sp.acknowledge("a", 0, 0, [ACCEPT], now_ms=1) is ErrorCode.NONE
+    assert sp.acknowledge("a", 1, 1, [RELEASE], now_ms=1) is ErrorCode.NONE
+    assert sp.acquire("b", range(3), 10, now_ms=2) == [AcquiredBatch(1, 1, 2)]
+    assert sp.release_member("b") == 1 and sp.release_member("a") == 1
+    assert sp.archived == []
+    assert {o: (r.state, r.delivery_count) for o, r in sp.records.items()} == {
+        1: (RecordState.AVAILABLE, 1), 2: (RecordState.AVAILABLE, 0)}
+    assert sp.acquire("c", range(3), 10, now_ms=3) == [AcquiredBatch(1, 1, 2), AcquiredBatch(2, 2, 1)]
+
+
 def test_only_the_holder_may_acknowledge() -> None:
     sp = new_partition()
     sp.acquire("a", range(2), 10, now_ms=0)
