@@ -34,7 +34,13 @@ from tests.replication.fault_invariants import (
     TxnOutcome,
     group_offset_problems,
 )
-from tests.replication.fault_workloads import CLIENT_SETTINGS, transactional_producer_config
+from tests.replication.fault_workloads import (
+    CALL_TIMEOUT_S,
+    CLIENT_SETTINGS,
+    STOPPING_CALL_TIMEOUT_S,
+    transactional_producer_config,
+    where_thread_is,
+)
 
 OUTPUT_PREFIX = "ctp-"
 
@@ -90,6 +96,8 @@ class Transformer:
         self.transactions: list[TransformTxn] = []
         self.errors: list[str] = []
         self.sessions = 0
+        #: Where the transformer was when it stopped catching up (for the report).
+        self.stall = ""
         self._txn = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"ctp-{name}", daemon=True)
@@ -121,6 +129,8 @@ class Transformer:
             if done != seen:
                 seen, progressed = done, time.monotonic()
             time.sleep(0.5)
+        self.stall = (f"no committed transaction for {time.monotonic() - progressed:.0f}s, thread at "
+                      f"{where_thread_is(self._thread)}, last errors {self.errors[-3:]}")
         return False
 
     def stop(self) -> None:
@@ -129,7 +139,13 @@ class Transformer:
     def join(self, timeout_s: float) -> None:
         self._thread.join(timeout_s)
         if self._thread.is_alive():
-            raise AssertionError(f"transformer {self.name} did not stop within {timeout_s}s")
+            raise AssertionError(f"transformer {self.name} did not stop within {timeout_s}s: "
+                                 f"{len(self.transactions)} transactions in {self.sessions} sessions, "
+                                 f"last errors {self.errors[-3:]}; its thread is at {where_thread_is(self._thread)}"
+                                 + (f"; it stopped catching up: {self.stall}" if self.stall else ""))
+
+    def _timeout(self) -> float:
+        return STOPPING_CALL_TIMEOUT_S if self._stop.is_set() else CALL_TIMEOUT_S
 
     def commits(self) -> list[OffsetCommit]:
         """The offsets of committed transactions, as acknowledged group commits."""
@@ -155,7 +171,7 @@ class Transformer:
             # A new producer of the transactional id fences the previous one; the coordinator
             # completes or aborts whatever transaction that one left open.
             producer = Producer({**self.producer_config, "error_cb": lambda e: self.errors.append(str(e))})
-            producer.init_transactions(30)
+            producer.init_transactions(self._timeout())
             consumer.subscribe([self.source])
             while not self._stop.is_set():
                 msgs = [m for m in consumer.consume(num_messages=self.batch, timeout=0.5) if m.error() is None]
@@ -183,9 +199,9 @@ class Transformer:
             for m, value in zip(msgs, outputs, strict=True):
                 producer.produce(self.sink, value=value.encode(), partition=m.partition())
             producer.send_offsets_to_transaction([TopicPartition(self.source, p, o) for p, o in sorted(offsets.items())],
-                                                 consumer.consumer_group_metadata(), 30)
+                                                 consumer.consumer_group_metadata(), self._timeout())
             if abort:
-                producer.abort_transaction(30)
+                producer.abort_transaction(self._timeout())
                 outcome = TxnOutcome.ABORTED
             else:
                 self._commit(producer)
@@ -195,7 +211,7 @@ class Transformer:
             self.errors.append(str(error))
             if error.fatal() or not error.txn_requires_abort():
                 raise  # the outcome stays unknown; the next session starts from the committed offsets
-            producer.abort_transaction(30)  # raises (ending the session) if even that fails
+            producer.abort_transaction(self._timeout())  # raises (ending the session) if even that fails
             outcome = TxnOutcome.ABORTED
         finally:
             self.transactions.append(TransformTxn(tuple(outputs), tuple(sorted(offsets.items())), outcome, sent_at,
@@ -209,7 +225,7 @@ class Transformer:
 
         for attempt in range(3):
             try:
-                producer.commit_transaction(30)
+                producer.commit_transaction(self._timeout())
                 return
             except KafkaException as ex:
                 error = ex.args[0]
@@ -222,7 +238,7 @@ class Transformer:
         from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
         assignment = consumer.assignment()
-        committed = consumer.committed(assignment, timeout=30)
+        committed = consumer.committed(assignment, timeout=self._timeout())
         for tp in committed:
             if tp.error is not None:
                 raise KafkaException(tp.error)
@@ -241,6 +257,8 @@ class TransformReport:
     unexpected: list[str] = field(default_factory=list)
     aborted_read: list[str] = field(default_factory=list)
     not_caught_up: bool = False
+    #: Where the transformers were when they stopped catching up.
+    stall: str = ""
     offsets: GroupOffsetReport = field(default_factory=GroupOffsetReport)
 
     @property
@@ -252,7 +270,7 @@ class TransformReport:
             if found:
                 out.append(f"{label}: {len(found)} (first: {found[:3]})")
         if self.not_caught_up:
-            out.append("transformer did not catch up with its input")
+            out.append("transformer did not catch up with its input" + (f" ({self.stall})" if self.stall else ""))
         return out + [f"transformer {p}" for p in self.offsets.problems]
 
     def summary(self) -> str:

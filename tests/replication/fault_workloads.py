@@ -47,6 +47,11 @@ from wire.generated.api_009_offset_fetch import (
 )
 from wire.generated.api_010_find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
+#: How long one blocking transactional call may wait while the workload runs, and once it is
+#: stopping: a stop must not wait out retries sized for riding out a nemesis's cut.
+CALL_TIMEOUT_S = 30.0
+STOPPING_CALL_TIMEOUT_S = 5.0
+
 CLIENT_SETTINGS: dict[str, Any] = {
     "socket.connection.setup.timeout.ms": 3000,
     "reconnect.backoff.max.ms": 1000,
@@ -279,7 +284,12 @@ class TransactionalWriter:
     def join(self, timeout_s: float) -> None:
         self._thread.join(timeout_s)
         if self._thread.is_alive():
-            raise AssertionError(f"transactional writer {self.name} did not stop within {timeout_s}s")
+            raise AssertionError(f"transactional writer {self.name} did not stop within {timeout_s}s: "
+                                 f"{len(self.transactions)} transactions, {self.producers} producers, "
+                                 f"last errors {self.errors[-3:]}; its thread is at {where_thread_is(self._thread)}")
+
+    def _timeout(self) -> float:
+        return STOPPING_CALL_TIMEOUT_S if self._stop.is_set() else CALL_TIMEOUT_S
 
     def _run(self) -> None:
         from confluent_kafka import KafkaException
@@ -304,7 +314,7 @@ class TransactionalWriter:
 
         for _ in range(3):
             try:
-                Producer(self.config).init_transactions(30)
+                Producer(self.config).init_transactions(self._timeout())
                 return
             except KafkaException as ex:
                 self.errors.append(f"fencing: {ex}")
@@ -314,7 +324,7 @@ class TransactionalWriter:
 
         producer = Producer({**self.config, "error_cb": lambda e: self.errors.append(str(e))})
         self.producers += 1
-        producer.init_transactions(30)
+        producer.init_transactions(self._timeout())
         while not self._stop.is_set():
             values = [f"tx-{self.name}:{self._seq + i}" for i in range(self.rng.randint(2, 6))]
             self._seq += len(values)
@@ -326,10 +336,10 @@ class TransactionalWriter:
                 for i, value in enumerate(values):
                     producer.produce(self.topic, value=value.encode(), partition=i % self.partitions)
                 if abort:
-                    producer.abort_transaction(30)
+                    producer.abort_transaction(self._timeout())
                     outcome = TxnOutcome.ABORTED
                 else:
-                    producer.commit_transaction(30)
+                    producer.commit_transaction(self._timeout())
                     outcome = TxnOutcome.COMMITTED
             except KafkaException as ex:
                 error = ex.args[0]
@@ -338,7 +348,7 @@ class TransactionalWriter:
                     raise
                 if error.txn_requires_abort():
                     try:  # the coordinator aborts it: nothing of it may be read
-                        producer.abort_transaction(30)
+                        producer.abort_transaction(self._timeout())
                         outcome = TxnOutcome.ABORTED
                     except KafkaException as abort_error:
                         self.errors.append(str(abort_error))

@@ -449,11 +449,13 @@ def check_transformers(cluster: NetnsFaultCluster, transformers: list[Transforme
                            {source: sorted(ends)}).final()
     outputs = [r.value for r in drain(cluster.bootstrap(), [sink], timeout_s=60.0,
                                       isolation_level="read_committed")[0]]
-    return transform_problems(source, [t for x in transformers for t in x.transactions],
+    report = transform_problems(source, [t for x in transformers for t in x.transactions],
                               [c for x in transformers for c in x.commits()],
                               {(r.partition, r.offset): r.value for r in source_reads if r.topic == source},
                               outputs, {p: o for (t, p), o in final.items() if t == source}, ends,
                               [v for v in read_by_members if v.startswith(OUTPUT_PREFIX)], caught_up)
+    report.stall = "; ".join(f"{x.name}: {x.stall}" for x in transformers if x.stall)
+    return report
 
 
 def run_nemesis(cluster: NetnsFaultCluster, name: str, seed: int, duration_s: float, topic: str = "chaos",
