@@ -176,7 +176,7 @@ def test_expired_lock_redelivers_and_the_limit_dead_letters_a_poison_record(brok
     assert dict(copies[0].headers) == {
         "__dlq.errors.topic": topic.encode(), "__dlq.errors.partition": b"0", "__dlq.errors.offset": b"0",
         "__dlq.errors.group": group.encode(), "__dlq.errors.delivery.count": str(DELIVERY_LIMIT).encode(),
-        "__dlq.errors.message": b"The record reached the delivery count limit of the share group."}
+        "__dlq.errors.message": b"Offset delivery count exceeded the threshold."}
 
 
 def read_all(broker: Broker, topic: str, quiet_ms: int) -> list[Any]:
@@ -219,7 +219,7 @@ def test_rejected_records_dead_lettered_as_kafka_4_4_names_and_copies_them(broke
     assert dict(copies[0].headers) == {
         "__dlq.errors.topic": topic.encode(), "__dlq.errors.partition": b"0", "__dlq.errors.offset": b"1",
         "__dlq.errors.group": group.encode(), "__dlq.errors.delivery.count": b"1",
-        "__dlq.errors.message": b"The record was rejected by a consumer of the share group."}
+        "__dlq.errors.message": b"Offset rejected by client."}
     assert read_all(broker, unprefixed, LOCK_MS) == []
     internal = unique_group("share")
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, client_id="share-test")

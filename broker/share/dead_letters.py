@@ -31,8 +31,8 @@ Kafka 4.4's context headers, UTF-8 strings:
   record came from;
 - ``__dlq.errors.group``: the share group;
 - ``__dlq.errors.delivery.count``: how many times it was delivered;
-- ``__dlq.errors.message``: why it was archived. Kafka 4.4 writes this header only when the
-  archive comes with a cause; Cormorant always writes it, with one of :data:`REASON_MESSAGES`.
+- ``__dlq.errors.message``: why it was archived, in Kafka 4.4's words (the messages of its
+  ``ShareGroupDLQManager.CLIENT_REJECT`` and ``DELIVERY_COUNT_EXCEEDED``): :data:`REASON_MESSAGES`.
 
 The group config ``errors.deadletterqueue.copy.record.enable`` (default false) decides
 whether the dead-letter record carries the archived record's key and value; without it the
@@ -98,8 +98,8 @@ HEADER_DELIVERY_COUNT = "__dlq.errors.delivery.count"
 HEADER_MESSAGE = "__dlq.errors.message"
 #: ``__dlq.errors.message`` by the reason a record was archived (ArchivedRecord.reason).
 REASON_MESSAGES = {
-    "rejected": "The record was rejected by a consumer of the share group.",
-    "delivery_count_exceeded": "The record reached the delivery count limit of the share group.",
+    "rejected": "Offset rejected by client.",
+    "delivery_count_exceeded": "Offset delivery count exceeded the threshold.",
 }
 
 #: Creates a topic with the broker's defaults and the given topic configs (the controller's answer).

@@ -96,7 +96,7 @@ def test_dead_letters_need_share_version_2_and_the_topics_opt_in(broker: BrokerP
         assert dict(copies[0].headers) == {
             "__dlq.errors.topic": b"enabled", "__dlq.errors.partition": b"0", "__dlq.errors.offset": b"0",
             "__dlq.errors.group": b"g-enabled", "__dlq.errors.delivery.count": b"1",
-            "__dlq.errors.message": b"The record was rejected by a consumer of the share group."}
+            "__dlq.errors.message": b"Offset rejected by client."}
         assert (copies[0].key, copies[0].value) == (None, None)
         assert [records(c, t) for t in ("dlq.v1", "dlq.off", "dlq.unset")] == [[], [], []]
         # the topic config is Kafka's: set and described like any other

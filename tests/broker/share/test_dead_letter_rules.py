@@ -48,7 +48,7 @@ def test_kafka_4_4_context_headers() -> None:
     assert rejected == [
         ("__dlq.errors.topic", b"orders"), ("__dlq.errors.partition", b"3"), ("__dlq.errors.offset", b"17"),
         ("__dlq.errors.group", b"g"), ("__dlq.errors.delivery.count", b"1"),
-        ("__dlq.errors.message", b"The record was rejected by a consumer of the share group.")]
+        ("__dlq.errors.message", b"Offset rejected by client.")]
     limit = dict(dead_letter_headers("g", "orders", 0, ArchivedRecord(2, "delivery_count_exceeded", 5)))
     assert limit["__dlq.errors.delivery.count"] == b"5"
-    assert limit["__dlq.errors.message"] == b"The record reached the delivery count limit of the share group."
+    assert limit["__dlq.errors.message"] == b"Offset delivery count exceeded the threshold."
