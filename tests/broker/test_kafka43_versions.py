@@ -225,6 +225,27 @@ def test_list_transactions_v2_pattern(client: KafkaClient) -> None:
     assert listed("v43-(") == (ErrorCode.INVALID_REGULAR_EXPRESSION, [])
 
 
+def test_list_transactions_pattern_cannot_hold_the_broker(client: KafkaClient) -> None:
+    """A pattern that backtracks exponentially in a backtracking engine ((a|aa)*c against 40
+    a's: about 10^8 steps) is matched in linear time, and what RE2 cannot run in linear time
+    (a backreference) is refused, so no ListTransactions can hold the event loop."""
+    tid = "v43-" + "a" * 40
+    await_coordinator(client, tid, 1)
+    init = client.send(InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60_000),
+                       InitProducerIdResponse, 5)
+    assert init.error_code == ErrorCode.NONE
+    started = time.monotonic()
+    response = client.send(ListTransactionsRequest(transactional_id_pattern="v43-(a|aa)*c"),
+                           ListTransactionsResponse, 2)
+    assert (response.error_code, response.transaction_states) == (ErrorCode.NONE, [])
+    assert time.monotonic() - started < 2.0
+    response = client.send(ListTransactionsRequest(transactional_id_pattern="v43-(a)\\1*"),
+                           ListTransactionsResponse, 2)
+    assert response.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
+    listed = client.send(ListTransactionsRequest(transactional_id_pattern="v43-a{40}"), ListTransactionsResponse, 2)
+    assert [t.transactional_id for t in listed.transaction_states] == [tid]
+
+
 def test_txn_offset_commit_v4_answers_transaction_abortable(client: KafkaClient) -> None:
     """Offsets committed without AddOffsetsToTxn: TRANSACTION_ABORTABLE from v4 (KIP-890),
     INVALID_TXN_STATE for older clients."""
