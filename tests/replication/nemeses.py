@@ -442,8 +442,14 @@ def check_transformers(cluster: NetnsFaultCluster, transformers: list[Transforme
     finally:
         for x in transformers:
             x.stop()
+        hung = []
         for x in transformers:
-            x.join(60.0)
+            try:
+                x.join(60.0)
+            except AssertionError as ex:
+                hung.append(str(ex))
+        if hung:
+            raise AssertionError("; ".join(hung))
     group = transformers[0].group
     final = OffsetObserver(lambda: [(n.node_id, n.host, n.port) for n in cluster.reachable_brokers()], group,
                            {source: sorted(ends)}).final()
@@ -528,11 +534,17 @@ def _run_and_check(ctx: Context, base_name: str, load: Workload, topics: list[st
             for worker in workers:
                 worker.stop()
             stop_writers(running, DELIVERY_TIMEOUT_MS)
+            hung: list[AssertionError] = []
             for worker in workers:  # a Java writer's close waits for its sends as long as their delivery timeout
-                worker.join(DELIVERY_TIMEOUT_MS / 1000 + 20 if isinstance(worker, JavaWriter) else 60.0)
+                try:  # every worker is joined (and so stopped) even when one of them hangs
+                    worker.join(DELIVERY_TIMEOUT_MS / 1000 + 20 if isinstance(worker, JavaWriter) else 60.0)
+                except AssertionError as ex:
+                    hung.append(ex)
             if observer:
                 observer.stop()
             monitor.stop()
+            if hung:
+                raise AssertionError("; ".join(str(ex) for ex in hung))
     report = cluster.verify([topic], settle_s=RESYNC_TIMEOUT_S)
     causes = duplicate_causes(duplicate_copies(cluster, topic, partitions,
                                                {d.split(" read ")[0] for d in report.duplicated}))
