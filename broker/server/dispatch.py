@@ -15,13 +15,20 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.eventloop.pacing import OFF_LOOP_ENTRIES, OFF_LOOP_FRAME_BYTES, Pacer, off_loop, release
+from broker.eventloop.pacing import (
+    OFF_LOOP_ENTRIES,
+    OFF_LOOP_FRAME_BYTES,
+    PRODUCE_ON_LOOP_ENTRIES,
+    Pacer,
+    off_loop,
+    release,
+)
 from broker.quotas.managers import RequestThrottle, client_throttles
 from broker.security.kafka_principal import ANONYMOUS, KafkaPrincipal
 from broker.server.network import CloseConnection, ConnectionInfo, RequestFrame, delay_response
@@ -31,6 +38,7 @@ from wire.errors import ErrorCode
 from wire.exceptions import DecodeError, UnsupportedVersionError
 from wire.frame import (
     EncodedFrame,
+    Request,
     RequestPreamble,
     decode_request,
     decode_response,
@@ -117,6 +125,12 @@ class Dispatcher:
     def __init__(self, apis: dict[int, ApiEntry], limits: DecodeLimits) -> None:
         self.apis = apis
         self.limits = limits
+        #: Tighter limits for decoding a large Produce frame on the loop (see PRODUCE_ON_LOOP_ENTRIES).
+        self.produce_on_loop_limits = replace(
+            limits,
+            max_array_length=min(limits.max_array_length, PRODUCE_ON_LOOP_ENTRIES),
+            max_tagged_fields=min(limits.max_tagged_fields, PRODUCE_ON_LOOP_ENTRIES),
+        )
         self.error_log = BrokerErrorLog()
         self._services: BrokerServices | None = None
 
@@ -177,19 +191,28 @@ class Dispatcher:
         finally:
             pacer.close()
 
+    async def _decode(self, frame: RequestFrame, pre: RequestPreamble, pacer: Pacer) -> Request:
+        if len(frame) < OFF_LOOP_FRAME_BYTES:
+            return decode_request(frame, self.limits)
+        if pre.api_key == PRODUCE:
+            # Large for its records, which decoding does not copy: decoded here unless it names
+            # more partitions than the tighter limits allow (then, or if it is malformed, it is
+            # decoded off the loop with the real limits, which also finds the real error).
+            try:
+                return decode_request(frame, self.produce_on_loop_limits)
+            except DecodeError:
+                pass
+        pacer.mark_large()
+        lane = "produce" if pre.api_key == PRODUCE else "codec"
+        return await off_loop(decode_request, frame, self.limits, True, lane=lane)
+
     async def _handle(
         self, conn: ConnectionInfo, frame: RequestFrame, pre: RequestPreamble, entry: ApiEntry, pacer: Pacer
     ) -> EncodedFrame | None:
         services = self.services
         metrics = services.metrics
         try:
-            if len(frame) >= OFF_LOOP_FRAME_BYTES:
-                pacer.mark_large()
-                # Produce frames are large for their records, which decoding does not copy.
-                lane = "produce" if pre.api_key == PRODUCE else "codec"
-                request = await off_loop(decode_request, frame, self.limits, True, lane=lane)
-            else:
-                request = decode_request(frame, self.limits)
+            request = await self._decode(frame, pre, pacer)
         except DecodeError as ex:
             metrics.decode_failure("malformed")
             refusal = invalid_request_response(entry.api_key, pre.api_version, pre.correlation_id)
