@@ -88,6 +88,8 @@ class ConnectionInfo:
     principal: KafkaPrincipal = ANONYMOUS
     #: SASL state of a connection on a SASL listener until it has authenticated.
     sasl: SaslSession | None = None
+    #: The client's software name and version from ApiVersions v3+ (KIP-511).
+    client_software: tuple[str, str] | None = None
     #: Largest frame accepted now, when lower than the listener's (before authentication).
     frame_limit: int | None = None
     #: Trio time until which no request is read from this connection (KIP-219 muting).

@@ -1,0 +1,35 @@
+"""What the telemetry handlers share: the manager with the image's subscriptions, and the
+attributes a client instance is matched on (Kafka's ClientMetricsInstanceMetadata)."""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.server.dispatch import RequestContext
+from broker.telemetry.manager import ClientMetricsManager
+from config import client_metrics
+
+CLIENT_METRICS = 16
+
+
+def telemetry_manager(ctx: RequestContext) -> ClientMetricsManager:
+    """The node's manager, its subscriptions brought up to the metadata image."""
+    manager = ctx.services.metrics.client_telemetry.manager
+    image = ctx.services.image
+    if manager.image_seen is not image:  # images are immutable: a new one may have new subscriptions
+        manager.update_subscriptions({name: configs for (kind, name), configs in image.configs.items()
+                                      if kind == CLIENT_METRICS})
+        manager.image_seen = image
+    return manager
+
+
+def client_attributes(ctx: RequestContext, instance_id: uuid.UUID) -> dict[str, str | None]:
+    software = ctx.conn.client_software
+    return {
+        client_metrics.CLIENT_INSTANCE_ID: str(instance_id),
+        client_metrics.CLIENT_ID: ctx.client_id,
+        client_metrics.CLIENT_SOFTWARE_NAME: software[0] if software else None,
+        client_metrics.CLIENT_SOFTWARE_VERSION: software[1] if software else None,
+        client_metrics.CLIENT_SOURCE_ADDRESS: ctx.conn.peer_host,
+        client_metrics.CLIENT_SOURCE_PORT: str(ctx.conn.peer_port),
+    }
