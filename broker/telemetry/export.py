@@ -5,13 +5,15 @@ A series is one gauge or sum data point of one client metric: its name becomes t
 ``metric_name`` attribute, next to the data point's own attributes and the client's
 ``client_instance_id``, ``client_id``, ``client_software_name`` and ``client_software_version``.
 Sums arrive as deltas (GetTelemetrySubscriptions asks for delta temporality, as Kafka does):
-the exported value is the last push's. Histograms and summaries are not exported. At most
+the exported value is the last push's. Histograms, summaries and non-finite values (an average over an empty window is NaN) are not
+exported. At most
 ``MAX_SERIES`` series are kept; data points past that are dropped and counted. A client
 instance's series go when the instance leaves the cache.
 """
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -66,6 +68,8 @@ def decode(compression_type: int, payload: bytes, max_bytes: int) -> list[DataPo
                 numbers: Iterable[NumberDataPoint] = getattr(metric, kind).data_points
                 for point in numbers:
                     value = point.as_double if point.WhichOneof("value") == "as_double" else float(point.as_int)
+                    if not math.isfinite(value):  # e.g. an average over an empty window: nothing to export
+                        continue
                     attributes = tuple(sorted((a.key, _text(a.value)) for a in point.attributes))
                     points.append((metric.name, attributes, value))
     return points

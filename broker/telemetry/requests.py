@@ -3,6 +3,7 @@ attributes a client instance is matched on (Kafka's ClientMetricsInstanceMetadat
 
 from __future__ import annotations
 
+import base64
 import uuid
 
 from broker.server.dispatch import RequestContext
@@ -23,10 +24,15 @@ def telemetry_manager(ctx: RequestContext) -> ClientMetricsManager:
     return manager
 
 
+def kafka_uuid_text(value: uuid.UUID) -> str:
+    """A Uuid as Kafka writes it (Uuid.toString): URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
 def client_attributes(ctx: RequestContext, instance_id: uuid.UUID) -> dict[str, str | None]:
     software = ctx.conn.client_software
     return {
-        client_metrics.CLIENT_INSTANCE_ID: str(instance_id),
+        client_metrics.CLIENT_INSTANCE_ID: kafka_uuid_text(instance_id),
         client_metrics.CLIENT_ID: ctx.client_id,
         client_metrics.CLIENT_SOFTWARE_NAME: software[0] if software else None,
         client_metrics.CLIENT_SOFTWARE_VERSION: software[1] if software else None,

@@ -21,6 +21,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     Sum,
 )
 
+from broker.telemetry.requests import kafka_uuid_text
 from broker.tools.client import CLIENT_SOFTWARE_NAME, KafkaClient
 from tests.broker.broker_process import BrokerProcess
 from tests.observability.helpers import MetricsBroker, scrape, value
@@ -239,7 +240,7 @@ def test_pushed_metrics_are_exported(broker: MetricsBroker, client: KafkaClient)
         assert sub.push_interval_ms == 100
         assert push(client, sub, gzip.compress(metrics_data(42.5)), compression=1) == ErrorCode.NONE
         samples = scrape(broker.metrics_url)
-        instance = str(sub.client_instance_id)
+        instance = kafka_uuid_text(sub.client_instance_id)  # as Kafka's Uuid.toString
         assert value(samples, "cormorant_client_telemetry_value", metric_name="org.apache.kafka.producer.record.send.rate",
                      topic="t1", client_instance_id=instance, client_id="cormorant-admin",
                      client_software_name=CLIENT_SOFTWARE_NAME) == 42.5

@@ -4,9 +4,18 @@ bounded instance cache and the bounded series store."""
 from __future__ import annotations
 
 import gzip
+import math
 import uuid
 
 import pytest
+from opentelemetry.proto.metrics.v1.metrics_pb2 import (
+    Gauge,
+    Metric,
+    MetricsData,
+    NumberDataPoint,
+    ResourceMetrics,
+    ScopeMetrics,
+)
 
 from broker.telemetry.export import ClientMetricSeries, ClientTelemetry, PayloadError, decode
 from broker.telemetry.manager import ClientMetricsManager, subscription_id, uuid_hash
@@ -119,3 +128,7 @@ def test_decode_bounds_and_errors() -> None:
     with pytest.raises(PayloadError):
         decode(0, b"\x0a\x05abc", 1000)  # truncated protobuf
     assert decode(0, b"", 1000) == []
+    nan = MetricsData(resource_metrics=[ResourceMetrics(scope_metrics=[ScopeMetrics(metrics=[
+        Metric(name="avg", gauge=Gauge(data_points=[NumberDataPoint(as_double=math.nan)])),
+        Metric(name="rate", gauge=Gauge(data_points=[NumberDataPoint(as_double=2.5)]))])])])
+    assert decode(0, nan.SerializeToString(), 1000) == [("rate", (), 2.5)]
