@@ -14,7 +14,7 @@ import uuid
 
 from broker.server.dispatch import RequestContext
 from broker.telemetry.manager import ACCEPTED_COMPRESSION_TYPES
-from broker.telemetry.requests import client_attributes, telemetry_manager
+from broker.telemetry.requests import client_attributes, forget_on_close, telemetry_manager
 from wire.errors import ErrorCode
 from wire.generated.api_071_get_telemetry_subscriptions import (
     GetTelemetrySubscriptionsRequest,
@@ -37,6 +37,7 @@ async def handle(ctx: RequestContext, request: GetTelemetrySubscriptionsRequest)
             instance_id = uuid.uuid4()
     now = services.clock_ms()
     instance = manager.instance(instance_id, client_attributes(ctx, instance_id), now)
+    forget_on_close(ctx, manager, instance_id)
     if not instance.get_allowed(now):
         manager.stats.throttled_requests += 1
         instance.last_error = ErrorCode.THROTTLING_QUOTA_EXCEEDED.name

@@ -19,7 +19,7 @@ import trio
 from broker.server.dispatch import RequestContext
 from broker.telemetry.export import PayloadError, decode
 from broker.telemetry.manager import KNOWN_COMPRESSION_TYPES
-from broker.telemetry.requests import client_attributes, telemetry_manager
+from broker.telemetry.requests import client_attributes, forget_on_close, telemetry_manager
 from config import client_metrics
 from wire.errors import ErrorCode
 from wire.generated.api_072_push_telemetry import PushTelemetryRequest, PushTelemetryResponse
@@ -49,6 +49,7 @@ async def handle(ctx: RequestContext, request: PushTelemetryRequest) -> PushTele
     manager = telemetry_manager(ctx)
     now = ctx.services.clock_ms()
     instance = manager.instance(instance_id, client_attributes(ctx, instance_id), now)
+    forget_on_close(ctx, manager, instance_id)
     code, reason = ErrorCode.NONE, ""
     max_bytes = ctx.services.config.telemetry_max_bytes
     if instance.terminating:

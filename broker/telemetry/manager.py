@@ -9,7 +9,8 @@ its subscription id a CRC32C of both XORed with the instance id's hash, so the i
 when what the client must push changes and is the same at every broker.
 
 Instances live in a bounded LRU cache (16384, as Kafka's) and expire after
-max(60 s, three push intervals) without a request; their exported series go with them.
+max(60 s, three push intervals) without a request, or when the connection that last sent
+their requests closes; their exported series go with them.
 Every method runs on the Trio thread.
 """
 
@@ -161,6 +162,11 @@ class ClientMetricsManager:
                 break
             del self._instances[oldest.instance_id]
             self._removed(oldest.instance_id)
+
+    def remove(self, instance_id: uuid.UUID) -> None:
+        """The client's connection closed (Kafka's ConnectionDisconnectListener): it is forgotten."""
+        if self._instances.pop(instance_id, None) is not None:
+            self._removed(instance_id)
 
     def known(self, instance_id: uuid.UUID) -> bool:
         return instance_id in self._instances

@@ -39,3 +39,28 @@ def client_attributes(ctx: RequestContext, instance_id: uuid.UUID) -> dict[str, 
         client_metrics.CLIENT_SOURCE_ADDRESS: ctx.conn.peer_host,
         client_metrics.CLIENT_SOURCE_PORT: str(ctx.conn.peer_port),
     }
+
+
+def forget_on_close(ctx: RequestContext, manager: ClientMetricsManager, instance_id: uuid.UUID) -> None:
+    """The instance this connection last spoke for is forgotten when it closes, as Kafka's
+    ClientConnectionDisconnectListener forgets it."""
+    conn = ctx.conn
+    if conn.on_close is None:
+        conn.on_close = []
+    forget = next((c for c in conn.on_close if isinstance(c, _Forget)), None)
+    if forget is None:
+        forget = _Forget(manager)
+        conn.on_close.append(forget)
+    forget.instance_id = instance_id
+
+
+class _Forget:
+    __slots__ = ("instance_id", "manager")
+
+    def __init__(self, manager: ClientMetricsManager) -> None:
+        self.manager = manager
+        self.instance_id: uuid.UUID | None = None
+
+    def __call__(self) -> None:
+        if self.instance_id is not None:
+            self.manager.remove(self.instance_id)

@@ -5,6 +5,7 @@ each of Kafka's errors, and pushed metrics on the broker's Prometheus endpoint."
 from __future__ import annotations
 
 import gzip
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -250,3 +251,27 @@ def test_pushed_metrics_are_exported(broker: MetricsBroker, client: KafkaClient)
         assert value(samples, "cormorant_client_telemetry_instances") >= 1
     finally:
         alter(client, "export", ("metrics", DELETE, None), ("interval.ms", DELETE, None), ("match", DELETE, None))
+
+
+def test_instance_forgotten_when_its_connection_closes(broker: MetricsBroker) -> None:
+    """As Kafka's ClientConnectionDisconnectListener: the instance (and its series) goes with the
+    connection that last spoke for it."""
+    with KafkaClient.connect(broker.bootstrap, timeout_s=20) as admin:
+        assert alter(admin, "closing", ("metrics", SET, "org.apache.kafka."), ("interval.ms", SET, "100"),
+                     ("match", SET, "client_id=cormorant-admin")) == (ErrorCode.NONE, None)
+        try:
+            with KafkaClient.connect(broker.bootstrap, timeout_s=20) as c:
+                sub = subscribe(c)
+                assert push(c, sub, metrics_data(1.0)) == ErrorCode.NONE
+                instance = kafka_uuid_text(sub.client_instance_id)
+                assert value(scrape(broker.metrics_url), "cormorant_client_telemetry_value",
+                             client_instance_id=instance) > 0
+            deadline = time.monotonic() + 10
+            while value(scrape(broker.metrics_url), "cormorant_client_telemetry_value", client_instance_id=instance):
+                assert time.monotonic() < deadline, "the closed client's series stayed"
+                time.sleep(0.1)
+            # Back on a new connection it is a stranger: matched anew, so its id is current again.
+            with KafkaClient.connect(broker.bootstrap, timeout_s=20) as c:
+                assert push(c, sub, metrics_data(2.0)) == ErrorCode.NONE
+        finally:
+            alter(admin, "closing", ("metrics", DELETE, None), ("interval.ms", DELETE, None), ("match", DELETE, None))
