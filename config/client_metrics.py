@@ -14,7 +14,8 @@ checked by the broker and again by the controller that writes them (like group c
   client_source_port. Regexes are Python's ``re`` syntax where Kafka uses Java's.
 
 Errors are Kafka's: an unknown key or an interval out of bounds is INVALID_REQUEST; a value
-that does not parse or a bad match item is INVALID_CONFIG.
+that does not parse, a list with an item twice or an empty item (KIP-1161) or a bad match
+item is INVALID_CONFIG.
 """
 
 from __future__ import annotations
@@ -106,6 +107,14 @@ def _parse_interval(value: str) -> int:
     return interval
 
 
+def _check_list(key: str, values: Sequence[str]) -> None:
+    """Kafka's ValidList.anyNonDuplicateValues (KIP-1161): no empty item, none twice."""
+    if len(set(values)) != len(values):
+        raise ClientMetricsConfigError(f"Configuration '{key}' values must not be duplicated.", invalid_request=False)
+    if any(not v for v in values):
+        raise ClientMetricsConfigError(f"Configuration '{key}' values must not be empty.", invalid_request=False)
+
+
 def validate(name: str, configs: Mapping[str, str]) -> None:
     """Kafka's ClientMetricsConfigs.validate of a subscription's resulting configs."""
     if not name:
@@ -113,6 +122,9 @@ def validate(name: str, configs: Mapping[str, str]) -> None:
     for key in configs:
         if key not in NAMES:
             raise ClientMetricsConfigError(f"Unknown client metrics configuration: {key}", invalid_request=True)
+    for key in (METRICS, MATCH):
+        if key in configs:
+            _check_list(key, parse_list(configs[key]))
     if INTERVAL_MS in configs:
         interval = _parse_interval(configs[INTERVAL_MS])
         if not MIN_INTERVAL_MS <= interval <= MAX_INTERVAL_MS:

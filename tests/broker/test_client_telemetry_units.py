@@ -38,6 +38,9 @@ ATTRS: dict[str, str | None] = {
     ({"match": "client_id=a=b"}, False, "Illegal client matching pattern: client_id=a=b"),
     ({"match": "client_id=(", }, False, "Illegal client matching pattern: client_id=("),
     ({"match": "host=x"}, False, "Illegal client matching pattern: host=x"),
+    ({"metrics": "a., b., a."}, False, "Configuration 'metrics' values must not be duplicated."),
+    ({"metrics": "a.,,b."}, False, "Configuration 'metrics' values must not be empty."),
+    ({"match": "client_id=x,client_id=x"}, False, "Configuration 'match' values must not be duplicated."),
 ])
 def test_validation_errors(configs: dict[str, str], invalid_request: bool, message: str) -> None:
     with pytest.raises(ClientMetricsConfigError) as raised:
