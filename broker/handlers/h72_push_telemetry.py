@@ -2,7 +2,7 @@
 ClientMetricsManager checks them and exported through the broker's OpenTelemetry pipeline
 (broker/telemetry/export.py).
 
-In Kafka's order: a zero instance id is INVALID_REQUEST; after a terminating push, any push
+In Kafka's order: a reserved instance id (zero or one) is INVALID_REQUEST; after a terminating push, any push
 is INVALID_REQUEST; a push sooner than the push interval (the first one after a
 GetTelemetrySubscriptions excepted, and a terminating one) is THROTTLING_QUOTA_EXCEEDED; a
 subscription id other than the instance's current one (an unknown instance is matched
@@ -13,6 +13,8 @@ INVALID_RECORD. Large payloads are decoded in a worker thread.
 """
 
 from __future__ import annotations
+
+import uuid
 
 import trio
 
@@ -29,6 +31,8 @@ API_KEY = 72
 MIN_VERSION = 0
 MAX_VERSION = 0
 
+#: Kafka's Uuid.RESERVED: the zero id and the metadata topic's id (1).
+RESERVED_IDS = frozenset({ZERO_UUID, uuid.UUID(int=1)})
 #: Payloads up to this size are decoded on the event loop; larger ones in a worker thread.
 INLINE_DECODE_BYTES = 16_384
 #: The client attributes every exported series carries.
@@ -43,7 +47,7 @@ def _refuse(ctx: RequestContext, code: ErrorCode, reason: str) -> PushTelemetryR
 
 async def handle(ctx: RequestContext, request: PushTelemetryRequest) -> PushTelemetryResponse:
     instance_id = request.client_instance_id
-    if instance_id == ZERO_UUID:
+    if instance_id in RESERVED_IDS:
         return _refuse(ctx, ErrorCode.INVALID_REQUEST, "invalid client instance id")
     telemetry = ctx.services.metrics.client_telemetry
     manager = telemetry_manager(ctx)

@@ -195,6 +195,8 @@ def test_push_errors(broker: MetricsBroker, client: KafkaClient) -> None:
     before = scrape(broker.metrics_url)
     zero = GetTelemetrySubscriptionsResponse(client_instance_id=ZERO_UUID)
     assert push(client, zero) == ErrorCode.INVALID_REQUEST
+    assert push(client, GetTelemetrySubscriptionsResponse(client_instance_id=uuid.UUID(int=1))) == (
+        ErrorCode.INVALID_REQUEST)
     sub = subscribe(client)
     assert push(client, sub, subscription_id=sub.subscription_id + 1) == ErrorCode.UNKNOWN_SUBSCRIPTION_ID
     # That push used the early push the GetTelemetrySubscriptions allowed: the next is too soon.
