@@ -131,6 +131,7 @@ class BrokerNode:
             config.max_incremental_fetch_session_cache_slots, clock_ms, self.rng
         )
         self.metrics = BrokerMetrics() if config.metrics_enabled else DisabledMetrics()
+        self.metrics.client_telemetry.clock_ms = clock_ms
         self.tracing = Tracing(None)
         self.telemetry: Telemetry | None = None
         self.metrics_url: str | None = None

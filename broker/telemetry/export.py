@@ -110,9 +110,17 @@ class ClientTelemetry:
 
     manager: ClientMetricsManager = field(default_factory=ClientMetricsManager)
     series: ClientMetricSeries = field(default_factory=ClientMetricSeries)
+    #: The broker's clock (the handlers' ``clock_ms``), set by the node: a collection first
+    #: expires idle instances, so their series go even when no client sends telemetry.
+    clock_ms: Callable[[], int] | None = None
 
     def __post_init__(self) -> None:
         self.manager.add_removal_listener(self.series.drop_instance)
+
+    def observations(self) -> list[Observation]:
+        if self.clock_ms is not None:
+            self.manager.expire(self.clock_ms())
+        return self.series.observations()
 
 
 Callback = Callable[[CallbackOptions], Iterable[Observation]]
@@ -135,7 +143,7 @@ def register(meter: ObservableMeter, telemetry: ClientTelemetry) -> None:
         meter.create_observable_gauge(name, [callback], unit=unit, description=description)
 
     gauge("cormorant.client.telemetry.value", "1", "Last value of each client metric pushed (KIP-714).",
-          lambda _: telemetry.series.observations())
+          lambda _: telemetry.observations())
     updown("cormorant.client.telemetry.instances", "{instance}",
            "Client instances this broker keeps telemetry state for.", lambda: telemetry.manager.instance_count)
     updown("cormorant.client.telemetry.series", "{series}", "Client metric series exported.",

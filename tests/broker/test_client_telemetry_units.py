@@ -135,3 +135,14 @@ def test_decode_bounds_and_errors() -> None:
         Metric(name="avg", gauge=Gauge(data_points=[NumberDataPoint(as_double=math.nan)])),
         Metric(name="rate", gauge=Gauge(data_points=[NumberDataPoint(as_double=2.5)]))])])])
     assert decode(0, nan.SerializeToString(), 1000) == [("rate", (), 2.5)]
+
+
+def test_collection_expires_idle_instances() -> None:
+    now = [0]
+    telemetry = ClientTelemetry(clock_ms=lambda: now[0])
+    iid = uuid.uuid4()
+    telemetry.manager.instance(iid, ATTRS, 0)
+    telemetry.series.record(iid, {}, [("m", (), 1.0)])
+    assert [o.value for o in telemetry.observations()] == [1.0]
+    now[0] = 900_000
+    assert telemetry.observations() == [] and telemetry.manager.instance_count == 0
