@@ -19,11 +19,15 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from compat_tests.harness import settings
+
 from .conftest import BrokerFactory
 from .harness.broker import Broker
 from .harness.scenario import unique_topic
 from .test_quota_rates import metrics_url
 
+pytestmark = pytest.mark.skipif(settings.target() != "cormorant",
+                                reason="pushed metrics are read from Cormorant's metrics endpoint")
 JAVA_SOURCE = Path(__file__).parent / "java" / "telemetry" / "ClientTelemetry.java"
 PREFIX = "org.apache.kafka.producer."
 SERIES = "cormorant_client_telemetry_value"
