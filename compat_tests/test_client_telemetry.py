@@ -135,3 +135,19 @@ def test_confluent_kafka_producer_pushes_subscribed_metrics(broker: Broker) -> N
     assert found, "no metrics of the confluent-kafka producer on the metrics endpoint"
     assert all(s["metric_name"].startswith(PREFIX) for s in found)
     assert len({s["client_instance_id"] for s in found}) == 1
+
+
+@pytest.mark.usefixtures("subscribed")
+def test_unmatched_confluent_kafka_producer_pushes_nothing(broker: Broker) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    url = metrics_url(broker)
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "client.id": "telemetry-other-rdkafka"})
+    topic = unique_topic("telemetry-rdkafka-other")
+    end = time.monotonic() + 4
+    try:
+        while time.monotonic() < end:
+            producer.produce(topic, b"v")
+            producer.poll(0.2)
+    finally:
+        assert producer.flush(10) == 0
+    assert client_series(url, "telemetry-other-rdkafka") == []
