@@ -34,6 +34,8 @@ from broker.eventloop.pacing import SWITCH_INTERVAL_S, defer_full_collections, f
 from broker.eventloop.watchdog import start_watchdog
 from broker.group.coordinator import GroupCoordinator
 from broker.handlers import all_handlers
+from broker.handlers.h71_get_telemetry_subscriptions import API_KEY as GET_TELEMETRY_SUBSCRIPTIONS
+from broker.handlers.h72_push_telemetry import API_KEY as PUSH_TELEMETRY
 from broker.log.clean_records import LastRecord
 from broker.log.cleaner import CleanerConfig, CleanerStats, LogCleaner
 from broker.log.errors import LogDirLockedError
@@ -129,11 +131,17 @@ class BrokerNode:
             config.max_incremental_fetch_session_cache_slots, clock_ms, self.rng
         )
         self.metrics = BrokerMetrics() if config.metrics_enabled else DisabledMetrics()
+        self.metrics.client_telemetry.clock_ms = clock_ms
         self.tracing = Tracing(None)
         self.telemetry: Telemetry | None = None
         self.metrics_url: str | None = None
         self.cluster_id = ""
-        self.dispatcher = Dispatcher(load_handlers(all_handlers()), DecodeLimits())
+        apis = load_handlers(all_handlers())
+        if not config.metrics_enabled:
+            # As a Kafka broker without a ClientTelemetry receiver: client telemetry is not offered.
+            for api_key in (GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY):
+                del apis[api_key]
+        self.dispatcher = Dispatcher(apis, DecodeLimits())
         #: Kafka's StandardAuthorizer when authorizer.class.name names it; None: everything is allowed.
         self.authorizer = StandardAuthorizer(
             AuthorizerRules(config.super_users, config.allow_everyone_if_no_acl_found), lambda: self.image,

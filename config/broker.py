@@ -236,6 +236,7 @@ class BrokerConfig:
     metrics_listener: HostPort | None
     log_format: str
     metrics_enabled: bool
+    telemetry_max_bytes: int
     max_partitions_per_request: int
     max_partitions_per_broker: int
     event_loop_slow_step_ms: int

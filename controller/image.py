@@ -18,6 +18,7 @@ EMPTY: Mapping[str, str] = MappingProxyType({})
 #: ConfigRecord resource types (as DescribeConfigs/AlterConfigs use them).
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+CLIENT_METRICS_RESOURCE = 16
 GROUP_RESOURCE = 32
 
 

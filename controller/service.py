@@ -24,7 +24,7 @@ from typing import TypeVar
 import structlog
 import trio
 
-from config import BrokerConfig, default_config
+from config import BrokerConfig, client_metrics, default_config
 from config import group as group_configs
 from controller.acls import AclError, AclFilter, StandardAcl, matching_ids, validate_new_acl
 from controller.delta import MetadataDelta, MetadataPublisher, image_publisher
@@ -32,6 +32,7 @@ from controller.elections import UNCLEAN, ElectionOutcome, elect_leaders
 from controller.features import FeatureUpdate, bootstrap_records, plan_update
 from controller.image import (
     BROKER_RESOURCE,
+    CLIENT_METRICS_RESOURCE,
     COORDINATOR_TOPICS,
     GROUP_RESOURCE,
     TOPIC_RESOURCE,
@@ -502,7 +503,7 @@ class Controller:
         replace_all: bool,
         validate_only: bool,
     ) -> tuple[ErrorCode, str | None]:
-        """Sets (value) or deletes (None) configs of a topic, broker or group.
+        """Sets (value) or deletes (None) configs of a topic, broker, group or client metrics subscription.
 
         ``replace_all`` is the legacy AlterConfigs semantics: every config not named
         returns to its default.
@@ -526,6 +527,8 @@ class Controller:
                 if not resource_name:
                     return ErrorCode.INVALID_REQUEST, "Group name must not be empty"
                 current = dict(self.image.group_config(resource_name))
+            elif resource_type == CLIENT_METRICS_RESOURCE:
+                current = dict(self.image.configs.get((CLIENT_METRICS_RESOURCE, resource_name), {}))
             else:
                 return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
             target = {} if replace_all else dict(current)
@@ -543,6 +546,11 @@ class Controller:
                     return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{resource_name}' does not exist."
             if resource_type == GROUP_RESOURCE and (bad := group_configs.error(target, self._group_bounds)) is not None:
                 return ErrorCode.INVALID_CONFIG, bad
+            if resource_type == CLIENT_METRICS_RESOURCE:
+                try:
+                    client_metrics.validate(resource_name, target)
+                except client_metrics.ClientMetricsConfigError as ex:
+                    return (ErrorCode.INVALID_REQUEST if ex.invalid_request else ErrorCode.INVALID_CONFIG), str(ex)
             if validate_only:
                 return ErrorCode.NONE, None
             records: list[Message] = []

@@ -29,5 +29,6 @@ async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersion
     ):
         response.error_code = ErrorCode.INVALID_REQUEST
     elif ctx.api_version >= 3:
+        ctx.conn.client_software = (request.client_software_name, request.client_software_version)
         add_features(response, ctx.services.image)
     return response

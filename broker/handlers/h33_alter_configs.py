@@ -9,17 +9,19 @@ the topic must exist (UNKNOWN_TOPIC_OR_PARTITION); BROKER (4) is "" or this
 broker's id, with dynamically updatable, parseable settings (INVALID_REQUEST
 otherwise; passwords are stored encrypted, as IncrementalAlterConfigs stores
 them); GROUP (32) takes the group configs of config/group.py (INVALID_CONFIG
-otherwise); BROKER_LOGGER and any other type are INVALID_REQUEST ("Unknown
+otherwise); CLIENT_METRICS (16) a client metrics subscription (config/client_metrics.py,
+checked as IncrementalAlterConfigs checks it); BROKER_LOGGER and any other type are INVALID_REQUEST ("Unknown
 resource type"). ``validate_only`` changes nothing. v2 is flexible.
 """
 
 from __future__ import annotations
 
-from broker.handlers.h32_describe_configs import BROKER, GROUP, TOPIC
+from broker.handlers.h32_describe_configs import BROKER, CLIENT_METRICS, GROUP, TOPIC
 from broker.handlers.h44_incremental_alter_configs import (
     AlterError,
     Op,
     check_broker_name,
+    check_client_metrics,
     check_dynamic_result,
     check_group_configs,
     check_keys,
@@ -69,6 +71,8 @@ async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConf
                 stored = encrypted_passwords(ctx.services, name, configs)
             elif resource.resource_type == GROUP:
                 check_group_configs(ctx, name, configs)
+            elif resource.resource_type == CLIENT_METRICS:
+                check_client_metrics(name, configs)
             elif resource.resource_type != TOPIC:  # topics: the controller checks them
                 raise AlterError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")
             await write_changes(ctx, resource.resource_type, name, stored, True, request.validate_only)

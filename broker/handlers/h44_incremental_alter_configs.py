@@ -19,6 +19,11 @@ controller (ConfigurationControlManager), in that order:
 * GROUP (32): the group configs of config/group.py (INVALID_CONFIG for another name,
   a bad value, or APPEND/SUBTRACT), written by the controller as ConfigRecords that
   every broker reads; a group need not exist (a name is INVALID_REQUEST only if empty);
+* CLIENT_METRICS (16): a client metrics subscription (config/client_metrics.py: ``metrics``,
+  ``interval.ms``, ``match``; INVALID_REQUEST for an unknown key or an interval out of
+  bounds, INVALID_CONFIG for a value that does not parse or a bad match item; APPEND and
+  SUBTRACT on ``metrics`` and ``match``), written by the controller like group configs;
+  deleting every key removes the subscription;
 * any other type: INVALID_REQUEST.
 
 ``validate_only`` runs every check and changes nothing. Accepted changes are
@@ -36,7 +41,14 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.handlers.h32_describe_configs import BROKER, BROKER_LOGGER, GROUP, ROOT_LOGGER, TOPIC
+from broker.handlers.h32_describe_configs import (
+    BROKER,
+    BROKER_LOGGER,
+    CLIENT_METRICS,
+    GROUP,
+    ROOT_LOGGER,
+    TOPIC,
+)
 from broker.security.acl_operations import config_resource_denied
 from broker.security.keystore_reload import check_listener_update, listener_keys_of
 from broker.server.dispatch import RequestContext
@@ -47,6 +59,7 @@ from config import (
     ConfigKey,
     ConfigType,
     UpdateMode,
+    client_metrics,
 )
 from config import group as group_configs
 from wire.errors import ErrorCode
@@ -327,6 +340,9 @@ async def _alter(ctx: RequestContext, resource_type: int, name: str, ops: list[O
     if resource_type == GROUP:
         await _alter_group(ctx, name, ops, validate_only)
         return
+    if resource_type == CLIENT_METRICS:
+        await _alter_client_metrics(ctx, name, ops, validate_only)
+        return
     raise AlterError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
 
 
@@ -345,6 +361,37 @@ async def _alter_group(ctx: RequestContext, name: str, ops: list[Op], validate_o
                         lambda op: f"Can't {OP_NAMES[op.operation]} to key {op.name} because its type is not LIST.")
     check_group_configs(ctx, name, merged(current, changes))
     await write_changes(ctx, GROUP, name, changes, False, validate_only)
+
+
+def check_client_metrics(name: str, configs: Mapping[str, str]) -> None:
+    """A subscription's resulting configs, as Kafka's ClientMetricsConfigs.validate."""
+    try:
+        client_metrics.validate(name, configs)
+    except client_metrics.ClientMetricsConfigError as ex:
+        raise AlterError(ErrorCode.INVALID_REQUEST if ex.invalid_request else ErrorCode.INVALID_CONFIG,
+                         str(ex)) from None
+
+
+async def _alter_client_metrics(ctx: RequestContext, name: str, ops: list[Op], validate_only: bool) -> None:
+    current = dict(ctx.services.image.configs.get((CLIENT_METRICS, name), {}))
+    changes: dict[str, str | None] = {}
+    for op in ops:
+        if op.operation in (APPEND, SUBTRACT) and op.name not in client_metrics.LIST_NAMES:
+            raise AlterError(ErrorCode.INVALID_CONFIG,
+                             f"Can't {OP_NAMES[op.operation]} to key {op.name} because its type is not LIST.")
+        if op.operation in (APPEND, SUBTRACT):
+            existing = current.get(op.name)
+            parts = client_metrics.parse_list(existing) if existing is not None else []
+            given = _java_split(op.value or "")
+            if op.operation == APPEND:
+                parts.extend(v for v in dict.fromkeys(given) if v not in parts)
+            else:
+                parts = [v for v in parts if v not in given]
+            changes[op.name] = ",".join(parts)
+        else:
+            changes.update(apply_ops(current, [op], {}, lambda o: ""))
+    check_client_metrics(name, merged(current, changes))
+    await write_changes(ctx, CLIENT_METRICS, name, changes, False, validate_only)
 
 
 def _logger_exists(name: str) -> bool:

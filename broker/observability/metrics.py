@@ -168,6 +168,9 @@ class BrokerMetrics:
         # share groups (their module uses this one's Histogram)
         from broker.observability.share_metrics import DisabledShareMetrics, ShareMetrics
         self.share: ShareMetrics = ShareMetrics() if self.enabled else DisabledShareMetrics()
+        # client telemetry (KIP-714): the receiver of what clients push
+        from broker.telemetry.export import ClientTelemetry
+        self.client_telemetry = ClientTelemetry()
 
     # ------------------------------------------------------------ network and requests
 

@@ -67,6 +67,7 @@ from broker.observability.metrics import (
 )
 from broker.observability.metrics_endpoint import MetricsEndpoint
 from broker.observability.tracing import Tracing
+from broker.telemetry import export as client_telemetry
 from wire.errors import ErrorCode
 from wire.generated.registry import API_SPECS
 
@@ -611,6 +612,7 @@ class Telemetry:
         updown("cormorant.controller.brokers", "{broker}", "Registered brokers, fenced or not.",
                by("state", self._broker_states))
         share_metrics.register(meter, m.share)
+        client_telemetry.register(meter, m.client_telemetry)
 
     # ------------------------------------------------------------ state readers
 

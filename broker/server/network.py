@@ -88,6 +88,10 @@ class ConnectionInfo:
     principal: KafkaPrincipal = ANONYMOUS
     #: SASL state of a connection on a SASL listener until it has authenticated.
     sasl: SaslSession | None = None
+    #: The client's software name and version from ApiVersions v3+ (KIP-511).
+    client_software: tuple[str, str] | None = None
+    #: Called once the connection has closed (made on first use, as the locks below).
+    on_close: list[Callable[[], None]] | None = None
     #: Largest frame accepted now, when lower than the listener's (before authentication).
     frame_limit: int | None = None
     #: Trio time until which no request is read from this connection (KIP-219 muting).
@@ -304,6 +308,8 @@ class Listener:
                 self.quotas.release(self.name, peer[0])
             if self._on_connection_change:
                 self._on_connection_change(-1)
+            for callback in info.on_close or ():
+                callback()
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 

@@ -117,6 +117,11 @@ CORMORANT: Final[list[ConfigKey]] = group("Cormorant", [
         Check(check_host_port, "host:port, or empty"), cormorant_only=True),
     key("log.format", STRING, "console", "Format of Cormorant's own log lines.", OneOf(("console", "json")),
         cormorant_only=True),
+    key("telemetry.max.bytes", INT, "1048576",
+        "Most bytes of metrics a client may send in one PushTelemetry (KIP-714); larger pushes are "
+        "refused with TELEMETRY_TOO_LARGE, and a compressed push may decompress to at most four times as "
+        "many.",
+        AT_LEAST_1),
     key("metrics.enabled", BOOLEAN, "true",
         "Record metrics (docs/metrics.md); false also turns off the scrape endpoint and OTLP metric export.",
         cormorant_only=True),

@@ -73,7 +73,6 @@ UNIMPLEMENTED_KAFKA_CONFIGS: Final[frozenset[str]] = frozenset((
     "ssl.keymanager.algorithm",
     "ssl.provider",
     "ssl.secure.random.implementation", "ssl.trustmanager.algorithm",
-    "telemetry.max.bytes",
     "transaction.partition.verification.enable", "transaction.state.log.load.buffer.size",
     "unclean.leader.election.interval.ms", "unstable.api.versions.enable",
     "unstable.feature.versions.enable", "zookeeper.clientCnxnSocket", "zookeeper.connect",

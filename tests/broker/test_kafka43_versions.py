@@ -291,8 +291,10 @@ def test_list_config_resources(client: KafkaClient) -> None:
     assert listed([], 0) == (ErrorCode.NONE, [])
 
 
-def test_client_telemetry_is_not_advertised(client: KafkaClient) -> None:
-    """As a Kafka 4.3 broker without a ClientTelemetry receiver plugin: GetTelemetrySubscriptions
-    (71) and PushTelemetry (72) are left out of ApiVersions; ListConfigResources (74) is in."""
-    assert 71 not in client.api_versions and 72 not in client.api_versions
+def test_client_telemetry_is_advertised(client: KafkaClient) -> None:
+    """The broker's metrics pipeline is its ClientTelemetry receiver, so, as a Kafka 4.3 broker
+    with one, GetTelemetrySubscriptions (71) and PushTelemetry (72) v0 are advertised (without
+    metrics they are not: tests/broker/test_client_telemetry.py); ListConfigResources (74) is in."""
+    assert (client.api_versions[71].min_version, client.api_versions[71].max_version) == (0, 0)
+    assert (client.api_versions[72].min_version, client.api_versions[72].max_version) == (0, 0)
     assert (client.api_versions[74].min_version, client.api_versions[74].max_version) == (0, 1)

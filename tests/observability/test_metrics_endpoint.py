@@ -46,7 +46,7 @@ GROUP, LAG = "obs-group", 5
 #: Series that only exist with what a single node without groups cannot have.
 # Series this PLAINTEXT broker has no reason to show (authentications: tests/broker/test_sasl_bad_input.py).
 OPTIONAL_SERIES = ("per follower of a led partition", "per committed partition led here",
-                   "per listener and mechanism used")
+                   "per listener and mechanism used", "per client metric data point pushed")
 
 
 @pytest.fixture(scope="module")

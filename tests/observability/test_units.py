@@ -102,8 +102,9 @@ def test_documented_prometheus_names_follow_the_exporter() -> None:
 
 
 def test_dictionary_matches_the_registered_instruments() -> None:
-    source = "".join((ROOT / "broker" / "observability" / module).read_text()
-                     for module in ("telemetry.py", "share_metrics.py"))
+    source = "".join((ROOT / "broker" / module).read_text()
+                     for module in ("observability/telemetry.py", "observability/share_metrics.py",
+                                    "telemetry/export.py"))
     kinds = {"counter": "Counter", "updown": "UpDownCounter", "gauge": "Gauge", "HistogramSpec": "Histogram",
              "histogram": "Histogram"}
     registered = {
