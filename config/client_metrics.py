@@ -11,7 +11,9 @@ checked by the broker and again by the controller that writes them (like group c
 - ``match``: ``selector=regex`` items, all of which must match (a regex matches a whole
   value) for a client to be subscribed; none: every client. Selectors: client_instance_id,
   client_id, client_software_name, client_software_version, client_source_address,
-  client_source_port. Regexes are Python's ``re`` syntax where Kafka uses Java's.
+  client_source_port. Regexes are RE2's, as KIP-848's topic regexes: the values they are
+  matched against come from clients, and RE2 matches in linear time (backreferences and
+  lookaround, which it refuses, are a bad match item).
 
 Errors are Kafka's: an unknown key or an interval out of bounds is INVALID_REQUEST; a value
 that does not parse, a list with an item twice or an empty item (KIP-1161) or a bad match
@@ -23,6 +25,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import re2
 
 METRICS = "metrics"
 INTERVAL_MS = "interval.ms"
@@ -60,8 +65,8 @@ class Subscription:
     name: str
     metrics: frozenset[str]
     interval_ms: int
-    #: selector -> compiled regex; every one must match the client's value.
-    match: Mapping[str, re.Pattern[str]]
+    #: selector -> compiled RE2 regex (the binding has no type hints); every one must match.
+    match: Mapping[str, Any]
 
     def matches(self, attributes: Mapping[str, str | None]) -> bool:
         for selector, pattern in self.match.items():
@@ -77,9 +82,9 @@ def parse_list(value: str) -> list[str]:
     return [] if not value else _LIST_SPLIT.split(value)
 
 
-def parse_match(items: Sequence[str]) -> dict[str, re.Pattern[str]]:
+def parse_match(items: Sequence[str]) -> dict[str, Any]:
     """``selector=regex`` items as Kafka's parseMatchingPatterns reads them (split at every '=')."""
-    out: dict[str, re.Pattern[str]] = {}
+    out: dict[str, Any] = {}
     for item in items:
         parts = item.split("=")
         while parts and parts[-1] == "":  # Java's String.split drops trailing empty strings
@@ -87,8 +92,8 @@ def parse_match(items: Sequence[str]) -> dict[str, re.Pattern[str]]:
         if len(parts) != 2 or parts[0].strip() not in SELECTORS:
             raise ClientMetricsConfigError(f"Illegal client matching pattern: {item}", invalid_request=False)
         try:
-            out[parts[0].strip()] = re.compile(parts[1].strip())
-        except re.error:
+            out[parts[0].strip()] = re2.compile(parts[1].strip())
+        except re2.error:
             raise ClientMetricsConfigError(f"Illegal client matching pattern: {item}", invalid_request=False) from None
     return out
 

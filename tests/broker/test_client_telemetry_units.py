@@ -37,6 +37,8 @@ ATTRS: dict[str, str | None] = {
     ({"interval.ms": "1.5"}, False, "Invalid value 1.5 for configuration interval.ms: Not a number of type INT"),
     ({"match": "client_id=a=b"}, False, "Illegal client matching pattern: client_id=a=b"),
     ({"match": "client_id=(", }, False, "Illegal client matching pattern: client_id=("),
+    # RE2: linear time on client-sent values, so no backreferences
+    ({"match": "client_id=(a)\\1"}, False, "Illegal client matching pattern: client_id=(a)\\1"),
     ({"match": "host=x"}, False, "Illegal client matching pattern: host=x"),
     ({"metrics": "a., b., a."}, False, "Configuration 'metrics' values must not be duplicated."),
     ({"metrics": "a.,,b."}, False, "Configuration 'metrics' values must not be empty."),
