@@ -309,7 +309,10 @@ class Listener:
             if self._on_connection_change:
                 self._on_connection_change(-1)
             for callback in info.on_close or ():
-                callback()
+                try:  # a failing callback must not keep the socket open
+                    callback()
+                except Exception:
+                    log.exception("connection_close_callback_failed", listener=self.name)
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
