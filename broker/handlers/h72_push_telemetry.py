@@ -9,7 +9,8 @@ subscription id other than the instance's current one (an unknown instance is ma
 anew) is UNKNOWN_SUBSCRIPTION_ID; a compression id Kafka does not know is
 UNSUPPORTED_COMPRESSION_TYPE; metrics over ``telemetry.max.bytes`` are TELEMETRY_TOO_LARGE;
 metrics that do not decompress (to at most four times that) or parse as OTLP MetricsData are
-INVALID_RECORD. Large payloads are decoded in a worker thread.
+INVALID_RECORD. Compressed or large payloads are decoded in a worker thread, and at most
+``MAX_SERIES`` data points of one push are kept (the rest are counted as dropped).
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ MAX_VERSION = 0
 
 #: Kafka's Uuid.RESERVED: the zero id and the metadata topic's id (1).
 RESERVED_IDS = frozenset({ZERO_UUID, uuid.UUID(int=1)})
-#: Payloads up to this size are decoded on the event loop; larger ones in a worker thread.
+#: Uncompressed payloads up to this size are decoded on the event loop; others in a worker thread.
 INLINE_DECODE_BYTES = 16_384
+NO_COMPRESSION = 0
 #: The client attributes every exported series carries.
 SERIES_ATTRIBUTES = (client_metrics.CLIENT_INSTANCE_ID, client_metrics.CLIENT_ID,
                      client_metrics.CLIENT_SOFTWARE_NAME, client_metrics.CLIENT_SOFTWARE_VERSION)
@@ -75,14 +77,16 @@ async def handle(ctx: RequestContext, request: PushTelemetryRequest) -> PushTele
     if request.metrics:
         payload = bytes(request.metrics)
         try:
-            if len(payload) <= INLINE_DECODE_BYTES:
-                points = decode(request.compression_type, payload, max_bytes)
+            # Inline only what cannot grow: a small compressed payload may inflate to many points.
+            if request.compression_type == NO_COMPRESSION and len(payload) <= INLINE_DECODE_BYTES:
+                points, skipped = decode(request.compression_type, payload, max_bytes)
             else:
-                points = await trio.to_thread.run_sync(decode, request.compression_type, payload, max_bytes)
+                points, skipped = await trio.to_thread.run_sync(decode, request.compression_type, payload, max_bytes)
         except PayloadError as ex:
             manager.stats.export_errors += 1
             instance.last_error = ErrorCode.INVALID_RECORD.name
             return _refuse(ctx, ErrorCode.INVALID_RECORD, f"metrics not readable: {ex}")
+        telemetry.series.dropped += skipped
         if manager.known(instance_id):  # the instance may have expired while the thread decoded
             telemetry.series.record(instance_id, {k: instance.attributes.get(k) for k in SERIES_ATTRIBUTES}, points)
         manager.stats.exports += 1

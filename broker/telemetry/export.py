@@ -51,14 +51,18 @@ def _text(value: AnyValue) -> str:
     return str(getattr(value, kind)) if kind in ("string_value", "bool_value", "int_value", "double_value") else kind
 
 
-def decode(compression_type: int, payload: bytes, max_bytes: int) -> list[DataPoint]:
-    """The gauge and sum data points of an OTLP ``MetricsData`` push (runs in any thread)."""
+def decode(compression_type: int, payload: bytes, max_bytes: int,
+           max_points: int = MAX_SERIES) -> tuple[list[DataPoint], int]:
+    """The gauge and sum data points of an OTLP ``MetricsData`` push (runs in any thread): at
+    most ``max_points`` of them (more could not all be kept, and recording them runs on the event
+    loop), and how many more there were."""
     try:
         raw = decompress(compression_type, payload, max_bytes * DECOMPRESSED_LIMIT_FACTOR)
         data = MetricsData.FromString(raw)
     except (CorruptRecordError, DecodeError, ValueError) as ex:
         raise PayloadError(str(ex)) from None
     points: list[DataPoint] = []
+    skipped = 0
     for resource_metrics in data.resource_metrics:
         for scope_metrics in resource_metrics.scope_metrics:
             for metric in scope_metrics.metrics:
@@ -70,9 +74,12 @@ def decode(compression_type: int, payload: bytes, max_bytes: int) -> list[DataPo
                     value = point.as_double if point.WhichOneof("value") == "as_double" else float(point.as_int)
                     if not math.isfinite(value):  # e.g. an average over an empty window: nothing to export
                         continue
+                    if len(points) >= max_points:
+                        skipped += 1
+                        continue
                     attributes = tuple(sorted((a.key, _text(a.value)) for a in point.attributes))
                     points.append((metric.name, attributes, value))
-    return points
+    return points, skipped
 
 
 @dataclass(slots=True)

@@ -132,11 +132,14 @@ def test_decode_bounds_and_errors() -> None:
         decode(1, gzip.compress(b"\0" * 5000), 1000)  # over 4x telemetry.max.bytes once decompressed
     with pytest.raises(PayloadError):
         decode(0, b"\x0a\x05abc", 1000)  # truncated protobuf
-    assert decode(0, b"", 1000) == []
+    assert decode(0, b"", 1000) == ([], 0)
     nan = MetricsData(resource_metrics=[ResourceMetrics(scope_metrics=[ScopeMetrics(metrics=[
         Metric(name="avg", gauge=Gauge(data_points=[NumberDataPoint(as_double=math.nan)])),
         Metric(name="rate", gauge=Gauge(data_points=[NumberDataPoint(as_double=2.5)]))])])])
-    assert decode(0, nan.SerializeToString(), 1000) == [("rate", (), 2.5)]
+    assert decode(0, nan.SerializeToString(), 1000) == ([("rate", (), 2.5)], 0)
+    many = MetricsData(resource_metrics=[ResourceMetrics(scope_metrics=[ScopeMetrics(metrics=[
+        Metric(name=f"m{i}", gauge=Gauge(data_points=[NumberDataPoint(as_double=float(i))])) for i in range(5)])])])
+    assert decode(0, many.SerializeToString(), 1000, max_points=3) == ([(f"m{i}", (), float(i)) for i in range(3)], 2)
 
 
 def test_collection_expires_idle_instances() -> None:
