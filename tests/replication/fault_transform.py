@@ -167,6 +167,7 @@ class Transformer:
 
         self.sessions += 1
         consumer = Consumer(self.consumer_config)
+        producer: Any = None
         try:
             # A new producer of the transactional id fences the previous one; the coordinator
             # completes or aborts whatever transaction that one left open.
@@ -182,6 +183,8 @@ class Transformer:
                 consumer.close()
             except KafkaException as ex:
                 self.errors.append(f"close: {ex}")
+            if producer is not None:  # closed in this thread, not whenever the garbage collector frees it
+                producer.close()
 
     def _transform(self, consumer: Any, producer: Any, msgs: list[Any]) -> None:
         from confluent_kafka import KafkaException, TopicPartition

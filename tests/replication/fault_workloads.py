@@ -313,51 +313,59 @@ class TransactionalWriter:
         from confluent_kafka import KafkaException, Producer
 
         for _ in range(3):
+            producer = Producer(self.config)
             try:
-                Producer(self.config).init_transactions(self._timeout())
+                producer.init_transactions(self._timeout())
                 return
             except KafkaException as ex:
                 self.errors.append(f"fencing: {ex}")
+            finally:
+                producer.close()
 
     def _session(self) -> None:
         from confluent_kafka import KafkaException, Producer
 
         producer = Producer({**self.config, "error_cb": lambda e: self.errors.append(str(e))})
         self.producers += 1
-        producer.init_transactions(self._timeout())
-        while not self._stop.is_set():
-            values = [f"tx-{self.name}:{self._seq + i}" for i in range(self.rng.randint(2, 6))]
-            self._seq += len(values)
-            abort = self.rng.random() < self.abort_share
-            started = time.monotonic()
-            producer.begin_transaction()
-            outcome = TxnOutcome.UNKNOWN
-            try:
-                for i, value in enumerate(values):
-                    producer.produce(self.topic, value=value.encode(), partition=i % self.partitions)
-                if abort:
-                    producer.abort_transaction(self._timeout())
-                    outcome = TxnOutcome.ABORTED
-                else:
-                    producer.commit_transaction(self._timeout())
-                    outcome = TxnOutcome.COMMITTED
-            except KafkaException as ex:
-                error = ex.args[0]
-                self.errors.append(str(error))
-                if error.fatal():
-                    raise
-                if error.txn_requires_abort():
-                    try:  # the coordinator aborts it: nothing of it may be read
+        try:
+            producer.init_transactions(self._timeout())
+            while not self._stop.is_set():
+                values = [f"tx-{self.name}:{self._seq + i}" for i in range(self.rng.randint(2, 6))]
+                self._seq += len(values)
+                abort = self.rng.random() < self.abort_share
+                started = time.monotonic()
+                producer.begin_transaction()
+                outcome = TxnOutcome.UNKNOWN
+                try:
+                    for i, value in enumerate(values):
+                        producer.produce(self.topic, value=value.encode(), partition=i % self.partitions)
+                    if abort:
                         producer.abort_transaction(self._timeout())
                         outcome = TxnOutcome.ABORTED
-                    except KafkaException as abort_error:
-                        self.errors.append(str(abort_error))
+                    else:
+                        producer.commit_transaction(self._timeout())
+                        outcome = TxnOutcome.COMMITTED
+                except KafkaException as ex:
+                    error = ex.args[0]
+                    self.errors.append(str(error))
+                    if error.fatal():
                         raise
-                else:
-                    raise  # a retriable commit error: the outcome stays unknown, start over
-            finally:
-                self.transactions.append(Transaction(self.name, tuple(values), outcome, started, time.monotonic()))
-            self._stop.wait(self.interval_s)
+                    if error.txn_requires_abort():
+                        try:  # the coordinator aborts it: nothing of it may be read
+                            producer.abort_transaction(self._timeout())
+                            outcome = TxnOutcome.ABORTED
+                        except KafkaException as abort_error:
+                            self.errors.append(str(abort_error))
+                            raise
+                    else:
+                        raise  # a retriable commit error: the outcome stays unknown, start over
+                finally:
+                    self.transactions.append(Transaction(self.name, tuple(values), outcome, started, time.monotonic()))
+                self._stop.wait(self.interval_s)
+        finally:
+            # Closed here, in this thread: a producer left to the garbage collector (a raised
+            # error's traceback holds this frame) would be destroyed whenever that runs.
+            producer.close()
 
 
 JAVA_SOURCE = Path(__file__).parent / "java" / "FaultWriter.java"
