@@ -700,8 +700,8 @@ dec_op(DCtx *c, const Op *op, Py_ssize_t *pp, Py_ssize_t e)
         }
         return dec_struct(c, op->sub, pp, e);
     case OP_ARRAY: {
-        if (op->compact && p < e && b[p] > 0 && b[p] < 0x80 && b[p] <= e - p) {
-            /* The one-byte length the Python code reads without the array limit. */
+        if (op->compact && p < e && b[p] > 0 && b[p] < 0x80 && b[p] <= e - p && b[p] - 1 <= c->max_array) {
+            /* A one-byte length: the fast path of the Python code, under the same limits. */
             n = b[p] - 1;
             p += 1;
         } else {

@@ -50,7 +50,7 @@ OFF_LOOP_FRAME_BYTES = 256 * 1024
 #: worker thread (170 µs of CPU measured); any other is decoded off the loop, as before. The
 #: worst frame decoded on the loop this way (127 topics of 127 partitions) is no longer to
 #: decode than a frame just under OFF_LOOP_FRAME_BYTES, which is decoded on the loop anyway.
-#: 127 because a compact array's one-byte length (up to 126 entries) is not checked against a limit.
+#: Both decoders hold every array to the limit, a compact one with a one-byte length too.
 PRODUCE_ON_LOOP_ENTRIES = 127
 #: Responses built from at least this many entries are encoded off the event loop.
 OFF_LOOP_ENTRIES = 20_000

@@ -111,8 +111,10 @@ class DecodeEmitter(WriterState):
             out.append(f"{ind}{t}: {self.annotation(f)}")
         if f.is_array:
             if compact:
-                # Fast path: a one-byte length of a non-null array.
-                out.append(f"{ind}if p < {end} and 0 < b[p] < 0x80 and b[p] <= {end} - p:")
+                # Fast path: a one-byte length of a non-null array (still under the array limit,
+                # which callers lower below 127 to bound what they decode on the event loop).
+                out.append(f"{ind}if p < {end} and 0 < b[p] < 0x80 and b[p] <= {end} - p"
+                           f" and b[p] <= lim.max_array_length:")
                 out.append(f"{ind}    n = b[p] - 1")
                 out.append(f"{ind}    p += 1")
                 out.append(f"{ind}else:")

@@ -201,6 +201,18 @@ def test_limits_same_on_both_paths() -> None:
             both(lambda f=frame, lim=lim: decode_request(f, lim))
 
 
+def test_a_short_compact_array_is_held_to_the_array_limit() -> None:
+    # Flexible versions write an array of up to 126 entries with a one-byte length, which
+    # both decoders read on a fast path: the limit applies there too, as it does to a longer one.
+    from wire.generated.api_003_metadata import MetadataRequest, MetadataRequestTopic
+
+    for count in (5, 126, 127, 200):
+        data = MetadataRequest(topics=[MetadataRequestTopic(name=f"t{i}") for i in range(count)]).encode(12)
+        for limit, refused in ((count - 1, True), (count, False)):
+            result = both(lambda d=data, n=limit: MetadataRequest.decode(d, 12, DecodeLimits(max_array_length=n)))
+            assert (result[0] == "error") is refused, (count, limit, result)
+
+
 def test_file_regions_and_memoryviews() -> None:
     import os
     import tempfile

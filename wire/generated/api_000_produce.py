@@ -249,7 +249,7 @@ def _d_ProduceRequestTopicProduceData_9(
 ) -> tuple[ProduceRequestTopicProduceData, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partition_data: list[ProduceRequestPartitionProduceData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -275,7 +275,7 @@ def _d_ProduceRequest_9(
     f_acks, f_timeout_ms = _F0.unpack_from(b, p)
     p += 6
     f_topic_data: list[ProduceRequestTopicProduceData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -337,7 +337,7 @@ def _d_ProduceRequestTopicProduceData_13(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partition_data: list[ProduceRequestPartitionProduceData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -363,7 +363,7 @@ def _d_ProduceRequest_13(
     f_acks, f_timeout_ms = _F0.unpack_from(b, p)
     p += 6
     f_topic_data: list[ProduceRequestTopicProduceData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -788,7 +788,7 @@ def _d_ProduceResponsePartitionProduceResponse_9(
     )
     p += 30
     f_record_errors: list[ProduceResponseBatchIndexAndErrorMessage]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -821,7 +821,7 @@ def _d_ProduceResponseTopicProduceResponse_9(
 ) -> tuple[ProduceResponseTopicProduceResponse, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partition_responses: list[ProduceResponsePartitionProduceResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -842,7 +842,7 @@ def _d_ProduceResponse_9(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ProduceResponse, int]:
     f_responses: list[ProduceResponseTopicProduceResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -941,7 +941,7 @@ def _d_ProduceResponsePartitionProduceResponse_10(
     )
     p += 30
     f_record_errors: list[ProduceResponseBatchIndexAndErrorMessage]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -984,7 +984,7 @@ def _d_ProduceResponseTopicProduceResponse_10(
 ) -> tuple[ProduceResponseTopicProduceResponse, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partition_responses: list[ProduceResponsePartitionProduceResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1026,7 +1026,7 @@ def _d_ProduceResponse_10(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ProduceResponse, int]:
     f_responses: list[ProduceResponseTopicProduceResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1049,7 +1049,7 @@ def _d_ProduceResponse_10(
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -1141,7 +1141,7 @@ def _d_ProduceResponseTopicProduceResponse_13(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partition_responses: list[ProduceResponsePartitionProduceResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1162,7 +1162,7 @@ def _d_ProduceResponse_13(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ProduceResponse, int]:
     f_responses: list[ProduceResponseTopicProduceResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1185,7 +1185,7 @@ def _d_ProduceResponse_13(
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:

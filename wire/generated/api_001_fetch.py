@@ -765,7 +765,7 @@ def _d_FetchRequestFetchTopic_12(
 ) -> tuple[FetchRequestFetchTopic, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partitions: list[FetchRequestFetchPartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -787,7 +787,7 @@ def _d_FetchRequestForgottenTopic_12(
 ) -> tuple[FetchRequestForgottenTopic, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -821,7 +821,7 @@ def _d_FetchRequest_12(
     ) = _F5.unpack_from(b, p)
     p += 25
     f_topics: list[FetchRequestFetchTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -831,7 +831,7 @@ def _d_FetchRequest_12(
         x_topics, p = _d_FetchRequestFetchTopic_12(b, p, e, lim)
         f_topics.append(x_topics)
     f_forgotten_topics_data: list[FetchRequestForgottenTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -949,7 +949,7 @@ def _d_FetchRequestFetchTopic_13(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[FetchRequestFetchPartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -975,7 +975,7 @@ def _d_FetchRequestForgottenTopic_13(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1009,7 +1009,7 @@ def _d_FetchRequest_13(
     ) = _F5.unpack_from(b, p)
     p += 25
     f_topics: list[FetchRequestFetchTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1019,7 +1019,7 @@ def _d_FetchRequest_13(
         x_topics, p = _d_FetchRequestFetchTopic_13(b, p, e, lim)
         f_topics.append(x_topics)
     f_forgotten_topics_data: list[FetchRequestForgottenTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1136,7 +1136,7 @@ def _d_FetchRequest_15(
     )
     p += 21
     f_topics: list[FetchRequestFetchTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1146,7 +1146,7 @@ def _d_FetchRequest_15(
         x_topics, p = _d_FetchRequestFetchTopic_13(b, p, e, lim)
         f_topics.append(x_topics)
     f_forgotten_topics_data: list[FetchRequestForgottenTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1276,7 +1276,7 @@ def _d_FetchRequestFetchTopic_17(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[FetchRequestFetchPartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1303,7 +1303,7 @@ def _d_FetchRequest_17(
     )
     p += 21
     f_topics: list[FetchRequestFetchTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1313,7 +1313,7 @@ def _d_FetchRequest_17(
         x_topics, p = _d_FetchRequestFetchTopic_17(b, p, e, lim)
         f_topics.append(x_topics)
     f_forgotten_topics_data: list[FetchRequestForgottenTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1472,7 +1472,7 @@ def _d_FetchRequestFetchTopic_18(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[FetchRequestFetchPartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1499,7 +1499,7 @@ def _d_FetchRequest_18(
     )
     p += 21
     f_topics: list[FetchRequestFetchTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1509,7 +1509,7 @@ def _d_FetchRequest_18(
         x_topics, p = _d_FetchRequestFetchTopic_18(b, p, e, lim)
         f_topics.append(x_topics)
     f_forgotten_topics_data: list[FetchRequestForgottenTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -2147,7 +2147,7 @@ def _d_FetchResponsePartitionData_12(
     )
     p += 30
     f_aborted_transactions: list[FetchResponseAbortedTransaction] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -2208,7 +2208,7 @@ def _d_FetchResponseFetchableTopicResponse_12(
 ) -> tuple[FetchResponseFetchableTopicResponse, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partitions: list[FetchResponsePartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -2233,7 +2233,7 @@ def _d_FetchResponse_12(
     f_throttle_time_ms, f_error_code, f_session_id = _F17.unpack_from(b, p)
     p += 10
     f_responses: list[FetchResponseFetchableTopicResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -2351,7 +2351,7 @@ def _d_FetchResponseFetchableTopicResponse_13(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[FetchResponsePartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -2376,7 +2376,7 @@ def _d_FetchResponse_13(
     f_throttle_time_ms, f_error_code, f_session_id = _F17.unpack_from(b, p)
     p += 10
     f_responses: list[FetchResponseFetchableTopicResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -2448,7 +2448,7 @@ def _d_FetchResponse_16(
     f_throttle_time_ms, f_error_code, f_session_id = _F17.unpack_from(b, p)
     p += 10
     f_responses: list[FetchResponseFetchableTopicResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -2467,7 +2467,7 @@ def _d_FetchResponse_16(
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:

@@ -342,7 +342,7 @@ def _d_ListOffsetsRequestListOffsetsTopic_6(
 ) -> tuple[ListOffsetsRequestListOffsetsTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[ListOffsetsRequestListOffsetsPartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -367,7 +367,7 @@ def _d_ListOffsetsRequest_6(
     f_replica_id, f_isolation_level = _F3.unpack_from(b, p)
     p += 5
     f_topics: list[ListOffsetsRequestListOffsetsTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -428,7 +428,7 @@ def _d_ListOffsetsRequest_10(
     f_replica_id, f_isolation_level = _F3.unpack_from(b, p)
     p += 5
     f_topics: list[ListOffsetsRequestListOffsetsTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -710,7 +710,7 @@ def _d_ListOffsetsResponseListOffsetsTopicResponse_6(
 ) -> tuple[ListOffsetsResponseListOffsetsTopicResponse, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[ListOffsetsResponseListOffsetsPartitionResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -735,7 +735,7 @@ def _d_ListOffsetsResponse_6(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_topics: list[ListOffsetsResponseListOffsetsTopicResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

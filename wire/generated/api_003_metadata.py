@@ -275,7 +275,7 @@ def _d_MetadataRequest_9(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[MetadataRequest, int]:
     f_topics: list[MetadataRequestTopic] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -356,7 +356,7 @@ def _d_MetadataRequest_10(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[MetadataRequest, int]:
     f_topics: list[MetadataRequestTopic] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -419,7 +419,7 @@ def _d_MetadataRequest_11(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[MetadataRequest, int]:
     f_topics: list[MetadataRequestTopic] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1133,7 +1133,7 @@ def _d_MetadataResponsePartition_9(
     f_error_code, f_partition_index, f_leader_id, f_leader_epoch = _F7.unpack_from(b, p)
     p += 14
     f_replica_nodes: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1144,7 +1144,7 @@ def _d_MetadataResponsePartition_9(
     else:
         f_replica_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
     f_isr_nodes: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1155,7 +1155,7 @@ def _d_MetadataResponsePartition_9(
     else:
         f_isr_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
     f_offline_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1195,7 +1195,7 @@ def _d_MetadataResponseTopic_9(
     (f_is_internal,) = _F0.unpack_from(b, p)
     p += 1
     f_partitions: list[MetadataResponsePartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1232,7 +1232,7 @@ def _d_MetadataResponse_9(
     (f_throttle_time_ms,) = _F4.unpack_from(b, p)
     p += 4
     f_brokers: list[MetadataResponseBroker]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1247,7 +1247,7 @@ def _d_MetadataResponse_9(
     (f_controller_id,) = _F4.unpack_from(b, p)
     p += 4
     f_topics: list[MetadataResponseTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1349,7 +1349,7 @@ def _d_MetadataResponseTopic_10(
     p += 17
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[MetadataResponsePartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1386,7 +1386,7 @@ def _d_MetadataResponse_10(
     (f_throttle_time_ms,) = _F4.unpack_from(b, p)
     p += 4
     f_brokers: list[MetadataResponseBroker]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1401,7 +1401,7 @@ def _d_MetadataResponse_10(
     (f_controller_id,) = _F4.unpack_from(b, p)
     p += 4
     f_topics: list[MetadataResponseTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1472,7 +1472,7 @@ def _d_MetadataResponse_11(
     (f_throttle_time_ms,) = _F4.unpack_from(b, p)
     p += 4
     f_brokers: list[MetadataResponseBroker]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1487,7 +1487,7 @@ def _d_MetadataResponse_11(
     (f_controller_id,) = _F4.unpack_from(b, p)
     p += 4
     f_topics: list[MetadataResponseTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1538,7 +1538,7 @@ def _d_MetadataResponseTopic_12(
     p += 17
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[MetadataResponsePartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1575,7 +1575,7 @@ def _d_MetadataResponse_12(
     (f_throttle_time_ms,) = _F4.unpack_from(b, p)
     p += 4
     f_brokers: list[MetadataResponseBroker]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1590,7 +1590,7 @@ def _d_MetadataResponse_12(
     (f_controller_id,) = _F4.unpack_from(b, p)
     p += 4
     f_topics: list[MetadataResponseTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1649,7 +1649,7 @@ def _d_MetadataResponse_13(
     (f_throttle_time_ms,) = _F4.unpack_from(b, p)
     p += 4
     f_brokers: list[MetadataResponseBroker]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1664,7 +1664,7 @@ def _d_MetadataResponse_13(
     (f_controller_id,) = _F4.unpack_from(b, p)
     p += 4
     f_topics: list[MetadataResponseTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

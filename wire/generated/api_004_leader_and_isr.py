@@ -674,7 +674,7 @@ def _d_LeaderAndIsrRequestLeaderAndIsrPartitionState_4(
     f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _F1.unpack_from(b, p)
     p += 16
     f_isr: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -689,7 +689,7 @@ def _d_LeaderAndIsrRequestLeaderAndIsrPartitionState_4(
     (f_partition_epoch,) = _F2.unpack_from(b, p)
     p += 4
     f_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -700,7 +700,7 @@ def _d_LeaderAndIsrRequestLeaderAndIsrPartitionState_4(
     else:
         f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_adding_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -711,7 +711,7 @@ def _d_LeaderAndIsrRequestLeaderAndIsrPartitionState_4(
     else:
         f_adding_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_removing_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -752,7 +752,7 @@ def _d_LeaderAndIsrRequestLeaderAndIsrTopicState_4(
 ) -> tuple[LeaderAndIsrRequestLeaderAndIsrTopicState, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partition_states: list[LeaderAndIsrRequestLeaderAndIsrPartitionState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -799,7 +799,7 @@ def _d_LeaderAndIsrRequest_4(
     f_controller_id, f_controller_epoch, f_broker_epoch = _F4.unpack_from(b, p)
     p += 16
     f_topic_states: list[LeaderAndIsrRequestLeaderAndIsrTopicState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -809,7 +809,7 @@ def _d_LeaderAndIsrRequest_4(
         x_topic_states, p = _d_LeaderAndIsrRequestLeaderAndIsrTopicState_4(b, p, e, lim)
         f_topic_states.append(x_topic_states)
     f_live_leaders: list[LeaderAndIsrRequestLeaderAndIsrLiveLeader]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -915,7 +915,7 @@ def _d_LeaderAndIsrRequestLeaderAndIsrTopicState_5(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partition_states: list[LeaderAndIsrRequestLeaderAndIsrPartitionState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -942,7 +942,7 @@ def _d_LeaderAndIsrRequest_5(
     f_controller_id, f_controller_epoch, f_broker_epoch, f_type = _F5.unpack_from(b, p)
     p += 17
     f_topic_states: list[LeaderAndIsrRequestLeaderAndIsrTopicState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -952,7 +952,7 @@ def _d_LeaderAndIsrRequest_5(
         x_topic_states, p = _d_LeaderAndIsrRequestLeaderAndIsrTopicState_5(b, p, e, lim)
         f_topic_states.append(x_topic_states)
     f_live_leaders: list[LeaderAndIsrRequestLeaderAndIsrLiveLeader]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1019,7 +1019,7 @@ def _d_LeaderAndIsrRequestLeaderAndIsrPartitionState_6(
     f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _F1.unpack_from(b, p)
     p += 16
     f_isr: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1034,7 +1034,7 @@ def _d_LeaderAndIsrRequestLeaderAndIsrPartitionState_6(
     (f_partition_epoch,) = _F2.unpack_from(b, p)
     p += 4
     f_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1045,7 +1045,7 @@ def _d_LeaderAndIsrRequestLeaderAndIsrPartitionState_6(
     else:
         f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_adding_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1056,7 +1056,7 @@ def _d_LeaderAndIsrRequestLeaderAndIsrPartitionState_6(
     else:
         f_adding_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_removing_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1102,7 +1102,7 @@ def _d_LeaderAndIsrRequestLeaderAndIsrTopicState_6(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partition_states: list[LeaderAndIsrRequestLeaderAndIsrPartitionState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1129,7 +1129,7 @@ def _d_LeaderAndIsrRequest_6(
     f_controller_id, f_controller_epoch, f_broker_epoch, f_type = _F5.unpack_from(b, p)
     p += 17
     f_topic_states: list[LeaderAndIsrRequestLeaderAndIsrTopicState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1139,7 +1139,7 @@ def _d_LeaderAndIsrRequest_6(
         x_topic_states, p = _d_LeaderAndIsrRequestLeaderAndIsrTopicState_6(b, p, e, lim)
         f_topic_states.append(x_topic_states)
     f_live_leaders: list[LeaderAndIsrRequestLeaderAndIsrLiveLeader]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1228,7 +1228,7 @@ def _d_LeaderAndIsrRequest_7(
     )
     p += 18
     f_topic_states: list[LeaderAndIsrRequestLeaderAndIsrTopicState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1238,7 +1238,7 @@ def _d_LeaderAndIsrRequest_7(
         x_topic_states, p = _d_LeaderAndIsrRequestLeaderAndIsrTopicState_6(b, p, e, lim)
         f_topic_states.append(x_topic_states)
     f_live_leaders: list[LeaderAndIsrRequestLeaderAndIsrLiveLeader]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1354,7 +1354,7 @@ def _d_LeaderAndIsrResponse_4(
     (f_error_code,) = _F9.unpack_from(b, p)
     p += 2
     f_partition_errors: list[LeaderAndIsrResponseLeaderAndIsrPartitionError]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1419,7 +1419,7 @@ def _d_LeaderAndIsrResponseLeaderAndIsrTopicError_5(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partition_errors: list[LeaderAndIsrResponseLeaderAndIsrPartitionError]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1444,7 +1444,7 @@ def _d_LeaderAndIsrResponse_5(
     (f_error_code,) = _F9.unpack_from(b, p)
     p += 2
     f_topics: list[LeaderAndIsrResponseLeaderAndIsrTopicError]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -237,7 +237,7 @@ def _d_StopReplicaRequestStopReplicaTopicV1_2(
 ) -> tuple[StopReplicaRequestStopReplicaTopicV1, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partition_indexes: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -263,7 +263,7 @@ def _d_StopReplicaRequest_2(
     f_controller_id, f_controller_epoch, f_broker_epoch, f_delete_partitions = _F2.unpack_from(b, p)
     p += 17
     f_topics: list[StopReplicaRequestStopReplicaTopicV1]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -341,7 +341,7 @@ def _d_StopReplicaRequestStopReplicaTopicState_3(
 ) -> tuple[StopReplicaRequestStopReplicaTopicState, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partition_states: list[StopReplicaRequestStopReplicaPartitionState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -366,7 +366,7 @@ def _d_StopReplicaRequest_3(
     f_controller_id, f_controller_epoch, f_broker_epoch = _F3.unpack_from(b, p)
     p += 16
     f_topic_states: list[StopReplicaRequestStopReplicaTopicState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -437,7 +437,7 @@ def _d_StopReplicaRequest_4(
     )
     p += 17
     f_topic_states: list[StopReplicaRequestStopReplicaTopicState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -550,7 +550,7 @@ def _d_StopReplicaResponse_2(
     (f_error_code,) = _F5.unpack_from(b, p)
     p += 2
     f_partition_errors: list[StopReplicaResponseStopReplicaPartitionError]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -782,7 +782,7 @@ def _d_UpdateMetadataRequestUpdateMetadataPartitionState_6(
     f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _F1.unpack_from(b, p)
     p += 16
     f_isr: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -797,7 +797,7 @@ def _d_UpdateMetadataRequestUpdateMetadataPartitionState_6(
     (f_zk_version,) = _F2.unpack_from(b, p)
     p += 4
     f_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -808,7 +808,7 @@ def _d_UpdateMetadataRequestUpdateMetadataPartitionState_6(
     else:
         f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_offline_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -842,7 +842,7 @@ def _d_UpdateMetadataRequestUpdateMetadataTopicState_6(
 ) -> tuple[UpdateMetadataRequestUpdateMetadataTopicState, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partition_states: list[UpdateMetadataRequestUpdateMetadataPartitionState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -892,7 +892,7 @@ def _d_UpdateMetadataRequestUpdateMetadataBroker_6(
     (f_id,) = _F2.unpack_from(b, p)
     p += 4
     f_endpoints: list[UpdateMetadataRequestUpdateMetadataEndpoint]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -918,7 +918,7 @@ def _d_UpdateMetadataRequest_6(
     f_controller_id, f_controller_epoch, f_broker_epoch = _F4.unpack_from(b, p)
     p += 16
     f_topic_states: list[UpdateMetadataRequestUpdateMetadataTopicState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -928,7 +928,7 @@ def _d_UpdateMetadataRequest_6(
         x_topic_states, p = _d_UpdateMetadataRequestUpdateMetadataTopicState_6(b, p, e, lim)
         f_topic_states.append(x_topic_states)
     f_live_brokers: list[UpdateMetadataRequestUpdateMetadataBroker]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1042,7 +1042,7 @@ def _d_UpdateMetadataRequestUpdateMetadataTopicState_7(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partition_states: list[UpdateMetadataRequestUpdateMetadataPartitionState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1069,7 +1069,7 @@ def _d_UpdateMetadataRequest_7(
     f_controller_id, f_controller_epoch, f_broker_epoch = _F4.unpack_from(b, p)
     p += 16
     f_topic_states: list[UpdateMetadataRequestUpdateMetadataTopicState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1079,7 +1079,7 @@ def _d_UpdateMetadataRequest_7(
         x_topic_states, p = _d_UpdateMetadataRequestUpdateMetadataTopicState_7(b, p, e, lim)
         f_topic_states.append(x_topic_states)
     f_live_brokers: list[UpdateMetadataRequestUpdateMetadataBroker]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1150,7 +1150,7 @@ def _d_UpdateMetadataRequest_8(
     )
     p += 17
     f_topic_states: list[UpdateMetadataRequestUpdateMetadataTopicState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1160,7 +1160,7 @@ def _d_UpdateMetadataRequest_8(
         x_topic_states, p = _d_UpdateMetadataRequestUpdateMetadataTopicState_7(b, p, e, lim)
         f_topic_states.append(x_topic_states)
     f_live_brokers: list[UpdateMetadataRequestUpdateMetadataBroker]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -183,7 +183,7 @@ def _d_ControlledShutdownResponse_3(
     (f_error_code,) = _F2.unpack_from(b, p)
     p += 2
     f_remaining_partitions: list[ControlledShutdownResponseRemainingPartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

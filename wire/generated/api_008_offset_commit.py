@@ -450,7 +450,7 @@ def _d_OffsetCommitRequestTopic_8(
 ) -> tuple[OffsetCommitRequestTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[OffsetCommitRequestPartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -478,7 +478,7 @@ def _d_OffsetCommitRequest_8(
     f_member_id, p = read_compact_string(b, p, e)
     f_group_instance_id, p = read_compact_nullable_string(b, p, e)
     f_topics: list[OffsetCommitRequestTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -550,7 +550,7 @@ def _d_OffsetCommitRequestTopic_10(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[OffsetCommitRequestPartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -578,7 +578,7 @@ def _d_OffsetCommitRequest_10(
     f_member_id, p = read_compact_string(b, p, e)
     f_group_instance_id, p = read_compact_nullable_string(b, p, e)
     f_topics: list[OffsetCommitRequestTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -725,7 +725,7 @@ def _d_OffsetCommitResponseTopic_8(
 ) -> tuple[OffsetCommitResponseTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[OffsetCommitResponsePartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -750,7 +750,7 @@ def _d_OffsetCommitResponse_8(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_topics: list[OffsetCommitResponseTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -808,7 +808,7 @@ def _d_OffsetCommitResponseTopic_10(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[OffsetCommitResponsePartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -833,7 +833,7 @@ def _d_OffsetCommitResponse_10(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_topics: list[OffsetCommitResponseTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -221,7 +221,7 @@ def _d_OffsetFetchRequestTopic_6(
 ) -> tuple[OffsetFetchRequestTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partition_indexes: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -244,7 +244,7 @@ def _d_OffsetFetchRequest_6(
 ) -> tuple[OffsetFetchRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[OffsetFetchRequestTopic] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -295,7 +295,7 @@ def _d_OffsetFetchRequest_7(
 ) -> tuple[OffsetFetchRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[OffsetFetchRequestTopic] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -339,7 +339,7 @@ def _d_OffsetFetchRequestTopics_8(
 ) -> tuple[OffsetFetchRequestTopics, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partition_indexes: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -362,7 +362,7 @@ def _d_OffsetFetchRequestGroup_8(
 ) -> tuple[OffsetFetchRequestGroup, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[OffsetFetchRequestTopics] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -386,7 +386,7 @@ def _d_OffsetFetchRequest_8(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[OffsetFetchRequest, int]:
     f_groups: list[OffsetFetchRequestGroup]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -454,7 +454,7 @@ def _d_OffsetFetchRequestGroup_9(
     (f_member_epoch,) = _F1.unpack_from(b, p)
     p += 4
     f_topics: list[OffsetFetchRequestTopics] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -478,7 +478,7 @@ def _d_OffsetFetchRequest_9(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[OffsetFetchRequest, int]:
     f_groups: list[OffsetFetchRequestGroup]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -537,7 +537,7 @@ def _d_OffsetFetchRequestTopics_10(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partition_indexes: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -565,7 +565,7 @@ def _d_OffsetFetchRequestGroup_10(
     (f_member_epoch,) = _F1.unpack_from(b, p)
     p += 4
     f_topics: list[OffsetFetchRequestTopics] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -589,7 +589,7 @@ def _d_OffsetFetchRequest_10(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[OffsetFetchRequest, int]:
     f_groups: list[OffsetFetchRequestGroup]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -876,7 +876,7 @@ def _d_OffsetFetchResponseTopic_6(
 ) -> tuple[OffsetFetchResponseTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[OffsetFetchResponsePartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -901,7 +901,7 @@ def _d_OffsetFetchResponse_6(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_topics: list[OffsetFetchResponseTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -986,7 +986,7 @@ def _d_OffsetFetchResponseTopics_8(
 ) -> tuple[OffsetFetchResponseTopics, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[OffsetFetchResponsePartitions]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1008,7 +1008,7 @@ def _d_OffsetFetchResponseGroup_8(
 ) -> tuple[OffsetFetchResponseGroup, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[OffsetFetchResponseTopics]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1037,7 +1037,7 @@ def _d_OffsetFetchResponse_8(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_groups: list[OffsetFetchResponseGroup]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1111,7 +1111,7 @@ def _d_OffsetFetchResponseTopics_10(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[OffsetFetchResponsePartitions]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1133,7 +1133,7 @@ def _d_OffsetFetchResponseGroup_10(
 ) -> tuple[OffsetFetchResponseGroup, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[OffsetFetchResponseTopics]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -1162,7 +1162,7 @@ def _d_OffsetFetchResponse_10(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_groups: list[OffsetFetchResponseGroup]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -147,7 +147,7 @@ def _d_FindCoordinatorRequest_4(
     (f_key_type,) = _F0.unpack_from(b, p)
     p += 1
     f_coordinator_keys: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -305,7 +305,7 @@ def _d_FindCoordinatorResponse_4(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_coordinators: list[FindCoordinatorResponseCoordinator]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

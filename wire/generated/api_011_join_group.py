@@ -254,7 +254,7 @@ def _d_JoinGroupRequest_6(
     f_group_instance_id, p = read_compact_nullable_string(b, p, e)
     f_protocol_type, p = read_compact_string(b, p, e)
     f_protocols: list[JoinGroupRequestProtocol]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -317,7 +317,7 @@ def _d_JoinGroupRequest_8(
     f_group_instance_id, p = read_compact_nullable_string(b, p, e)
     f_protocol_type, p = read_compact_string(b, p, e)
     f_protocols: list[JoinGroupRequestProtocol]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -546,7 +546,7 @@ def _d_JoinGroupResponse_6(
     f_leader, p = read_compact_string(b, p, e)
     f_member_id, p = read_compact_string(b, p, e)
     f_members: list[JoinGroupResponseMember]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -614,7 +614,7 @@ def _d_JoinGroupResponse_7(
     f_leader, p = read_compact_string(b, p, e)
     f_member_id, p = read_compact_string(b, p, e)
     f_members: list[JoinGroupResponseMember]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -675,7 +675,7 @@ def _d_JoinGroupResponse_9(
     p += 1
     f_member_id, p = read_compact_string(b, p, e)
     f_members: list[JoinGroupResponseMember]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -148,7 +148,7 @@ def _d_LeaveGroupRequest_4(
 ) -> tuple[LeaveGroupRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_members: list[LeaveGroupRequestMemberIdentity]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -208,7 +208,7 @@ def _d_LeaveGroupRequest_5(
 ) -> tuple[LeaveGroupRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_members: list[LeaveGroupRequestMemberIdentity]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -350,7 +350,7 @@ def _d_LeaveGroupResponse_4(
     f_throttle_time_ms, f_error_code = _F1.unpack_from(b, p)
     p += 6
     f_members: list[LeaveGroupResponseMemberResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -186,7 +186,7 @@ def _d_SyncGroupRequest_4(
     f_member_id, p = read_compact_string(b, p, e)
     f_group_instance_id, p = read_compact_nullable_string(b, p, e)
     f_assignments: list[SyncGroupRequestAssignment]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -243,7 +243,7 @@ def _d_SyncGroupRequest_5(
     f_protocol_type, p = read_compact_nullable_string(b, p, e)
     f_protocol_name, p = read_compact_nullable_string(b, p, e)
     f_assignments: list[SyncGroupRequestAssignment]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -134,7 +134,7 @@ def _d_DescribeGroupsRequest_5(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeGroupsRequest, int]:
     f_groups: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -491,7 +491,7 @@ def _d_DescribeGroupsResponseDescribedGroup_5(
     f_protocol_type, p = read_compact_string(b, p, e)
     f_protocol_data, p = read_compact_string(b, p, e)
     f_members: list[DescribeGroupsResponseDescribedGroupMember]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -530,7 +530,7 @@ def _d_DescribeGroupsResponse_5(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_groups: list[DescribeGroupsResponseDescribedGroup]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -606,7 +606,7 @@ def _d_DescribeGroupsResponseDescribedGroup_6(
     f_protocol_type, p = read_compact_string(b, p, e)
     f_protocol_data, p = read_compact_string(b, p, e)
     f_members: list[DescribeGroupsResponseDescribedGroupMember]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -645,7 +645,7 @@ def _d_DescribeGroupsResponse_6(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_groups: list[DescribeGroupsResponseDescribedGroup]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -106,7 +106,7 @@ def _d_ListGroupsRequest_4(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ListGroupsRequest, int]:
     f_states_filter: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -139,7 +139,7 @@ def _d_ListGroupsRequest_5(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ListGroupsRequest, int]:
     f_states_filter: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -149,7 +149,7 @@ def _d_ListGroupsRequest_5(
         x_states_filter, p = read_compact_string(b, p, e)
         f_states_filter.append(x_states_filter)
     f_types_filter: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -261,7 +261,7 @@ def _d_ListGroupsResponse_3(
     f_throttle_time_ms, f_error_code = _F1.unpack_from(b, p)
     p += 6
     f_groups: list[ListGroupsResponseListedGroup]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -322,7 +322,7 @@ def _d_ListGroupsResponse_4(
     f_throttle_time_ms, f_error_code = _F1.unpack_from(b, p)
     p += 6
     f_groups: list[ListGroupsResponseListedGroup]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -387,7 +387,7 @@ def _d_ListGroupsResponse_5(
     f_throttle_time_ms, f_error_code = _F1.unpack_from(b, p)
     p += 6
     f_groups: list[ListGroupsResponseListedGroup]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -249,7 +249,7 @@ def _d_ApiVersionsResponse_3(
     (f_error_code,) = _F0.unpack_from(b, p)
     p += 2
     f_api_keys: list[ApiVersionsResponseApiVersion]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -275,7 +275,7 @@ def _d_ApiVersionsResponse_3(
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -292,7 +292,7 @@ def _d_ApiVersionsResponse_3(
             p += 8
             check_end(p, q, "FinalizedFeaturesEpoch")
         elif t == 2:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:

@@ -256,7 +256,7 @@ def _d_CreateTopicsRequestCreatableReplicaAssignment_5(
     (f_partition_index,) = _F1.unpack_from(b, p)
     p += 4
     f_broker_ids: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -296,7 +296,7 @@ def _d_CreateTopicsRequestCreatableTopic_5(
     f_num_partitions, f_replication_factor = _F0.unpack_from(b, p)
     p += 6
     f_assignments: list[CreateTopicsRequestCreatableReplicaAssignment]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -306,7 +306,7 @@ def _d_CreateTopicsRequestCreatableTopic_5(
         x_assignments, p = _d_CreateTopicsRequestCreatableReplicaAssignment_5(b, p, e, lim)
         f_assignments.append(x_assignments)
     f_configs: list[CreateTopicsRequestCreatableTopicConfig]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -329,7 +329,7 @@ def _d_CreateTopicsRequest_5(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[CreateTopicsRequest, int]:
     f_topics: list[CreateTopicsRequestCreatableTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -535,7 +535,7 @@ def _d_CreateTopicsResponseCreatableTopicResult_5(
     f_num_partitions, f_replication_factor = _F0.unpack_from(b, p)
     p += 6
     f_configs: list[CreateTopicsResponseCreatableTopicConfigs] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -586,7 +586,7 @@ def _d_CreateTopicsResponse_5(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_topics: list[CreateTopicsResponseCreatableTopicResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -660,7 +660,7 @@ def _d_CreateTopicsResponseCreatableTopicResult_7(
     f_num_partitions, f_replication_factor = _F0.unpack_from(b, p)
     p += 6
     f_configs: list[CreateTopicsResponseCreatableTopicConfigs] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -711,7 +711,7 @@ def _d_CreateTopicsResponse_7(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_topics: list[CreateTopicsResponseCreatableTopicResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -108,7 +108,7 @@ def _d_DeleteTopicsRequest_4(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DeleteTopicsRequest, int]:
     f_topic_names: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -163,7 +163,7 @@ def _d_DeleteTopicsRequest_6(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DeleteTopicsRequest, int]:
     f_topics: list[DeleteTopicsRequestDeleteTopicState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -291,7 +291,7 @@ def _d_DeleteTopicsResponse_4(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_responses: list[DeleteTopicsResponseDeletableTopicResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -359,7 +359,7 @@ def _d_DeleteTopicsResponse_5(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_responses: list[DeleteTopicsResponseDeletableTopicResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -429,7 +429,7 @@ def _d_DeleteTopicsResponse_6(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_responses: list[DeleteTopicsResponseDeletableTopicResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

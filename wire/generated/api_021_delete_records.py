@@ -168,7 +168,7 @@ def _d_DeleteRecordsRequestDeleteRecordsTopic_2(
 ) -> tuple[DeleteRecordsRequestDeleteRecordsTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[DeleteRecordsRequestDeleteRecordsPartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -189,7 +189,7 @@ def _d_DeleteRecordsRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DeleteRecordsRequest, int]:
     f_topics: list[DeleteRecordsRequestDeleteRecordsTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -329,7 +329,7 @@ def _d_DeleteRecordsResponseDeleteRecordsTopicResult_2(
 ) -> tuple[DeleteRecordsResponseDeleteRecordsTopicResult, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[DeleteRecordsResponseDeleteRecordsPartitionResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -354,7 +354,7 @@ def _d_DeleteRecordsResponse_2(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_topics: list[DeleteRecordsResponseDeleteRecordsTopicResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

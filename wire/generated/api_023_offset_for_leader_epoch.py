@@ -260,7 +260,7 @@ def _d_OffsetForLeaderEpochRequestOffsetForLeaderTopic_4(
 ) -> tuple[OffsetForLeaderEpochRequestOffsetForLeaderTopic, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partitions: list[OffsetForLeaderEpochRequestOffsetForLeaderPartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -285,7 +285,7 @@ def _d_OffsetForLeaderEpochRequest_4(
     (f_replica_id,) = _F2.unpack_from(b, p)
     p += 4
     f_topics: list[OffsetForLeaderEpochRequestOffsetForLeaderTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -505,7 +505,7 @@ def _d_OffsetForLeaderEpochResponseOffsetForLeaderTopicResult_4(
 ) -> tuple[OffsetForLeaderEpochResponseOffsetForLeaderTopicResult, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partitions: list[OffsetForLeaderEpochResponseEpochEndOffset]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -530,7 +530,7 @@ def _d_OffsetForLeaderEpochResponse_4(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_topics: list[OffsetForLeaderEpochResponseOffsetForLeaderTopicResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -180,7 +180,7 @@ def _d_AddPartitionsToTxnRequestAddPartitionsToTxnTopic_3(
 ) -> tuple[AddPartitionsToTxnRequestAddPartitionsToTxnTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -207,7 +207,7 @@ def _d_AddPartitionsToTxnRequest_3(
     f_v3_and_below_producer_id, f_v3_and_below_producer_epoch = _F0.unpack_from(b, p)
     p += 10
     f_v3_and_below_topics: list[AddPartitionsToTxnRequestAddPartitionsToTxnTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -268,7 +268,7 @@ def _d_AddPartitionsToTxnRequestAddPartitionsToTxnTransaction_4(
     f_producer_id, f_producer_epoch, f_verify_only = _F1.unpack_from(b, p)
     p += 11
     f_topics: list[AddPartitionsToTxnRequestAddPartitionsToTxnTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -291,7 +291,7 @@ def _d_AddPartitionsToTxnRequest_4(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[AddPartitionsToTxnRequest, int]:
     f_transactions: list[AddPartitionsToTxnRequestAddPartitionsToTxnTransaction]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -443,7 +443,7 @@ def _d_AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult_3(
 ) -> tuple[AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult, int]:
     f_name, p = read_compact_string(b, p, e)
     f_results_by_partition: list[AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -472,7 +472,7 @@ def _d_AddPartitionsToTxnResponse_3(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_results_by_topic_v3_and_below: list[AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -540,7 +540,7 @@ def _d_AddPartitionsToTxnResponseAddPartitionsToTxnResult_4(
 ) -> tuple[AddPartitionsToTxnResponseAddPartitionsToTxnResult, int]:
     f_transactional_id, p = read_compact_string(b, p, e)
     f_topic_results: list[AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -569,7 +569,7 @@ def _d_AddPartitionsToTxnResponse_4(
     f_throttle_time_ms, f_error_code = _F3.unpack_from(b, p)
     p += 6
     f_results_by_transaction: list[AddPartitionsToTxnResponseAddPartitionsToTxnResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

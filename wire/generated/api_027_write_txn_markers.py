@@ -184,7 +184,7 @@ def _d_WriteTxnMarkersRequestWritableTxnMarkerTopic_1(
 ) -> tuple[WriteTxnMarkersRequestWritableTxnMarkerTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partition_indexes: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -210,7 +210,7 @@ def _d_WriteTxnMarkersRequestWritableTxnMarker_1(
     f_producer_id, f_producer_epoch, f_transaction_result = _F0.unpack_from(b, p)
     p += 11
     f_topics: list[WriteTxnMarkersRequestWritableTxnMarkerTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -237,7 +237,7 @@ def _d_WriteTxnMarkersRequest_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[WriteTxnMarkersRequest, int]:
     f_markers: list[WriteTxnMarkersRequestWritableTxnMarker]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -298,7 +298,7 @@ def _d_WriteTxnMarkersRequestWritableTxnMarker_2(
     f_producer_id, f_producer_epoch, f_transaction_result = _F0.unpack_from(b, p)
     p += 11
     f_topics: list[WriteTxnMarkersRequestWritableTxnMarkerTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -331,7 +331,7 @@ def _d_WriteTxnMarkersRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[WriteTxnMarkersRequest, int]:
     f_markers: list[WriteTxnMarkersRequestWritableTxnMarker]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -477,7 +477,7 @@ def _d_WriteTxnMarkersResponseWritableTxnMarkerTopicResult_1(
 ) -> tuple[WriteTxnMarkersResponseWritableTxnMarkerTopicResult, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[WriteTxnMarkersResponseWritableTxnMarkerPartitionResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -502,7 +502,7 @@ def _d_WriteTxnMarkersResponseWritableTxnMarkerResult_1(
     (f_producer_id,) = _F3.unpack_from(b, p)
     p += 8
     f_topics: list[WriteTxnMarkersResponseWritableTxnMarkerTopicResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -523,7 +523,7 @@ def _d_WriteTxnMarkersResponse_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[WriteTxnMarkersResponse, int]:
     f_markers: list[WriteTxnMarkersResponseWritableTxnMarkerResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

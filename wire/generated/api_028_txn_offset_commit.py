@@ -293,7 +293,7 @@ def _d_TxnOffsetCommitRequestTopic_3(
 ) -> tuple[TxnOffsetCommitRequestTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[TxnOffsetCommitRequestPartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -322,7 +322,7 @@ def _d_TxnOffsetCommitRequest_3(
     f_member_id, p = read_compact_string(b, p, e)
     f_group_instance_id, p = read_compact_nullable_string(b, p, e)
     f_topics: list[TxnOffsetCommitRequestTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -469,7 +469,7 @@ def _d_TxnOffsetCommitResponseTopic_3(
 ) -> tuple[TxnOffsetCommitResponseTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[TxnOffsetCommitResponsePartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -494,7 +494,7 @@ def _d_TxnOffsetCommitResponse_3(
     (f_throttle_time_ms,) = _F4.unpack_from(b, p)
     p += 4
     f_topics: list[TxnOffsetCommitResponseTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -382,7 +382,7 @@ def _d_DescribeAclsResponseDescribeAclsResource_2(
     (f_pattern_type,) = _F0.unpack_from(b, p)
     p += 1
     f_acls: list[DescribeAclsResponseAclDescription]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -410,7 +410,7 @@ def _d_DescribeAclsResponse_2(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_resources: list[DescribeAclsResponseDescribeAclsResource]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -234,7 +234,7 @@ def _d_CreateAclsRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[CreateAclsRequest, int]:
     f_creations: list[CreateAclsRequestAclCreation]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -341,7 +341,7 @@ def _d_CreateAclsResponse_2(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_results: list[CreateAclsResponseAclCreationResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -249,7 +249,7 @@ def _d_DeleteAclsRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DeleteAclsRequest, int]:
     f_filters: list[DeleteAclsRequestDeleteAclsFilter]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -543,7 +543,7 @@ def _d_DeleteAclsResponseDeleteAclsFilterResult_2(
     p += 2
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_matching_acls: list[DeleteAclsResponseDeleteAclsMatchingAcl]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -570,7 +570,7 @@ def _d_DeleteAclsResponse_2(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_filter_results: list[DeleteAclsResponseDeleteAclsFilterResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

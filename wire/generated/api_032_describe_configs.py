@@ -220,7 +220,7 @@ def _d_DescribeConfigsRequestDescribeConfigsResource_4(
     p += 1
     f_resource_name, p = read_compact_string(b, p, e)
     f_configuration_keys: list[str] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -246,7 +246,7 @@ def _d_DescribeConfigsRequest_4(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeConfigsRequest, int]:
     f_resources: list[DescribeConfigsRequestDescribeConfigsResource]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -634,7 +634,7 @@ def _d_DescribeConfigsResponseDescribeConfigsResourceResult_4(
     f_read_only, f_config_source, f_is_sensitive = _F6.unpack_from(b, p)
     p += 3
     f_synonyms: list[DescribeConfigsResponseDescribeConfigsSynonym]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -681,7 +681,7 @@ def _d_DescribeConfigsResponseDescribeConfigsResult_4(
     p += 1
     f_resource_name, p = read_compact_string(b, p, e)
     f_configs: list[DescribeConfigsResponseDescribeConfigsResourceResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -708,7 +708,7 @@ def _d_DescribeConfigsResponse_4(
     (f_throttle_time_ms,) = _F3.unpack_from(b, p)
     p += 4
     f_results: list[DescribeConfigsResponseDescribeConfigsResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -174,7 +174,7 @@ def _d_AlterConfigsRequestAlterConfigsResource_2(
     p += 1
     f_resource_name, p = read_compact_string(b, p, e)
     f_configs: list[AlterConfigsRequestAlterableConfig]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -197,7 +197,7 @@ def _d_AlterConfigsRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[AlterConfigsRequest, int]:
     f_resources: list[AlterConfigsRequestAlterConfigsResource]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -335,7 +335,7 @@ def _d_AlterConfigsResponse_2(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_responses: list[AlterConfigsResponseAlterConfigsResourceResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -159,7 +159,7 @@ def _d_AlterReplicaLogDirsRequestAlterReplicaLogDirTopic_2(
 ) -> tuple[AlterReplicaLogDirsRequestAlterReplicaLogDirTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -182,7 +182,7 @@ def _d_AlterReplicaLogDirsRequestAlterReplicaLogDir_2(
 ) -> tuple[AlterReplicaLogDirsRequestAlterReplicaLogDir, int]:
     f_path, p = read_compact_string(b, p, e)
     f_topics: list[AlterReplicaLogDirsRequestAlterReplicaLogDirTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -203,7 +203,7 @@ def _d_AlterReplicaLogDirsRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[AlterReplicaLogDirsRequest, int]:
     f_dirs: list[AlterReplicaLogDirsRequestAlterReplicaLogDir]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -348,7 +348,7 @@ def _d_AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult_2(
 ) -> tuple[AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -377,7 +377,7 @@ def _d_AlterReplicaLogDirsResponse_2(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_results: list[AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -146,7 +146,7 @@ def _d_DescribeLogDirsRequestDescribableLogDirTopic_2(
 ) -> tuple[DescribeLogDirsRequestDescribableLogDirTopic, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -168,7 +168,7 @@ def _d_DescribeLogDirsRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeLogDirsRequest, int]:
     f_topics: list[DescribeLogDirsRequestDescribableLogDirTopic] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -325,7 +325,7 @@ def _d_DescribeLogDirsResponseDescribeLogDirsTopic_2(
 ) -> tuple[DescribeLogDirsResponseDescribeLogDirsTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[DescribeLogDirsResponseDescribeLogDirsPartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -351,7 +351,7 @@ def _d_DescribeLogDirsResponseDescribeLogDirsResult_2(
     p += 2
     f_log_dir, p = read_compact_string(b, p, e)
     f_topics: list[DescribeLogDirsResponseDescribeLogDirsTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -378,7 +378,7 @@ def _d_DescribeLogDirsResponse_2(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_results: list[DescribeLogDirsResponseDescribeLogDirsResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -451,7 +451,7 @@ def _d_DescribeLogDirsResponse_3(
     f_throttle_time_ms, f_error_code = _F3.unpack_from(b, p)
     p += 6
     f_results: list[DescribeLogDirsResponseDescribeLogDirsResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -488,7 +488,7 @@ def _d_DescribeLogDirsResponseDescribeLogDirsResult_4(
     p += 2
     f_log_dir, p = read_compact_string(b, p, e)
     f_topics: list[DescribeLogDirsResponseDescribeLogDirsTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -519,7 +519,7 @@ def _d_DescribeLogDirsResponse_4(
     f_throttle_time_ms, f_error_code = _F3.unpack_from(b, p)
     p += 6
     f_results: list[DescribeLogDirsResponseDescribeLogDirsResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -571,7 +571,7 @@ def _d_DescribeLogDirsResponseDescribeLogDirsResult_5(
     p += 2
     f_log_dir, p = read_compact_string(b, p, e)
     f_topics: list[DescribeLogDirsResponseDescribeLogDirsTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -602,7 +602,7 @@ def _d_DescribeLogDirsResponse_5(
     f_throttle_time_ms, f_error_code = _F3.unpack_from(b, p)
     p += 6
     f_results: list[DescribeLogDirsResponseDescribeLogDirsResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

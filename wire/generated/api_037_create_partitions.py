@@ -167,7 +167,7 @@ def _d_CreatePartitionsRequestCreatePartitionsAssignment_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[CreatePartitionsRequestCreatePartitionsAssignment, int]:
     f_broker_ids: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -194,7 +194,7 @@ def _d_CreatePartitionsRequestCreatePartitionsTopic_2(
     (f_count,) = _F0.unpack_from(b, p)
     p += 4
     f_assignments: list[CreatePartitionsRequestCreatePartitionsAssignment] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -218,7 +218,7 @@ def _d_CreatePartitionsRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[CreatePartitionsRequest, int]:
     f_topics: list[CreatePartitionsRequestCreatePartitionsTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -348,7 +348,7 @@ def _d_CreatePartitionsResponse_2(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_results: list[CreatePartitionsResponseCreatePartitionsTopicResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

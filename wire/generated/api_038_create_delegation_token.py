@@ -143,7 +143,7 @@ def _d_CreateDelegationTokenRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[CreateDelegationTokenRequest, int]:
     f_renewers: list[CreateDelegationTokenRequestCreatableRenewers]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -198,7 +198,7 @@ def _d_CreateDelegationTokenRequest_3(
     f_owner_principal_type, p = read_compact_nullable_string(b, p, e)
     f_owner_principal_name, p = read_compact_nullable_string(b, p, e)
     f_renewers: list[CreateDelegationTokenRequestCreatableRenewers]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

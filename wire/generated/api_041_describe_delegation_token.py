@@ -156,7 +156,7 @@ def _d_DescribeDelegationTokenRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeDelegationTokenRequest, int]:
     f_owners: list[DescribeDelegationTokenRequestDescribeDelegationTokenOwner] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -333,7 +333,7 @@ def _d_DescribeDelegationTokenResponseDescribedDelegationToken_2(
     f_token_id, p = read_compact_string(b, p, e)
     f_hmac, p = read_bytes_nn(b, p, e, True, lim)
     f_renewers: list[DescribeDelegationTokenResponseDescribedDelegationTokenRenewer]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -372,7 +372,7 @@ def _d_DescribeDelegationTokenResponse_2(
     (f_error_code,) = _F0.unpack_from(b, p)
     p += 2
     f_tokens: list[DescribeDelegationTokenResponseDescribedDelegationToken]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -459,7 +459,7 @@ def _d_DescribeDelegationTokenResponseDescribedDelegationToken_3(
     f_token_id, p = read_compact_string(b, p, e)
     f_hmac, p = read_bytes_nn(b, p, e, True, lim)
     f_renewers: list[DescribeDelegationTokenResponseDescribedDelegationTokenRenewer]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -498,7 +498,7 @@ def _d_DescribeDelegationTokenResponse_3(
     (f_error_code,) = _F0.unpack_from(b, p)
     p += 2
     f_tokens: list[DescribeDelegationTokenResponseDescribedDelegationToken]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -83,7 +83,7 @@ def _d_DeleteGroupsRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DeleteGroupsRequest, int]:
     f_groups_names: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -175,7 +175,7 @@ def _d_DeleteGroupsResponse_2(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_results: list[DeleteGroupsResponseDeletableGroupResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

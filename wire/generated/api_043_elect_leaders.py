@@ -179,7 +179,7 @@ def _d_ElectLeadersRequestTopicPartitions_2(
 ) -> tuple[ElectLeadersRequestTopicPartitions, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -205,7 +205,7 @@ def _d_ElectLeadersRequest_2(
     (f_election_type,) = _F1.unpack_from(b, p)
     p += 1
     f_topic_partitions: list[ElectLeadersRequestTopicPartitions] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -367,7 +367,7 @@ def _d_ElectLeadersResponseReplicaElectionResult_2(
 ) -> tuple[ElectLeadersResponseReplicaElectionResult, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partition_result: list[ElectLeadersResponsePartitionResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -392,7 +392,7 @@ def _d_ElectLeadersResponse_2(
     f_throttle_time_ms, f_error_code = _F2.unpack_from(b, p)
     p += 6
     f_replica_election_results: list[ElectLeadersResponseReplicaElectionResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -192,7 +192,7 @@ def _d_IncrementalAlterConfigsRequestAlterConfigsResource_1(
     p += 1
     f_resource_name, p = read_compact_string(b, p, e)
     f_configs: list[IncrementalAlterConfigsRequestAlterableConfig]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -215,7 +215,7 @@ def _d_IncrementalAlterConfigsRequest_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[IncrementalAlterConfigsRequest, int]:
     f_resources: list[IncrementalAlterConfigsRequestAlterConfigsResource]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -360,7 +360,7 @@ def _d_IncrementalAlterConfigsResponse_1(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_responses: list[IncrementalAlterConfigsResponseAlterConfigsResourceResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -109,7 +109,7 @@ def _d_AlterPartitionReassignmentsRequestReassignablePartition_0(
     (f_partition_index,) = _F0.unpack_from(b, p)
     p += 4
     f_replicas: list[int] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -137,7 +137,7 @@ def _d_AlterPartitionReassignmentsRequestReassignableTopic_0(
 ) -> tuple[AlterPartitionReassignmentsRequestReassignableTopic, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[AlterPartitionReassignmentsRequestReassignablePartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -162,7 +162,7 @@ def _d_AlterPartitionReassignmentsRequest_0(
     (f_timeout_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_topics: list[AlterPartitionReassignmentsRequestReassignableTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -230,7 +230,7 @@ def _d_AlterPartitionReassignmentsRequest_1(
     f_timeout_ms, f_allow_replication_factor_change = _F1.unpack_from(b, p)
     p += 5
     f_topics: list[AlterPartitionReassignmentsRequestReassignableTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -285,7 +285,7 @@ def _d_AlterPartitionReassignmentsResponseReassignableTopicResponse_0(
 ) -> tuple[AlterPartitionReassignmentsResponseReassignableTopicResponse, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[AlterPartitionReassignmentsResponseReassignablePartitionResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -313,7 +313,7 @@ def _d_AlterPartitionReassignmentsResponse_0(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_responses: list[AlterPartitionReassignmentsResponseReassignableTopicResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -381,7 +381,7 @@ def _d_AlterPartitionReassignmentsResponse_1(
     p += 7
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_responses: list[AlterPartitionReassignmentsResponseReassignableTopicResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -93,7 +93,7 @@ def _d_ListPartitionReassignmentsRequestListPartitionReassignmentsTopics_0(
 ) -> tuple[ListPartitionReassignmentsRequestListPartitionReassignmentsTopics, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partition_indexes: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -121,7 +121,7 @@ def _d_ListPartitionReassignmentsRequest_0(
     (f_timeout_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_topics: list[ListPartitionReassignmentsRequestListPartitionReassignmentsTopics] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -177,7 +177,7 @@ def _d_ListPartitionReassignmentsResponseOngoingPartitionReassignment_0(
     (f_partition_index,) = _F0.unpack_from(b, p)
     p += 4
     f_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -188,7 +188,7 @@ def _d_ListPartitionReassignmentsResponseOngoingPartitionReassignment_0(
     else:
         f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_adding_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -199,7 +199,7 @@ def _d_ListPartitionReassignmentsResponseOngoingPartitionReassignment_0(
     else:
         f_adding_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_removing_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -224,7 +224,7 @@ def _d_ListPartitionReassignmentsResponseOngoingTopicReassignment_0(
 ) -> tuple[ListPartitionReassignmentsResponseOngoingTopicReassignment, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[ListPartitionReassignmentsResponseOngoingPartitionReassignment]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -252,7 +252,7 @@ def _d_ListPartitionReassignmentsResponse_0(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_topics: list[ListPartitionReassignmentsResponseOngoingTopicReassignment]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -158,7 +158,7 @@ def _d_DescribeClientQuotasRequest_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeClientQuotasRequest, int]:
     f_components: list[DescribeClientQuotasRequestComponentData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -332,7 +332,7 @@ def _d_DescribeClientQuotasResponseEntryData_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeClientQuotasResponseEntryData, int]:
     f_entity: list[DescribeClientQuotasResponseEntityData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -342,7 +342,7 @@ def _d_DescribeClientQuotasResponseEntryData_1(
         x_entity, p = _d_DescribeClientQuotasResponseEntityData_1(b, p, e, lim)
         f_entity.append(x_entity)
     f_values: list[DescribeClientQuotasResponseValueData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -368,7 +368,7 @@ def _d_DescribeClientQuotasResponse_1(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_entries: list[DescribeClientQuotasResponseEntryData] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

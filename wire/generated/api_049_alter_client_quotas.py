@@ -216,7 +216,7 @@ def _d_AlterClientQuotasRequestEntryData_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[AlterClientQuotasRequestEntryData, int]:
     f_entity: list[AlterClientQuotasRequestEntityData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -226,7 +226,7 @@ def _d_AlterClientQuotasRequestEntryData_1(
         x_entity, p = _d_AlterClientQuotasRequestEntityData_1(b, p, e, lim)
         f_entity.append(x_entity)
     f_ops: list[AlterClientQuotasRequestOpData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -247,7 +247,7 @@ def _d_AlterClientQuotasRequest_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[AlterClientQuotasRequest, int]:
     f_entries: list[AlterClientQuotasRequestEntryData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -403,7 +403,7 @@ def _d_AlterClientQuotasResponseEntryData_1(
     p += 2
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_entity: list[AlterClientQuotasResponseEntityData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -428,7 +428,7 @@ def _d_AlterClientQuotasResponse_1(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_entries: list[AlterClientQuotasResponseEntryData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

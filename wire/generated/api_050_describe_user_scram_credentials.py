@@ -99,7 +99,7 @@ def _d_DescribeUserScramCredentialsRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeUserScramCredentialsRequest, int]:
     f_users: list[DescribeUserScramCredentialsRequestUserName] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -167,7 +167,7 @@ def _d_DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult_0(
     p += 2
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_credential_infos: list[DescribeUserScramCredentialsResponseCredentialInfo]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -197,7 +197,7 @@ def _d_DescribeUserScramCredentialsResponse_0(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_results: list[DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

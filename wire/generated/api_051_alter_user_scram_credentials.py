@@ -130,7 +130,7 @@ def _d_AlterUserScramCredentialsRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[AlterUserScramCredentialsRequest, int]:
     f_deletions: list[AlterUserScramCredentialsRequestScramCredentialDeletion]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -140,7 +140,7 @@ def _d_AlterUserScramCredentialsRequest_0(
         x_deletions, p = _d_AlterUserScramCredentialsRequestScramCredentialDeletion_0(b, p, e, lim)
         f_deletions.append(x_deletions)
     f_upsertions: list[AlterUserScramCredentialsRequestScramCredentialUpsertion]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -225,7 +225,7 @@ def _d_AlterUserScramCredentialsResponse_0(
     (f_throttle_time_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_results: list[AlterUserScramCredentialsResponseAlterUserScramCredentialsResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

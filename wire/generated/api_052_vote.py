@@ -143,7 +143,7 @@ def _d_VoteRequestTopicData_0(
 ) -> tuple[VoteRequestTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[VoteRequestPartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -163,7 +163,7 @@ def _d_VoteRequestTopicData_0(
 def _d_VoteRequest_0(b: memoryview, p: int, e: int, lim: DecodeLimits) -> tuple[VoteRequest, int]:
     f_cluster_id, p = read_compact_nullable_string(b, p, e)
     f_topics: list[VoteRequestTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -251,7 +251,7 @@ def _d_VoteRequestTopicData_1(
 ) -> tuple[VoteRequestTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[VoteRequestPartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -275,7 +275,7 @@ def _d_VoteRequest_1(b: memoryview, p: int, e: int, lim: DecodeLimits) -> tuple[
     (f_voter_id,) = _F1.unpack_from(b, p)
     p += 4
     f_topics: list[VoteRequestTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -355,7 +355,7 @@ def _d_VoteResponseTopicData_0(
 ) -> tuple[VoteResponseTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[VoteResponsePartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -378,7 +378,7 @@ def _d_VoteResponse_0(b: memoryview, p: int, e: int, lim: DecodeLimits) -> tuple
     (f_error_code,) = _F3.unpack_from(b, p)
     p += 2
     f_topics: list[VoteResponseTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -453,7 +453,7 @@ def _d_VoteResponse_1(b: memoryview, p: int, e: int, lim: DecodeLimits) -> tuple
     (f_error_code,) = _F3.unpack_from(b, p)
     p += 2
     f_topics: list[VoteResponseTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -472,7 +472,7 @@ def _d_VoteResponse_1(b: memoryview, p: int, e: int, lim: DecodeLimits) -> tuple
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:

@@ -204,7 +204,7 @@ def _d_BeginQuorumEpochRequestTopicData_1(
 ) -> tuple[BeginQuorumEpochRequestTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[BeginQuorumEpochRequestPartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -247,7 +247,7 @@ def _d_BeginQuorumEpochRequest_1(
     (f_voter_id,) = _F1.unpack_from(b, p)
     p += 4
     f_topics: list[BeginQuorumEpochRequestTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -257,7 +257,7 @@ def _d_BeginQuorumEpochRequest_1(
         x_topics, p = _d_BeginQuorumEpochRequestTopicData_1(b, p, e, lim)
         f_topics.append(x_topics)
     f_leader_endpoints: list[BeginQuorumEpochRequestLeaderEndpoint]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -411,7 +411,7 @@ def _d_BeginQuorumEpochResponseTopicData_1(
 ) -> tuple[BeginQuorumEpochResponseTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[BeginQuorumEpochResponsePartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -456,7 +456,7 @@ def _d_BeginQuorumEpochResponse_1(
     (f_error_code,) = _F4.unpack_from(b, p)
     p += 2
     f_topics: list[BeginQuorumEpochResponseTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -475,7 +475,7 @@ def _d_BeginQuorumEpochResponse_1(
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:

@@ -225,7 +225,7 @@ def _d_EndQuorumEpochRequestPartitionData_1(
     f_partition_index, f_leader_id, f_leader_epoch = _F0.unpack_from(b, p)
     p += 12
     f_preferred_candidates: list[EndQuorumEpochRequestReplicaInfo]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -249,7 +249,7 @@ def _d_EndQuorumEpochRequestTopicData_1(
 ) -> tuple[EndQuorumEpochRequestTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[EndQuorumEpochRequestPartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -288,7 +288,7 @@ def _d_EndQuorumEpochRequest_1(
 ) -> tuple[EndQuorumEpochRequest, int]:
     f_cluster_id, p = read_compact_nullable_string(b, p, e)
     f_topics: list[EndQuorumEpochRequestTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -298,7 +298,7 @@ def _d_EndQuorumEpochRequest_1(
         x_topics, p = _d_EndQuorumEpochRequestTopicData_1(b, p, e, lim)
         f_topics.append(x_topics)
     f_leader_endpoints: list[EndQuorumEpochRequestLeaderEndpoint]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -464,7 +464,7 @@ def _d_EndQuorumEpochResponseTopicData_1(
 ) -> tuple[EndQuorumEpochResponseTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[EndQuorumEpochResponsePartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -509,7 +509,7 @@ def _d_EndQuorumEpochResponse_1(
     (f_error_code,) = _F3.unpack_from(b, p)
     p += 2
     f_topics: list[EndQuorumEpochResponseTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -528,7 +528,7 @@ def _d_EndQuorumEpochResponse_1(
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:

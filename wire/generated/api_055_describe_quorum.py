@@ -144,7 +144,7 @@ def _d_DescribeQuorumRequestTopicData_0(
 ) -> tuple[DescribeQuorumRequestTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[DescribeQuorumRequestPartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -165,7 +165,7 @@ def _d_DescribeQuorumRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeQuorumRequest, int]:
     f_topics: list[DescribeQuorumRequestTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -242,7 +242,7 @@ def _d_DescribeQuorumResponsePartitionData_0(
     )
     p += 22
     f_current_voters: list[DescribeQuorumResponseReplicaState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -252,7 +252,7 @@ def _d_DescribeQuorumResponsePartitionData_0(
         x_current_voters, p = _d_DescribeQuorumResponseReplicaState_0(b, p, e, lim)
         f_current_voters.append(x_current_voters)
     f_observers: list[DescribeQuorumResponseReplicaState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -284,7 +284,7 @@ def _d_DescribeQuorumResponseTopicData_0(
 ) -> tuple[DescribeQuorumResponseTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[DescribeQuorumResponsePartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -309,7 +309,7 @@ def _d_DescribeQuorumResponse_0(
     (f_error_code,) = _F1.unpack_from(b, p)
     p += 2
     f_topics: list[DescribeQuorumResponseTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -414,7 +414,7 @@ def _d_DescribeQuorumResponsePartitionData_1(
     )
     p += 22
     f_current_voters: list[DescribeQuorumResponseReplicaState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -424,7 +424,7 @@ def _d_DescribeQuorumResponsePartitionData_1(
         x_current_voters, p = _d_DescribeQuorumResponseReplicaState_1(b, p, e, lim)
         f_current_voters.append(x_current_voters)
     f_observers: list[DescribeQuorumResponseReplicaState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -456,7 +456,7 @@ def _d_DescribeQuorumResponseTopicData_1(
 ) -> tuple[DescribeQuorumResponseTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[DescribeQuorumResponsePartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -481,7 +481,7 @@ def _d_DescribeQuorumResponse_1(
     (f_error_code,) = _F1.unpack_from(b, p)
     p += 2
     f_topics: list[DescribeQuorumResponseTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -596,7 +596,7 @@ def _d_DescribeQuorumResponsePartitionData_2(
     f_leader_id, f_leader_epoch, f_high_watermark = _F6.unpack_from(b, p)
     p += 16
     f_current_voters: list[DescribeQuorumResponseReplicaState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -606,7 +606,7 @@ def _d_DescribeQuorumResponsePartitionData_2(
         x_current_voters, p = _d_DescribeQuorumResponseReplicaState_2(b, p, e, lim)
         f_current_voters.append(x_current_voters)
     f_observers: list[DescribeQuorumResponseReplicaState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -638,7 +638,7 @@ def _d_DescribeQuorumResponseTopicData_2(
 ) -> tuple[DescribeQuorumResponseTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[DescribeQuorumResponsePartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -680,7 +680,7 @@ def _d_DescribeQuorumResponseNode_2(
     (f_node_id,) = _F0.unpack_from(b, p)
     p += 4
     f_listeners: list[DescribeQuorumResponseListener]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -706,7 +706,7 @@ def _d_DescribeQuorumResponse_2(
     p += 2
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_topics: list[DescribeQuorumResponseTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -716,7 +716,7 @@ def _d_DescribeQuorumResponse_2(
         x_topics, p = _d_DescribeQuorumResponseTopicData_2(b, p, e, lim)
         f_topics.append(x_topics)
     f_nodes: list[DescribeQuorumResponseNode]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -121,7 +121,7 @@ def _d_AlterPartitionRequestPartitionData_0(
     f_partition_index, f_leader_epoch = _F1.unpack_from(b, p)
     p += 8
     f_new_isr: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -150,7 +150,7 @@ def _d_AlterPartitionRequestTopicData_0(
 ) -> tuple[AlterPartitionRequestTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[AlterPartitionRequestPartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -175,7 +175,7 @@ def _d_AlterPartitionRequest_0(
     f_broker_id, f_broker_epoch = _F0.unpack_from(b, p)
     p += 12
     f_topics: list[AlterPartitionRequestTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -241,7 +241,7 @@ def _d_AlterPartitionRequestPartitionData_1(
     f_partition_index, f_leader_epoch = _F1.unpack_from(b, p)
     p += 8
     f_new_isr: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -276,7 +276,7 @@ def _d_AlterPartitionRequestTopicData_1(
 ) -> tuple[AlterPartitionRequestTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[AlterPartitionRequestPartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -301,7 +301,7 @@ def _d_AlterPartitionRequest_1(
     f_broker_id, f_broker_epoch = _F0.unpack_from(b, p)
     p += 12
     f_topics: list[AlterPartitionRequestTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -366,7 +366,7 @@ def _d_AlterPartitionRequestTopicData_2(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[AlterPartitionRequestPartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -391,7 +391,7 @@ def _d_AlterPartitionRequest_2(
     f_broker_id, f_broker_epoch = _F0.unpack_from(b, p)
     p += 12
     f_topics: list[AlterPartitionRequestTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -455,7 +455,7 @@ def _d_AlterPartitionRequestPartitionData_3(
     f_partition_index, f_leader_epoch = _F1.unpack_from(b, p)
     p += 8
     f_new_isr_with_epochs: list[AlterPartitionRequestBrokerState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -493,7 +493,7 @@ def _d_AlterPartitionRequestTopicData_3(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[AlterPartitionRequestPartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -518,7 +518,7 @@ def _d_AlterPartitionRequest_3(
     f_broker_id, f_broker_epoch = _F0.unpack_from(b, p)
     p += 12
     f_topics: list[AlterPartitionRequestTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -593,7 +593,7 @@ def _d_AlterPartitionResponsePartitionData_0(
     f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _F6.unpack_from(b, p)
     p += 14
     f_isr: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -622,7 +622,7 @@ def _d_AlterPartitionResponseTopicData_0(
 ) -> tuple[AlterPartitionResponseTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[AlterPartitionResponsePartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -647,7 +647,7 @@ def _d_AlterPartitionResponse_0(
     f_throttle_time_ms, f_error_code = _F5.unpack_from(b, p)
     p += 6
     f_topics: list[AlterPartitionResponseTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -709,7 +709,7 @@ def _d_AlterPartitionResponsePartitionData_1(
     f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _F6.unpack_from(b, p)
     p += 14
     f_isr: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -745,7 +745,7 @@ def _d_AlterPartitionResponseTopicData_1(
 ) -> tuple[AlterPartitionResponseTopicData, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[AlterPartitionResponsePartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -770,7 +770,7 @@ def _d_AlterPartitionResponse_1(
     f_throttle_time_ms, f_error_code = _F5.unpack_from(b, p)
     p += 6
     f_topics: list[AlterPartitionResponseTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -833,7 +833,7 @@ def _d_AlterPartitionResponseTopicData_2(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[AlterPartitionResponsePartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -858,7 +858,7 @@ def _d_AlterPartitionResponse_2(
     f_throttle_time_ms, f_error_code = _F5.unpack_from(b, p)
     p += 6
     f_topics: list[AlterPartitionResponseTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

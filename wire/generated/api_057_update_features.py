@@ -106,7 +106,7 @@ def _d_UpdateFeaturesRequest_0(
     (f_timeout_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_feature_updates: list[UpdateFeaturesRequestFeatureUpdateKey]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -175,7 +175,7 @@ def _d_UpdateFeaturesRequest_1(
     (f_timeout_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_feature_updates: list[UpdateFeaturesRequestFeatureUpdateKey]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -249,7 +249,7 @@ def _d_UpdateFeaturesResponse_0(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_results: list[UpdateFeaturesResponseUpdatableFeatureResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -189,7 +189,7 @@ def _d_FetchSnapshotRequestTopicSnapshot_0(
 ) -> tuple[FetchSnapshotRequestTopicSnapshot, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[FetchSnapshotRequestPartitionSnapshot]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -214,7 +214,7 @@ def _d_FetchSnapshotRequest_0(
     f_replica_id, f_max_bytes = _F0.unpack_from(b, p)
     p += 8
     f_topics: list[FetchSnapshotRequestTopicSnapshot]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -327,7 +327,7 @@ def _d_FetchSnapshotRequestTopicSnapshot_1(
 ) -> tuple[FetchSnapshotRequestTopicSnapshot, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[FetchSnapshotRequestPartitionSnapshot]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -352,7 +352,7 @@ def _d_FetchSnapshotRequest_1(
     f_replica_id, f_max_bytes = _F0.unpack_from(b, p)
     p += 8
     f_topics: list[FetchSnapshotRequestTopicSnapshot]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -497,7 +497,7 @@ def _d_FetchSnapshotResponseTopicSnapshot_0(
 ) -> tuple[FetchSnapshotResponseTopicSnapshot, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[FetchSnapshotResponsePartitionSnapshot]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -522,7 +522,7 @@ def _d_FetchSnapshotResponse_0(
     f_throttle_time_ms, f_error_code = _F4.unpack_from(b, p)
     p += 6
     f_topics: list[FetchSnapshotResponseTopicSnapshot]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -628,7 +628,7 @@ def _d_FetchSnapshotResponse_1(
     f_throttle_time_ms, f_error_code = _F4.unpack_from(b, p)
     p += 6
     f_topics: list[FetchSnapshotResponseTopicSnapshot]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -647,7 +647,7 @@ def _d_FetchSnapshotResponse_1(
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:

@@ -197,7 +197,7 @@ def _d_DescribeClusterResponse_0(
     (f_controller_id,) = _F4.unpack_from(b, p)
     p += 4
     f_brokers: list[DescribeClusterResponseDescribeClusterBroker]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -278,7 +278,7 @@ def _d_DescribeClusterResponse_1(
     (f_controller_id,) = _F4.unpack_from(b, p)
     p += 4
     f_brokers: list[DescribeClusterResponseDescribeClusterBroker]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -370,7 +370,7 @@ def _d_DescribeClusterResponse_2(
     (f_controller_id,) = _F4.unpack_from(b, p)
     p += 4
     f_brokers: list[DescribeClusterResponseDescribeClusterBroker]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -98,7 +98,7 @@ def _d_DescribeProducersRequestTopicRequest_0(
 ) -> tuple[DescribeProducersRequestTopicRequest, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partition_indexes: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -120,7 +120,7 @@ def _d_DescribeProducersRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeProducersRequest, int]:
     f_topics: list[DescribeProducersRequestTopicRequest]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -198,7 +198,7 @@ def _d_DescribeProducersResponsePartitionResponse_0(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_active_producers: list[DescribeProducersResponseProducerState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -222,7 +222,7 @@ def _d_DescribeProducersResponseTopicResponse_0(
 ) -> tuple[DescribeProducersResponseTopicResponse, int]:
     f_name, p = read_compact_string(b, p, e)
     f_partitions: list[DescribeProducersResponsePartitionResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -247,7 +247,7 @@ def _d_DescribeProducersResponse_0(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_topics: list[DescribeProducersResponseTopicResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

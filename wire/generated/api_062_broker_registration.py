@@ -138,7 +138,7 @@ def _d_BrokerRegistrationRequest_0(
     p += 16
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_listeners: list[BrokerRegistrationRequestListener]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -148,7 +148,7 @@ def _d_BrokerRegistrationRequest_0(
         x_listeners, p = _d_BrokerRegistrationRequestListener_0(b, p, e, lim)
         f_listeners.append(x_listeners)
     f_features: list[BrokerRegistrationRequestFeature]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -233,7 +233,7 @@ def _d_BrokerRegistrationRequest_1(
     p += 16
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_listeners: list[BrokerRegistrationRequestListener]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -243,7 +243,7 @@ def _d_BrokerRegistrationRequest_1(
         x_listeners, p = _d_BrokerRegistrationRequestListener_0(b, p, e, lim)
         f_listeners.append(x_listeners)
     f_features: list[BrokerRegistrationRequestFeature]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -308,7 +308,7 @@ def _d_BrokerRegistrationRequest_2(
     p += 16
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_listeners: list[BrokerRegistrationRequestListener]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -318,7 +318,7 @@ def _d_BrokerRegistrationRequest_2(
         x_listeners, p = _d_BrokerRegistrationRequestListener_0(b, p, e, lim)
         f_listeners.append(x_listeners)
     f_features: list[BrokerRegistrationRequestFeature]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -333,7 +333,7 @@ def _d_BrokerRegistrationRequest_2(
     (f_is_migrating_zk_broker,) = _F4.unpack_from(b, p)
     p += 1
     f_log_dirs: list[uuid.UUID]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -393,7 +393,7 @@ def _d_BrokerRegistrationRequest_3(
     p += 16
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_listeners: list[BrokerRegistrationRequestListener]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -403,7 +403,7 @@ def _d_BrokerRegistrationRequest_3(
         x_listeners, p = _d_BrokerRegistrationRequestListener_0(b, p, e, lim)
         f_listeners.append(x_listeners)
     f_features: list[BrokerRegistrationRequestFeature]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -418,7 +418,7 @@ def _d_BrokerRegistrationRequest_3(
     (f_is_migrating_zk_broker,) = _F4.unpack_from(b, p)
     p += 1
     f_log_dirs: list[uuid.UUID]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

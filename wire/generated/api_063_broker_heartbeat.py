@@ -124,7 +124,7 @@ def _d_BrokerHeartbeatRequest_1(
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -182,7 +182,7 @@ def _d_BrokerHeartbeatRequest_2(
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -190,7 +190,7 @@ def _d_BrokerHeartbeatRequest_2(
             f_offline_log_dirs, p = read_uuid_array(b, p, q, n)
             check_end(p, q, "OfflineLogDirs")
         elif t == 1:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:

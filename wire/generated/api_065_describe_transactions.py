@@ -83,7 +83,7 @@ def _d_DescribeTransactionsRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeTransactionsRequest, int]:
     f_transactional_ids: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -117,7 +117,7 @@ def _d_DescribeTransactionsResponseTopicData_0(
 ) -> tuple[DescribeTransactionsResponseTopicData, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -151,7 +151,7 @@ def _d_DescribeTransactionsResponseTransactionState_0(
     )
     p += 22
     f_topics: list[DescribeTransactionsResponseTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -186,7 +186,7 @@ def _d_DescribeTransactionsResponse_0(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_transaction_states: list[DescribeTransactionsResponseTransactionState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

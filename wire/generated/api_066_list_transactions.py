@@ -76,7 +76,7 @@ def _d_ListTransactionsRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ListTransactionsRequest, int]:
     f_state_filters: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -86,7 +86,7 @@ def _d_ListTransactionsRequest_0(
         x_state_filters, p = read_compact_string(b, p, e)
         f_state_filters.append(x_state_filters)
     f_producer_id_filters: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -124,7 +124,7 @@ def _d_ListTransactionsRequest_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ListTransactionsRequest, int]:
     f_state_filters: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -134,7 +134,7 @@ def _d_ListTransactionsRequest_1(
         x_state_filters, p = read_compact_string(b, p, e)
         f_state_filters.append(x_state_filters)
     f_producer_id_filters: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -177,7 +177,7 @@ def _d_ListTransactionsRequest_2(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ListTransactionsRequest, int]:
     f_state_filters: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -187,7 +187,7 @@ def _d_ListTransactionsRequest_2(
         x_state_filters, p = read_compact_string(b, p, e)
         f_state_filters.append(x_state_filters)
     f_producer_id_filters: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -253,7 +253,7 @@ def _d_ListTransactionsResponse_0(
     f_throttle_time_ms, f_error_code = _F1.unpack_from(b, p)
     p += 6
     f_unknown_state_filters: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -263,7 +263,7 @@ def _d_ListTransactionsResponse_0(
         x_unknown_state_filters, p = read_compact_string(b, p, e)
         f_unknown_state_filters.append(x_unknown_state_filters)
     f_transaction_states: list[ListTransactionsResponseTransactionState]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -108,7 +108,7 @@ def _d_ConsumerGroupHeartbeatRequestTopicPartitions_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -142,7 +142,7 @@ def _d_ConsumerGroupHeartbeatRequest_0(
     (f_rebalance_timeout_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_subscribed_topic_names: list[str] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -156,7 +156,7 @@ def _d_ConsumerGroupHeartbeatRequest_0(
             f_subscribed_topic_names.append(x_subscribed_topic_names)
     f_server_assignor, p = read_compact_nullable_string(b, p, e)
     f_topic_partitions: list[ConsumerGroupHeartbeatRequestTopicPartitions] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -242,7 +242,7 @@ def _d_ConsumerGroupHeartbeatRequest_1(
     (f_rebalance_timeout_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_subscribed_topic_names: list[str] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -257,7 +257,7 @@ def _d_ConsumerGroupHeartbeatRequest_1(
     f_subscribed_topic_regex, p = read_compact_nullable_string(b, p, e)
     f_server_assignor, p = read_compact_nullable_string(b, p, e)
     f_topic_partitions: list[ConsumerGroupHeartbeatRequestTopicPartitions] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -323,7 +323,7 @@ def _d_ConsumerGroupHeartbeatResponseTopicPartitions_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -345,7 +345,7 @@ def _d_ConsumerGroupHeartbeatResponseAssignment_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ConsumerGroupHeartbeatResponseAssignment, int]:
     f_topic_partitions: list[ConsumerGroupHeartbeatResponseTopicPartitions]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -119,7 +119,7 @@ def _d_ConsumerGroupDescribeRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ConsumerGroupDescribeRequest, int]:
     f_group_ids: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -163,7 +163,7 @@ def _d_ConsumerGroupDescribeResponseTopicPartitions_0(
     f_topic_id = uuid_from(f_topic_id)
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -187,7 +187,7 @@ def _d_ConsumerGroupDescribeResponseAssignment_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ConsumerGroupDescribeResponseAssignment, int]:
     f_topic_partitions: list[ConsumerGroupDescribeResponseTopicPartitions]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -217,7 +217,7 @@ def _d_ConsumerGroupDescribeResponseMember_0(
     f_client_id, p = read_compact_string(b, p, e)
     f_client_host, p = read_compact_string(b, p, e)
     f_subscribed_topic_names: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -268,7 +268,7 @@ def _d_ConsumerGroupDescribeResponseDescribedGroup_0(
     p += 8
     f_assignor_name, p = read_compact_string(b, p, e)
     f_members: list[ConsumerGroupDescribeResponseMember]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -308,7 +308,7 @@ def _d_ConsumerGroupDescribeResponse_0(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_groups: list[ConsumerGroupDescribeResponseDescribedGroup]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -416,7 +416,7 @@ def _d_ConsumerGroupDescribeResponseMember_1(
     f_client_id, p = read_compact_string(b, p, e)
     f_client_host, p = read_compact_string(b, p, e)
     f_subscribed_topic_names: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -471,7 +471,7 @@ def _d_ConsumerGroupDescribeResponseDescribedGroup_1(
     p += 8
     f_assignor_name, p = read_compact_string(b, p, e)
     f_members: list[ConsumerGroupDescribeResponseMember]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -511,7 +511,7 @@ def _d_ConsumerGroupDescribeResponse_1(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_groups: list[ConsumerGroupDescribeResponseDescribedGroup]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -124,7 +124,7 @@ def _d_ControllerRegistrationRequest_0(
     p += 21
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_listeners: list[ControllerRegistrationRequestListener]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -134,7 +134,7 @@ def _d_ControllerRegistrationRequest_0(
         x_listeners, p = _d_ControllerRegistrationRequestListener_0(b, p, e, lim)
         f_listeners.append(x_listeners)
     f_features: list[ControllerRegistrationRequestFeature]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -103,7 +103,7 @@ def _d_GetTelemetrySubscriptionsResponse_0(
     p += 26
     f_client_instance_id = uuid_from(f_client_instance_id)
     f_accepted_compression_types: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -118,7 +118,7 @@ def _d_GetTelemetrySubscriptionsResponse_0(
     f_push_interval_ms, f_telemetry_max_bytes, f_delta_temporality = _F2.unpack_from(b, p)
     p += 9
     f_requested_metrics: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

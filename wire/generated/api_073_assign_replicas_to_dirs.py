@@ -122,7 +122,7 @@ def _d_AssignReplicasToDirsRequestTopicData_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[AssignReplicasToDirsRequestPartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -148,7 +148,7 @@ def _d_AssignReplicasToDirsRequestDirectoryData_0(
     p += 16
     f_id = uuid_from(f_id)
     f_topics: list[AssignReplicasToDirsRequestTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -173,7 +173,7 @@ def _d_AssignReplicasToDirsRequest_0(
     f_broker_id, f_broker_epoch = _F0.unpack_from(b, p)
     p += 12
     f_directories: list[AssignReplicasToDirsRequestDirectoryData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -263,7 +263,7 @@ def _d_AssignReplicasToDirsResponseTopicData_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[AssignReplicasToDirsResponsePartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -289,7 +289,7 @@ def _d_AssignReplicasToDirsResponseDirectoryData_0(
     p += 16
     f_id = uuid_from(f_id)
     f_topics: list[AssignReplicasToDirsResponseTopicData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -314,7 +314,7 @@ def _d_AssignReplicasToDirsResponse_0(
     f_throttle_time_ms, f_error_code = _F3.unpack_from(b, p)
     p += 6
     f_directories: list[AssignReplicasToDirsResponseDirectoryData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

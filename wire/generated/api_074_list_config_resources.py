@@ -91,7 +91,7 @@ def _d_ListConfigResourcesRequest_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ListConfigResourcesRequest, int]:
     f_resource_types: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -140,7 +140,7 @@ def _d_ListConfigResourcesResponse_0(
     f_throttle_time_ms, f_error_code = _F0.unpack_from(b, p)
     p += 6
     f_config_resources: list[ListConfigResourcesResponseConfigResource]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -204,7 +204,7 @@ def _d_ListConfigResourcesResponse_1(
     f_throttle_time_ms, f_error_code = _F0.unpack_from(b, p)
     p += 6
     f_config_resources: list[ListConfigResourcesResponseConfigResource]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -142,7 +142,7 @@ def _d_DescribeTopicPartitionsRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeTopicPartitionsRequest, int]:
     f_topics: list[DescribeTopicPartitionsRequestTopicRequest]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -218,7 +218,7 @@ def _d_DescribeTopicPartitionsResponsePartition_0(
     f_error_code, f_partition_index, f_leader_id, f_leader_epoch = _F3.unpack_from(b, p)
     p += 14
     f_replica_nodes: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -229,7 +229,7 @@ def _d_DescribeTopicPartitionsResponsePartition_0(
     else:
         f_replica_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
     f_isr_nodes: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -240,7 +240,7 @@ def _d_DescribeTopicPartitionsResponsePartition_0(
     else:
         f_isr_nodes, p = read_fixed_array(b, p, e, n, "i", 4)
     f_eligible_leader_replicas: list[int] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -254,7 +254,7 @@ def _d_DescribeTopicPartitionsResponsePartition_0(
         else:
             f_eligible_leader_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_last_known_elr: list[int] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -268,7 +268,7 @@ def _d_DescribeTopicPartitionsResponsePartition_0(
         else:
             f_last_known_elr, p = read_fixed_array(b, p, e, n, "i", 4)
     f_offline_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -311,7 +311,7 @@ def _d_DescribeTopicPartitionsResponseTopic_0(
     p += 17
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[DescribeTopicPartitionsResponsePartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -364,7 +364,7 @@ def _d_DescribeTopicPartitionsResponse_0(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_topics: list[DescribeTopicPartitionsResponseTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

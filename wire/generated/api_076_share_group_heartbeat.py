@@ -95,7 +95,7 @@ def _d_ShareGroupHeartbeatRequest_1(
     p += 4
     f_rack_id, p = read_compact_nullable_string(b, p, e)
     f_subscribed_topic_names: list[str] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -143,7 +143,7 @@ def _d_ShareGroupHeartbeatResponseTopicPartitions_1(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -165,7 +165,7 @@ def _d_ShareGroupHeartbeatResponseAssignment_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ShareGroupHeartbeatResponseAssignment, int]:
     f_topic_partitions: list[ShareGroupHeartbeatResponseTopicPartitions]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

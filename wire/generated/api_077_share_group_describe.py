@@ -110,7 +110,7 @@ def _d_ShareGroupDescribeRequest_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ShareGroupDescribeRequest, int]:
     f_group_ids: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -152,7 +152,7 @@ def _d_ShareGroupDescribeResponseTopicPartitions_1(
     f_topic_id = uuid_from(f_topic_id)
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -174,7 +174,7 @@ def _d_ShareGroupDescribeResponseAssignment_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ShareGroupDescribeResponseAssignment, int]:
     f_topic_partitions: list[ShareGroupDescribeResponseTopicPartitions]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -203,7 +203,7 @@ def _d_ShareGroupDescribeResponseMember_1(
     f_client_id, p = read_compact_string(b, p, e)
     f_client_host, p = read_compact_string(b, p, e)
     f_subscribed_topic_names: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -247,7 +247,7 @@ def _d_ShareGroupDescribeResponseDescribedGroup_1(
     p += 8
     f_assignor_name, p = read_compact_string(b, p, e)
     f_members: list[ShareGroupDescribeResponseMember]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -287,7 +287,7 @@ def _d_ShareGroupDescribeResponse_1(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_groups: list[ShareGroupDescribeResponseDescribedGroup]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

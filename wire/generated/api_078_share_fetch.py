@@ -172,7 +172,7 @@ def _d_ShareFetchRequestAcknowledgementBatch_1(
     f_first_offset, f_last_offset = _F3.unpack_from(b, p)
     p += 16
     f_acknowledge_types: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -200,7 +200,7 @@ def _d_ShareFetchRequestFetchPartition_1(
     (f_partition_index,) = _F2.unpack_from(b, p)
     p += 4
     f_acknowledgement_batches: list[ShareFetchRequestAcknowledgementBatch]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -226,7 +226,7 @@ def _d_ShareFetchRequestFetchTopic_1(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[ShareFetchRequestFetchPartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -252,7 +252,7 @@ def _d_ShareFetchRequestForgottenTopic_1(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -282,7 +282,7 @@ def _d_ShareFetchRequest_1(
     )
     p += 24
     f_topics: list[ShareFetchRequestFetchTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -292,7 +292,7 @@ def _d_ShareFetchRequest_1(
         x_topics, p = _d_ShareFetchRequestFetchTopic_1(b, p, e, lim)
         f_topics.append(x_topics)
     f_forgotten_topics_data: list[ShareFetchRequestForgottenTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -414,7 +414,7 @@ def _d_ShareFetchRequest_2(
     ) = _F4.unpack_from(b, p)
     p += 26
     f_topics: list[ShareFetchRequestFetchTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -424,7 +424,7 @@ def _d_ShareFetchRequest_2(
         x_topics, p = _d_ShareFetchRequestFetchTopic_1(b, p, e, lim)
         f_topics.append(x_topics)
     f_forgotten_topics_data: list[ShareFetchRequestForgottenTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -527,7 +527,7 @@ def _d_ShareFetchResponsePartitionData_1(
     f_current_leader, p = _d_ShareFetchResponseLeaderIdAndEpoch_1(b, p, e, lim)
     f_records, p = read_records(b, p, e, True, False, lim)
     f_acquired_records: list[ShareFetchResponseAcquiredRecords]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -563,7 +563,7 @@ def _d_ShareFetchResponseShareFetchableTopicResponse_1(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[ShareFetchResponsePartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -614,7 +614,7 @@ def _d_ShareFetchResponse_1(
     (f_acquisition_lock_timeout_ms,) = _F2.unpack_from(b, p)
     p += 4
     f_responses: list[ShareFetchResponseShareFetchableTopicResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -624,7 +624,7 @@ def _d_ShareFetchResponse_1(
         x_responses, p = _d_ShareFetchResponseShareFetchableTopicResponse_1(b, p, e, lim)
         f_responses.append(x_responses)
     f_node_endpoints: list[ShareFetchResponseNodeEndpoint]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

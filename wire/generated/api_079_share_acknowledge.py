@@ -141,7 +141,7 @@ def _d_ShareAcknowledgeRequestAcknowledgementBatch_1(
     f_first_offset, f_last_offset = _F2.unpack_from(b, p)
     p += 16
     f_acknowledge_types: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -169,7 +169,7 @@ def _d_ShareAcknowledgeRequestAcknowledgePartition_1(
     (f_partition_index,) = _F0.unpack_from(b, p)
     p += 4
     f_acknowledgement_batches: list[ShareAcknowledgeRequestAcknowledgementBatch]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -199,7 +199,7 @@ def _d_ShareAcknowledgeRequestAcknowledgeTopic_1(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[ShareAcknowledgeRequestAcknowledgePartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -226,7 +226,7 @@ def _d_ShareAcknowledgeRequest_1(
     (f_share_session_epoch,) = _F0.unpack_from(b, p)
     p += 4
     f_topics: list[ShareAcknowledgeRequestAcknowledgeTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -308,7 +308,7 @@ def _d_ShareAcknowledgeRequest_2(
     f_share_session_epoch, f_is_renew_ack = _F3.unpack_from(b, p)
     p += 5
     f_topics: list[ShareAcknowledgeRequestAcknowledgeTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -384,7 +384,7 @@ def _d_ShareAcknowledgeResponseShareAcknowledgeTopicResponse_1(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[ShareAcknowledgeResponsePartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -431,7 +431,7 @@ def _d_ShareAcknowledgeResponse_1(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_responses: list[ShareAcknowledgeResponseShareAcknowledgeTopicResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -441,7 +441,7 @@ def _d_ShareAcknowledgeResponse_1(
         x_responses, p = _d_ShareAcknowledgeResponseShareAcknowledgeTopicResponse_1(b, p, e, lim)
         f_responses.append(x_responses)
     f_node_endpoints: list[ShareAcknowledgeResponseNodeEndpoint]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -536,7 +536,7 @@ def _d_ShareAcknowledgeResponse_2(
     (f_acquisition_lock_timeout_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_responses: list[ShareAcknowledgeResponseShareAcknowledgeTopicResponse]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -546,7 +546,7 @@ def _d_ShareAcknowledgeResponse_2(
         x_responses, p = _d_ShareAcknowledgeResponseShareAcknowledgeTopicResponse_1(b, p, e, lim)
         f_responses.append(x_responses)
     f_node_endpoints: list[ShareAcknowledgeResponseNodeEndpoint]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

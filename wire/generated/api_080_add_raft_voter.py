@@ -100,7 +100,7 @@ def _d_AddRaftVoterRequest_0(
     p += 24
     f_voter_directory_id = uuid_from(f_voter_directory_id)
     f_listeners: list[AddRaftVoterRequestListener]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -155,7 +155,7 @@ def _d_AddRaftVoterRequest_1(
     p += 24
     f_voter_directory_id = uuid_from(f_voter_directory_id)
     f_listeners: list[AddRaftVoterRequestListener]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

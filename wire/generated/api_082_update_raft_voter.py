@@ -142,7 +142,7 @@ def _d_UpdateRaftVoterRequest_0(
     p += 24
     f_voter_directory_id = uuid_from(f_voter_directory_id)
     f_listeners: list[UpdateRaftVoterRequestListener]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

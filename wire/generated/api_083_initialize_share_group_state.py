@@ -115,7 +115,7 @@ def _d_InitializeShareGroupStateRequestInitializeStateData_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[InitializeShareGroupStateRequestPartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -137,7 +137,7 @@ def _d_InitializeShareGroupStateRequest_0(
 ) -> tuple[InitializeShareGroupStateRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[InitializeShareGroupStateRequestInitializeStateData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -217,7 +217,7 @@ def _d_InitializeShareGroupStateResponseInitializeStateResult_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[InitializeShareGroupStateResponsePartitionResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -238,7 +238,7 @@ def _d_InitializeShareGroupStateResponse_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[InitializeShareGroupStateResponse, int]:
     f_results: list[InitializeShareGroupStateResponseInitializeStateResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

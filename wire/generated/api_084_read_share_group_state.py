@@ -124,7 +124,7 @@ def _d_ReadShareGroupStateRequestReadStateData_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[ReadShareGroupStateRequestPartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -146,7 +146,7 @@ def _d_ReadShareGroupStateRequest_0(
 ) -> tuple[ReadShareGroupStateRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[ReadShareGroupStateRequestReadStateData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -229,7 +229,7 @@ def _d_ReadShareGroupStateResponsePartitionResult_0(
     f_state_epoch, f_start_offset = _F3.unpack_from(b, p)
     p += 12
     f_state_batches: list[ReadShareGroupStateResponseStateBatch]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -263,7 +263,7 @@ def _d_ReadShareGroupStateResponseReadStateResult_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[ReadShareGroupStateResponsePartitionResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -284,7 +284,7 @@ def _d_ReadShareGroupStateResponse_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ReadShareGroupStateResponse, int]:
     f_results: list[ReadShareGroupStateResponseReadStateResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

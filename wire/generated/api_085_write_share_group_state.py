@@ -126,7 +126,7 @@ def _d_WriteShareGroupStateRequestPartitionData_0(
     f_partition, f_state_epoch, f_leader_epoch, f_start_offset = _F1.unpack_from(b, p)
     p += 20
     f_state_batches: list[WriteShareGroupStateRequestStateBatch]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -154,7 +154,7 @@ def _d_WriteShareGroupStateRequestWriteStateData_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[WriteShareGroupStateRequestPartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -176,7 +176,7 @@ def _d_WriteShareGroupStateRequest_0(
 ) -> tuple[WriteShareGroupStateRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[WriteShareGroupStateRequestWriteStateData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -252,7 +252,7 @@ def _d_WriteShareGroupStateRequestPartitionData_1(
     )
     p += 24
     f_state_batches: list[WriteShareGroupStateRequestStateBatch]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -286,7 +286,7 @@ def _d_WriteShareGroupStateRequestWriteStateData_1(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[WriteShareGroupStateRequestPartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -308,7 +308,7 @@ def _d_WriteShareGroupStateRequest_1(
 ) -> tuple[WriteShareGroupStateRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[WriteShareGroupStateRequestWriteStateData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -393,7 +393,7 @@ def _d_WriteShareGroupStateResponseWriteStateResult_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[WriteShareGroupStateResponsePartitionResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -414,7 +414,7 @@ def _d_WriteShareGroupStateResponse_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[WriteShareGroupStateResponse, int]:
     f_results: list[WriteShareGroupStateResponseWriteStateResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

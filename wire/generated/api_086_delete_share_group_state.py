@@ -109,7 +109,7 @@ def _d_DeleteShareGroupStateRequestDeleteStateData_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[DeleteShareGroupStateRequestPartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -131,7 +131,7 @@ def _d_DeleteShareGroupStateRequest_0(
 ) -> tuple[DeleteShareGroupStateRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[DeleteShareGroupStateRequestDeleteStateData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -211,7 +211,7 @@ def _d_DeleteShareGroupStateResponseDeleteStateResult_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[DeleteShareGroupStateResponsePartitionResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -232,7 +232,7 @@ def _d_DeleteShareGroupStateResponse_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DeleteShareGroupStateResponse, int]:
     f_results: list[DeleteShareGroupStateResponseDeleteStateResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

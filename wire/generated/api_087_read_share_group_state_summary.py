@@ -122,7 +122,7 @@ def _d_ReadShareGroupStateSummaryRequestReadStateSummaryData_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[ReadShareGroupStateSummaryRequestPartitionData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -144,7 +144,7 @@ def _d_ReadShareGroupStateSummaryRequest_0(
 ) -> tuple[ReadShareGroupStateSummaryRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[ReadShareGroupStateSummaryRequestReadStateSummaryData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -235,7 +235,7 @@ def _d_ReadShareGroupStateSummaryResponseReadStateSummaryResult_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[ReadShareGroupStateSummaryResponsePartitionResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -256,7 +256,7 @@ def _d_ReadShareGroupStateSummaryResponse_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ReadShareGroupStateSummaryResponse, int]:
     f_results: list[ReadShareGroupStateSummaryResponseReadStateSummaryResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -348,7 +348,7 @@ def _d_ReadShareGroupStateSummaryResponseReadStateSummaryResult_1(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[ReadShareGroupStateSummaryResponsePartitionResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -369,7 +369,7 @@ def _d_ReadShareGroupStateSummaryResponse_1(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ReadShareGroupStateSummaryResponse, int]:
     f_results: list[ReadShareGroupStateSummaryResponseReadStateSummaryResult]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -229,7 +229,7 @@ def _d_StreamsGroupHeartbeatRequestTopicInfo_0(
     f_partitions, f_replication_factor = _F2.unpack_from(b, p)
     p += 6
     f_topic_configs: list[StreamsGroupHeartbeatRequestKeyValue]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -252,7 +252,7 @@ def _d_StreamsGroupHeartbeatRequestCopartitionGroup_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[StreamsGroupHeartbeatRequestCopartitionGroup, int]:
     f_source_topics: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -263,7 +263,7 @@ def _d_StreamsGroupHeartbeatRequestCopartitionGroup_0(
     else:
         f_source_topics, p = read_fixed_array(b, p, e, n, "h", 2)
     f_source_topic_regex: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -274,7 +274,7 @@ def _d_StreamsGroupHeartbeatRequestCopartitionGroup_0(
     else:
         f_source_topic_regex, p = read_fixed_array(b, p, e, n, "h", 2)
     f_repartition_source_topics: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -299,7 +299,7 @@ def _d_StreamsGroupHeartbeatRequestSubtopology_0(
 ) -> tuple[StreamsGroupHeartbeatRequestSubtopology, int]:
     f_subtopology_id, p = read_compact_string(b, p, e)
     f_source_topics: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -309,7 +309,7 @@ def _d_StreamsGroupHeartbeatRequestSubtopology_0(
         x_source_topics, p = read_compact_string(b, p, e)
         f_source_topics.append(x_source_topics)
     f_source_topic_regex: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -319,7 +319,7 @@ def _d_StreamsGroupHeartbeatRequestSubtopology_0(
         x_source_topic_regex, p = read_compact_string(b, p, e)
         f_source_topic_regex.append(x_source_topic_regex)
     f_state_changelog_topics: list[StreamsGroupHeartbeatRequestTopicInfo]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -329,7 +329,7 @@ def _d_StreamsGroupHeartbeatRequestSubtopology_0(
         x_state_changelog_topics, p = _d_StreamsGroupHeartbeatRequestTopicInfo_0(b, p, e, lim)
         f_state_changelog_topics.append(x_state_changelog_topics)
     f_repartition_sink_topics: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -339,7 +339,7 @@ def _d_StreamsGroupHeartbeatRequestSubtopology_0(
         x_repartition_sink_topics, p = read_compact_string(b, p, e)
         f_repartition_sink_topics.append(x_repartition_sink_topics)
     f_repartition_source_topics: list[StreamsGroupHeartbeatRequestTopicInfo]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -349,7 +349,7 @@ def _d_StreamsGroupHeartbeatRequestSubtopology_0(
         x_repartition_source_topics, p = _d_StreamsGroupHeartbeatRequestTopicInfo_0(b, p, e, lim)
         f_repartition_source_topics.append(x_repartition_source_topics)
     f_copartition_groups: list[StreamsGroupHeartbeatRequestCopartitionGroup]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -383,7 +383,7 @@ def _d_StreamsGroupHeartbeatRequestTopology_0(
     (f_epoch,) = _F1.unpack_from(b, p)
     p += 4
     f_subtopologies: list[StreamsGroupHeartbeatRequestSubtopology]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -405,7 +405,7 @@ def _d_StreamsGroupHeartbeatRequestTaskIds_0(
 ) -> tuple[StreamsGroupHeartbeatRequestTaskIds, int]:
     f_subtopology_id, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -479,7 +479,7 @@ def _d_StreamsGroupHeartbeatRequest_0(
     else:
         f_topology, p = _d_StreamsGroupHeartbeatRequestTopology_0(b, p + 1, e, lim)
     f_active_tasks: list[StreamsGroupHeartbeatRequestTaskIds] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -492,7 +492,7 @@ def _d_StreamsGroupHeartbeatRequest_0(
             x_active_tasks, p = _d_StreamsGroupHeartbeatRequestTaskIds_0(b, p, e, lim)
             f_active_tasks.append(x_active_tasks)
     f_standby_tasks: list[StreamsGroupHeartbeatRequestTaskIds] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -505,7 +505,7 @@ def _d_StreamsGroupHeartbeatRequest_0(
             x_standby_tasks, p = _d_StreamsGroupHeartbeatRequestTaskIds_0(b, p, e, lim)
             f_standby_tasks.append(x_standby_tasks)
     f_warmup_tasks: list[StreamsGroupHeartbeatRequestTaskIds] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -527,7 +527,7 @@ def _d_StreamsGroupHeartbeatRequest_0(
     else:
         f_user_endpoint, p = _d_StreamsGroupHeartbeatRequestEndpoint_0(b, p + 1, e, lim)
     f_client_tags: list[StreamsGroupHeartbeatRequestKeyValue] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -540,7 +540,7 @@ def _d_StreamsGroupHeartbeatRequest_0(
             x_client_tags, p = _d_StreamsGroupHeartbeatRequestKeyValue_0(b, p, e, lim)
             f_client_tags.append(x_client_tags)
     f_task_offsets: list[StreamsGroupHeartbeatRequestTaskOffset] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -553,7 +553,7 @@ def _d_StreamsGroupHeartbeatRequest_0(
             x_task_offsets, p = _d_StreamsGroupHeartbeatRequestTaskOffset_0(b, p, e, lim)
             f_task_offsets.append(x_task_offsets)
     f_task_end_offsets: list[StreamsGroupHeartbeatRequestTaskOffset] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -783,7 +783,7 @@ def _d_StreamsGroupHeartbeatResponseTaskIds_0(
 ) -> tuple[StreamsGroupHeartbeatResponseTaskIds, int]:
     f_subtopology_id, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -822,7 +822,7 @@ def _d_StreamsGroupHeartbeatResponseTopicPartition_0(
 ) -> tuple[StreamsGroupHeartbeatResponseTopicPartition, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -846,7 +846,7 @@ def _d_StreamsGroupHeartbeatResponseEndpointToPartitions_0(
     f_user_endpoint: StreamsGroupHeartbeatResponseEndpoint
     f_user_endpoint, p = _d_StreamsGroupHeartbeatResponseEndpoint_0(b, p, e, lim)
     f_active_partitions: list[StreamsGroupHeartbeatResponseTopicPartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -856,7 +856,7 @@ def _d_StreamsGroupHeartbeatResponseEndpointToPartitions_0(
         x_active_partitions, p = _d_StreamsGroupHeartbeatResponseTopicPartition_0(b, p, e, lim)
         f_active_partitions.append(x_active_partitions)
     f_standby_partitions: list[StreamsGroupHeartbeatResponseTopicPartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -894,7 +894,7 @@ def _d_StreamsGroupHeartbeatResponse_0(
     ) = _F6.unpack_from(b, p)
     p += 16
     f_status: list[StreamsGroupHeartbeatResponseStatus] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -907,7 +907,7 @@ def _d_StreamsGroupHeartbeatResponse_0(
             x_status, p = _d_StreamsGroupHeartbeatResponseStatus_0(b, p, e, lim)
             f_status.append(x_status)
     f_active_tasks: list[StreamsGroupHeartbeatResponseTaskIds] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -920,7 +920,7 @@ def _d_StreamsGroupHeartbeatResponse_0(
             x_active_tasks, p = _d_StreamsGroupHeartbeatResponseTaskIds_0(b, p, e, lim)
             f_active_tasks.append(x_active_tasks)
     f_standby_tasks: list[StreamsGroupHeartbeatResponseTaskIds] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -933,7 +933,7 @@ def _d_StreamsGroupHeartbeatResponse_0(
             x_standby_tasks, p = _d_StreamsGroupHeartbeatResponseTaskIds_0(b, p, e, lim)
             f_standby_tasks.append(x_standby_tasks)
     f_warmup_tasks: list[StreamsGroupHeartbeatResponseTaskIds] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -950,7 +950,7 @@ def _d_StreamsGroupHeartbeatResponse_0(
     (f_endpoint_information_epoch,) = _F1.unpack_from(b, p)
     p += 4
     f_partitions_by_user_endpoint: list[StreamsGroupHeartbeatResponseEndpointToPartitions] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

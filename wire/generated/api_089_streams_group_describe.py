@@ -173,7 +173,7 @@ def _d_StreamsGroupDescribeRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[StreamsGroupDescribeRequest, int]:
     f_group_ids: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -229,7 +229,7 @@ def _d_StreamsGroupDescribeResponseTopicInfo_0(
     f_partitions, f_replication_factor = _F4.unpack_from(b, p)
     p += 6
     f_topic_configs: list[StreamsGroupDescribeResponseKeyValue]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -253,7 +253,7 @@ def _d_StreamsGroupDescribeResponseSubtopology_0(
 ) -> tuple[StreamsGroupDescribeResponseSubtopology, int]:
     f_subtopology_id, p = read_compact_string(b, p, e)
     f_source_topics: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -263,7 +263,7 @@ def _d_StreamsGroupDescribeResponseSubtopology_0(
         x_source_topics, p = read_compact_string(b, p, e)
         f_source_topics.append(x_source_topics)
     f_repartition_sink_topics: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -273,7 +273,7 @@ def _d_StreamsGroupDescribeResponseSubtopology_0(
         x_repartition_sink_topics, p = read_compact_string(b, p, e)
         f_repartition_sink_topics.append(x_repartition_sink_topics)
     f_state_changelog_topics: list[StreamsGroupDescribeResponseTopicInfo]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -283,7 +283,7 @@ def _d_StreamsGroupDescribeResponseSubtopology_0(
         x_state_changelog_topics, p = _d_StreamsGroupDescribeResponseTopicInfo_0(b, p, e, lim)
         f_state_changelog_topics.append(x_state_changelog_topics)
     f_repartition_source_topics: list[StreamsGroupDescribeResponseTopicInfo]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -315,7 +315,7 @@ def _d_StreamsGroupDescribeResponseTopology_0(
     (f_epoch,) = _F1.unpack_from(b, p)
     p += 4
     f_subtopologies: list[StreamsGroupDescribeResponseSubtopology] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -372,7 +372,7 @@ def _d_StreamsGroupDescribeResponseTaskIds_0(
 ) -> tuple[StreamsGroupDescribeResponseTaskIds, int]:
     f_subtopology_id, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -394,7 +394,7 @@ def _d_StreamsGroupDescribeResponseAssignment_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[StreamsGroupDescribeResponseAssignment, int]:
     f_active_tasks: list[StreamsGroupDescribeResponseTaskIds]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -404,7 +404,7 @@ def _d_StreamsGroupDescribeResponseAssignment_0(
         x_active_tasks, p = _d_StreamsGroupDescribeResponseTaskIds_0(b, p, e, lim)
         f_active_tasks.append(x_active_tasks)
     f_standby_tasks: list[StreamsGroupDescribeResponseTaskIds]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -414,7 +414,7 @@ def _d_StreamsGroupDescribeResponseAssignment_0(
         x_standby_tasks, p = _d_StreamsGroupDescribeResponseTaskIds_0(b, p, e, lim)
         f_standby_tasks.append(x_standby_tasks)
     f_warmup_tasks: list[StreamsGroupDescribeResponseTaskIds]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -459,7 +459,7 @@ def _d_StreamsGroupDescribeResponseMember_0(
     else:
         f_user_endpoint, p = _d_StreamsGroupDescribeResponseEndpoint_0(b, p + 1, e, lim)
     f_client_tags: list[StreamsGroupDescribeResponseKeyValue]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -469,7 +469,7 @@ def _d_StreamsGroupDescribeResponseMember_0(
         x_client_tags, p = _d_StreamsGroupDescribeResponseKeyValue_0(b, p, e, lim)
         f_client_tags.append(x_client_tags)
     f_task_offsets: list[StreamsGroupDescribeResponseTaskOffset]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -479,7 +479,7 @@ def _d_StreamsGroupDescribeResponseMember_0(
         x_task_offsets, p = _d_StreamsGroupDescribeResponseTaskOffset_0(b, p, e, lim)
         f_task_offsets.append(x_task_offsets)
     f_task_end_offsets: list[StreamsGroupDescribeResponseTaskOffset]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -544,7 +544,7 @@ def _d_StreamsGroupDescribeResponseDescribedGroup_0(
     else:
         f_topology, p = _d_StreamsGroupDescribeResponseTopology_0(b, p + 1, e, lim)
     f_members: list[StreamsGroupDescribeResponseMember]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -584,7 +584,7 @@ def _d_StreamsGroupDescribeResponse_0(
     (f_throttle_time_ms,) = _F1.unpack_from(b, p)
     p += 4
     f_groups: list[StreamsGroupDescribeResponseDescribedGroup]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

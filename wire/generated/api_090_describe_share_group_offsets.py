@@ -110,7 +110,7 @@ def _d_DescribeShareGroupOffsetsRequestTopic_0(
 ) -> tuple[DescribeShareGroupOffsetsRequestTopic, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -133,7 +133,7 @@ def _d_DescribeShareGroupOffsetsRequestGroup_0(
 ) -> tuple[DescribeShareGroupOffsetsRequestGroup, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[DescribeShareGroupOffsetsRequestTopic] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -157,7 +157,7 @@ def _d_DescribeShareGroupOffsetsRequest_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[DescribeShareGroupOffsetsRequest, int]:
     f_groups: list[DescribeShareGroupOffsetsRequestGroup]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -240,7 +240,7 @@ def _d_DescribeShareGroupOffsetsResponseTopic_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[DescribeShareGroupOffsetsResponsePartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -262,7 +262,7 @@ def _d_DescribeShareGroupOffsetsResponseGroup_0(
 ) -> tuple[DescribeShareGroupOffsetsResponseGroup, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[DescribeShareGroupOffsetsResponseTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -294,7 +294,7 @@ def _d_DescribeShareGroupOffsetsResponse_0(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_groups: list[DescribeShareGroupOffsetsResponseGroup]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -392,7 +392,7 @@ def _d_DescribeShareGroupOffsetsResponseTopic_1(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[DescribeShareGroupOffsetsResponsePartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -414,7 +414,7 @@ def _d_DescribeShareGroupOffsetsResponseGroup_1(
 ) -> tuple[DescribeShareGroupOffsetsResponseGroup, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[DescribeShareGroupOffsetsResponseTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -446,7 +446,7 @@ def _d_DescribeShareGroupOffsetsResponse_1(
     (f_throttle_time_ms,) = _F0.unpack_from(b, p)
     p += 4
     f_groups: list[DescribeShareGroupOffsetsResponseGroup]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

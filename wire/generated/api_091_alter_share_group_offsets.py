@@ -110,7 +110,7 @@ def _d_AlterShareGroupOffsetsRequestTopic_0(
 ) -> tuple[AlterShareGroupOffsetsRequestTopic, int]:
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[AlterShareGroupOffsetsRequestPartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -132,7 +132,7 @@ def _d_AlterShareGroupOffsetsRequest_0(
 ) -> tuple[AlterShareGroupOffsetsRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[AlterShareGroupOffsetsRequestTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -213,7 +213,7 @@ def _d_AlterShareGroupOffsetsResponseTopic_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[AlterShareGroupOffsetsResponsePartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -239,7 +239,7 @@ def _d_AlterShareGroupOffsetsResponse_0(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_responses: list[AlterShareGroupOffsetsResponseTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -91,7 +91,7 @@ def _d_DeleteShareGroupOffsetsRequest_0(
 ) -> tuple[DeleteShareGroupOffsetsRequest, int]:
     f_group_id, p = read_compact_string(b, p, e)
     f_topics: list[DeleteShareGroupOffsetsRequestTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -160,7 +160,7 @@ def _d_DeleteShareGroupOffsetsResponse_0(
     p += 6
     f_error_message, p = read_compact_nullable_string(b, p, e)
     f_responses: list[DeleteShareGroupOffsetsResponseTopic]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

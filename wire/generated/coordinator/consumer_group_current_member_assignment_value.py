@@ -65,7 +65,7 @@ def _d_ConsumerGroupCurrentMemberAssignmentValueTopicPartitions_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -91,7 +91,7 @@ def _d_ConsumerGroupCurrentMemberAssignmentValue_0(
     f_member_epoch, f_previous_member_epoch, f_state = _F0.unpack_from(b, p)
     p += 9
     f_assigned_partitions: list[ConsumerGroupCurrentMemberAssignmentValueTopicPartitions]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -103,7 +103,7 @@ def _d_ConsumerGroupCurrentMemberAssignmentValue_0(
         )
         f_assigned_partitions.append(x_assigned_partitions)
     f_partitions_pending_revocation: list[ConsumerGroupCurrentMemberAssignmentValueTopicPartitions]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

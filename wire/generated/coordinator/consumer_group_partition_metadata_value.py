@@ -65,7 +65,7 @@ def _d_ConsumerGroupPartitionMetadataValuePartitionMetadata_0(
     (f_partition,) = _F1.unpack_from(b, p)
     p += 4
     f_racks: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -96,7 +96,7 @@ def _d_ConsumerGroupPartitionMetadataValueTopicMetadata_0(
     (f_num_partitions,) = _F1.unpack_from(b, p)
     p += 4
     f_partition_metadata: list[ConsumerGroupPartitionMetadataValuePartitionMetadata]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -121,7 +121,7 @@ def _d_ConsumerGroupPartitionMetadataValue_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ConsumerGroupPartitionMetadataValue, int]:
     f_topics: list[ConsumerGroupPartitionMetadataValueTopicMetadata]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

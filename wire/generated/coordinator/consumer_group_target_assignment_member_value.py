@@ -58,7 +58,7 @@ def _d_ConsumerGroupTargetAssignmentMemberValueTopicPartition_0(
     p += 16
     f_topic_id = uuid_from(f_topic_id)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -80,7 +80,7 @@ def _d_ConsumerGroupTargetAssignmentMemberValue_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ConsumerGroupTargetAssignmentMemberValue, int]:
     f_topic_partitions: list[ConsumerGroupTargetAssignmentMemberValueTopicPartition]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -366,7 +366,7 @@ def _d_GroupMetadataValue_4(
     (f_current_state_timestamp,) = _F2.unpack_from(b, p)
     p += 8
     f_members: list[GroupMetadataValueMemberMetadata]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -45,7 +45,7 @@ def _d_ShareGroupMemberMetadataValue_0(
     f_client_id, p = read_compact_string(b, p, e)
     f_client_host, p = read_compact_string(b, p, e)
     f_subscribed_topic_names: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -70,7 +70,7 @@ def _d_ShareGroupPartitionMetadataValueTopicPartitionsInfo_0(
     f_topic_id = uuid_from(f_topic_id)
     f_topic_name, p = read_compact_string(b, p, e)
     f_partitions: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -111,7 +111,7 @@ def _d_ShareGroupPartitionMetadataValue_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ShareGroupPartitionMetadataValue, int]:
     f_initialized_topics: list[ShareGroupPartitionMetadataValueTopicPartitionsInfo]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -123,7 +123,7 @@ def _d_ShareGroupPartitionMetadataValue_0(
         )
         f_initialized_topics.append(x_initialized_topics)
     f_deleting_topics: list[ShareGroupPartitionMetadataValueTopicInfo]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

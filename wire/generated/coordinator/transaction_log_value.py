@@ -147,7 +147,7 @@ def _d_TransactionLogValuePartitionsSchema_1(
 ) -> tuple[TransactionLogValuePartitionsSchema, int]:
     f_topic, p = read_compact_string(b, p, e)
     f_partition_ids: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -175,7 +175,7 @@ def _d_TransactionLogValue_1(
     )
     p += 15
     f_transaction_partitions: list[TransactionLogValuePartitionsSchema] | None
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -71,7 +71,7 @@ def _d_LeaderChangeMessage_0(
     f_version_, f_leader_id = _F0.unpack_from(b, p)
     p += 6
     f_voters: list[LeaderChangeMessageVoter]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -81,7 +81,7 @@ def _d_LeaderChangeMessage_0(
         x_voters, p = _d_LeaderChangeMessageVoter_0(b, p, e, lim)
         f_voters.append(x_voters)
     f_granting_voters: list[LeaderChangeMessageVoter]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -146,7 +146,7 @@ def _d_LeaderChangeMessage_1(
     f_version_, f_leader_id = _F0.unpack_from(b, p)
     p += 6
     f_voters: list[LeaderChangeMessageVoter]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -156,7 +156,7 @@ def _d_LeaderChangeMessage_1(
         x_voters, p = _d_LeaderChangeMessageVoter_1(b, p, e, lim)
         f_voters.append(x_voters)
     f_granting_voters: list[LeaderChangeMessageVoter]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -108,7 +108,7 @@ def _d_VotersRecordVoter_0(
     p += 20
     f_voter_directory_id = uuid_from(f_voter_directory_id)
     f_endpoints: list[VotersRecordEndpoint]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -135,7 +135,7 @@ def _d_VotersRecord_0(b: memoryview, p: int, e: int, lim: DecodeLimits) -> tuple
     (f_version_,) = _F0.unpack_from(b, p)
     p += 2
     f_voters: list[VotersRecordVoter]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

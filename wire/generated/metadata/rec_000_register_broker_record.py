@@ -122,7 +122,7 @@ def _d_RegisterBrokerRecord_0(
     p += 28
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_end_points: list[RegisterBrokerRecordBrokerEndpoint]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -132,7 +132,7 @@ def _d_RegisterBrokerRecord_0(
         x_end_points, p = _d_RegisterBrokerRecordBrokerEndpoint_0(b, p, e, lim)
         f_end_points.append(x_end_points)
     f_features: list[RegisterBrokerRecordBrokerFeature]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -220,7 +220,7 @@ def _d_RegisterBrokerRecord_1(
     p += 28
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_end_points: list[RegisterBrokerRecordBrokerEndpoint]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -230,7 +230,7 @@ def _d_RegisterBrokerRecord_1(
         x_end_points, p = _d_RegisterBrokerRecordBrokerEndpoint_0(b, p, e, lim)
         f_end_points.append(x_end_points)
     f_features: list[RegisterBrokerRecordBrokerFeature]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -293,7 +293,7 @@ def _d_RegisterBrokerRecord_2(
     p += 29
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_end_points: list[RegisterBrokerRecordBrokerEndpoint]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -303,7 +303,7 @@ def _d_RegisterBrokerRecord_2(
         x_end_points, p = _d_RegisterBrokerRecordBrokerEndpoint_0(b, p, e, lim)
         f_end_points.append(x_end_points)
     f_features: list[RegisterBrokerRecordBrokerFeature]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -364,7 +364,7 @@ def _d_RegisterBrokerRecord_3(
     p += 29
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_end_points: list[RegisterBrokerRecordBrokerEndpoint]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -374,7 +374,7 @@ def _d_RegisterBrokerRecord_3(
         x_end_points, p = _d_RegisterBrokerRecordBrokerEndpoint_0(b, p, e, lim)
         f_end_points.append(x_end_points)
     f_features: list[RegisterBrokerRecordBrokerFeature]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -398,7 +398,7 @@ def _d_RegisterBrokerRecord_3(
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:

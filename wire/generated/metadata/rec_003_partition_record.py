@@ -69,7 +69,7 @@ def _d_PartitionRecord_0(
     p += 20
     f_topic_id = uuid_from(f_topic_id)
     f_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -80,7 +80,7 @@ def _d_PartitionRecord_0(
     else:
         f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_isr: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -91,7 +91,7 @@ def _d_PartitionRecord_0(
     else:
         f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     f_removing_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -102,7 +102,7 @@ def _d_PartitionRecord_0(
     else:
         f_removing_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_adding_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -186,7 +186,7 @@ def _d_PartitionRecord_1(
     p += 20
     f_topic_id = uuid_from(f_topic_id)
     f_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -197,7 +197,7 @@ def _d_PartitionRecord_1(
     else:
         f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_isr: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -208,7 +208,7 @@ def _d_PartitionRecord_1(
     else:
         f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     f_removing_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -219,7 +219,7 @@ def _d_PartitionRecord_1(
     else:
         f_removing_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_adding_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -234,7 +234,7 @@ def _d_PartitionRecord_1(
     f_leader, f_leader_epoch, f_partition_epoch = _F1.unpack_from(b, p)
     p += 12
     f_directories: list[uuid.UUID]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -311,7 +311,7 @@ def _d_PartitionRecord_2(
     p += 20
     f_topic_id = uuid_from(f_topic_id)
     f_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -322,7 +322,7 @@ def _d_PartitionRecord_2(
     else:
         f_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_isr: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -333,7 +333,7 @@ def _d_PartitionRecord_2(
     else:
         f_isr, p = read_fixed_array(b, p, e, n, "i", 4)
     f_removing_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -344,7 +344,7 @@ def _d_PartitionRecord_2(
     else:
         f_removing_replicas, p = read_fixed_array(b, p, e, n, "i", 4)
     f_adding_replicas: list[int]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -359,7 +359,7 @@ def _d_PartitionRecord_2(
     f_leader, f_leader_epoch, f_partition_epoch = _F1.unpack_from(b, p)
     p += 12
     f_directories: list[uuid.UUID]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -383,7 +383,7 @@ def _d_PartitionRecord_2(
             p += 1
             check_end(p, q, "LeaderRecoveryState")
         elif t == 1:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -398,7 +398,7 @@ def _d_PartitionRecord_2(
                     f_eligible_leader_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "EligibleLeaderReplicas")
         elif t == 2:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:

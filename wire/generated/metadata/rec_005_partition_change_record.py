@@ -81,7 +81,7 @@ def _d_PartitionChangeRecord_0(
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -102,7 +102,7 @@ def _d_PartitionChangeRecord_0(
             p += 4
             check_end(p, q, "Leader")
         elif t == 2:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -117,7 +117,7 @@ def _d_PartitionChangeRecord_0(
                     f_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "Replicas")
         elif t == 3:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -132,7 +132,7 @@ def _d_PartitionChangeRecord_0(
                     f_removing_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "RemovingReplicas")
         elif t == 4:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -239,7 +239,7 @@ def _d_PartitionChangeRecord_1(
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -260,7 +260,7 @@ def _d_PartitionChangeRecord_1(
             p += 4
             check_end(p, q, "Leader")
         elif t == 2:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -275,7 +275,7 @@ def _d_PartitionChangeRecord_1(
                     f_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "Replicas")
         elif t == 3:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -290,7 +290,7 @@ def _d_PartitionChangeRecord_1(
                     f_removing_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "RemovingReplicas")
         elif t == 4:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -311,7 +311,7 @@ def _d_PartitionChangeRecord_1(
             p += 1
             check_end(p, q, "LeaderRecoveryState")
         elif t == 8:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -415,7 +415,7 @@ def _d_PartitionChangeRecord_2(
     for _ in range(nt):
         t, q, p = read_tag_header(b, p, e)
         if t == 0:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -436,7 +436,7 @@ def _d_PartitionChangeRecord_2(
             p += 4
             check_end(p, q, "Leader")
         elif t == 2:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -451,7 +451,7 @@ def _d_PartitionChangeRecord_2(
                     f_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "Replicas")
         elif t == 3:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -466,7 +466,7 @@ def _d_PartitionChangeRecord_2(
                     f_removing_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "RemovingReplicas")
         elif t == 4:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -487,7 +487,7 @@ def _d_PartitionChangeRecord_2(
             p += 1
             check_end(p, q, "LeaderRecoveryState")
         elif t == 6:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -502,7 +502,7 @@ def _d_PartitionChangeRecord_2(
                     f_eligible_leader_replicas, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "EligibleLeaderReplicas")
         elif t == 7:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:
@@ -517,7 +517,7 @@ def _d_PartitionChangeRecord_2(
                     f_last_known_elr, p = read_fixed_array(b, p, q, n, "i", 4)
             check_end(p, q, "LastKnownElr")
         elif t == 8:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:

@@ -49,7 +49,7 @@ def _d_DelegationTokenRecord_0(
     f_owner, p = read_compact_string(b, p, e)
     f_requester, p = read_compact_string(b, p, e)
     f_renewers: list[str]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -66,7 +66,7 @@ def _d_ClientQuotaRecord_0(
     b: memoryview, p: int, e: int, lim: DecodeLimits
 ) -> tuple[ClientQuotaRecord, int]:
     f_entity: list[ClientQuotaRecordEntityData]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:

@@ -175,7 +175,7 @@ def _d_BrokerRegistrationChangeRecord_2(
             p += 1
             check_end(p, q, "InControlledShutdown")
         elif t == 2:
-            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p:
+            if p < q and 0 < b[p] < 0x80 and b[p] <= q - p and b[p] <= lim.max_array_length:
                 n = b[p] - 1
                 p += 1
             else:

@@ -108,7 +108,7 @@ def _d_RegisterControllerRecord_0(
     p += 21
     f_incarnation_id = uuid_from(f_incarnation_id)
     f_end_points: list[RegisterControllerRecordControllerEndpoint]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
@@ -118,7 +118,7 @@ def _d_RegisterControllerRecord_0(
         x_end_points, p = _d_RegisterControllerRecordControllerEndpoint_0(b, p, e, lim)
         f_end_points.append(x_end_points)
     f_features: list[RegisterControllerRecordControllerFeature]
-    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p:
+    if p < e and 0 < b[p] < 0x80 and b[p] <= e - p and b[p] <= lim.max_array_length:
         n = b[p] - 1
         p += 1
     else:
