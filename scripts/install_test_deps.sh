@@ -37,6 +37,29 @@ JAR_PATTERNS=(
   "jose4j-*.jar"
 )
 
+# -- Debian packages the test extra builds against ----------------------------------------------
+apt_updated=0
+apt_install() {
+  if [ "$apt_updated" = 0 ]; then
+    log "apt-get update"
+    apt-get update -qq
+    apt_updated=1
+  fi
+  log "apt-get install $*"
+  apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+# NetfilterQueue (the fault suite's packet delay where the kernel has no sch_netem) is an sdist
+# compiled against libnetfilter_queue, with a C compiler and the interpreter's headers.
+if ! dpkg-query -W -f='${Status}' libnetfilter-queue-dev 2>/dev/null | grep -q "install ok installed"; then
+  apt_install libnetfilter-queue-dev
+fi
+if ! command -v cc >/dev/null 2>&1; then
+  apt_install gcc libc6-dev
+fi
+if [ ! -f "$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ]; then
+  apt_install python3-dev
+fi
+
 # -- Python: the project and its test extra --------------------------------------------------
 log "pip install -e '.[test]'"
 "$python" -m pip install --quiet -e "$root[test]"
@@ -51,16 +74,6 @@ if [ -n "${CORMORANT_SPARK_JARS:-}" ]; then
 fi
 
 # -- Debian packages: kcat (librdkafka 2.0.2) and a JDK ----------------------------------------
-apt_updated=0
-apt_install() {
-  if [ "$apt_updated" = 0 ]; then
-    log "apt-get update"
-    apt-get update -qq
-    apt_updated=1
-  fi
-  log "apt-get install $*"
-  apt-get install -y -qq --no-install-recommends "$@" >/dev/null
-}
 if ! command -v kcat >/dev/null 2>&1; then
   apt_install kcat
 fi
@@ -80,6 +93,11 @@ if ! command -v nft >/dev/null 2>&1; then
 fi
 if ! command -v ip >/dev/null 2>&1; then
   apt_install iproute2
+fi
+# iptables' NFQUEUE target hands a delayed node's packets to the delayer (nftables' queue
+# statement needs nft_queue, which kernels without sch_netem tend to lack as well)
+if ! command -v iptables-restore >/dev/null 2>&1; then
+  apt_install iptables
 fi
 
 # -- npm: kafkajs 2.2.4 and its snappy / lz4 codecs ---------------------------------------------

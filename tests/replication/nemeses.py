@@ -14,7 +14,8 @@ The workload (:class:`Workload`) runs throughout: idempotent ``acks=all`` writer
 Java kafka-clients), a transactional producer aborting a share of its transactions, and a
 read_committed consumer group committing what it reads, whose committed offsets are watched.
 
-A nemesis the kernel cannot apply (``slow-follower``'s delay needs ``sch_netem``) raises
+A nemesis this machine cannot apply (``slow-follower``'s delay needs the kernel's ``sch_netem``, or
+NFQUEUE and the NetfilterQueue package for the delayer in user space) raises
 :class:`NemesisNotApplicable` before anything starts.
 """
 
@@ -60,7 +61,7 @@ from tests.replication.fault_workloads import (
     OffsetObserver,
     TransactionalWriter,
 )
-from tests.replication.netns import CLIENT, netem_available
+from tests.replication.netns import CLIENT, delay_missing
 from tests.replication.netns_cluster import IsrMonitor, NetnsFaultCluster
 
 MIN_INSYNC_REPLICAS = 2
@@ -113,6 +114,8 @@ class Context:
     cut_off: list[tuple[float, frozenset[int]]] = field(default_factory=list)
     name: str = ""
     seed: int = 0
+    delay_notes_logged: int = 0
+    delay_problems_logged: int = 0
 
     @property
     def net(self) -> NetnsFaultCluster:
@@ -126,6 +129,15 @@ class Context:
         voters = [n.node_id for n in self.cluster.nodes.values() if n.controller_port]
         self.cut_off.append((at, frozenset(self.cluster.network.cut_off(voters))))
         self.log(f"{what}  [{self.cluster.network.describe()}]")
+
+    def log_delayers(self) -> None:
+        """What the NFQUEUE delayers did since the last heal, and any of them found dead."""
+        network = self.cluster.network
+        for note in network.delay_notes[self.delay_notes_logged:]:
+            self.log(f"delay: {note}")
+        for problem in network.delay_problems[self.delay_problems_logged:]:
+            self.log(f"delay PROBLEM: {problem}")
+        self.delay_notes_logged, self.delay_problems_logged = len(network.delay_notes), len(network.delay_problems)
 
     def leader_of_random_partition(self) -> tuple[int, Node]:
         partition = self.rng.randrange(self.partitions)
@@ -153,6 +165,7 @@ class Context:
 
     def heal(self) -> None:
         self.cluster.network.heal()
+        self.log_delayers()
         for node_id in list(self.cluster.paused):
             self.cluster.resume(self.cluster.nodes[node_id])
         for node in self.killed:
@@ -231,12 +244,12 @@ def flapping(ctx: Context) -> None:
 
 
 def slow_follower(ctx: Context) -> None:
-    """200 ms delay and 5 % loss both ways on one follower of a partition (needs the kernel's sch_netem)."""
+    """200 ms delay and 5 % loss both ways on one follower of a partition (the delay: sch_netem, or NFQUEUE and a delayer in user space)."""
     while ctx.running():
         partition, leader = ctx.leader_of_random_partition()
         follower = ctx.rng.choice(ctx.followers(partition, leader))
         if not ctx.net.network.set_delay(follower.node_id, 200):
-            raise NemesisNotApplicable(NETEM_MISSING)
+            raise NemesisNotApplicable(f"{ctx.name} {delay_missing()}")
         ctx.net.network.set_loss(follower.node_id, 5)
         ctx.fault(f"node {follower.node_id} (follower of {ctx.topic}-{partition}): 200 ms delay, 5% loss",
                   [(ctx.topic, partition)])
@@ -279,17 +292,16 @@ BASE: dict[str, Callable[[Context], None]] = {
     "lossy-follower": lossy_follower,
     "paused-follower": paused_follower,
 }
-#: Nemeses that delay packets: they need ``tc qdisc ... netem``.
-NEEDS_NETEM = {"slow-follower"}
-NETEM_MISSING = ("needs the kernel module sch_netem (tc qdisc netem) for its 200 ms delay, which this kernel "
-                 "does not have; lossy-follower applies the loss alone with nftables")
+#: Nemeses that delay packets: they need ``tc qdisc ... netem`` or the NFQUEUE delayer.
+NEEDS_DELAY = {"slow-follower"}
 NEMESES = [*BASE, *(f"{name}+kill" for name in BASE)]
 
 
 def not_applicable(name: str) -> str | None:
     """Why this machine cannot run the nemesis ``name`` (None: it can)."""
-    if name.removesuffix("+kill") in NEEDS_NETEM and not netem_available():
-        return f"{name} {NETEM_MISSING}"
+    missing = delay_missing() if name.removesuffix("+kill") in NEEDS_DELAY else None
+    if missing:
+        return f"{name} {missing}; lossy-follower applies the loss alone with nftables"
     return None
 
 
@@ -319,6 +331,8 @@ class NemesisResult:
     #: Every send of every writer (librdkafka writers ``wN``, Java writers ``jN``), and what each fault was.
     sends: list[Send] = field(default_factory=list)
     fault_log: list[str] = field(default_factory=list)
+    #: NFQUEUE delayers found dead or killed (the delay the nemesis names did not hold).
+    delay_problems: list[str] = field(default_factory=list)
 
     @property
     def acked_by_java(self) -> int:
@@ -332,7 +346,7 @@ class NemesisResult:
         if self.read_committed_differs:
             out.append(f"read_committed differs: {self.read_committed_differs[:3]}")
         return (out + self.group.problems + self.transactions.problems
-                + (self.transform.problems if self.transform else []))
+                + (self.transform.problems if self.transform else []) + self.delay_problems)
 
     @property
     def ok(self) -> bool:
@@ -471,8 +485,8 @@ def run_nemesis(cluster: NetnsFaultCluster, name: str, seed: int, duration_s: fl
     base_name = name.removesuffix("+kill")
     if base_name not in BASE:
         raise ValueError(f"unknown nemesis {name!r}; known: {', '.join(NEMESES)}")
-    if base_name in NEEDS_NETEM and not cluster.network.can_delay:
-        raise NemesisNotApplicable(f"{name} {NETEM_MISSING}")  # checked before the cluster starts by callers
+    if base_name in NEEDS_DELAY and not cluster.network.can_delay:
+        raise NemesisNotApplicable(f"{name} {delay_missing()}")  # checked before the cluster starts by callers
     load = workload or Workload()
     partitions = load.partitions
     started = time.monotonic()
@@ -524,6 +538,7 @@ def _run_and_check(ctx: Context, base_name: str, load: Workload, topics: list[st
     finally:
         try:
             ctx.cluster.network.heal()
+            ctx.log_delayers()
             for node_id in list(cluster.paused):
                 cluster.resume(cluster.nodes[node_id])
             for victim in ctx.killed:
@@ -577,4 +592,5 @@ def _run_and_check(ctx: Context, base_name: str, load: Workload, topics: list[st
         acks_below_min_isr(sends, monitor.samples, MIN_INSYNC_REPLICAS), differs,
         sum(1 for f in cluster.history.faults if f.what != "heal"), time.monotonic() - started,
         [e for w in running for e in w.fatal_errors], group_report, txn_report, transform_report, layout_of(cluster),
-        duplicates_by_cause=causes, sends=sends, fault_log=[f.what for f in cluster.history.faults])
+        duplicates_by_cause=causes, sends=sends, fault_log=[f.what for f in cluster.history.faults],
+        delay_problems=list(cluster.network.delay_problems))
