@@ -22,7 +22,7 @@ import itertools
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from broker.log.files import LOG_SUFFIX
@@ -40,6 +40,22 @@ class IsrSample:
     topic: str
     partition: int
     leader: int
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingIsr:
+    """Leader ``node`` asking the controller to add replicas to a partition's ISR, from ``start``
+    until its outcome (monotonic); ``isr`` is the ISR with them (Kafka's maximal ISR, which a
+    leader's acks=all check counts: the high watermark waits for those replicas too), and
+    ``committed`` the ISR it asked from. Any committed change ends the request too."""
+
+    start: float
+    end: float
+    node: int
+    topic: str
+    partition: int
+    committed: tuple[int, ...]
     isr: tuple[int, ...]
 
 
@@ -106,10 +122,17 @@ def unavailability_windows(sends: Iterable[Send], threshold_s: float = 1.0) -> U
 
 
 def acks_below_min_isr(sends: Iterable[Send], samples: Sequence[IsrSample], min_isr: int,
-                       max_sample_gap_s: float = 1.0) -> list[str]:
+                       max_sample_gap_s: float = 1.0, pending: Sequence[PendingIsr] = ()) -> list[str]:
     """Acknowledgements completed between two samples, no more than ``max_sample_gap_s`` apart, in
     which the broker that called itself the partition's leader both times had fewer than
-    ``min_isr`` replicas in its ISR — and no broker claiming leadership had enough."""
+    ``min_isr`` replicas in its ISR — and no broker claiming leadership had enough. The samples
+    are the brokers' metadata, the committed ISR; a leader also counts the replicas it has asked
+    to add (``pending``, Kafka's maximal ISR: they had reached its high watermark), so an ack
+    sent or answered while such a request made the ISR large enough is not flagged."""
+    expanding: dict[tuple[str, int], list[PendingIsr]] = defaultdict(list)
+    for p in pending:
+        if len(p.isr) >= min_isr:
+            expanding[(p.topic, p.partition)].append(p)
     leaders: dict[tuple[str, int], list[IsrSample]] = defaultdict(list)
     for sample in samples:
         if sample.leader == sample.node:
@@ -117,6 +140,16 @@ def acks_below_min_isr(sends: Iterable[Send], samples: Sequence[IsrSample], min_
     for series in leaders.values():
         series.sort(key=lambda s: s.at)
     times_of = {key: [s.at for s in series] for key, series in leaders.items()}
+    # A request ends at the first sample of its leader showing another committed ISR (the leader
+    # drops what it asked for when a change lands): at most one sampling interval late.
+    for key, requests in expanding.items():
+        series = leaders.get(key, [])
+        ended = []
+        for p in requests:
+            changed = next((s.at for s in series[bisect.bisect_right(times_of[key], p.start) if series else 0:]
+                            if s.node == p.node and set(s.isr) != set(p.committed)), p.end)
+            ended.append(replace(p, end=min(p.end, changed)))
+        expanding[key] = ended
     out = []
     for send in sends:
         if send.outcome is not Outcome.ACKED:
@@ -130,6 +163,9 @@ def acks_below_min_isr(sends: Iterable[Send], samples: Sequence[IsrSample], min_
         if after.at - before.at > max_sample_gap_s or before.node != after.node:
             continue
         if len(before.isr) < min_isr and len(after.isr) < min_isr:
+            if any(p.node == before.node and p.start <= send.done_at and p.end >= send.sent_at
+                   for p in expanding.get((send.topic, send.partition), ())):
+                continue
             out.append(f"{send.value} acked at {send.topic}-{send.partition}@{send.offset} while leader "
                        f"{before.node} had ISR {list(before.isr)} .. {list(after.isr)}")
     return out

@@ -26,7 +26,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
+from broker.replication.isr import PENDING_TIMEOUT_MS
 from tests.integration.quorum_cluster import Node
 from tests.replication.fault_checker import (
     Outcome,
@@ -40,6 +42,7 @@ from tests.replication.fault_checker import (
 from tests.replication.fault_cluster import start_writers, stop_writers
 from tests.replication.fault_invariants import (
     GroupOffsetReport,
+    PendingIsr,
     TransactionReport,
     Unavailability,
     acks_below_min_isr,
@@ -416,6 +419,46 @@ def fenced_windows(cluster: NetnsFaultCluster, grace_s: float) -> dict[int, list
     return out
 
 
+def pending_isr_windows(cluster: NetnsFaultCluster, timeout_s: float = PENDING_TIMEOUT_MS / 1000) -> list[PendingIsr]:
+    """Each leader's requests to add replicas to an ISR (``isr_change_proposed`` with more replicas
+    than the ISR, in its log), each until the leader's next request for that partition, a failed
+    or refused request, or the leader's own give-up time (monotonic)."""
+    offset = time.time() - time.monotonic()
+
+    def at(event: dict[str, Any]) -> float:
+        return datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp() - offset
+
+    out: list[PendingIsr] = []
+    for node_id, node in cluster.nodes.items():
+        ends: list[tuple[float, tuple[str, int] | None]] = []  # None: every partition of the node
+        proposals: list[tuple[float, str, int, tuple[int, ...], tuple[int, ...]]] = []
+        try:
+            for event in node.events("isr_change_proposed"):
+                key = (str(event["topic"]), int(event["partition"]))
+                isr = tuple(int(r) for r in event["isr"])
+                proposed = tuple(int(r) for r in event["proposed"])
+                proposals.append((at(event), *key, isr, proposed))
+                ends.append((at(event), key))
+            for name in ("isr_change_failed", "isr_change_refused"):
+                for event in node.events(name):
+                    which = ((str(event["topic"]), int(event["partition"]))
+                             if "topic" in event and "partition" in event else None)
+                    ends.append((at(event), which))
+        except (KeyError, TypeError, ValueError):
+            continue
+        ends.sort(key=lambda e: e[0])
+        for start, topic, partition, isr, proposed in proposals:
+            if not set(proposed) - set(isr):
+                continue  # a shrink: the acks=all check uses the committed ISR until it lands
+            end = start + timeout_s
+            for t, which in ends:
+                if t > start and (which is None or which == (topic, partition)):
+                    end = min(end, t)
+                    break
+            out.append(PendingIsr(start, end, node_id, topic, partition, isr, tuple(sorted(set(isr) | set(proposed)))))
+    return out
+
+
 def merge_windows(*sources: dict[int, list[tuple[float, float]]]) -> dict[int, list[tuple[float, float]]]:
     out: dict[int, list[tuple[float, float]]] = {}
     for source in sources:
@@ -589,7 +632,7 @@ def _run_and_check(ctx: Context, base_name: str, load: Workload, topics: list[st
                                       [v for m in members for v in m.read if v.startswith("tx-")])
     return NemesisResult(
         name, seed, report, unavailability_windows(sends),
-        acks_below_min_isr(sends, monitor.samples, MIN_INSYNC_REPLICAS), differs,
+        acks_below_min_isr(sends, monitor.samples, MIN_INSYNC_REPLICAS, pending=pending_isr_windows(cluster)), differs,
         sum(1 for f in cluster.history.faults if f.what != "heal"), time.monotonic() - started,
         [e for w in running for e in w.fatal_errors], group_report, txn_report, transform_report, layout_of(cluster),
         duplicates_by_cause=causes, sends=sends, fault_log=[f.what for f in cluster.history.faults],

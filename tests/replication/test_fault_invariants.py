@@ -13,6 +13,7 @@ from tests.replication.fault_invariants import (
     IsrSample,
     OffsetCommit,
     OffsetObservation,
+    PendingIsr,
     Transaction,
     TxnOutcome,
     acks_below_min_isr,
@@ -21,7 +22,7 @@ from tests.replication.fault_invariants import (
     transaction_problems,
     unavailability_windows,
 )
-from tests.replication.nemeses import cut_off_windows, fenced_windows
+from tests.replication.nemeses import cut_off_windows, fenced_windows, pending_isr_windows
 from tests.replication.netns import Cut, Network
 
 
@@ -64,6 +65,50 @@ def test_no_flag_when_another_leader_had_a_full_isr_or_samples_are_far_apart() -
     # Followers' views are not the leader's: ignored.
     views = [sample(0.0, 2, 1, (1,)), sample(0.5, 2, 1, (1,))]
     assert acks_below_min_isr([ack(0, 0.25)], views, min_isr=2) == []
+
+
+def test_an_ack_while_the_leader_was_adding_a_caught_up_replica_is_not_flagged() -> None:
+    # The metadata said ISR [1] before and after; the leader had asked to add 2, which had reached
+    # its high watermark: Kafka's maximal ISR, which its acks=all check counts.
+    samples = [sample(0.0, 1, 1, (1,)), sample(0.5, 1, 1, (1,))]
+    adding = PendingIsr(0.1, 0.6, 1, "t", 0, (1,), (1, 2))
+    assert acks_below_min_isr([ack(0, 0.25)], samples, min_isr=2, pending=[adding]) == []
+    # The same ack is flagged when the request was another node's, too small, over before it was
+    # sent, for another partition, or ended by a committed change the leader's samples show.
+    shrunk = [sample(0.0, 1, 1, (1, 3)), sample(0.15, 1, 1, (1,)), sample(0.5, 1, 1, (1,))]
+    for other, seen in ((PendingIsr(0.1, 0.6, 2, "t", 0, (1,), (1, 2)), samples),
+                        (PendingIsr(0.1, 0.6, 1, "t", 0, (1,), (1,)), samples),
+                        (PendingIsr(0.0, 0.1, 1, "t", 0, (1,), (1, 2)), samples),
+                        (PendingIsr(0.1, 0.6, 1, "t", 1, (1,), (1, 2)), samples),
+                        (PendingIsr(0.05, 0.6, 1, "t", 0, (1, 3), (1, 2, 3)), shrunk)):
+        assert len(acks_below_min_isr([ack(0, 0.25, sent=0.2)], seen, min_isr=2, pending=[other])) == 1, other
+
+
+def test_pending_isr_windows_run_from_an_expansion_to_its_outcome() -> None:
+    now = datetime.now(UTC)
+
+    def at(seconds: float) -> str:
+        return (now + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+    def proposed(seconds: float, isr: list[int], new: list[int], partition: int = 0) -> dict[str, object]:
+        return {"event": "isr_change_proposed", "topic": "t", "partition": partition, "isr": isr,
+                "proposed": new, "timestamp": at(seconds)}
+
+    leader = LoggedNode([
+        proposed(-30, [1], [1, 2]),  # ends at the next request for the partition
+        proposed(-28, [1, 2], [1]),  # a shrink: no window
+        proposed(-20, [1], [1, 3]),  # ends when the request fails
+        {"event": "isr_change_failed", "reason": "timeout", "timestamp": at(-19)},
+        proposed(-10, [1], [1, 2], partition=1),  # ends when the controller refuses it
+        {"event": "isr_change_refused", "topic": "t", "partition": 1, "error": "X", "timestamp": at(-8)},
+        proposed(-5, [1], [1, 3], partition=1),  # no outcome: the leader's own give-up time
+    ])
+    cluster = SimpleNamespace(nodes={1: leader, 2: LoggedNode([])})
+    windows = pending_isr_windows(cluster, timeout_s=10.0)  # type: ignore[arg-type]
+    got = [(w.node, w.partition, w.isr, round(w.end - w.start, 1)) for w in windows]
+    assert [w.committed for w in windows] == [(1,), (1,), (1,), (1,)]
+    assert got == [(1, 0, (1, 2), 2.0), (1, 0, (1, 3), 1.0), (1, 1, (1, 2), 2.0), (1, 1, (1, 3), 10.0)]
+    assert abs(time.monotonic() - windows[0].start - 30.0) < 2.0
 
 
 def commit(offset: int, sent: float, done: float, partition: int = 0) -> OffsetCommit:
