@@ -125,7 +125,8 @@ def acks_below_min_isr(sends: Iterable[Send], samples: Sequence[IsrSample], min_
                        max_sample_gap_s: float = 1.0, pending: Sequence[PendingIsr] = ()) -> list[str]:
     """Acknowledgements completed between two samples, no more than ``max_sample_gap_s`` apart, in
     which the broker that called itself the partition's leader both times had fewer than
-    ``min_isr`` replicas in its ISR — and no broker claiming leadership had enough. The samples
+    ``min_isr`` replicas in its ISR — and no broker claiming leadership had enough, nor that leader at
+    any sample between the send and the acknowledgement (an answer can arrive late). The samples
     are the brokers' metadata, the committed ISR; a leader also counts the replicas it has asked
     to add (``pending``, Kafka's maximal ISR: they had reached its high watermark), so an ack
     sent or answered while such a request made the ISR large enough is not flagged."""
@@ -163,6 +164,11 @@ def acks_below_min_isr(sends: Iterable[Send], samples: Sequence[IsrSample], min_
         if after.at - before.at > max_sample_gap_s or before.node != after.node:
             continue
         if len(before.isr) < min_isr and len(after.isr) < min_isr:
+            # The leader decided at some point between the send and the answer: a sample from that
+            # stretch (or the last one before it) with enough replicas excuses the ack.
+            first = max(bisect.bisect_right(times, send.sent_at) - 1, 0)
+            if any(s.node == before.node and len(s.isr) >= min_isr for s in series[first:i]):
+                continue
             if any(p.node == before.node and p.start <= send.done_at and p.end >= send.sent_at
                    for p in expanding.get((send.topic, send.partition), ())):
                 continue

@@ -422,7 +422,8 @@ def fenced_windows(cluster: NetnsFaultCluster, grace_s: float) -> dict[int, list
 def pending_isr_windows(cluster: NetnsFaultCluster, timeout_s: float = PENDING_TIMEOUT_MS / 1000) -> list[PendingIsr]:
     """Each leader's requests to add replicas to an ISR (``isr_change_proposed`` with more replicas
     than the ISR, in its log), each until the leader's next request for that partition, a failed
-    or refused request, or the leader's own give-up time (monotonic)."""
+    or refused request, a committed change reaching it (``partition_isr_changed``), or the leader's
+    own give-up time (monotonic)."""
     offset = time.time() - time.monotonic()
 
     def at(event: dict[str, Any]) -> float:
@@ -439,7 +440,7 @@ def pending_isr_windows(cluster: NetnsFaultCluster, timeout_s: float = PENDING_T
                 proposed = tuple(int(r) for r in event["proposed"])
                 proposals.append((at(event), *key, isr, proposed))
                 ends.append((at(event), key))
-            for name in ("isr_change_failed", "isr_change_refused"):
+            for name in ("isr_change_failed", "isr_change_refused", "partition_isr_changed"):
                 for event in node.events(name):
                     which = ((str(event["topic"]), int(event["partition"]))
                              if "topic" in event and "partition" in event else None)

@@ -57,6 +57,16 @@ def test_an_ack_between_two_samples_of_a_lone_leader_is_flagged() -> None:
     assert len(flagged) == 1 and flagged[0].startswith("w:1 ")
 
 
+def test_an_ack_answered_late_is_not_flagged_when_the_leader_had_enough_replicas_after_the_send() -> None:
+    # Sent at 0.1 while the ISR was [1, 2], answered at 0.9 after it shrank to [1]: the leader may
+    # have acknowledged before the shrink. Sent after the shrink, the same answer is flagged.
+    samples = [sample(0.0, 1, 1, (1, 2)), sample(0.25, 1, 1, (1, 2)), sample(0.5, 1, 1, (1,)),
+               sample(0.75, 1, 1, (1,)), sample(1.0, 1, 1, (1,))]
+    assert acks_below_min_isr([ack(0, 0.9, sent=0.1)], samples, min_isr=2) == []
+    assert acks_below_min_isr([ack(0, 0.9, sent=0.3)], samples, min_isr=2) == []  # the sample before it: [1, 2]
+    assert len(acks_below_min_isr([ack(0, 0.9, sent=0.6)], samples, min_isr=2)) == 1
+
+
 def test_no_flag_when_another_leader_had_a_full_isr_or_samples_are_far_apart() -> None:
     samples = [sample(0.0, 1, 1, (1,)), sample(0.2, 2, 2, (2, 3)), sample(0.5, 1, 1, (1,))]
     assert acks_below_min_isr([ack(0, 0.25)], samples, min_isr=2) == []
@@ -102,12 +112,15 @@ def test_pending_isr_windows_run_from_an_expansion_to_its_outcome() -> None:
         proposed(-10, [1], [1, 2], partition=1),  # ends when the controller refuses it
         {"event": "isr_change_refused", "topic": "t", "partition": 1, "error": "X", "timestamp": at(-8)},
         proposed(-5, [1], [1, 3], partition=1),  # no outcome: the leader's own give-up time
+        proposed(-40, [1], [1, 3], partition=2),  # ends when the committed change reaches the leader
+        {"event": "partition_isr_changed", "topic": "t", "partition": 2, "isr": [1, 3], "timestamp": at(-39.5)},
     ])
     cluster = SimpleNamespace(nodes={1: leader, 2: LoggedNode([])})
     windows = pending_isr_windows(cluster, timeout_s=10.0)  # type: ignore[arg-type]
     got = [(w.node, w.partition, w.isr, round(w.end - w.start, 1)) for w in windows]
-    assert [w.committed for w in windows] == [(1,), (1,), (1,), (1,)]
-    assert got == [(1, 0, (1, 2), 2.0), (1, 0, (1, 3), 1.0), (1, 1, (1, 2), 2.0), (1, 1, (1, 3), 10.0)]
+    assert [w.committed for w in windows] == [(1,)] * 5
+    assert got == [(1, 0, (1, 2), 2.0), (1, 0, (1, 3), 1.0), (1, 1, (1, 2), 2.0), (1, 1, (1, 3), 10.0),
+                   (1, 2, (1, 3), 0.5)]
     assert abs(time.monotonic() - windows[0].start - 30.0) < 2.0
 
 
