@@ -92,7 +92,14 @@ class Transformer:
             "heartbeat.interval.ms": 1000,
             "max.poll.interval.ms": 120_000,
         }
-        self.producer_config = transactional_producer_config(bootstrap, f"fault-ctp-{name}")
+        self.producer_config = {
+            **transactional_producer_config(bootstrap, f"fault-ctp-{name}"),
+            # librdkafka 2.16 sends a TxnOffsetCommit whose group coordinator it cached was dropped
+            # from Metadata (a fenced broker is, in Kafka's answer too) only once some broker's state
+            # changes: send_offsets_to_transaction() then waits past its timeout (librdkafka issues
+            # 5456 and 5511). Closing idle connections makes such a change within seconds.
+            "connections.max.idle.ms": 5000,
+        }
         self.transactions: list[TransformTxn] = []
         self.errors: list[str] = []
         self.sessions = 0

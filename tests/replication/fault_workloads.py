@@ -251,11 +251,6 @@ def transactional_producer_config(bootstrap: Sequence[str], transactional_id: st
         "message.timeout.ms": 25_000,
         "retry.backoff.ms": 100,
         "retry.backoff.max.ms": 1000,
-        # librdkafka 2.16 sends TxnOffsetCommit only when a broker's state changes once the group
-        # coordinator it cached was dropped from Metadata (a fenced broker is, in Kafka's answer too):
-        # send_offsets_to_transaction() then waits past its timeout (librdkafka issues 5456 and
-        # 5511). Closing idle connections makes such a change within seconds.
-        "connections.max.idle.ms": 5000,
     }
 
 
