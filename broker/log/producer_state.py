@@ -27,12 +27,10 @@ writes to the log itself.
 Persistence: ``<offset>.snapshot`` files in the partition directory
 (:mod:`broker.log.producer_snapshot`), written at a segment roll (when the new segment starts
 exactly where the state ends), at a clean shutdown, and, unlike Kafka, every
-:data:`PRODUCER_SNAPSHOT_EVERY_BATCHES` batches, so that a reload on the event loop replays a
-bounded part of the log, not the whole active segment; besides those at segment starts only the
-newest :data:`PRODUCER_SNAPSHOTS_RETAINED` are kept. As in Kafka (UnifiedLog.roll), the roll's (and
-a periodic) snapshot is written without an fsync on the append path: it is made durable, with the
-aborted-transaction indexes below it, by the log's next flush (:meth:`ProducerStateManager.flush_snapshots`,
-in the worker thread of the periodic flush), before the recovery point passes the roll. A crash
+:data:`PRODUCER_SNAPSHOT_EVERY_BATCHES` batches, so a reload on the event loop replays a bounded
+part of the log. As in Kafka (UnifiedLog.roll), those are written without an fsync on the append
+path and made durable, with the aborted-transaction indexes below them, by the log's next flush
+(:meth:`ProducerStateManager.flush_snapshots`, in the periodic flush's worker thread). A crash
 before that leaves at worst an unreadable snapshot, which loading skips for an older one. Loading takes the newest readable
 snapshot at or below the log end and replays every batch after it (after a crash, those
 batches were validated by the log's recovery), which also rebuilds the aborted-transaction
@@ -116,18 +114,12 @@ __all__ = [
 
 log = structlog.get_logger(__name__)
 
-#: A snapshot is written once this many batches were applied since the last one (or as many
-#: as there are producers, if more), so that a reload (the lazy first one after a restart, and
-#: one after every replica truncation, both on the event loop) replays at most about this many
-#: batches instead of the whole log since the last roll. Replaying costs ~10 us a batch (CPython,
-#: one-record batches; ~30 us on a loaded machine), so 1,000 batches is 10-30 ms, and a
-#: truncation just below the newest snapshot replays from the one before, twice that. A
-#: snapshot without fsync costs ~5 us a producer (0.4 ms with 50 producers): every 1,000 batches
-#: that is nothing next to appending them (~90 us a batch); with more producers than that, the
-#: snapshot would cost more than the replay it saves, hence the bound by producers.
+#: A snapshot every this many batches (or one per producer, if more) bounds what a reload on the
+#: event loop (after a restart, after every truncation) replays: ~10-30 us a batch, so 10-30 ms,
+#: twice that below the newest snapshot. A snapshot costs ~5 us a producer without fsync: nothing
+#: next to appending 1,000 batches (~90 us each); with more producers it would cost more than it saves.
 PRODUCER_SNAPSHOT_EVERY_BATCHES = 1_000
-#: Snapshots kept beyond those at segment starts: the newest, and the one before it for a
-#: truncation just below the newest (a follower's truncations are usually short).
+#: Snapshots kept besides those at segment starts: the newest, and one before it for a short truncation.
 PRODUCER_SNAPSHOTS_RETAINED = 2
 
 @dataclass(frozen=True, slots=True)
@@ -136,8 +128,7 @@ class ProducerStateConfig:
     producer_id_expiration_ms: int = 86_400_000
     #: transaction.partition.verification.enable (KIP-890 part 1)
     transaction_verification_enabled: bool = True
-    #: Batches applied since the last snapshot that make the next one (see
-    #: :data:`PRODUCER_SNAPSHOT_EVERY_BATCHES`); not a Kafka setting.
+    #: Batches between periodic snapshots (:data:`PRODUCER_SNAPSHOT_EVERY_BATCHES`); not a Kafka setting.
     snapshot_every_batches: int = PRODUCER_SNAPSHOT_EVERY_BATCHES
 
 
@@ -183,8 +174,7 @@ class ProducerStateManager:
         self._txn_indexes = TransactionIndexes(plog.dir, self._loaded_names)
         self._map_end_offset = plog.log_start_offset
         self._last_snapshot_offset = -1
-        #: Batches applied since the last snapshot (or since the start of the log): what a
-        #: reload would replay now.
+        #: Batches applied since the last snapshot: what a reload would replay now.
         self._batches_since_snapshot = 0
         self._log_start_offset = plog.log_start_offset
         self._segments_seen: tuple[LogSegment, ...] = ()
@@ -261,17 +251,15 @@ class ProducerStateManager:
         self._log_start_offset = start
         self._batches_since_snapshot = 0
         replayed = self._replay(offset, end)
-        # Expired producers are dropped after the replay, not when read from the snapshot (as
-        # Kafka does): one that wrote again after the snapshot then keeps its older batches
-        # and coordinator epoch, so the state does not depend on which snapshot was read.
+        # Expired producers are dropped after the replay (as Kafka does), so one that wrote again
+        # keeps its older batches and the state does not depend on which snapshot was read.
         now = self._clock_ms()
         for pid in [pid for pid, e in self._producers.items() if self._is_expired(e, now)]:
             del self._producers[pid]
         self._segments_seen = plog.segments
         self._txn_indexes.retain(s.base_offset for s in plog.segments)
         self._remove_stray_snapshots(files)
-        # A long replay (a log written before periodic snapshots, or a truncation below the
-        # retained ones) is paid once: the next reload starts here.
+        # A long replay is paid once: the next reload starts here.
         self._maybe_take_periodic_snapshot()
         log.debug("producer_state_loaded", partition=self._tp, snapshot_offset=self._last_snapshot_offset,
                  batches_replayed=replayed, producers=len(self._producers),
@@ -651,13 +639,9 @@ class ProducerStateManager:
             self._write_snapshot(self._map_end_offset, sync=sync)
 
     def _maybe_take_periodic_snapshot(self) -> None:
-        """Snapshot the state at the log end once :attr:`ProducerStateConfig.snapshot_every_batches`
-        batches (or one per producer, if more) were applied since the last snapshot, and drop the older snapshots that are
-        neither at a segment start nor among the newest :data:`PRODUCER_SNAPSHOTS_RETAINED`.
-
-        Called where the state is consistent with the log end (after an append is applied or
-        a replay). Written like a roll's snapshot: no fsync on the event loop, made durable by
-        the log's next flush; one lost in a crash only means a longer replay from an older one."""
+        """Snapshot the state at the log end once enough batches were applied since the last one
+        (called where the state matches the log end), as a roll does: no fsync on the event loop,
+        durable at the log's next flush; one lost in a crash means a longer replay. Drops stray ones."""
         if self._batches_since_snapshot < max(self._config.snapshot_every_batches, len(self._producers)):
             return
         offset = self._map_end_offset
