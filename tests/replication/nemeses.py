@@ -392,6 +392,11 @@ def cut_off_windows(timeline: list[tuple[float, frozenset[int]]], grace_s: float
     return out
 
 
+def logged_at(event: dict[str, Any], offset: float) -> float:
+    """When a node logged ``event``, on this process's monotonic clock (``offset``: wall minus monotonic)."""
+    return datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp() - offset
+
+
 def fenced_windows(cluster: NetnsFaultCluster, grace_s: float) -> dict[int, list[tuple[float, float]]]:
     """Broker -> the stretches (monotonic) from the controller fencing it (``broker_fenced`` in the
     active controller's log) to ``grace_s`` after it was unfenced: its partitions had moved to other
@@ -403,8 +408,7 @@ def fenced_windows(cluster: NetnsFaultCluster, grace_s: float) -> dict[int, list
         for name, fenced in (("broker_fenced", True), ("broker_unfenced", False)):
             for event in node.events(name):
                 try:
-                    at = datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp()
-                    events.append((at - offset, int(event["broker_id"]), fenced))
+                    events.append((logged_at(event, offset), int(event["broker_id"]), fenced))
                 except (KeyError, ValueError):
                     continue
     out: dict[int, list[tuple[float, float]]] = {}
@@ -425,10 +429,6 @@ def pending_isr_windows(cluster: NetnsFaultCluster, timeout_s: float = PENDING_T
     or refused request, a committed change reaching it (``partition_isr_changed``), or the leader's
     own give-up time (monotonic)."""
     offset = time.time() - time.monotonic()
-
-    def at(event: dict[str, Any]) -> float:
-        return datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp() - offset
-
     out: list[PendingIsr] = []
     for node_id, node in cluster.nodes.items():
         ends: list[tuple[float, tuple[str, int] | None]] = []  # None: every partition of the node
@@ -438,13 +438,13 @@ def pending_isr_windows(cluster: NetnsFaultCluster, timeout_s: float = PENDING_T
                 key = (str(event["topic"]), int(event["partition"]))
                 isr = tuple(int(r) for r in event["isr"])
                 proposed = tuple(int(r) for r in event["proposed"])
-                proposals.append((at(event), *key, isr, proposed))
-                ends.append((at(event), key))
+                proposals.append((logged_at(event, offset), *key, isr, proposed))
+                ends.append((logged_at(event, offset), key))
             for name in ("isr_change_failed", "isr_change_refused", "partition_isr_changed"):
                 for event in node.events(name):
                     which = ((str(event["topic"]), int(event["partition"]))
                              if "topic" in event and "partition" in event else None)
-                    ends.append((at(event), which))
+                    ends.append((logged_at(event, offset), which))
         except (KeyError, TypeError, ValueError):
             continue
         ends.sort(key=lambda e: e[0])
