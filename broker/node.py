@@ -525,21 +525,24 @@ class BrokerNode:
             # The checkpoint files and the periodic fsyncs are disk waits that grow with
             # the partition count and stretch to seconds when the disk is busy: they run
             # in a worker thread so that no client waits for them (they once held every
-            # connection up for 1.5 s). What they read is snapshotted here, on the loop.
-            high_watermarks = {TopicPartition(t, i): hw for (t, i), hw in self.replica_manager.high_watermarks().items()}
+            # connection up for 1.5 s). The loop copies only the two collections, a C-speed
+            # step; reading 10,000 high watermarks into checkpoint keys took it 20 ms.
+            partitions = list(self.replica_manager.partitions.items())
             logs = list(self.log_manager.logs.values())
-            flushed_before = sum(plog.recovery_point for plog in logs)
             flush_started = time.perf_counter()
-            await trio.to_thread.run_sync(self._checkpoint_and_flush, high_watermarks, logs, self.clock_ms())
-            if sum(plog.recovery_point for plog in logs) != flushed_before:
+            if await trio.to_thread.run_sync(self._checkpoint_and_flush, partitions, logs, self.clock_ms()):
                 self.metrics.log_flushed(time.perf_counter() - flush_started)
 
     def _checkpoint_and_flush(
-        self, high_watermarks: dict[TopicPartition, int], logs: list[PartitionLog], now_ms: int
-    ) -> None:
-        """Off the event loop. The loop keeps appending meanwhile: a flush may then record
-        a recovery point below the newest one (recovering a little more after a crash,
-        never less), and a segment deleted by retention meanwhile is skipped."""
+        self, partitions: list[tuple[tuple[str, int], Partition]], logs: list[PartitionLog], now_ms: int
+    ) -> bool:
+        """Off the event loop; True if a log was flushed. The loop keeps appending meanwhile:
+        a high watermark read here is the one in force when it is read (at least as new as
+        one read when the round started), a flush may record a recovery point below the
+        newest one (recovering a little more after a crash, never less), and a segment
+        deleted by retention meanwhile is skipped."""
+        high_watermarks = {TopicPartition(t, i): p.high_watermark for (t, i), p in partitions}
+        flushed_before = sum(plog.recovery_point for plog in logs)
         try:
             self.log_manager.write_high_watermarks(high_watermarks)
             self.log_manager.checkpoint_all()
@@ -550,6 +553,7 @@ class BrokerNode:
                 plog.maybe_flush(now_ms)
             except (OSError, ValueError) as ex:  # closed by retention or deletion meanwhile
                 log.debug("flush_skipped", error=str(ex))
+        return sum(plog.recovery_point for plog in logs) != flushed_before
 
 
 def settle_heap() -> None:

@@ -126,7 +126,10 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
             if wanted:
                 entries = [e for e in entries if e.name in wanted]
             result.configs = [_entry(ctx, request, resource.resource_type, e) for e in entries]
-            pacer.tick(len(entries))
+            # Its return value matters: the countdown crosses zero here far more often than in
+            # the per-resource tick above.
+            if pacer.tick(len(entries)):
+                await pacer.pause()
         response.results.append(result)
     return response
 

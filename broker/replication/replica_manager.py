@@ -35,6 +35,8 @@ log = structlog.get_logger(__name__)
 
 #: New partitions in one image from which their logs are created in a worker thread.
 CREATE_IN_THREAD_MIN_PARTITIONS = 16
+#: Partitions whose expired producers are dropped in one event-loop step.
+EXPIRATION_SLICE = 1_000
 
 
 def _wall_clock_ms() -> int:
@@ -312,9 +314,15 @@ class ReplicaManager:
 
     # ------------------------------------------------------------ producer state
 
-    def remove_expired_producers(self, now_ms: int) -> None:
-        for p in self.partitions.values():
-            p.producer_state.remove_expired_producers(now_ms)
+    async def remove_expired_producers(self, now_ms: int) -> None:
+        """Every partition's expired producers, a slice of partitions per event-loop step
+        (10,000 partitions at once were a 20 ms step)."""
+        partitions = list(self.partitions.values())
+        for start in range(0, len(partitions), EXPIRATION_SLICE):
+            if start:
+                await trio.lowlevel.checkpoint()
+            for p in partitions[start:start + EXPIRATION_SLICE]:
+                p.producer_state.remove_expired_producers(now_ms)
 
     def take_producer_snapshots(self) -> None:
         """Snapshot every partition's producer state at its log end (clean shutdown).

@@ -46,6 +46,9 @@ class TopicConfigs:
         self._by_topic: dict[str, TopicConfig] = {}
         # What validating a produce reads of each topic's settings, per image as well.
         self._produce_policies: dict[str, tuple[TimestampPolicy, TargetCompression]] = {}
+        # DescribeConfigs' entries by a topic's overrides, for the dynamic layers in force: most
+        # topics have none, and a console asks for every topic's settings at each refresh.
+        self._described: dict[frozenset[tuple[str, str]], list[ConfigEntry]] = {}
 
     def effective_config(self, image: MetadataImage) -> BrokerConfig:
         """The static configuration with the dynamic log settings of ``image`` in force
@@ -61,6 +64,7 @@ class TopicConfigs:
         if layers == self._dynamic_layers:
             return self._effective_config  # only settings that do not apply to logs changed
         self._dynamic_layers = layers
+        self._described.clear()  # synonyms name the dynamic layers
         per_broker, default = layers
         try:
             effective = self.config.with_dynamic(dynamic_broker, dynamic_default)
@@ -76,9 +80,18 @@ class TopicConfigs:
     def describe(self, overrides: Mapping[str, str]) -> list[ConfigEntry]:
         """A topic's settings as DescribeConfigs and CreateTopics report them, with the
         dynamic broker settings they default from; raises ConfigError."""
-        resolved = TopicConfig.resolve(self.effective_config(self._image()).topic_defaults(), overrides)
+        effective = self.effective_config(self._image())
+        key = frozenset(overrides.items())
+        known = self._described.get(key)
+        if known is not None:
+            return list(known)
+        resolved = TopicConfig.resolve(effective.topic_defaults(), overrides)
         per_broker, default = self._dynamic_layers  # as effective_config just read them
-        return resolved.describe(lambda key: broker_synonym_chain(self.config, key, per_broker, default))
+        described = resolved.describe(lambda name: broker_synonym_chain(self.config, name, per_broker, default))
+        if len(self._described) > CACHE_LIMIT:
+            self._described.clear()
+        self._described[key] = described
+        return list(described)
 
     def topic_config(self, image: MetadataImage, topic: str) -> TopicConfig:
         if image is self._image_seen:

@@ -360,6 +360,42 @@ def test_timeouts_abort_transactions_and_idle_transactional_ids_expire(tmp_path_
         b.kill9()
 
 
+def test_idle_producers_expire_on_every_partition(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The periodic expiration (a slice of partitions per event-loop step) reaches every
+    partition: an idempotent producer idle for ``producer.id.expiration.ms`` is no longer
+    listed by DescribeProducers, a busy one still is."""
+    partitions = 2_500
+    b = BrokerProcess(tmp_path_factory.mktemp("producer-expiry") / "data", {
+        "num.partitions": str(partitions), "producer.id.expiration.ms": "3000",
+        "producer.id.expiration.check.interval.ms": "500",
+    }).start()
+    client = RawClient(b.bootstrap)
+    try:
+        call(client, MetadataRequest(topics=[MetadataRequestTopic(name=TOPIC)]), MetadataResponse, 9)
+        idle_pid, _ = init_producer_id(client, None)
+        busy_pid, _ = init_producer_id(client, None)
+        last = partitions - 1
+        assert produce(client, batch(idle_pid, 0, 0, [b"idle"]), partition=last)[0] == ErrorCode.NONE
+
+        def active(partition: int) -> set[int]:
+            r = call(client, DescribeProducersRequest(topics=[DescribeProducersRequestTopicRequest(
+                name=TOPIC, partition_indexes=[partition])]), DescribeProducersResponse, 0)
+            return {p.producer_id for p in r.topics[0].partitions[0].active_producers}
+
+        assert active(last) == {idle_pid}
+        seq = 0
+        deadline = time.monotonic() + 30
+        while idle_pid in active(last):
+            assert time.monotonic() < deadline, "the idle producer never expired"
+            assert produce(client, batch(busy_pid, 0, seq, [b"busy"]), partition=last)[0] == ErrorCode.NONE
+            seq += 1
+            time.sleep(0.2)
+        assert active(last) == {busy_pid}
+    finally:
+        client.close()
+        b.kill9()
+
+
 def test_a_transactions_v2_end_txn_retry_is_recognised_after_a_restart(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     b = BrokerProcess(tmp_path_factory.mktemp("eos-tv2") / "data", {
