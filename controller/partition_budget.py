@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from itertools import chain
 
 from controller.image import MetadataImage
 from wire.errors import ErrorCode
@@ -34,11 +35,11 @@ class PartitionBudget:
 
     def _hosted_now(self) -> Counter[int]:
         if self._hosted is None:  # counted once per request, and only when something is created
-            hosted: Counter[int] = Counter()
-            for topic in self._image.topics_by_id.values():
-                for partition in topic.partitions.values():
-                    hosted.update(partition.replicas)
-            self._hosted = hosted
+            # One Counter over a flat iterable is counted in C: per-partition update() calls
+            # made a large CreateTopics hold the controller for 20 ms per 10,000 partitions.
+            self._hosted = Counter(chain.from_iterable(
+                partition.replicas for topic in self._image.topics_by_id.values()
+                for partition in topic.partitions.values()))
         return self._hosted
 
     def too_many(self, new: int) -> tuple[ErrorCode, str] | None:
@@ -59,9 +60,7 @@ class PartitionBudget:
             return ErrorCode.POLICY_VIOLATION, (
                 f"This request would create {self.created + new} partitions, over {PER_REQUEST}="
                 f"{self.per_request}.")
-        added: Counter[int] = Counter()
-        for replicas in assignment:
-            added.update(replicas)
+        added = Counter(chain.from_iterable(assignment))
         hosted = self._hosted_now()
         for broker, count in added.items():
             if not internal and hosted[broker] + count > self.per_broker:

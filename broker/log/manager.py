@@ -326,9 +326,12 @@ class LogManager:
             tp = TopicPartition(topic, partition)
             if tp in self._logs or tp in self._unloaded or not _valid_partition(tp):
                 continue
-            directory = min(self._dirs, key=lambda d: counts[d])
-            counts[directory] += 1
-            planned.append(NewLog(tp, directory / partition_dir_name(tp), config))
+            if len(counts) > 1:
+                directory = min(self._dirs, key=lambda d: counts[d])
+                counts[directory] += 1
+            else:
+                directory = self._dirs[0]
+            planned.append(NewLog(tp, directory, config))
         return planned
 
     def open_new_logs(self, planned: Sequence[NewLog]) -> list[PartitionLog]:
@@ -357,7 +360,10 @@ class LogManager:
                 partition_log.close_handles()
                 continue
             self._logs[tp] = partition_log
-            self._dirs_to_sync.add(partition_log.dir.parent)
+        if created:
+            # Every log directory, rather than each new log's parent: a path's parent and hash
+            # per log were a third of adopting thousands of logs on the event loop.
+            self._dirs_to_sync.update(self._dirs)
         log.debug("partition_logs_created", partitions=len(created))
 
     def _next_log_dir(self) -> Path:
@@ -627,11 +633,16 @@ def _valid_partition(tp: TopicPartition) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class NewLog:
-    """A log :meth:`LogManager.plan_new_logs` placed: its directory and config."""
+    """A log :meth:`LogManager.plan_new_logs` placed: its log directory and config."""
 
     tp: TopicPartition
-    dir: Path
+    log_dir: Path
     config: LogConfig
+
+    @property
+    def dir(self) -> Path:
+        """The partition's own directory (joined where the log is made, off the event loop)."""
+        return self.log_dir / partition_dir_name(self.tp)
 
 
 @dataclass(frozen=True, slots=True)

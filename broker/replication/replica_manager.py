@@ -35,6 +35,8 @@ log = structlog.get_logger(__name__)
 
 #: New partitions in one image from which their logs are created in a worker thread.
 CREATE_IN_THREAD_MIN_PARTITIONS = 16
+#: New replicas made in one event-loop step when an image brings many.
+HOST_SLICE = 250
 #: Partitions whose expired producers are dropped in one event-loop step.
 EXPIRATION_SLICE = 1_000
 
@@ -68,6 +70,9 @@ class ReplicaManager:
         self.failed_creations: dict[tuple[str, int], str] = {}
         self._checkpointed_hw = dict(checkpointed_high_watermarks)
         self._image: MetadataImage | None = None
+        # Replicas prepare_image made, with the partition image each was made from: applying
+        # that same image leaves them as they are.
+        self._hosted_for: dict[tuple[str, int], PartitionImage] = {}
 
     # ------------------------------------------------------------ metadata
 
@@ -104,10 +109,13 @@ class ReplicaManager:
                     stale.append(key)
                 self.failed_creations.pop(key, None)
         self._remove_all(list(dict.fromkeys(stale)))  # a topic deleted and created anew names a key twice
+        hosted_for, self._hosted_for = self._hosted_for, {}
         for topic in topics.changed.values():
             config: LogConfig | None = None
             for part in topic.partition_changes.values():
                 if self.node_id not in part.replicas:
+                    continue
+                if hosted_for.get((topic.name, part.partition)) is part:
                     continue
                 config = config or self.log_config_for(image, topic.name)
                 error = self._host(topic.name, topic.topic_id, part, config)
@@ -157,24 +165,32 @@ class ReplicaManager:
                 p.wake()
 
     async def prepare_image(self, delta: MetadataDelta, image: MetadataImage) -> None:
-        """Before ``delta`` is applied: create the logs of the partitions it brings to this
-        broker in a worker thread, when there are many (a CreateTopics of thousands of
-        partitions), so that no directory or file is created on the event loop.
-        :meth:`apply_delta` then finds them made."""
+        """Before ``delta`` is applied: when it brings many partitions to this broker (a
+        CreateTopics of thousands), create their logs in a worker thread, so that no
+        directory or file is created on the event loop, then their replicas a slice per
+        event-loop step (5,000 at once were a 150 ms step). :meth:`apply_delta` then finds
+        them made. The records are committed: serving these partitions a moment before the
+        image is published is what the image will say."""
         if self._image is None:
             return
-        specs: list[tuple[str, int, LogConfig]] = []
+        new: list[tuple[str, uuid.UUID, PartitionImage, LogConfig]] = []
         for topic in delta.topics.changed.values():
             config: LogConfig | None = None
             for part in topic.partition_changes.values():
                 if self.node_id in part.replicas and (topic.name, part.partition) not in self.partitions:
                     config = config or self.log_config_for(image, topic.name)
-                    specs.append((topic.name, part.partition, config))
-        if len(specs) < CREATE_IN_THREAD_MIN_PARTITIONS:
+                    new.append((topic.name, topic.topic_id, part, config))
+        if len(new) < CREATE_IN_THREAD_MIN_PARTITIONS:
             return
-        planned = self.log_manager.plan_new_logs(specs)
+        planned = self.log_manager.plan_new_logs([(name, part.partition, config) for name, _, part, config in new])
         created = await trio.to_thread.run_sync(self.log_manager.open_new_logs, planned)
         self.log_manager.adopt_new_logs(created)
+        for start in range(0, len(new), HOST_SLICE):
+            await trio.lowlevel.checkpoint()
+            for name, topic_id, part, config in new[start:start + HOST_SLICE]:
+                key = (name, part.partition)
+                if key not in self.partitions and self._host(name, topic_id, part, config) is None:
+                    self._hosted_for[key] = part
 
     def creation_failure(self, topic: str) -> str | None:
         """Why some log of ``topic`` could not be created here, if one could not (for the request's answer)."""
@@ -234,7 +250,7 @@ class ReplicaManager:
             p.follower_caught_up_ms.setdefault(replica, self.clock_ms())
         p.leader, p.leader_epoch, p.partition_epoch = part.leader, part.leader_epoch, part.partition_epoch
         p.replicas, p.isr = part.replicas, part.isr
-        if config != p.log.config:
+        if config is not p.log.config and config != p.log.config:
             p.log.update_config(config)
         if p.leader == self.node_id and not was_leader:
             self._become_leader(p)

@@ -86,6 +86,8 @@ WORST_WAIT_S = 1.0
 #: The broker's own measure: no event-loop step may compute longer than this (CPU time,
 #: which a busy machine does not inflate) while the adversary runs.
 MAX_STEP_CPU_MS = 20.0
+#: The longest step of a CreateTopics of 5,000 partitions (the controller's records are made in one).
+CREATE_STEP_CPU_MS = 60.0
 #: An idle broker's longest step: its periodic rounds over every partition are sliced.
 BACKGROUND_STEP_CPU_MS = 10.0
 SLOW_STEP = re.compile(r"slow_task_step\s.*?cpu_ms=([\d.]+)")
@@ -457,6 +459,21 @@ def test_an_offset_commit_to_many_real_partitions_does_not_hold_the_others(broke
     finally:
         client.close()
     assert worst < WORST_WAIT_S, f"the watcher waited {worst * 1000:.0f} ms"
+
+
+def test_creating_5000_partitions_does_not_hold_the_others(broker: BrokerProcess) -> None:
+    """The broker's side of a large CreateTopics — the logs made in a worker thread, the
+    replicas a slice per step — and the controller's records: no step of CREATE_STEP_CPU_MS
+    (one step made all 5,000 replicas: 150 ms)."""
+    logged = len(broker.logs())
+    with Watcher(broker.bootstrap) as watcher:
+        time.sleep(0.3)
+        create_topic(broker, "created-at-once", 5_000)
+        time.sleep(0.5)
+    steps = [float(cpu) for cpu in SLOW_STEP.findall(broker.logs()[logged:])]
+    print(f"watcher: worst {watcher.worst * 1000:.1f} ms; steps over 20 ms: {steps} (CPU ms)")
+    assert all(cpu <= CREATE_STEP_CPU_MS for cpu in steps), steps
+    assert watcher.worst < WORST_WAIT_S, f"the watcher waited {watcher.worst * 1000:.0f} ms"
 
 
 def test_background_rounds_over_10000_partitions_take_no_long_step(tmp_path: Path) -> None:

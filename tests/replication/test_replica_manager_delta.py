@@ -1,6 +1,7 @@
 """ReplicaManager.apply_delta: visiting only what each committed batch changed leaves the
 same local replicas (leaders, followers, epochs, logs on disk) as applying the final image
-at once."""
+at once — also when prepare_image made the new replicas first (in slices, as for a
+CreateTopics of thousands of partitions)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import random
 import uuid
 from pathlib import Path
 
+import pytest
+import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
+from broker.replication import replica_manager
 from broker.replication.replica_manager import ReplicaManager
 from controller.delta import MetadataDelta
 from controller.image import NO_CHANGE, TOPIC_RESOURCE, MetadataImage
@@ -67,7 +71,11 @@ def _log_config(image: MetadataImage, topic: str) -> LogConfig:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32), batches=st.lists(st.integers(1, 12), min_size=1, max_size=10))
-def test_deltas_leave_the_replicas_a_full_apply_makes(tmp_path: Path, seed: int, batches: list[int]) -> None:
+def test_deltas_leave_the_replicas_a_full_apply_makes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int,
+                                                     batches: list[int]) -> None:
+    # Small thresholds, so that these small deltas take the many-partitions path too.
+    monkeypatch.setattr(replica_manager, "CREATE_IN_THREAD_MIN_PARTITIONS", 1)
+    monkeypatch.setattr(replica_manager, "HOST_SLICE", 2)
     rng = random.Random(seed)
     run = tmp_path / str(seed) / "-".join(map(str, batches))
     by_delta_logs = LogManager([run / "delta"], LogConfig(), lambda: 1_000)
@@ -86,6 +94,8 @@ def test_deltas_leave_the_replicas_a_full_apply_makes(tmp_path: Path, seed: int,
                 delta.replay(offset, record)
                 offset += 1
             image = delta.apply()
+            if rng.random() < 0.5:
+                trio.run(by_delta.prepare_image, delta, image)
             by_delta.apply_delta(delta, image)
         at_once.apply_image(image)
         assert _replicas(by_delta) == _replicas(at_once)
