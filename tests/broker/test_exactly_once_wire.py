@@ -375,7 +375,13 @@ def test_idle_producers_expire_on_every_partition(tmp_path_factory: pytest.TempP
         idle_pid, _ = init_producer_id(client, None)
         busy_pid, _ = init_producer_id(client, None)
         last = partitions - 1
-        assert produce(client, batch(idle_pid, 0, 0, [b"idle"]), partition=last)[0] == ErrorCode.NONE
+        # The auto-created topic's 2,500 replicas may still be being made.
+        created_by = time.monotonic() + 60
+        while (code := produce(client, batch(idle_pid, 0, 0, [b"idle"]), partition=last)[0]) in (
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER) \
+                and time.monotonic() < created_by:
+            time.sleep(0.2)
+        assert code == ErrorCode.NONE, ErrorCode(code).name
 
         def active(partition: int) -> set[int]:
             r = call(client, DescribeProducersRequest(topics=[DescribeProducersRequestTopicRequest(
