@@ -479,9 +479,7 @@ class BrokerNode:
             self.metrics.compaction_finished(stats.duration_ms / 1000, stats.bytes_read - stats.bytes_written)
 
     def _write_high_watermarks(self) -> None:
-        self.log_manager.write_high_watermarks(
-            {TopicPartition(t, i): hw for (t, i), hw in self.replica_manager.high_watermarks().items()}
-        )
+        self.log_manager.write_high_watermarks(_checkpoint_entries(list(self.replica_manager.partitions.items())))
 
     def request_shutdown(self) -> None:
         self._shutdown.set()
@@ -541,7 +539,7 @@ class BrokerNode:
         one read when the round started), a flush may record a recovery point below the
         newest one (recovering a little more after a crash, never less), and a segment
         deleted by retention meanwhile is skipped."""
-        high_watermarks = {TopicPartition(t, i): p.high_watermark for (t, i), p in partitions}
+        high_watermarks = _checkpoint_entries(partitions)
         flushed_before = sum(plog.recovery_point for plog in logs)
         try:
             self.log_manager.write_high_watermarks(high_watermarks)
@@ -554,6 +552,11 @@ class BrokerNode:
             except (OSError, ValueError) as ex:  # closed by retention or deletion meanwhile
                 log.debug("flush_skipped", error=str(ex))
         return sum(plog.recovery_point for plog in logs) != flushed_before
+
+
+def _checkpoint_entries(partitions: list[tuple[tuple[str, int], Partition]]) -> dict[TopicPartition, int]:
+    """The replication-offset-checkpoint's entries: each partition's high watermark."""
+    return {TopicPartition(t, i): p.high_watermark for (t, i), p in partitions}
 
 
 def settle_heap() -> None:

@@ -325,9 +325,6 @@ class ReplicaManager:
         p.high_watermark = max(min(p.high_watermark, p.log.log_end_offset), p.log.log_start_offset)
         p.wake()
 
-    def high_watermarks(self) -> dict[tuple[str, int], int]:
-        return {key: p.high_watermark for key, p in self.partitions.items()}
-
     # ------------------------------------------------------------ producer state
 
     async def remove_expired_producers(self, now_ms: int) -> None:
