@@ -76,7 +76,7 @@ def all_cases() -> list[Case]:
                 partitions=partitions,
             )
         )
-    for partitions, linger_ms in ((1, None), (16, None), (128, None), (16, 0)):
+    for partitions, linger_ms in ((1, None), (16, None), (128, None), (1, 0), (16, 0)):
         cases.append(
             Case(
                 name=f"latency {size_label(LATENCY_SIZE)} @ {LATENCY_RATE:,} msg/s, "

@@ -17,8 +17,8 @@ Cases:
                             the same with 1, 16 and 128 partitions: how throughput follows the
                             partition count
   latency ...               1 KiB records, acks=all, at a fixed 2,000 msg/s to 1 / 16 / 128
-                            partitions (librdkafka's default linger.ms=5), and to 16 with
-                            linger.ms=0; a consumer reads concurrently. End-to-end latency
+                            partitions (librdkafka's default linger.ms=5), and to 1 and 16
+                            with linger.ms=0; a consumer reads concurrently. End-to-end latency
                             (consumer receipt - send time in the value) p50/p99/max, and the
                             produce acknowledgement latency p50/p99
   50 producers              50 producers, each its own connection, 1 KiB acks=1 to 16

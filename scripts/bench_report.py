@@ -44,6 +44,7 @@ def metric_rows(case: Case) -> list[tuple[str, str, str]]:
         ("produce", "produce_msg_s", "produce_mb_s"),
         ("consume", "consume_msg_s", "consume_mb_s"),
         ("broker CPU", "cpu_us_record", "cpu_ms_mb"),
+        ("produce CPU: broker", "produce_cpu_us_record", "produce_cpu_ms_mb"),
         ("read-back CPU: broker", "read_broker_cpu_us_record", ""),
         ("read-back CPU: reader", "read_reader_cpu_us_record", ""),
         ("broker RSS", "rss_mb", ""),
@@ -68,7 +69,7 @@ def fmt_cell(runs: Sequence[RunResult], key: str, key2: str) -> str:
         return f"{value:,.1f} ms" if value >= 10 else f"{value:,.2f} ms"
     if key == "rss_mb":
         return f"{value:,.0f} MB"
-    if key == "cpu_us_record":
+    if key in ("cpu_us_record", "produce_cpu_us_record"):
         return f"{value:,.2f} µs/record, {median_of(runs, key2) or 0.0:,.2f} ms/MB"
     if key.endswith("_us_record"):
         return f"{value:,.2f} µs/record"
@@ -148,7 +149,8 @@ def report(
         "Ratio > 1: Cormorant is higher (better for throughput, worse for latency, CPU and "
         "RSS). MB/s counts record values only (1 MB = 10^6 bytes). Broker CPU: the broker's "
         "CPU time over the whole run (topic creation, produce, reading back) per record and "
-        "per MB of values; read-back CPU: the broker's and the reading client's CPU time while the "
+        "per MB of values; produce CPU: the broker's CPU time over the timed produce alone, per "
+        "record and per MB produced; read-back CPU: the broker's and the reading client's CPU time while the "
         "records are read back, per record; broker RSS: its resident memory after the run.",
     ]
     if meta.get("foreign_cpu_median") is not None:

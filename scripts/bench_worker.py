@@ -401,10 +401,13 @@ def run_throughput(spec: dict[str, Any]) -> dict[str, Any]:
     if count > 1:
         info["connections"] = established_connections(spec["port"])
     warm = tally.count, tally.nbytes
+    broker_pid: int | None = spec.get("broker_pid")
+    broker_before = cpu_seconds(broker_pid) if broker_pid else None
     start = time.perf_counter()
     produce_timed(producers, topic, values, spec["seconds"], tally, seq)
     check_delivery(errors, tally, flush_all(producers, FLUSH_TIMEOUT_S))
     produce_s = time.perf_counter() - start
+    broker_after = cpu_seconds(broker_pid) if broker_pid else None
     producers.clear()
     timed_count, timed_bytes = tally.count - warm[0], tally.nbytes - warm[1]
     read = consume_verify(spec, tally, CONSUME_GRACE_S + 3 * produce_s)
@@ -419,6 +422,13 @@ def run_throughput(spec: dict[str, Any]) -> dict[str, Any]:
         "consume_msg_s": tally.count / consume_s,
         "consume_mb_s": tally.nbytes / consume_s / 1e6,
     }
+    # The broker's CPU over the timed produce alone, per record and per MB produced: unlike the
+    # whole run's, not spread with topic creation and deletion over however many records a
+    # case reached.
+    if broker_before is not None and broker_after is not None and timed_count:
+        produce_cpu = broker_after - broker_before
+        metrics["produce_cpu_us_record"] = produce_cpu * 1e6 / timed_count
+        metrics["produce_cpu_ms_mb"] = produce_cpu * 1e3 / (timed_bytes / 1e6)
     # CPU per record read back, the broker's and the reader's, over the same span: the reader
     # must need far less than the broker, or the consume figure is the reader's.
     if read.broker_cpu_s is not None:
