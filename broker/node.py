@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import structlog
@@ -479,7 +479,7 @@ class BrokerNode:
             self.metrics.compaction_finished(stats.duration_ms / 1000, stats.bytes_read - stats.bytes_written)
 
     def _write_high_watermarks(self) -> None:
-        self.log_manager.write_high_watermarks(_checkpoint_entries(list(self.replica_manager.partitions.items())))
+        self.log_manager.write_high_watermarks(_checkpoint_entries(self.replica_manager.partitions.items()))
 
     def request_shutdown(self) -> None:
         self._shutdown.set()
@@ -554,7 +554,7 @@ class BrokerNode:
         return sum(plog.recovery_point for plog in logs) != flushed_before
 
 
-def _checkpoint_entries(partitions: list[tuple[tuple[str, int], Partition]]) -> dict[TopicPartition, int]:
+def _checkpoint_entries(partitions: Iterable[tuple[tuple[str, int], Partition]]) -> dict[TopicPartition, int]:
     """The replication-offset-checkpoint's entries: each partition's high watermark."""
     return {TopicPartition(t, i): p.high_watermark for (t, i), p in partitions}
 

@@ -64,7 +64,8 @@ def fmt_cell(runs: Sequence[RunResult], key: str, key2: str) -> str:
     if failed:
         return f"FAILED ({failed}/{len(runs)})"
     value = median_of(runs, key)
-    assert value is not None
+    if value is None:  # a run without this figure (its broker's CPU could not be read)
+        return "—"
     if key.endswith("_ms"):
         return f"{value:,.1f} ms" if value >= 10 else f"{value:,.2f} ms"
     if key == "rss_mb":
