@@ -23,6 +23,7 @@ SERIAL_PATHS = (
     "tests/broker/test_isolation.py",  # event-loop steps measured against a bound
     "tests/broker/test_watchdog.py",  # slow-step detection
     "tests/broker/test_connection_fast_path.py",  # steps and per-request CPU
+    "tests/broker/test_network_memory.py",  # the CPU of the steps reading a 100 MB frame
     "tests/broker/test_connection_quotas.py",  # connection creation rates
     "tests/broker/test_quota_enforcement.py",  # byte and request rates
     "tests/broker/log/test_retention_paced.py",  # steps of a retention round
