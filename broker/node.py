@@ -30,7 +30,12 @@ from broker.cluster.controller_api import ControllerApi
 from broker.cluster.peers import PeerBrokers
 from broker.coordinator import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, CoordinatorLookup
 from broker.eventloop.limits import raise_open_file_limit, run_periodically, supervise
-from broker.eventloop.pacing import SWITCH_INTERVAL_S, defer_full_collections, full_collections
+from broker.eventloop.pacing import (
+    SWITCH_INTERVAL_S,
+    defer_full_collections,
+    full_collections,
+    settle_heap,
+)
 from broker.eventloop.watchdog import start_watchdog
 from broker.group.coordinator import GroupCoordinator
 from broker.handlers import all_handlers
@@ -70,6 +75,7 @@ from broker.share.coordinator import ShareCoordinator
 from broker.transaction.coordinator import TransactionCoordinator
 from config import BrokerConfig, ConfigError, TopicConfig
 from controller.acls import AuthorizerRules
+from controller.delta import MetadataDelta
 from controller.image import Endpoint, MetadataImage
 from wire.primitives import DecodeLimits
 
@@ -81,6 +87,9 @@ SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SS
 SHUTDOWN_GRACE_S = 10.0
 #: How often partitions whose log could not be created (a full disk, the open-file limit) are retried.
 PARTITION_CREATION_RETRY_S = 5.0
+#: Replicas created since the heap was last settled that make it worth settling again
+#: (young collection and freeze: about a millisecond).
+SETTLE_AFTER_NEW_REPLICAS = 1_000
 
 
 def wall_clock_ms() -> int:
@@ -299,6 +308,8 @@ class BrokerNode:
         )
         self.replica_manager.apply_image(self.controller.image)
         self.controller.add_metadata_publisher(self.replica_manager.apply_delta)
+        self._settled_replicas = len(self.replica_manager.partitions)
+        self.controller.add_metadata_publisher(self._settle_new_replicas)
         # New partitions' files are made off the event loop before an image brings them (prepare_image).
         cluster.view.add_preparer(self.replica_manager.prepare_image)
         if cluster.lifecycle is not None and not cluster.single:
@@ -500,7 +511,18 @@ class BrokerNode:
             nursery.start_soon(run_periodically, "partition_creation_retry", PARTITION_CREATION_RETRY_S,
                                self.replica_manager.retry_failed_creations)
             nursery.start_soon(supervise, "log_cleaner", self.log_cleaner.run)
-            nursery.start_soon(full_collections)
+            nursery.start_soon(full_collections, self.config.event_loop_full_collection_interval_ms / 1000)
+
+    def _settle_new_replicas(self, _delta: MetadataDelta, _image: MetadataImage) -> None:
+        """Replicas created in bulk (a CreateTopics of thousands of partitions) are long-lived:
+        frozen as start-up's are, or every periodic full collection would walk them (140 ms
+        for 10,000 partitions, one event-loop step)."""
+        hosted = len(self.replica_manager.partitions)
+        if hosted - self._settled_replicas >= SETTLE_AFTER_NEW_REPLICAS:
+            settle_heap()
+            log.info("new_replicas_settled", replicas=hosted - self._settled_replicas)
+        if hosted - self._settled_replicas >= SETTLE_AFTER_NEW_REPLICAS or hosted < self._settled_replicas:
+            self._settled_replicas = hosted
 
     async def _signals(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -557,24 +579,6 @@ class BrokerNode:
 def _checkpoint_entries(partitions: Iterable[tuple[tuple[str, int], Partition]]) -> dict[TopicPartition, int]:
     """The replication-offset-checkpoint's entries: each partition's high watermark."""
     return {TopicPartition(t, i): p.high_watermark for (t, i), p in partitions}
-
-
-def settle_heap() -> None:
-    """Move everything start-up allocated (modules, classes, generated codecs, loaded logs) out
-    of the garbage collector's reach.
-
-    A full collection walks every tracked object; with start-up's ~80,000 of them that
-    stalled the event loop for 25-45 ms several times a second under load, which is most of
-    a 20 ms latency budget. Frozen objects are never walked again; what traffic allocates
-    is still collected as usual.
-
-    Only the young generations are collected first: a full collection here walked the whole
-    heap (about 3 s of CPU, a fifth of a clean start, with 100,000 partitions) to find a few
-    dozen unreachable objects (76 after loading 2,000 or 20,000 partitions, 20 in an empty
-    broker); those few are frozen with the rest.
-    """
-    gc.collect(1)
-    gc.freeze()
 
 
 def check_log_dir(path: Path) -> None:

@@ -241,6 +241,7 @@ class BrokerConfig:
     max_partitions_per_broker: int
     event_loop_slow_step_ms: int
     event_loop_stall_abort_ms: int
+    event_loop_full_collection_interval_ms: int
     tracing_sampling_ratio: float
 
     raw: Mapping[str, str] = field(hash=False)

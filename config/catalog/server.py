@@ -144,6 +144,11 @@ CORMORANT: Final[list[ConfigKey]] = group("Cormorant", [
         "A task step using more CPU time than this stops the broker (exit status 70) after it is logged, "
         "so that a stall fails the test that caused it; 0 never stops. Needs event.loop.slow.step.ms > 0.",
         AT_LEAST_0, cormorant_only=True),
+    key("event.loop.full.collection.interval.ms", INT, "300000",
+        "How often the garbage collector's full collection runs (from a task, never inside a "
+        "request). It walks only what was allocated since the one before: its survivors, and "
+        "the replicas of partitions created in bulk, are frozen out of the collector's reach.",
+        AT_LEAST_1, cormorant_only=True),
     key("tracing.sampling.ratio", DOUBLE, "0.0",
         "Fraction of produce, fetch, group and transaction requests traced with OpenTelemetry spans; "
         "0 turns tracing off. Spans are exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.",

@@ -97,13 +97,47 @@ def test_full_collections_are_deferred_while_running_and_restored_after() -> Non
     assert gc.get_threshold() == before
 
 
+def test_a_full_collection_freezes_its_survivors_and_reclaims_young_cycles() -> None:
+    """What survives a periodic full collection is frozen, so the next one walks only what
+    was allocated since; cyclic garbage made before it is still reclaimed."""
+    import gc
+    import weakref
+
+    from broker.eventloop.pacing import full_collections
+
+    class Node:
+        other: object = None
+
+    frozen: list[int] = []
+    survivors = [[i] for i in range(20_000)]
+    cycle = Node()
+    cycle.other = cycle
+    gone = weakref.ref(cycle)
+    del cycle
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            frozen.append(gc.get_freeze_count())
+            nursery.start_soon(full_collections, 0.05, 1.0)
+            await trio.sleep(0.2)
+            frozen.append(gc.get_freeze_count())
+            nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(main)
+    finally:
+        gc.unfreeze()
+    assert frozen[1] - frozen[0] >= len(survivors)
+    assert gone() is None
+
+
 def test_settling_the_heap_freezes_it_without_walking_it() -> None:
     """Start-up's heap is frozen after a collection of the young generations only: a full
     collection of 100,000 partitions' objects was a fifth of a clean start."""
     import gc
     import weakref
 
-    from broker.node import settle_heap
+    from broker.eventloop.pacing import settle_heap
 
     generations: list[int] = []
 
