@@ -652,6 +652,7 @@ class PartitionLog(SegmentChanges):
             segment.delete()
         self._pending_deletes = []
         self._closed = True
+        self._release_hooks()
 
     def close_handles(self) -> None:
         """Close every file without flushing or writing (a failed disk, or a crash in tests)."""
@@ -660,6 +661,13 @@ class PartitionLog(SegmentChanges):
         for _, segment in self._pending_deletes:
             segment.close_handles()
         self._closed = True
+        self._release_hooks()
+
+    def _release_hooks(self) -> None:
+        """A closed log lets go of the producer state's hook, which refers back to this log:
+        that cycle held every object of a deleted partition for ever once the heap had been
+        frozen (settle_heap), since frozen cycles are never collected."""
+        self.before_flush = None
 
     def delete(self) -> None:
         """Close everything and remove the partition's directory."""
