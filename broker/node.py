@@ -521,8 +521,9 @@ class BrokerNode:
         if hosted - self._settled_replicas >= SETTLE_AFTER_NEW_REPLICAS:
             settle_heap()
             log.info("new_replicas_settled", replicas=hosted - self._settled_replicas)
-        if hosted - self._settled_replicas >= SETTLE_AFTER_NEW_REPLICAS or hosted < self._settled_replicas:
             self._settled_replicas = hosted
+        else:  # replicas removed since count against the next bulk creation
+            self._settled_replicas = min(self._settled_replicas, hosted)
 
     async def _signals(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

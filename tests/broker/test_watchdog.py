@@ -92,7 +92,10 @@ def test_full_collections_are_deferred_while_running_and_restored_after() -> Non
             seen.append(gc.get_threshold())
             nursery.cancel_scope.cancel()
 
-    trio.run(main)
+    try:
+        trio.run(main)
+    finally:
+        gc.unfreeze()  # the collections froze this test process's heap
     assert seen[0][2] == 2**31 - 1 and seen[0][:2] == before[:2]
     assert gc.get_threshold() == before
 
