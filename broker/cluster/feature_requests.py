@@ -21,14 +21,17 @@ from wire.generated.api_057_update_features import (
     UpdateFeaturesResponseUpdatableFeatureResult,
 )
 
+#: What this software supports: the same for every ApiVersions.
+_SUPPORTED_FEATURES = tuple(
+    ApiVersionsResponseSupportedFeatureKey(name=f.name, min_version=f.min_level, max_version=f.max_level)
+    for f in sorted(FEATURES.values(), key=lambda f: f.name)
+)
+
 
 def add_features(response: ApiVersionsResponse, image: MetadataImage) -> None:
     """ApiVersions v3+: the levels this software supports, the finalized ones and their epoch
     (the metadata offset, which only grows)."""
-    response.supported_features = [
-        ApiVersionsResponseSupportedFeatureKey(name=f.name, min_version=f.min_level, max_version=f.max_level)
-        for f in sorted(FEATURES.values(), key=lambda f: f.name)
-    ]
+    response.supported_features = list(_SUPPORTED_FEATURES)
     response.finalized_features_epoch = image.offset
     response.finalized_features = [
         ApiVersionsResponseFinalizedFeatureKey(name=name, max_version_level=lvl, min_version_level=lvl)

@@ -133,6 +133,7 @@ class Dispatcher:
         )
         self.error_log = BrokerErrorLog()
         self._services: BrokerServices | None = None
+        self._api_versions: tuple[ApiVersionsResponseApiVersion, ...] | None = None
 
     def bind(self, services: BrokerServices) -> None:
         """The services handlers get; set by the node once they exist, before any listener serves."""
@@ -145,10 +146,14 @@ class Dispatcher:
         return self._services
 
     def api_versions(self) -> list[ApiVersionsResponseApiVersion]:
-        return [
-            ApiVersionsResponseApiVersion(api_key=e.api_key, min_version=e.min_version, max_version=e.max_version)
-            for e in sorted(self.apis.values(), key=lambda e: e.api_key)
-        ]
+        """The ApiVersions entries (the table never changes: built once, as every connection
+        starts with an ApiVersions and building them cost a third of answering it)."""
+        if self._api_versions is None:
+            self._api_versions = tuple(
+                ApiVersionsResponseApiVersion(api_key=e.api_key, min_version=e.min_version, max_version=e.max_version)
+                for e in sorted(self.apis.values(), key=lambda e: e.api_key)
+            )
+        return list(self._api_versions)
 
     async def handle(self, conn: ConnectionInfo, frame: RequestFrame) -> EncodedFrame | None:
         metrics = self.services.metrics

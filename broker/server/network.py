@@ -10,6 +10,14 @@ clients rely on that). At most ``max_in_flight`` requests of one connection run 
 once: the reader stops reading (Kafka's muting) until one is answered.
 Record data given as file regions is sent with ``os.sendfile``.
 
+A client that pipelines requests (librdkafka keeps up to five in flight) is served in
+batches: a plain socket is read with up to READ_AHEAD bytes past the frame being read,
+and while the next request is already read, the answers of requests handled in the
+reader's task are held back (at most COALESCE_RESPONSES, COALESCE_BYTES, COALESCE_S) and
+go out together. On this project's 2-core test machines a send that wakes the peer costs
+about as much CPU as handling a small request, so this cuts a pipelined request's cost by
+a fifth to a half; a client that sends one request at a time is served as before.
+
 Memory for requests is bounded across connections by :class:`NetworkMemory`
 (``queued.max.request.bytes``): a frame's announced size is reserved before its
 body is read, and a connection whose frame does not fit waits, unread, until
@@ -26,6 +34,8 @@ import mmap
 import os
 import socket
 import struct
+import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -65,6 +75,25 @@ READ_CHUNK = 256 * 1024
 #: once FRAME_GRACE_S have passed, or the connection is closed.
 MIN_FRAME_RATE = 256 * 1024
 FRAME_GRACE_S = 5.0
+#: Bytes of a plain socket read past the frame being read, in the same system call (the
+#: next requests of a client that pipelines them); held in request memory while unread.
+READ_AHEAD = 16 * 1024
+#: Responses to a client's pipelined requests, all read already, go out in one send: at
+#: most this many, of at most COALESCE_BYTES, for at most COALESCE_S of loop time (each
+#: send is a system call and a wake-up of the peer, the largest part of a small request's
+#: cost; the loop is not yielded while responses are held, hence the time bound).
+COALESCE_RESPONSES = 16
+COALESCE_BYTES = 64 * 1024
+COALESCE_S = 0.002
+#: The buffer a read-ahead lands in before its bytes are kept (one per event-loop thread).
+_scratch = threading.local()
+
+
+def _read_ahead_buffer() -> memoryview:
+    buffer: memoryview | None = getattr(_scratch, "buffer", None)
+    if buffer is None:
+        buffer = _scratch.buffer = memoryview(bytearray(READ_AHEAD))
+    return buffer
 
 
 #: accept() errors that mean "out of resources for now" (trio.serve_listeners' list).
@@ -355,6 +384,13 @@ class Connection:
         self._socket_stream = stream if isinstance(stream, trio.SocketStream) else None
         self._fd = self._socket_stream.socket.fileno() if self._socket_stream is not None else -1
         self._pending = _NOTHING_PENDING
+        #: Request memory held for the read-ahead bytes in ``_pending`` (plain sockets).
+        self._ahead_reserved = 0
+        #: Responses held back to go out with the next (see COALESCE_RESPONSES), their bytes,
+        #: and when the first was held.
+        self._deferred: list[Any] = []
+        self._deferred_bytes = 0
+        self._deferred_since = 0.0
         self.info = info
         self.handler = handler
         self.limits = limits
@@ -395,13 +431,20 @@ class Connection:
             self._nursery = None
             self.memory.responses -= self._unsent  # answers the peer will never read
             self._unsent = 0
+            self._deferred = []
+            self._pending = _NOTHING_PENDING
+            self._release_ahead()
 
     async def _read_exactly(self, buf: bytearray | memoryview, n: int, frame_deadline: float = math.inf) -> bool:
         """Fills ``buf[:n]``; False when the peer closed first (clean EOF only at 0 bytes)."""
         view = memoryview(buf)
         got = 0
         while got < n:
-            k = self._receive_ready(view[got:n]) if self._fd >= 0 else None
+            k: int | None
+            if self._pending:
+                k = self._from_pending(view[got:n])
+            else:
+                k = self._receive_ready(view[got:n]) if self._fd >= 0 else None
             if k is None:
                 k = await self._recv_into(view[got:n], frame_deadline)
             if k == 0:
@@ -413,15 +456,49 @@ class Connection:
 
     def _receive_ready(self, view: memoryview) -> int | None:
         """Reads what the socket holds already, without waiting (and without a trip through the
-        scheduler); None when it holds nothing yet."""
+        scheduler); None when it holds nothing yet. A short read also takes up to READ_AHEAD
+        bytes that follow (kept in ``_pending``) when request memory has room for them."""
+        if len(view) >= READ_AHEAD or self._pending or not self.memory.take_if_room(READ_AHEAD):
+            try:
+                return os.readv(self._fd, [view])
+            except (BlockingIOError, InterruptedError):
+                return None
+        ahead = _read_ahead_buffer()
         try:
-            return os.readv(self._fd, [view])
-        except BlockingIOError:
-            return None
-        except InterruptedError:
-            return None
+            k = os.readv(self._fd, [view, ahead])
+        except BaseException as ex:
+            self.memory.release(READ_AHEAD)
+            if isinstance(ex, (BlockingIOError, InterruptedError)):
+                return None
+            raise
+        extra = k - len(view)
+        if extra <= 0:
+            self.memory.release(READ_AHEAD)
+            return k
+        self._pending = memoryview(bytes(ahead[:extra]))
+        self._ahead_reserved = extra
+        self.memory.release(READ_AHEAD - extra)
+        return len(view)
+
+    def _from_pending(self, view: memoryview) -> int:
+        k = min(len(view), len(self._pending))
+        view[:k] = self._pending[:k]
+        self._pending = self._pending[k:]  # a view: no copy of what is left
+        if not self._pending:
+            self._pending = _NOTHING_PENDING
+            self._release_ahead()
+        return k
+
+    def _release_ahead(self) -> None:
+        if self._ahead_reserved:
+            self.memory.release(self._ahead_reserved)
+            self._ahead_reserved = 0
 
     async def _recv_into(self, view: memoryview, frame_deadline: float = math.inf) -> int:
+        if self._pending:
+            return self._from_pending(view)
+        # About to wait for the peer: what was held back goes out first.
+        await self._flush_deferred()
         deadline = min(self._last_activity + self.limits.idle_timeout_s, frame_deadline)
         while True:
             with trio.move_on_at(deadline) as scope:
@@ -448,10 +525,7 @@ class Connection:
                     return k
         if not self._pending:
             self._pending = memoryview(await self.stream.receive_some(max(len(view), 65536)))
-        k = min(len(view), len(self._pending))
-        view[:k] = self._pending[:k]
-        self._pending = self._pending[k:]  # a view: no copy of what is left
-        return k
+        return self._from_pending(view)
 
     async def _wait_unmuted(self) -> None:
         # Muted by a throttled response: the next request stays in the socket buffer until
@@ -478,6 +552,7 @@ class Connection:
                 await self._handled.park()
             await self._wait_unmuted()
             if not await self._read_exactly(head, 4):
+                await self._flush_deferred()
                 if self._send is not None:
                     await self._send.aclose()  # the peer closed its side: the writer flushes and stops
                 return
@@ -493,6 +568,8 @@ class Connection:
                     raise CloseConnection("TLS handshake on a plaintext listener")
                 raise CloseConnection("frame size out of range", size=size, limit=limit)
             # Muted (not read) until this frame fits in request memory.
+            if self._deferred and not self.memory.fits(size):
+                await self._flush_deferred()
             await self.memory.reserve(size)
             try:
                 frame = await self._read_frame(size, trio.current_time() + self.limits.frame_read_timeout_s)
@@ -572,8 +649,60 @@ class Connection:
             self._queue_done(queued)
             return False
         assert response is not None
+        if self._may_defer(response):
+            self._deferred.extend(response.parts)
+            self._deferred_bytes += response.size
+            return False
         await self._send_response(response)
         return False
+
+    def _may_defer(self, response: EncodedFrame) -> bool:
+        """Whether ``response`` may wait to go out with the next one: the connection's next
+        request is read already (so its answer follows soon), nothing else of it is running or
+        queued, and the held responses are within the COALESCE bounds."""
+        pending = self._pending
+        if len(pending) < 4 or self._running or self._queued or self.info.muted_until:
+            return False
+        (size,) = _SIZE.unpack_from(pending)
+        if not 0 <= size <= len(pending) - 4:
+            return False
+        if self._deferred:
+            if (len(self._deferred) >= COALESCE_RESPONSES or self._deferred_bytes + response.size > COALESCE_BYTES
+                    or time.perf_counter() - self._deferred_since > COALESCE_S):
+                return False
+        elif response.size > COALESCE_BYTES:
+            return False
+        else:
+            self._deferred_since = time.perf_counter()
+        # In-memory parts only (a file region goes out by sendfile).
+        return in_memory_bytes(response) == response.size
+
+    async def _flush_deferred(self, response: EncodedFrame | None = None, *, writer: bool = False) -> None:
+        """Sends the responses held back, then ``response`` (in the same send when it is all in
+        memory). Without a response, the reader leaves them to the writer once a slot is queued:
+        the writer sends them before that slot's response."""
+        if not self._deferred:
+            if response is not None:
+                await self._send_response(response)
+            return
+        if response is None and self._queued and not writer:
+            return
+        parts = self._deferred
+        size = self._deferred_bytes
+        self._deferred = []
+        self._deferred_bytes = 0
+        if response is not None and in_memory_bytes(response) == response.size:
+            parts.extend(response.parts)
+            size += response.size
+            response = None
+        try:
+            await self.stream.send_all(b"".join(parts))
+        finally:
+            self.memory.responses -= size
+            self._unsent -= size
+        self._touch()
+        if response is not None:
+            await self._send_response(response)
 
     def _queue_done(self, slot: _Slot) -> None:
         slot.done.set()
@@ -648,6 +777,9 @@ class Connection:
     async def _writer(self, slots: trio.MemoryReceiveChannel[_Slot], cancel: trio.CancelScope) -> None:
         self.info.io_tasks.append(trio.lowlevel.current_task())
         async for slot in slots:
+            if self._deferred:
+                # Held back by the reader before this slot was queued: they come first.
+                await self._flush_deferred(writer=True)
             await slot.done.wait()
             if slot.close is not None:
                 if slot.close.response is not None:
@@ -663,6 +795,9 @@ class Connection:
         cancel.cancel()
 
     async def _send_response(self, response: EncodedFrame) -> None:
+        if self._deferred:
+            await self._flush_deferred(response)
+            return
         try:
             await send_frame(self.stream, response)
         finally:

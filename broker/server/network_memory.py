@@ -42,6 +42,18 @@ class NetworkMemory:
         """Connections waiting for request memory."""
         return len(self._waiting)
 
+    def fits(self, size: int) -> bool:
+        """Whether a frame of ``size`` bytes would be admitted now."""
+        return self._fits(size)
+
+    def take_if_room(self, size: int) -> bool:
+        """Takes ``size`` bytes of the small-frame budget if they fit within it (never beyond
+        it, unlike a frame): for bytes read ahead of the frame being read."""
+        if self.small_limit >= 0 and self.small + size > self.small_limit:
+            return False
+        self.small += size
+        return True
+
     def _fits(self, size: int) -> bool:
         if size <= self.SMALL_FRAME:
             return self.small_limit < 0 or self.small == 0 or self.small + size <= self.small_limit

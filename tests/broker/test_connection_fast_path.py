@@ -4,18 +4,22 @@ the requests behind it, and the answers still go out in request order."""
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import threading
 import time
 
+import pytest
 import trio
 
 from broker.server.network import (
+    COALESCE_RESPONSES,
     CloseConnection,
     Connection,
     ConnectionInfo,
     NetworkLimits,
+    NetworkMemory,
     RequestFrame,
 )
 from wire.frame import encode_sasl_token
@@ -72,13 +76,13 @@ def _answers(sock: socket.socket, count: int) -> list[bytes]:
 
 
 def _serve(handler: Handler, client: threading.Thread, ours: socket.socket,
-           counter: TaskCounter | None = None) -> None:
+           counter: TaskCounter | None = None, memory: NetworkMemory | None = None) -> None:
     async def main() -> None:
         stream = trio.SocketStream(trio.socket.from_stdlib_socket(ours))
         info = ConnectionInfo("test", "PLAINTEXT", "127.0.0.1", 1, 2, 1)
         client.start()
         with trio.fail_after(20):
-            await Connection(stream, info, handler, NetworkLimits()).run()
+            await Connection(stream, info, handler, NetworkLimits(), None, memory).run()
         await stream.aclose()  # as the listener does once a connection ends
 
     trio.run(main, instruments=[counter] if counter is not None else [])
@@ -136,3 +140,64 @@ def test_a_request_that_closes_the_connection_is_answered_after_the_ones_before_
 
     _serve(handler, threading.Thread(target=client), ours)
     assert answers == [b"wait 100", b"a"]
+
+
+def test_pipelined_requests_are_read_ahead_and_answered_together_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that sends many requests before reading gets them read in a few system calls
+    and answered in a few sends (each send wakes the peer), in request order; the memory
+    held for read-ahead and held-back answers is all given back."""
+    ours, theirs = socket.socketpair()
+    handler = Handler()
+    memory = NetworkMemory(10 * 1024 * 1024)
+    answers: list[bytes] = []
+    count = 64
+    reads = sends = 0
+    real_readv = os.readv
+    real_send_all = trio.SocketStream.send_all
+
+    def counting_readv(fd: int, buffers: list[memoryview]) -> int:
+        nonlocal reads
+        reads += 1
+        return real_readv(fd, buffers)
+
+    async def counting_send_all(self: trio.SocketStream, data: bytes | bytearray | memoryview) -> None:
+        nonlocal sends
+        sends += 1
+        await real_send_all(self, data)
+
+    monkeypatch.setattr(os, "readv", counting_readv)
+    monkeypatch.setattr(trio.SocketStream, "send_all", counting_send_all)
+
+    def client() -> None:
+        theirs.sendall(_frames(*(b"req %d" % i for i in range(count))))
+        answers.extend(_answers(theirs, count))
+        theirs.close()
+
+    _serve(handler, threading.Thread(target=client), ours, memory=memory)
+    assert answers == [b"req %d" % i for i in range(count)]
+    # One at a time these were 2 reads and 1 send per request.
+    assert sends <= 2 * count // COALESCE_RESPONSES, sends
+    assert reads <= 8, reads
+    assert (memory.small, memory.large, memory.responses) == (0, 0, 0)
+
+
+def test_answers_held_back_go_out_before_those_of_a_request_that_waits() -> None:
+    ours, theirs = socket.socketpair()
+    handler = Handler()
+    memory = NetworkMemory(10 * 1024 * 1024)
+    answers: list[bytes] = []
+    bodies = [b"a", b"b", b"wait 300", b"c", b"none", b"d"]
+
+    def client() -> None:
+        theirs.sendall(_frames(*bodies))
+        answers.extend(_answers(theirs, 2))
+        # Those two came while the waiting request still waited, not held behind it.
+        answers.append(b"finished %d" % len(handler.finished))
+        answers.extend(_answers(theirs, 3))
+        theirs.close()
+
+    _serve(handler, threading.Thread(target=client), ours, memory=memory)
+    assert answers[:2] == [b"a", b"b"]
+    assert answers[2] != b"finished %d" % len(bodies), answers
+    assert answers[3:] == [b"wait 300", b"c", b"d"]
+    assert (memory.small, memory.large, memory.responses) == (0, 0, 0)
