@@ -386,9 +386,10 @@ class Connection:
         self._pending = _NOTHING_PENDING
         #: Request memory held for the read-ahead bytes in ``_pending`` (plain sockets).
         self._ahead_reserved = 0
-        #: Responses held back to go out with the next (see COALESCE_RESPONSES), their bytes,
-        #: and when the first was held.
+        #: Parts of the responses held back to go out with the next (see COALESCE_RESPONSES),
+        #: how many responses and bytes they are, and when the first was held.
         self._deferred: list[Any] = []
+        self._deferred_count = 0
         self._deferred_bytes = 0
         self._deferred_since = 0.0
         self.info = info
@@ -651,6 +652,7 @@ class Connection:
         assert response is not None
         if self._may_defer(response):
             self._deferred.extend(response.parts)
+            self._deferred_count += 1
             self._deferred_bytes += response.size
             return False
         await self._send_response(response)
@@ -664,18 +666,18 @@ class Connection:
         if len(pending) < 4 or self._running or self._queued or self.info.muted_until:
             return False
         (size,) = _SIZE.unpack_from(pending)
-        if not 0 <= size <= len(pending) - 4:
+        # A next frame the reader would refuse closes the connection: answer before it.
+        if not 0 <= size <= min(len(pending) - 4, self.info.frame_limit or self.limits.max_frame_bytes):
             return False
-        if self._deferred:
-            if (len(self._deferred) >= COALESCE_RESPONSES or self._deferred_bytes + response.size > COALESCE_BYTES
-                    or time.perf_counter() - self._deferred_since > COALESCE_S):
-                return False
-        elif response.size > COALESCE_BYTES:
-            return False
-        else:
-            self._deferred_since = time.perf_counter()
         # In-memory parts only (a file region goes out by sendfile).
-        return in_memory_bytes(response) == response.size
+        if in_memory_bytes(response) != response.size:
+            return False
+        if not self._deferred:
+            self._deferred_since = time.perf_counter()
+            return response.size <= COALESCE_BYTES
+        return (self._deferred_count < COALESCE_RESPONSES
+                and self._deferred_bytes + response.size <= COALESCE_BYTES
+                and time.perf_counter() - self._deferred_since <= COALESCE_S)
 
     async def _flush_deferred(self, response: EncodedFrame | None = None, *, writer: bool = False) -> None:
         """Sends the responses held back, then ``response`` (in the same send when it is all in
@@ -690,7 +692,7 @@ class Connection:
         parts = self._deferred
         size = self._deferred_bytes
         self._deferred = []
-        self._deferred_bytes = 0
+        self._deferred_count = self._deferred_bytes = 0
         if response is not None and in_memory_bytes(response) == response.size:
             parts.extend(response.parts)
             size += response.size

@@ -76,13 +76,14 @@ def _answers(sock: socket.socket, count: int) -> list[bytes]:
 
 
 def _serve(handler: Handler, client: threading.Thread, ours: socket.socket,
-           counter: TaskCounter | None = None, memory: NetworkMemory | None = None) -> None:
+           counter: TaskCounter | None = None, memory: NetworkMemory | None = None,
+           limits: NetworkLimits | None = None) -> None:
     async def main() -> None:
         stream = trio.SocketStream(trio.socket.from_stdlib_socket(ours))
         info = ConnectionInfo("test", "PLAINTEXT", "127.0.0.1", 1, 2, 1)
         client.start()
         with trio.fail_after(20):
-            await Connection(stream, info, handler, NetworkLimits(), None, memory).run()
+            await Connection(stream, info, handler, limits or NetworkLimits(), None, memory).run()
         await stream.aclose()  # as the listener does once a connection ends
 
     trio.run(main, instruments=[counter] if counter is not None else [])
@@ -201,3 +202,17 @@ def test_answers_held_back_go_out_before_those_of_a_request_that_waits() -> None
     assert answers[2] != b"finished %d" % len(bodies), answers
     assert answers[3:] == [b"wait 300", b"c", b"d"]
     assert (memory.small, memory.large, memory.responses) == (0, 0, 0)
+
+
+def test_answers_read_before_a_frame_that_is_refused_are_sent_before_the_close() -> None:
+    ours, theirs = socket.socketpair()
+    handler = Handler()
+    answers: list[bytes] = []
+
+    def client() -> None:
+        theirs.sendall(_frames(b"a", b"b", b"x" * 200))  # the last is over max_frame_bytes
+        answers.extend(_answers(theirs, 3))
+        theirs.close()
+
+    _serve(handler, threading.Thread(target=client), ours, limits=NetworkLimits(max_frame_bytes=100))
+    assert answers == [b"a", b"b"]
