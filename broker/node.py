@@ -68,7 +68,8 @@ from broker.security.scram_bootstrap import InitialCredential, upsertion_request
 from broker.security.setup import ListenerSecurity, listener_security
 from broker.server.dispatch import Dispatcher, LoopbackMarkerSender, load_handlers
 from broker.server.fetch_sessions import FetchSessionCache
-from broker.server.network import Listener, NetworkLimits, NetworkMemory
+from broker.server.listener import Listener
+from broker.server.network import NetworkLimits, NetworkMemory
 from broker.server.response_errors import ClientErrorLog
 from broker.server.services import BrokerServices
 from broker.share.coordinator import ShareCoordinator

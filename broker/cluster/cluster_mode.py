@@ -47,7 +47,7 @@ from broker.observability.timed_quorum import TimedQuorum
 from broker.security.peer import controller_security
 from broker.security.setup import ListenerSecurity, listener_security
 from broker.server.dispatch import Dispatcher, load_handlers
-from broker.server.network import Listener as NetworkListener
+from broker.server.listener import Listener as NetworkListener
 from broker.server.network import NetworkLimits
 from config import BrokerConfig, ConfigError, Listener, Password, SecurityProtocol
 from controller.apis import ClusterControl

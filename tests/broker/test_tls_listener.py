@@ -12,7 +12,8 @@ import pytest
 import trio
 
 from broker.security.setup import ListenerSecurity, listener_security
-from broker.server.network import ConnectionInfo, Listener, NetworkLimits
+from broker.server.listener import Listener
+from broker.server.network import ConnectionInfo, NetworkLimits
 from broker.tools.tls_init import init_tls
 from config import build_config
 from wire.frame import EncodedFrame, encode_response
@@ -33,7 +34,7 @@ class _Recorder:
     def __init__(self) -> None:
         self.principals: list[str] = []
 
-    async def handle(self, conn: ConnectionInfo, frame: bytearray) -> EncodedFrame | None:
+    async def handle(self, conn: ConnectionInfo, frame: bytearray | memoryview) -> EncodedFrame | None:
         self.principals.append(str(conn.principal))
         return encode_response(ApiVersionsResponse(), 0, 1)
 
