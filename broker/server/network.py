@@ -507,32 +507,27 @@ class Connection:
                 and self._deferred_bytes + response.size <= COALESCE_BYTES
                 and time.perf_counter() - self._deferred_since <= COALESCE_S)
 
-    async def _flush_deferred(self, response: EncodedFrame | None = None, *, writer: bool = False) -> None:
-        """Sends the responses held back, then ``response`` (in the same send when it is all in
-        memory). Without a response, the reader leaves them to the writer once a slot is queued:
-        the writer sends them before that slot's response."""
-        if not self._deferred:
-            if response is not None:
-                await self._send_response(response)
-            return
-        if response is None and self._queued and not writer:
-            return
+    async def _flush_deferred(self, *, writer: bool = False) -> None:
+        """Sends the responses held back. Once a slot is queued the reader leaves them to the
+        writer, which sends them before that slot's response."""
+        if self._deferred and (writer or not self._queued):
+            await self._send_held()
+
+    async def _send_held(self, response: EncodedFrame | None = None) -> None:
+        """The held-back responses, and ``response`` (all in memory) after them, in one send."""
         parts = self._deferred
         size = self._deferred_bytes
-        self._deferred = []
-        self._deferred_count = self._deferred_bytes = 0
-        if response is not None and in_memory_bytes(response) == response.size:
+        if response is not None:
             parts.extend(response.parts)
             size += response.size
-            response = None
+        self._deferred = []
+        self._deferred_count = self._deferred_bytes = 0
         try:
             await self.stream.send_all(b"".join(parts))
         finally:
             self.memory.responses -= size
             self._unsent -= size
         self._touch()
-        if response is not None:
-            await self._send_response(response)
 
     def _queue_done(self, slot: _Slot) -> None:
         slot.done.set()
@@ -626,8 +621,10 @@ class Connection:
 
     async def _send_response(self, response: EncodedFrame) -> None:
         if self._deferred:
-            await self._flush_deferred(response)
-            return
+            if in_memory_bytes(response) == response.size:
+                await self._send_held(response)
+                return
+            await self._send_held()
         try:
             await send_frame(self.stream, response)
         finally:
