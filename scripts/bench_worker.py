@@ -9,6 +9,7 @@ import os
 import random
 import string
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -69,14 +70,11 @@ def base_config(bootstrap: str) -> dict[str, Any]:
     return {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 10_000}
 
 
-def producer_config(
-    bootstrap: str,
-    acks: str,
-    compression: str,
-    on_error: Callable[[Any, Any], None],
-    share: int = 1,
+def producer_settings(
+    bootstrap: str, acks: str, compression: str, share: int = 1
 ) -> dict[str, Any]:
-    """Producer settings; ``share`` producers split one client-side queue budget."""
+    """librdkafka producer settings (both producers); ``share`` producers split one
+    client-side queue budget."""
     return {
         **base_config(bootstrap),
         "enable.idempotence": False,
@@ -85,10 +83,20 @@ def producer_config(
         "queue.buffering.max.kbytes": QUEUE_KBYTES // share,
         "queue.buffering.max.messages": QUEUE_MESSAGES // share,
         "delivery.report.only.error": True,
-        "on_delivery": on_error,
         "message.timeout.ms": 30_000,
         "request.timeout.ms": 15_000,
     }
+
+
+def producer_config(
+    bootstrap: str,
+    acks: str,
+    compression: str,
+    on_error: Callable[[Any, Any], None],
+    share: int = 1,
+) -> dict[str, Any]:
+    """The Python producer's configuration: the settings and its delivery callback."""
+    return {**producer_settings(bootstrap, acks, compression, share), "on_delivery": on_error}
 
 
 def consumer_config(bootstrap: str) -> dict[str, Any]:
@@ -376,6 +384,8 @@ def verify(expected: Tally, got: Tally, timeout_s: float, errors: Sequence[str])
 
 
 def run_throughput(spec: dict[str, Any]) -> dict[str, Any]:
+    if spec.get("producer") == "kcat":
+        return run_throughput_kcat(spec)
     from confluent_kafka import Producer
 
     bootstrap, topic = spec["bootstrap"], spec["topic"]
@@ -404,18 +414,73 @@ def run_throughput(spec: dict[str, Any]) -> dict[str, Any]:
     broker_pid: int | None = spec.get("broker_pid")
     broker_before = cpu_seconds(broker_pid) if broker_pid else None
     start = time.perf_counter()
+    client_cpu = time.process_time()
     produce_timed(producers, topic, values, spec["seconds"], tally, seq)
     check_delivery(errors, tally, flush_all(producers, FLUSH_TIMEOUT_S))
     produce_s = time.perf_counter() - start
+    # This process's CPU (the Python loop and librdkafka's threads) over the timed produce.
+    info["produce_client_cpu_s"] = time.process_time() - client_cpu
     broker_after = cpu_seconds(broker_pid) if broker_pid else None
     producers.clear()
     timed_count, timed_bytes = tally.count - warm[0], tally.nbytes - warm[1]
-    read = consume_verify(spec, tally, CONSUME_GRACE_S + 3 * produce_s)
-    consume_s, warnings = read.seconds, read.warnings
-    warnings += [f"client error: {e}" for e in errors.client_errors[:3]]
+    info["producer"] = "python"
+    warnings = [f"client error: {e}" for e in errors.client_errors[:3]]
     connections = info.get("connections")
     if connections is not None and connections < count:
         warnings.append(f"only {connections} connections to the broker for {count} producers")
+    produced = (broker_before, broker_after, timed_count, timed_bytes, produce_s)
+    return throughput_result(spec, tally, produced, info, warnings)
+
+
+def run_throughput_kcat(spec: dict[str, Any]) -> dict[str, Any]:
+    """One kcat producer (bench_kcat), then the same read-back and figures."""
+    from bench_kcat import KcatUnavailable, TextValues, find_kcat, produce_kcat
+
+    broker_pid: int | None = spec.get("broker_pid")
+
+    def broker_cpu() -> float | None:
+        return cpu_seconds(broker_pid) if broker_pid else None
+
+    settings = {
+        **producer_settings(spec["bootstrap"], spec["acks"], spec["compression"]),
+        "client.id": "bench-0",
+    }
+    tally = Tally()
+    with tempfile.TemporaryDirectory() as work:
+        try:
+            kcat = find_kcat(Path(work))
+            done = produce_kcat(
+                kcat,
+                spec,
+                settings,
+                TextValues(spec["size"], payload_pool()),
+                tally,
+                spec["seconds"],
+                broker_cpu,
+            )
+        except (KcatUnavailable, RuntimeError) as exc:
+            raise CaseFailed(str(exc)) from exc
+    info: dict[str, Any] = {
+        "producer": f"kcat (librdkafka {kcat.librdkafka})",
+        "produce_client_cpu_s": done.client_cpu_s,
+    }
+    produced = (done.broker_cpu_before, broker_cpu(), done.count, done.nbytes, done.seconds)
+    return throughput_result(spec, tally, produced, info, [])
+
+
+def throughput_result(
+    spec: dict[str, Any],
+    tally: Tally,
+    produced: tuple[float | None, float | None, int, int, float],
+    info: dict[str, Any],
+    warnings: list[str],
+) -> dict[str, Any]:
+    """Reads every record back, verifies it, and gives the case's figures. ``produced``:
+    the broker's CPU clock before and after the timed produce, its records, bytes, seconds."""
+    broker_before, broker_after, timed_count, timed_bytes, produce_s = produced
+    read = consume_verify(spec, tally, CONSUME_GRACE_S + 3 * produce_s)
+    consume_s = read.seconds
+    warnings = read.warnings + warnings
     metrics = {
         "produce_msg_s": timed_count / produce_s,
         "produce_mb_s": timed_bytes / produce_s / 1e6,
