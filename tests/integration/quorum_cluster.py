@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +26,23 @@ READY = "cormorant ready "
 START_TIMEOUT_S = 60.0
 
 
-def free_ports(count: int) -> list[int]:
+def free_ports(count: int, avoid: Collection[int] = ()) -> list[int]:
+    """``count`` distinct ports free now and not in ``avoid``: ports handed out by an earlier
+    call are free again until their broker binds them, and the kernel may hand them out again."""
     socks = []
+    ports: list[int] = []
     try:
-        for _ in range(count):
+        # Every socket holds its port until the end, so each port in ``avoid`` comes back once at most.
+        for _ in range(count + len(avoid)):
             s = socket.socket()
             s.bind(("127.0.0.1", 0))
             socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+            port = s.getsockname()[1]
+            if port not in avoid:
+                ports.append(port)
+                if len(ports) == count:
+                    return ports
+        raise AssertionError(f"no {count} free ports outside {sorted(avoid)}")
     finally:
         for s in socks:
             s.close()

@@ -51,7 +51,9 @@ def test_replication_and_controller_traffic_over_oauthbearer(tmp_path: Path) -> 
         "replica.lag.time.max.ms": "5000",
     }
     cluster = QuorumCluster(tmp_path, overrides=overrides)
-    for node, port in zip(cluster.nodes.values(), free_ports(len(cluster.nodes)), strict=True):
+    # Not one of the ports the cluster chose (free until its nodes bind them).
+    taken = {port for n in cluster.nodes.values() for port in (n.port, n.controller_port) if port}
+    for node, port in zip(cluster.nodes.values(), free_ports(len(cluster.nodes), avoid=taken), strict=True):
         node.__class__ = SecuredNode
         assert isinstance(node, SecuredNode)
         node.internal_port = port

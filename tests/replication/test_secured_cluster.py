@@ -69,7 +69,9 @@ def test_replication_over_sasl_ssl_inter_broker_listener(tmp_path: Path) -> None
         "replica.lag.time.max.ms": "5000",
     }
     cluster = QuorumCluster(tmp_path, overrides=overrides)
-    ports = free_ports(len(cluster.nodes))
+    # Not one of the ports the cluster chose (free until its nodes bind them).
+    taken = {port for n in cluster.nodes.values() for port in (n.port, n.controller_port) if port}
+    ports = free_ports(len(cluster.nodes), avoid=taken)
     for node, port in zip(cluster.nodes.values(), ports, strict=True):
         node.__class__ = SecuredNode
         assert isinstance(node, SecuredNode)
