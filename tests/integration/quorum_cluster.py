@@ -168,10 +168,16 @@ class QuorumCluster:
         return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes.values() if n.controller_port)
 
     def start(self) -> QuorumCluster:
-        for node in self.nodes.values():
-            node.start()
-        for node in self.nodes.values():
-            node.wait_ready()
+        """Starts every node and waits for each; if one fails, the ones started are ended
+        (``with`` never reaches ``__exit__`` when ``__enter__`` raises)."""
+        try:
+            for node in self.nodes.values():
+                node.start()
+            for node in self.nodes.values():
+                node.wait_ready()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def close(self) -> None:

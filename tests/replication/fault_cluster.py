@@ -144,10 +144,15 @@ class FaultCluster:
         return self
 
     def start(self) -> None:
-        for node in self.nodes.values():
-            node.start()
-        for node in self.nodes.values():
-            node.wait_ready(START_TIMEOUT_S)
+        """Starts every node and waits for each; if one fails, the ones started are ended."""
+        try:
+            for node in self.nodes.values():
+                node.start()
+            for node in self.nodes.values():
+                node.wait_ready(START_TIMEOUT_S)
+        except BaseException:
+            self.close()
+            raise
 
     def __exit__(self, *exc: object) -> None:
         self.close()
