@@ -123,7 +123,7 @@ def validate_topic_name(name: str) -> str | None:
         return "Topic name cannot be \".\" or \"..\""
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, topic name: {name}"
-    if not _LEGAL_TOPIC.match(name):
+    if not _LEGAL_TOPIC.fullmatch(name):
         return f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
     return None
 

@@ -273,7 +273,7 @@ class ClusterMode:
         voters = [(v.node_id, v.host, v.port) for v in config.controller_quorum_voters]
         #: A single node: the only voter of its quorum and the only broker of its cluster.
         self.single = not voters
-        self.view = MetadataView()
+        self.view = MetadataView(metrics.metadata_apply_failed)
         self.controller: ControllerRole | None = None
         self.follower: MetadataFollower | None = None
         self.lifecycle: BrokerLifecycle | None = None

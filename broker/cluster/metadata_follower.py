@@ -70,8 +70,10 @@ class MetadataView:
     every node alike — whichever controller wrote the records.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_publish_failed: Callable[[], None] = lambda: None) -> None:
         self.image = MetadataImage()
+        #: Called when a publisher raised (Kafka's metadata-apply-error-count).
+        self._on_publish_failed = on_publish_failed
         self._latest = self.image
         #: The delta that made ``_latest``, while it starts from a published image.
         self._latest_delta: MetadataDelta | None = None
@@ -135,7 +137,14 @@ class MetadataView:
         if self._latest is latest:
             self._latest_delta = None
         for publisher in self._publishers:
-            publisher(delta, latest)
+            try:
+                publisher(delta, latest)
+            except Exception:
+                # As Kafka's broker (a non-fatal fault): the records are committed, the other
+                # publishers still hear of them, and the broker serves on rather than stop.
+                log.exception("metadata_publish_failed", offset=latest.offset,
+                              publisher=getattr(publisher, "__qualname__", repr(publisher)))
+                self._on_publish_failed()
         self._changed.set()
         self._changed = trio.Event()
 

@@ -26,7 +26,7 @@ async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersion
     role = controller_role(ctx)
     response = ApiVersionsResponse(api_keys=role.dispatcher.api_versions())
     if ctx.api_version >= 3 and not (
-        _SOFTWARE.match(request.client_software_name) and _SOFTWARE.match(request.client_software_version)
+        _SOFTWARE.fullmatch(request.client_software_name) and _SOFTWARE.fullmatch(request.client_software_version)
     ):
         response.error_code = ErrorCode.INVALID_REQUEST
     elif ctx.api_version >= 3:

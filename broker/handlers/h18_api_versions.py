@@ -25,7 +25,7 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-_.]*[a-zA-Z0-9])?$")
 async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
     response = ApiVersionsResponse(api_keys=ctx.services.api_versions())
     if ctx.api_version >= 3 and not (
-        _SOFTWARE.match(request.client_software_name) and _SOFTWARE.match(request.client_software_version)
+        _SOFTWARE.fullmatch(request.client_software_name) and _SOFTWARE.fullmatch(request.client_software_version)
     ):
         response.error_code = ErrorCode.INVALID_REQUEST
     elif ctx.api_version >= 3:

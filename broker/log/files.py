@@ -69,11 +69,11 @@ def parse_partition_dir_name(name: str) -> TopicPartition:
     Raises ValueError for a name that is not a partition directory.
     """
     if name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
-        if not _SUFFIXED_DIR.match(name):
+        if not _SUFFIXED_DIR.fullmatch(name):
             raise ValueError(f"not a partition directory: {name!r}")
         name = name[: name.rindex(".")]
     topic, dash, partition = name.rpartition("-")
-    if not dash or not topic or not _PARTITION.match(partition):
+    if not dash or not topic or not _PARTITION.fullmatch(partition):
         raise ValueError(f"not a partition directory: {name!r}")
     return TopicPartition(topic, int(partition))
 

@@ -130,6 +130,7 @@ class BrokerMetrics:
         self.acceptor_blocked_s: dict[str, float] = {}
         # event loop
         self.slow_step_duration = Histogram(SLOW_STEP_BOUNDS_S)
+        self.metadata_apply_errors = 0
         self.longest_step_source: Callable[[], float] | None = None
         # produce and fetch
         self.produced_records = 0
@@ -215,6 +216,10 @@ class BrokerMetrics:
     def slow_task_step(self, seconds: float) -> None:
         """A task step held the event loop past ``event.loop.slow.step.ms``."""
         self.slow_step_duration.record(seconds)
+
+    def metadata_apply_failed(self) -> None:
+        """Applying a committed metadata image to this broker's state raised."""
+        self.metadata_apply_errors += 1
 
     def watch_longest_step(self, longest_step_s: Callable[[], float]) -> None:
         """Once, by the slow-step watchdog: the longest task step since it started."""
@@ -364,6 +369,9 @@ class DisabledMetrics(BrokerMetrics):
         pass
 
     def slow_task_step(self, seconds: float) -> None:
+        pass
+
+    def metadata_apply_failed(self) -> None:
         pass
 
     def throttled(self, quota_type: str, throttle_ms: int) -> None:

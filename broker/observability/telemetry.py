@@ -607,6 +607,9 @@ class Telemetry:
               value(lambda: self._quorum_state.epoch))
         gauge("cormorant.controller.metadata.offset", "{offset}", "Offset of the last metadata record applied.",
               value(lambda: self._metadata.image.offset))
+        counter("cormorant.metadata.apply.errors", "{error}",
+                "Committed metadata images this broker failed to apply in part (logged as metadata_publish_failed).",
+                value(lambda: m.metadata_apply_errors))
         counter("cormorant.controller.heartbeats", "{heartbeat}", "Broker heartbeats handled as active controller.",
                 value(lambda: m.broker_heartbeats))
         updown("cormorant.controller.brokers", "{broker}", "Registered brokers, fenced or not.",

@@ -307,6 +307,8 @@ def test_create_topic_validate_only_creates_nothing(client: KafkaClient) -> None
         ("bad/name", 1, 1, {}, ErrorCode.INVALID_TOPIC_EXCEPTION),
         ("x" * 250, 1, 1, {}, ErrorCode.INVALID_TOPIC_EXCEPTION),
         ("..", 1, 1, {}, ErrorCode.INVALID_TOPIC_EXCEPTION),
+        # A regex's "$" also matches before a final newline: the whole name must be legal.
+        ("ct-newline\n", 1, 1, {}, ErrorCode.INVALID_TOPIC_EXCEPTION),
         ("ct-zero-partitions", 0, 1, {}, ErrorCode.INVALID_PARTITIONS),
         ("ct-negative-partitions", -5, 1, {}, ErrorCode.INVALID_PARTITIONS),
         ("ct-zero-rf", 1, 0, {}, ErrorCode.INVALID_REPLICATION_FACTOR),

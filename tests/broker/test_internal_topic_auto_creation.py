@@ -59,3 +59,17 @@ def test_an_internal_topic_made_by_metadata_has_its_own_partition_count(broker: 
     finally:
         client.close()
 
+
+
+def test_an_illegal_name_is_not_auto_created(broker: BrokerProcess) -> None:
+    """A name legal but for a final newline (which a regex's "$" lets through) is refused
+    with INVALID_TOPIC_EXCEPTION and never created: the broker could not checkpoint it."""
+    client = RawClient(broker.bootstrap)
+    try:
+        assert partitions_of(client, "auto-newline\n") == (ErrorCode.INVALID_TOPIC_EXCEPTION, 0)
+        every = client.call(MetadataRequest(topics=None), MetadataResponse, 12)
+        assert isinstance(every, MetadataResponse)
+        assert "auto-newline\n" not in {t.name for t in every.topics}
+        assert partitions_of(client, "auto-legal")[0] in (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE)
+    finally:
+        client.close()

@@ -38,6 +38,27 @@ def test_without_preparers_an_image_is_published_at_once_after_catching_up() -> 
     assert view.image.offset == 5
 
 
+def test_a_publisher_that_raises_is_counted_and_the_others_still_hear() -> None:
+    """As a Kafka broker's non-fatal publishing fault: the failure is counted and logged,
+    the publishers after it hear of the image, and the next image is published too."""
+    failures: list[int] = []
+    view = MetadataView(lambda: failures.append(view.image.offset))
+    heard: list[int] = []
+
+    def broken(image: MetadataImage) -> None:
+        if image.offset == 3:
+            raise ValueError("cannot apply")
+
+    view.add_listener(broken)
+    view.add_listener(lambda image: heard.append(image.offset))
+    view.update(image_at(3))
+    view.mark_caught_up()
+    view.update(image_at(4))
+    assert failures == [3]
+    assert heard == [3, 4]
+    assert view.image.offset == 4
+
+
 def test_listeners_hear_of_an_image_only_once_the_preparers_are_done() -> None:
     events: list[str] = []
 

@@ -145,6 +145,19 @@ def test_unsupported_api_versions_gets_error_35_in_v0(shared_broker: BrokerProce
     assert [k.api_key for k in resp.api_keys] == [18]
 
 
+@pytest.mark.parametrize(("name", "version"), [("tests\n", "1.0"), ("tests", "1.0\n"), ("-tests", "1.0")])
+def test_api_versions_refuses_illegal_software_names(shared_broker: BrokerProcess, name: str, version: str) -> None:
+    """Kafka's ApiVersionsRequest.isValid: the whole name and version must match its pattern
+    (a final newline included), else INVALID_REQUEST."""
+    client = RawClient(shared_broker.bootstrap)
+    try:
+        hello = ApiVersionsRequest(client_software_name=name, client_software_version=version)
+        resp = client.call(hello, ApiVersionsResponse, 3)
+        assert isinstance(resp, ApiVersionsResponse) and resp.error_code == ErrorCode.INVALID_REQUEST
+    finally:
+        client.close()
+
+
 @pytest.mark.parametrize(
     "frame",
     [
