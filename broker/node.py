@@ -171,6 +171,8 @@ class BrokerNode:
         #: Called once when the node starts stopping (the watchdog disarms its stall abort).
         self.on_stopping: Callable[[], None] | None = None
         self._broker_epoch = -1
+        #: Set to run the checkpoint task's next round at once (see :meth:`_request_checkpoint`).
+        self._checkpoint_requested = trio.Event()
         #: FindCoordinator key type -> the coordinator answering it (group: 0, transaction: 1).
         self.coordinators: dict[int, CoordinatorLookup] = {}
         # Set up in start():
@@ -293,6 +295,7 @@ class BrokerNode:
         except LogDirLockedError as ex:
             # Another broker serves it: a setting to change, said in one line (not a traceback).
             raise ConfigError("log.dirs", str(ex)) from None
+        self.log_manager.request_checkpoint = self._request_checkpoint
         self.metrics.log_recovered(time.monotonic() - started)
         # A single node (no controller.quorum.voters) is a cluster of one: the same roles.
         self.cluster = cluster = ClusterMode(self.config, self.cluster_id, self.rng, self.metrics,
@@ -539,11 +542,17 @@ class BrokerNode:
         if deleted:
             log.info("retention_applied", segments_deleted=deleted)
 
+    def _request_checkpoint(self) -> None:
+        """The next checkpoint round now, not at its interval (partitions were deleted)."""
+        self._checkpoint_requested.set()
+
     async def _checkpoint_loop(self) -> None:
         interval = min(self.config.replica_high_watermark_checkpoint_interval_ms,
                        self.config.log_flush_offset_checkpoint_interval_ms) / 1000
         while True:
-            await trio.sleep(interval)
+            with trio.move_on_after(interval):
+                await self._checkpoint_requested.wait()
+            self._checkpoint_requested = trio.Event()
             # The checkpoint files and the periodic fsyncs are disk waits that grow with
             # the partition count and stretch to seconds when the disk is busy: they run
             # in a worker thread so that no client waits for them (they once held every

@@ -150,6 +150,27 @@ def test_delete_partition(tmp_path: Path, clock: Clock) -> None:
     mgr.close()
 
 
+def test_delete_with_a_checkpoint_task_leaves_the_disk_waits_to_it(tmp_path: Path, clock: Clock) -> None:
+    """With ``request_checkpoint`` (the broker's), deleting asks for a checkpoint round instead
+    of fsyncing and rewriting the checkpoints on the caller's (the event loop's) time."""
+    mgr = manager(tmp_path, clock, dirs=1)
+    fill(mgr, "kept", 0, 3)
+    fill(mgr, "doomed", 0, 3)
+    mgr.checkpoint_all()
+    checkpoint = tmp_path / "d0" / "recovery-point-offset-checkpoint"
+    assert set(OffsetCheckpointFile(checkpoint).read()) == {TopicPartition("kept", 0), TopicPartition("doomed", 0)}
+    requests: list[int] = []
+    mgr.request_checkpoint = lambda: requests.append(1)
+    assert mgr.delete_partitions([TopicPartition("doomed", 0), TopicPartition("absent", 0)]) == 1
+    assert requests == [1]
+    assert TopicPartition("doomed", 0) in OffsetCheckpointFile(checkpoint).read()  # not rewritten yet
+    mgr.checkpoint_all()  # the checkpoint task's round
+    assert set(OffsetCheckpointFile(checkpoint).read()) == {TopicPartition("kept", 0)}
+    assert mgr.delete_partitions([TopicPartition("absent", 0)]) == 0
+    assert requests == [1]  # nothing deleted, nothing to write
+    mgr.close()
+
+
 def test_leftover_delete_dirs_are_removed_and_strays_ignored(tmp_path: Path, clock: Clock) -> None:
     d0 = tmp_path / "d0"
     (d0 / "old-0.0123456789abcdef0123456789abcdef-delete").mkdir(parents=True)
