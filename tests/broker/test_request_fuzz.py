@@ -3,7 +3,7 @@ real clients' captured ones, and each API's defaults at each version) with field
 by a seeded generator — extreme integers, illegal names, emptied and repeated lists,
 damaged record batches — then encoded and sent.
 
-A broker answers each with Kafka's error codes or closes the connection: it never fails a
+Two brokers get them: one without an authorizer, one with ACLs. A broker answers each with Kafka's error codes or closes the connection: it never fails a
 handler (``request_failed``, UNKNOWN_SERVER_ERROR), never logs a traceback, never holds
 the loop past the stall guard (which would stop it), and serves a real client afterwards."""
 
@@ -51,9 +51,19 @@ SEEDS = (1, 2, 3)
 ANSWER_TIMEOUT_S = 1.5
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("fuzz") / "data", {"auto.create.topics.enable": "true"}).start()
+#: Each broker the requests go to: without an authorizer, and with ACLs (every request is
+#: authorized; the mutated CreateAcls and DeleteAcls change what later requests may do).
+BROKERS = {
+    "plain": {"auto.create.topics.enable": "true"},
+    "acls": {"auto.create.topics.enable": "true",
+             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+             "allow.everyone.if.no.acl.found": "true"},
+}
+
+
+@pytest.fixture(scope="module", params=sorted(BROKERS))
+def broker(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("fuzz") / "data", BROKERS[request.param]).start()
     try:
         client = RawClient(b.bootstrap)
         compact = [CreateTopicsRequestCreatableTopicConfig(name="cleanup.policy", value="compact")]
