@@ -9,8 +9,10 @@ correlation id, and for a response ``drop(api_key)`` says to lose, it closes bot
 the connection instead of forwarding it — the request was handled, its answer never
 arrives, and the client retries on a new connection. A response for which
 ``delay(api_key)`` gives seconds is forwarded that much later, and the responses behind it
-on its connection with it (as from a slow broker or network). Each connection uses two
-daemon threads; ``close()`` stops everything.
+on its connection with it (as from a slow broker or network). ``rewrite(frame)`` may
+replace a request frame (size prefix included) on its way to the broker (the stateful fuzz
+test changes requests so). Each connection uses two daemon threads; ``close()`` stops
+everything.
 """
 
 from __future__ import annotations
@@ -52,11 +54,14 @@ def _read_frame(sock: socket.socket) -> bytes | None:
 
 class FaultProxy:
     def __init__(self, drop: Callable[[int], bool] | None = None,
-                 delay: Callable[[int], float] | None = None) -> None:
+                 delay: Callable[[int], float] | None = None,
+                 rewrite: Callable[[bytes], bytes] | None = None) -> None:
         """``drop(api_key)`` is asked for each response; True loses it (and the connection).
-        ``delay(api_key)``: seconds to hold the response back before forwarding it."""
+        ``delay(api_key)``: seconds to hold the response back before forwarding it.
+        ``rewrite(frame)``: the request frame to send instead of ``frame``."""
         self.drop = drop or (lambda api_key: False)
         self.delay = delay or (lambda api_key: 0.0)
+        self.rewrite = rewrite
         self.upstream_port: int | None = None
         self.dropped: list[int] = []
         #: (api key, api version) of every request that went through.
@@ -105,6 +110,8 @@ class FaultProxy:
             api_key, api_version, correlation_id = _REQUEST_HEAD.unpack_from(frame, 4)
             api_keys[correlation_id] = api_key
             self.requests.add((api_key, api_version))
+            if self.rewrite is not None:
+                frame = self.rewrite(frame)
             try:
                 upstream.sendall(frame)
             except OSError:

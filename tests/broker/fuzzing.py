@@ -1,20 +1,39 @@
-"""Requests that decode but mean nonsense: a seeded generator that changes fields of decoded
-requests at any depth (extreme integers, illegal names, emptied and repeated lists, damaged
-record batches), for the fuzz tests of the broker's handlers."""
+"""For the fuzz tests of the broker's handlers: requests that decode but mean nonsense (a
+seeded generator that changes fields of decoded requests at any depth — extreme integers,
+illegal names, emptied and repeated lists, damaged record batches), and the verdict on the
+broker afterwards (:func:`assert_unharmed`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import random
+import re
 import struct
+import time
 import uuid
 from typing import Any
 
+from tests.broker.broker_process import BrokerProcess
+from tests.broker.raw_client import RawClient
 from tests.shared import capture_files, read_capture
+from wire.batch_builder import build_batch
+from wire.errors import ErrorCode
 from wire.exceptions import DecodeError, UnsupportedVersionError
 from wire.frame import decode_request, encode_request
+from wire.generated.api_000_produce import (
+    ProduceRequest,
+    ProduceRequestPartitionProduceData,
+    ProduceRequestTopicProduceData,
+    ProduceResponse,
+)
+from wire.generated.api_019_create_topics import (
+    CreateTopicsRequest,
+    CreateTopicsRequestCreatableTopic,
+    CreateTopicsResponse,
+)
 from wire.generated.registry import API_SPECS
 from wire.primitives import Message
+from wire.records import NewRecord
 
 #: What encoding a mutated request may raise: a value its version cannot carry, or one outside
 #: its field's range. Such a request is not sent.
@@ -105,3 +124,42 @@ class Mutator:
         if roll < 0.6:
             return b""
         return rng.randbytes(rng.randint(0, 80))
+
+
+SLOW_STEP = re.compile(r"slow_task_step\s.*?cpu_ms=([\d.]+)")
+#: A step computing this long is a handler doing work it should slice (the stall guard stops the
+#: broker at 500 ms); a step that only waited (a busy machine) is not counted.
+HEAVY_STEP_CPU_MS = 100.0
+#: Log events that are never an answer to bad input: a handler that raised, a traceback,
+#: committed metadata the broker could not apply.
+FAILURE_EVENTS = ("request_failed", "Traceback", "metadata_publish_failed")
+
+
+def assert_unharmed(broker: BrokerProcess, topic: str) -> None:
+    """The broker is up, logged no failure and no step computing past HEAVY_STEP_CPU_MS, and
+    serves: ``topic`` (new) is created and appended to with acks=all."""
+    assert broker.proc is not None and broker.proc.poll() is None, broker.logs()[-5000:]
+    logs = broker.logs()
+    failures = [line for line in logs.splitlines() if any(event in line for event in FAILURE_EVENTS)]
+    assert not failures, "\n".join(failures[:20])
+    heavy = [float(cpu) for cpu in SLOW_STEP.findall(logs) if float(cpu) >= HEAVY_STEP_CPU_MS]
+    assert not heavy, heavy
+    client = RawClient(broker.bootstrap)
+    try:
+        created = client.call(CreateTopicsRequest(topics=[CreateTopicsRequestCreatableTopic(
+            name=topic, num_partitions=1, replication_factor=1)], timeout_ms=10_000), CreateTopicsResponse, 5)
+        assert isinstance(created, CreateTopicsResponse) and created.topics[0].error_code == ErrorCode.NONE
+        request = ProduceRequest(acks=-1, timeout_ms=10_000, topic_data=[ProduceRequestTopicProduceData(
+            name=topic, partition_data=[ProduceRequestPartitionProduceData(
+                index=0, records=build_batch([NewRecord(b"k", b"still serving")]))])])
+        deadline = time.monotonic() + 20
+        while True:  # retried until the new partition's leader is in place
+            answer = client.call(request, ProduceResponse, 9)
+            assert isinstance(answer, ProduceResponse)
+            code = answer.responses[0].partition_responses[0].error_code
+            if code == ErrorCode.NONE or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert code == ErrorCode.NONE, ErrorCode(code).name
+    finally:
+        client.close()
