@@ -23,21 +23,14 @@ def hold_port(port: int) -> socket.socket:
     return sock
 
 
-def test_quorum_cluster_ends_started_nodes_when_one_fails(tmp_path: Path) -> None:
-    cluster = QuorumCluster(tmp_path)
-    with hold_port(cluster.nodes[2].port):
-        with pytest.raises(AssertionError, match="node 2 not ready"):
+@pytest.mark.parametrize(("harness", "blocked"), [(QuorumCluster, 2), (FaultCluster, 3)],
+                         ids=["QuorumCluster", "FaultCluster"])
+def test_a_failed_start_ends_the_nodes_started(tmp_path: Path, harness: type[QuorumCluster | FaultCluster],
+                                               blocked: int) -> None:
+    cluster = harness(tmp_path)
+    with hold_port(cluster.nodes[blocked].port):
+        with pytest.raises(AssertionError, match=f"node {blocked} not ready"):
             with cluster:
-                pytest.fail("a cluster with node 2's port taken started")
-    assert all(node.proc is not None for node in cluster.nodes.values())
-    assert [node.node_id for node in cluster.nodes.values() if node.alive] == []
-
-
-def test_fault_cluster_ends_started_nodes_when_one_fails(tmp_path: Path) -> None:
-    cluster = FaultCluster(tmp_path)
-    with hold_port(cluster.nodes[3].port):
-        with pytest.raises(AssertionError, match="node 3 not ready"):
-            with cluster:
-                pytest.fail("a cluster with node 3's port taken started")
+                pytest.fail(f"a cluster with node {blocked}'s port taken started")
     assert all(node.proc is not None for node in cluster.nodes.values())
     assert [node.node_id for node in cluster.nodes.values() if node.alive] == []
