@@ -12,6 +12,8 @@ from pathlib import Path
 
 from tests.shared import EPHEMERAL_METRICS, ROOT, STALL_GUARD
 
+#: A ``slow_task_step`` log line and the CPU time (ms) its step computed.
+SLOW_STEP = re.compile(r"slow_task_step\s.*?cpu_ms=([\d.]+)")
 READY = re.compile(r"^cormorant ready listeners=\S*PLAINTEXT://([\d.]+):(\d+)")
 
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import re
 import struct
 import time
 import uuid
 from typing import Any
 
-from tests.broker.broker_process import BrokerProcess
+from tests.broker.broker_process import SLOW_STEP, BrokerProcess
 from tests.broker.raw_client import RawClient
 from tests.shared import capture_files, read_capture
 from wire.batch_builder import build_batch
@@ -126,7 +125,6 @@ class Mutator:
         return rng.randbytes(rng.randint(0, 80))
 
 
-SLOW_STEP = re.compile(r"slow_task_step\s.*?cpu_ms=([\d.]+)")
 #: A step computing this long is a handler doing work it should slice (the stall guard stops the
 #: broker at 500 ms); a step that only waited (a busy machine) is not counted.
 HEAVY_STEP_CPU_MS = 100.0

@@ -4,7 +4,6 @@ a watcher connection's worst wait while an adversary runs, and memory bounds."""
 
 from __future__ import annotations
 
-import re
 import socket
 import struct
 import threading
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker.broker_process import BrokerProcess
+from tests.broker.broker_process import SLOW_STEP, BrokerProcess
 from tests.broker.raw_client import RawClient
 from wire.batch_builder import build_batch
 from wire.errors import ErrorCode
@@ -90,7 +89,6 @@ MAX_STEP_CPU_MS = 20.0
 CREATE_STEP_CPU_MS = 60.0
 #: An idle broker's longest step: its periodic rounds over every partition are sliced.
 BACKGROUND_STEP_CPU_MS = 10.0
-SLOW_STEP = re.compile(r"slow_task_step\s.*?cpu_ms=([\d.]+)")
 
 
 @pytest.fixture(scope="module")

@@ -167,14 +167,14 @@ class QuorumCluster:
     def voters(self) -> str:
         return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes.values() if n.controller_port)
 
-    def start(self) -> QuorumCluster:
-        """Starts every node and waits for each; if one fails, the ones started are ended
-        (``with`` never reaches ``__exit__`` when ``__enter__`` raises)."""
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> QuorumCluster:
+        """Starts every node and waits up to ``timeout_s`` for each; if one fails, the ones
+        started are ended (``with`` never reaches ``__exit__`` when ``__enter__`` raises)."""
         try:
             for node in self.nodes.values():
                 node.start()
             for node in self.nodes.values():
-                node.wait_ready()
+                node.wait_ready(timeout_s)
         except BaseException:
             self.close()
             raise

@@ -144,15 +144,8 @@ class FaultCluster:
         return self
 
     def start(self) -> None:
-        """Starts every node and waits for each; if one fails, the ones started are ended."""
-        try:
-            for node in self.nodes.values():
-                node.start()
-            for node in self.nodes.values():
-                node.wait_ready(START_TIMEOUT_S)
-        except BaseException:
-            self.close()
-            raise
+        """Starts every node (:meth:`QuorumCluster.start`, which ends them if one fails)."""
+        self.quorum.start(START_TIMEOUT_S)
 
     def __exit__(self, *exc: object) -> None:
         self.close()
