@@ -17,7 +17,8 @@ from __future__ import annotations
 import random
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -213,6 +214,20 @@ class Controller:
                 self.image = delta.apply()
                 self._publish(delta)
 
+    @asynccontextmanager
+    async def _writing(self) -> AsyncIterator[None]:
+        """The write lock, on the active controller, with a new cluster's first records written.
+
+        Every write waits for the bootstrap records (the features, as Kafka's first activation
+        writes them before anything else): a broker registered, or a topic created, on an image
+        without them would serve a cluster with no feature levels, and a consumer-protocol
+        member would be refused as if group.version were 0.
+        """
+        async with self._write_lock:
+            self.require_active()
+            await self._write(list(bootstrap_records(self.image.features)))
+            yield
+
     async def submit(self, build: Callable[[MetadataImage], tuple[_T, list[Message]]]) -> _T:
         """Runs ``build`` on the current image and writes the records it returns, atomically.
 
@@ -220,8 +235,7 @@ class Controller:
         AlterPartition): ``build`` validates against the image and returns its
         result with the records to write.
         """
-        async with self._write_lock:
-            self.require_active()
+        async with self._writing():
             result, records = build(self.image)
             await self._write(records)
             return result
@@ -229,17 +243,15 @@ class Controller:
     # ------------------------------------------------------------ brokers
 
     async def bootstrap(self) -> None:
-        """Writes the records a brand-new cluster starts with."""
-        async with self._write_lock:
-            self.require_active()
-            await self._write(list(bootstrap_records(self.image.features)))
+        """Writes the records a brand-new cluster starts with (if not yet written)."""
+        async with self._writing():
+            pass
 
     async def update_features(
         self, updates: Sequence[FeatureUpdate], validate_only: bool
     ) -> tuple[ErrorCode, str | None]:
         """UpdateFeatures on the active controller: every update is applied, or none."""
-        async with self._write_lock:
-            self.require_active()
+        async with self._writing():
             error, message, records = plan_update(self.image.features, updates)
             if error is ErrorCode.NONE and not validate_only:
                 await self._write(list(records))
@@ -249,8 +261,7 @@ class Controller:
         self, broker_id: int, endpoints: Sequence[Endpoint], rack: str | None
     ) -> int:
         """Registers (or re-registers) a broker and unfences it; returns its epoch."""
-        async with self._write_lock:
-            self.require_active()
+        async with self._writing():
             epoch = self.quorum.end_offset
             reg = RegisterBrokerRecord(
                 broker_id=broker_id,
@@ -314,8 +325,7 @@ class Controller:
     async def create_topics(
         self, requests: Sequence[TopicRequest], validate_only: bool = False
     ) -> list[CreateTopicResult]:
-        async with self._write_lock:
-            self.require_active()
+        async with self._writing():
             results: list[CreateTopicResult] = []
             records: list[Message] = []
             seen: set[str] = set()
@@ -403,8 +413,7 @@ class Controller:
         return res, records
 
     async def delete_topics(self, names: Sequence[str]) -> dict[str, ErrorCode]:
-        async with self._write_lock:
-            self.require_active()
+        async with self._writing():
             out: dict[str, ErrorCode] = {}
             records: list[Message] = []
             for name in names:
@@ -448,8 +457,7 @@ class Controller:
     async def create_partitions(
         self, changes: Sequence[tuple[str, int, list[list[int]] | None]], validate_only: bool
     ) -> dict[str, tuple[ErrorCode, str | None]]:
-        async with self._write_lock:
-            self.require_active()
+        async with self._writing():
             out: dict[str, tuple[ErrorCode, str | None]] = {}
             records: list[Message] = []
             budget = self._partition_budget()
@@ -508,8 +516,7 @@ class Controller:
         ``replace_all`` is the legacy AlterConfigs semantics: every config not named
         returns to its default.
         """
-        async with self._write_lock:
-            self.require_active()
+        async with self._writing():
             if resource_type == TOPIC_RESOURCE:
                 if not resource_name:
                     return ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed."
@@ -563,8 +570,7 @@ class Controller:
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         """Hands out the next block of producer ids: (first id, block size)."""
-        async with self._write_lock:
-            self.require_active()
+        async with self._writing():
             first = self.image.next_producer_id
             await self._write([ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,
                                                  next_producer_id=first + PRODUCER_ID_BLOCK_SIZE)])
@@ -575,8 +581,7 @@ class Controller:
     async def create_acls(self, acls: Sequence[StandardAcl]) -> list[tuple[ErrorCode, str | None]]:
         """Kafka's AclControlManager.createAcls: each valid new ACL becomes a record;
         an ACL that exists already succeeds without one; an invalid one is INVALID_REQUEST."""
-        async with self._write_lock:
-            self.require_active()
+        async with self._writing():
             existing = set(self.image.acls.values())
             results: list[tuple[ErrorCode, str | None]] = []
             records: list[Message] = []
@@ -602,8 +607,7 @@ class Controller:
     ) -> list[tuple[ErrorCode, str | None, list[StandardAcl]]]:
         """Kafka's AclControlManager.deleteAcls: per filter, the ACLs it matched (each removed
         once even when several filters match it); a filter with UNKNOWN parts is INVALID_REQUEST."""
-        async with self._write_lock:
-            self.require_active()
+        async with self._writing():
             acls = self.image.acls
             removed: set[uuid.UUID] = set()
             results: list[tuple[ErrorCode, str | None, list[StandardAcl]]] = []
@@ -631,8 +635,7 @@ class Controller:
     ) -> list[tuple[ErrorCode, str | None]]:
         """Kafka's ClientQuotaControlManager.alterClientQuotas: per entry, set (value) or remove
         (None) quota keys of one entity; an invalid entry is INVALID_REQUEST and changes nothing."""
-        async with self._write_lock:
-            self.require_active()
+        async with self._writing():
             results: list[tuple[ErrorCode, str | None]] = []
             records: list[Message] = []
             for pairs, ops in entries:

@@ -12,6 +12,7 @@ from pathlib import Path
 import trio
 
 from controller.apis import ClusterControl, HeartbeatReply, IsrChange, Registration
+from controller.features import FEATURES, GROUP_VERSION, level
 from controller.image import Endpoint
 from controller.quorum import LocalQuorum
 from controller.service import Controller, ControllerSettings, TopicRequest
@@ -297,4 +298,22 @@ def test_time_the_controller_did_not_run_is_not_held_against_brokers(tmp_path: P
         assert all(controller.image.brokers[b].fenced for b in epochs)
         quorum.close()
 
+    run(main)
+
+
+def test_a_new_clusters_feature_levels_come_before_anything_else(tmp_path: Path) -> None:
+    """Nothing waits for the bootstrap task: the first write of an activation writes the feature
+    levels first, so no broker registers, nor topic is created, on an image without them."""
+    async def main() -> None:
+        control, controller, quorum, _ = setup(tmp_path)
+        assert controller.image.features == {}
+        code, epoch = await control.register(registration(1))
+        assert code == ErrorCode.NONE
+        assert level(controller.image.features, GROUP_VERSION) == 1
+        assert controller.image.features == {f.name: f.default_level for f in FEATURES.values() if f.default_level}
+        # The broker's epoch is the offset of its registration: after the feature records.
+        assert epoch >= len(controller.image.features)
+        written = controller.image.offset
+        await controller.bootstrap()  # the task's own round then finds nothing to write
+        assert controller.image.offset == written
     run(main)
