@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import structlog
@@ -47,13 +47,13 @@ from broker.log.errors import LogDirLockedError
 from broker.log.file_cache import FileCache, default_capacity
 from broker.log.files import TopicPartition
 from broker.log.manager import LogManager
-from broker.log.partition_log import PartitionLog
 from broker.log.producer_state import ProducerStateConfig
 from broker.observability.metrics import BrokerMetrics, DisabledMetrics
 from broker.observability.telemetry import Telemetry
 from broker.observability.tracing import Tracing
 from broker.quotas.connection_quotas import ConnectionQuotas
 from broker.quotas.managers import QuotaManagers
+from broker.replication.checkpoint_task import CheckpointTask, checkpoint_entries
 from broker.replication.fetcher import FetcherSettings, ReplicaFetchers
 from broker.replication.isr import IsrManager
 from broker.replication.replica_manager import Partition, ReplicaManager
@@ -171,8 +171,6 @@ class BrokerNode:
         #: Called once when the node starts stopping (the watchdog disarms its stall abort).
         self.on_stopping: Callable[[], None] | None = None
         self._broker_epoch = -1
-        #: Set to run the checkpoint task's next round at once (see :meth:`_request_checkpoint`).
-        self._checkpoint_requested = trio.Event()
         #: FindCoordinator key type -> the coordinator answering it (group: 0, transaction: 1).
         self.coordinators: dict[int, CoordinatorLookup] = {}
         # Set up in start():
@@ -295,7 +293,6 @@ class BrokerNode:
         except LogDirLockedError as ex:
             # Another broker serves it: a setting to change, said in one line (not a traceback).
             raise ConfigError("log.dirs", str(ex)) from None
-        self.log_manager.request_checkpoint = self._request_checkpoint
         self.metrics.log_recovered(time.monotonic() - started)
         # A single node (no controller.quorum.voters) is a cluster of one: the same roles.
         self.cluster = cluster = ClusterMode(self.config, self.cluster_id, self.rng, self.metrics,
@@ -310,6 +307,11 @@ class BrokerNode:
             clock_ms=self.clock_ms,
             min_insync_replicas=self.topic_configs.min_insync_replicas,
         )
+        self.checkpoints = CheckpointTask(
+            self.log_manager, self.replica_manager, self.metrics,
+            min(self.config.replica_high_watermark_checkpoint_interval_ms,
+                self.config.log_flush_offset_checkpoint_interval_ms) / 1000, self.clock_ms)
+        self.log_manager.request_checkpoint = self.checkpoints.request
         self.replica_manager.apply_image(self.controller.image)
         self.controller.add_metadata_publisher(self.replica_manager.apply_delta)
         self._settled_replicas = len(self.replica_manager.partitions)
@@ -447,18 +449,21 @@ class BrokerNode:
                 partition_max_bytes=config.replica_fetch_max_bytes, backoff_ms=config.replica_fetch_backoff_ms,
                 socket_timeout_ms=config.replica_socket_timeout_ms,
                 listener_name=config.inter_broker_listener_name, security=inter_broker_security(config)),
-            self._truncate_replica, self._start_replica_over)
+            self._truncate_replica, self._start_replica_over, self.checkpoints.durable)
         self.controller.add_metadata_publisher(self.fetchers.on_metadata_update)
         self.isr_manager = IsrManager(self.node_id, self.replica_manager, cluster.channel,
                                       lambda: lifecycle.broker_epoch, lambda: self.controller.image,
                                       config.replica_lag_time_max_ms, self.clock_ms)
 
     def _truncate_replica(self, p: Partition, offset: int) -> None:
-        self.log_manager.truncate_to(p.topic, p.index, offset)
+        # Durable in the checkpoint task's next round, which the fetcher awaits before appending.
+        if self.log_manager.truncate_to(p.topic, p.index, offset):
+            self.checkpoints.truncated()
         self.replica_manager.after_truncation(p)
 
     def _start_replica_over(self, p: Partition, offset: int) -> None:
         self.log_manager.truncate_fully_and_start_at(p.topic, p.index, offset)
+        self.checkpoints.truncated()
         self.replica_manager.after_truncation(p)
 
     async def _wait_connections_idle(self) -> None:
@@ -494,7 +499,7 @@ class BrokerNode:
             self.metrics.compaction_finished(stats.duration_ms / 1000, stats.bytes_read - stats.bytes_written)
 
     def _write_high_watermarks(self) -> None:
-        self.log_manager.write_high_watermarks(_checkpoint_entries(self.replica_manager.partitions.items()))
+        self.log_manager.write_high_watermarks(checkpoint_entries(self.replica_manager.partitions.items()))
 
     def request_shutdown(self) -> None:
         self._shutdown.set()
@@ -508,7 +513,7 @@ class BrokerNode:
             task_status.started()
             nursery.start_soon(run_periodically, "retention", config.log_retention_check_interval_ms / 1000,
                                self._apply_retention)
-            nursery.start_soon(supervise, "checkpoints", self._checkpoint_loop)
+            nursery.start_soon(supervise, "checkpoints", self.checkpoints.run)
             nursery.start_soon(run_periodically, "producer_expiration",
                                config.producer_id_expiration_check_interval_ms / 1000,
                                lambda: self.replica_manager.remove_expired_producers(self.clock_ms()))
@@ -541,56 +546,6 @@ class BrokerNode:
         self.metrics.retention_deleted(deleted)
         if deleted:
             log.info("retention_applied", segments_deleted=deleted)
-
-    def _request_checkpoint(self) -> None:
-        """The next checkpoint round now, not at its interval (partitions were deleted)."""
-        self._checkpoint_requested.set()
-
-    async def _checkpoint_loop(self) -> None:
-        interval = min(self.config.replica_high_watermark_checkpoint_interval_ms,
-                       self.config.log_flush_offset_checkpoint_interval_ms) / 1000
-        while True:
-            with trio.move_on_after(interval):
-                await self._checkpoint_requested.wait()
-            self._checkpoint_requested = trio.Event()
-            # The checkpoint files and the periodic fsyncs are disk waits that grow with
-            # the partition count and stretch to seconds when the disk is busy: they run
-            # in a worker thread so that no client waits for them (they once held every
-            # connection up for 1.5 s). The loop copies only the two collections, a C-speed
-            # step; reading 10,000 high watermarks into checkpoint keys took it 20 ms.
-            partitions = list(self.replica_manager.partitions.items())
-            logs = list(self.log_manager.logs.values())
-            flush_started = time.perf_counter()
-            if await trio.to_thread.run_sync(self._checkpoint_and_flush, partitions, logs, self.clock_ms()):
-                self.metrics.log_flushed(time.perf_counter() - flush_started)
-
-    def _checkpoint_and_flush(
-        self, partitions: list[tuple[tuple[str, int], Partition]], logs: list[PartitionLog], now_ms: int
-    ) -> bool:
-        """Off the event loop; True if a log was flushed. The loop keeps appending meanwhile:
-        a high watermark read here is the one in force when it is read (at least as new as
-        one read when the round started), a flush may record a recovery point below the
-        newest one (recovering a little more after a crash, never less), and a segment
-        deleted by retention meanwhile is skipped."""
-        high_watermarks = _checkpoint_entries(partitions)
-        flushed_before = sum(plog.recovery_point for plog in logs)
-        try:
-            self.log_manager.write_high_watermarks(high_watermarks)
-            self.log_manager.checkpoint_all()
-        except RuntimeError:  # a partition was created or deleted meanwhile: next round
-            log.debug("checkpoint_deferred")
-        for plog in logs:
-            try:
-                plog.maybe_flush(now_ms)
-            except (OSError, ValueError) as ex:  # closed by retention or deletion meanwhile
-                log.debug("flush_skipped", error=str(ex))
-        return sum(plog.recovery_point for plog in logs) != flushed_before
-
-
-def _checkpoint_entries(partitions: Iterable[tuple[tuple[str, int], Partition]]) -> dict[TopicPartition, int]:
-    """The replication-offset-checkpoint's entries: each partition's high watermark."""
-    return {TopicPartition(t, i): p.high_watermark for (t, i), p in partitions}
-
 
 def check_log_dir(path: Path) -> None:
     """Create a log dir if needed; one that cannot be used is a ConfigError naming log.dirs."""

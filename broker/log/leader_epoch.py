@@ -256,12 +256,25 @@ class LeaderEpochCache:
         else:
             self._unflushed = True
 
-    def clear(self) -> None:
-        """Forget everything (the log was emptied)."""
+    def clear(self, *, sync: bool = True) -> None:
+        """Forget everything (the log was emptied); without ``sync`` the file is replaced but
+        not fsynced, and :meth:`sync_file` makes it durable."""
         if self._entries:
             self._entries.clear()
             self._epochs.clear()
-        self._write()
+        self._write(sync=sync)
+
+    def sync_file(self) -> None:
+        """fsync the file as last written (a truncation's, written without ``sync``); the
+        directory's fsync makes its replacement durable. May run in a worker thread."""
+        try:
+            fd = os.open(self._path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def flush(self, *, sync: bool = True) -> None:
         """Write changes not written yet; without ``sync`` the caller makes them durable (``sync``)."""

@@ -112,8 +112,11 @@ class LogManager:
         self._unloaded: dict[TopicPartition, _Unloaded] = {}
         self._pending_deletes: list[tuple[int, PartitionLog]] = []
         self._dirs_to_sync: set[Path] = set()
+        #: Logs truncated without fsyncs: the next :meth:`checkpoint_all` makes them durable.
+        self._truncated: list[PartitionLog] = []
         #: Set by the broker: asks its checkpoint task to fsync and rewrite the checkpoints in a
-        #: worker thread now. Without it (tools, tests) :meth:`delete_partitions` does it itself.
+        #: worker thread now. Without it (tools, tests) :meth:`delete_partitions` and the
+        #: truncations do it themselves.
         self.request_checkpoint: Callable[[], None] | None = None
         self._lock_fds: list[int] = []
         self._clean_shutdown: dict[Path, bool] = {}
@@ -423,19 +426,30 @@ class LogManager:
     def truncate_to(self, topic: str, partition: int, offset: int) -> bool:
         """Truncate a partition for replication and rewrite its directory's recovery points.
 
-        The checkpoint is rewritten at once: left higher than the new log end,
-        a crash could skip recovery of the offsets written after truncation.
+        The checkpoint must be rewritten before the log takes another append: left higher
+        than the new log end, a crash could skip recovery of the offsets written after the
+        truncation. Without :attr:`request_checkpoint` that happens here; with it, the fsyncs
+        and the checkpoint are the checkpoint task's next round (a leader change truncates
+        many partitions, each a disk wait on the event loop), which the follower awaits
+        before it appends again (see :meth:`checkpoint_all`).
         """
         partition_log = self._require(topic, partition)
-        truncated = partition_log.truncate_to(offset)
+        truncated = partition_log.truncate_to(offset, sync=self.request_checkpoint is None)
         if truncated:
-            self._checkpoint_recovery_points(partition_log.dir.parent)
+            self._after_truncation(partition_log)
         return truncated
 
     def truncate_fully_and_start_at(self, topic: str, partition: int, offset: int) -> None:
         partition_log = self._require(topic, partition)
-        partition_log.truncate_fully_and_start_at(offset)
-        self._checkpoint_recovery_points(partition_log.dir.parent)
+        partition_log.truncate_fully_and_start_at(offset, sync=self.request_checkpoint is None)
+        self._after_truncation(partition_log)
+
+    def _after_truncation(self, partition_log: PartitionLog) -> None:
+        if self.request_checkpoint is None:
+            self._checkpoint_recovery_points(partition_log.dir.parent)
+            return
+        self._truncated.append(partition_log)
+        self.request_checkpoint()
 
     def _require(self, topic: str, partition: int) -> PartitionLog:
         self._check_open()
@@ -515,7 +529,14 @@ class LogManager:
     # -- checkpoints -----------------------------------------------------------------------
 
     def checkpoint_all(self) -> None:
-        """Write the recovery point and log start offset checkpoints of every log directory."""
+        """Write the recovery point and log start offset checkpoints of every log directory,
+        after making the truncations and deletions since the last round durable."""
+        truncated, self._truncated = self._truncated, []
+        for partition_log in truncated:
+            try:
+                partition_log.sync_truncation()
+            except FileNotFoundError:  # deleted meanwhile: its rename is its parent's fsync
+                log.debug("truncation_sync_skipped", partition=partition_log.dir.name)
         while self._dirs_to_sync:
             fsync_dir(self._dirs_to_sync.pop())
         for directory in self._dirs:

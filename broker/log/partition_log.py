@@ -515,15 +515,8 @@ class PartitionLog(SegmentChanges):
         self._segments = (*kept, segment)
         self._end = _LogEnd(self._end.offset, segment, 0)
         self._dir_needs_fsync = True
-        log.info(
-            "segment_rolled",
-            topic=self._tp.topic,
-            partition=self._tp.partition,
-            base_offset=base_offset,
-            previous_base_offset=previous.base_offset,
-            previous_size=previous.size,
-            reason=reason,
-        )
+        log.info("segment_rolled", topic=self._tp.topic, partition=self._tp.partition, base_offset=base_offset,
+                 previous_base_offset=previous.base_offset, previous_size=previous.size, reason=reason)
 
     # -- flushing -------------------------------------------------------------------
 
@@ -553,6 +546,10 @@ class PartitionLog(SegmentChanges):
         self._last_flush_ms = self._clock_ms()
         if self._roll_flush_offset is not None and self._roll_flush_offset <= offset:
             self._roll_flush_offset = None
+
+    def directory_changed(self) -> None:
+        """A file was created in the log's directory: the next flush fsyncs the directory."""
+        self._dir_needs_fsync = True
 
     def maybe_flush(self, now_ms: int) -> None:
         """Periodic flushing: a segment rolled since the last call, or ``flush.ms`` elapsed."""

@@ -171,7 +171,7 @@ class ProducerStateManager:
         self._unreplicated: dict[int, TxnMetadata] = {}  # completed, marker maybe above the HW
         # Listed once when the log was loaded: no listing of the directory of our own here.
         self._loaded_names = plog.take_loaded_file_names()
-        self._txn_indexes = TransactionIndexes(plog.dir, self._loaded_names)
+        self._txn_indexes = TransactionIndexes(plog.dir, self._loaded_names, plog.directory_changed)
         self._map_end_offset = plog.log_start_offset
         self._last_snapshot_offset = -1
         #: Batches applied since the last snapshot: what a reload would replay now.

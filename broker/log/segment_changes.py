@@ -162,7 +162,10 @@ class SegmentChanges:
         if offset <= self._log_start_offset:
             return
         self._log_start_offset = offset
-        self._epoch_cache.truncate_from_start(offset)
+        # Written with the log's next flush, not fsynced on the event loop (a DeleteRecords or
+        # a retention pass): loading cuts the cache at the log start anyway (as Kafka 3.7's
+        # truncateFromStartAsyncFlush, KAFKA-15046).
+        self._epoch_cache.truncate_from_start(offset, sync=False)
         log.info(
             "log_start_offset_incremented",
             topic=self._tp.topic,
@@ -258,7 +261,7 @@ class SegmentChanges:
 
     # -- truncation (replication) ---------------------------------------------------------------
 
-    def truncate_to(self, offset: int) -> bool:
+    def truncate_to(self, offset: int, *, sync: bool = True) -> bool:
         """Remove every batch holding an offset at or above ``offset``; True if the log changed.
 
         A batch straddling ``offset`` goes entirely, so the log end offset can
@@ -266,6 +269,9 @@ class SegmentChanges:
         at the new log end. The caller must then rewrite the recovery point
         checkpoint (the manager's ``truncate_to`` does), or a crash could
         skip recovery of offsets rewritten after the truncation.
+
+        Without ``sync`` the files are written but nothing is fsynced: the caller runs
+        :meth:`sync_truncation` (off the event loop) before the log takes another append.
         """
         self._check_open()
         if offset < 0:
@@ -276,7 +282,7 @@ class SegmentChanges:
             return False
         segments = self._segments
         if segments[0].base_offset > offset:
-            self.truncate_fully_and_start_at(offset)
+            self.truncate_fully_and_start_at(offset, sync=sync)
             return True
         keep = tuple(segment for segment in segments if segment.base_offset <= offset)
         removed = segments[len(keep) :]
@@ -286,7 +292,9 @@ class SegmentChanges:
         active = keep[-1]
         active.truncate_to(offset)
         self._end = LogEnd(active.next_offset, active, active.size)
-        self._epoch_cache.truncate_from_end(self._end.offset)
+        self._epoch_cache.truncate_from_end(self._end.offset, sync=sync)
+        if not sync:
+            self._epoch_cache.flush(sync=False)
         self._log_start_offset = min(self._log_start_offset, self._end.offset)
         self._recovery_point = min(self._recovery_point, self._end.offset)
         if self._roll_flush_offset is not None and self._roll_flush_offset > self._end.offset:
@@ -301,8 +309,16 @@ class SegmentChanges:
         )
         return True
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Empty the log and restart it at ``offset`` (a follower far behind the leader's log start)."""
+    def sync_truncation(self) -> None:
+        """Make an unsynced truncation durable: the leader epoch file, then the directory (the
+        retired segments' renames, a new segment, the epoch file's replacement). May run in a
+        worker thread: the log takes no append meanwhile (its follower waits for this)."""
+        self._epoch_cache.sync_file()
+        fsync_dir(self._dir)
+
+    def truncate_fully_and_start_at(self, offset: int, *, sync: bool = True) -> None:
+        """Empty the log and restart it at ``offset`` (a follower far behind the leader's log
+        start). Without ``sync``, as :meth:`truncate_to`."""
         self._check_open()
         if offset < 0:
             raise ValueError(f"negative offset {offset}")
@@ -322,9 +338,10 @@ class SegmentChanges:
         self._log_start_offset = offset
         self._recovery_point = offset
         self._roll_flush_offset = None
-        self._epoch_cache.clear()
-        fsync_dir(self._dir)
-        self._dir_needs_fsync = False
+        self._epoch_cache.clear(sync=sync)
+        if sync:
+            fsync_dir(self._dir)
+            self._dir_needs_fsync = False
         log.info(
             "log_truncated_fully",
             topic=self._tp.topic,

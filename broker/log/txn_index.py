@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,7 +87,8 @@ class TransactionIndex:
                 f.truncate(usable)
         return entries
 
-    def append(self, entry: AbortedTxn) -> None:
+    def append(self, entry: AbortedTxn) -> bool:
+        """Add ``entry``; True if that created the file (the caller has the directory fsynced)."""
         entries = self.entries
         if entries and entry.last_offset <= entries[-1].last_offset:
             raise ValueError(
@@ -105,8 +106,7 @@ class TransactionIndex:
             os.close(fd)
         entries.append(entry)
         self._dirty = True
-        if created:
-            fsync_dir(self.path.parent)
+        return created
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries whose marker is at or above ``offset``."""
@@ -146,9 +146,13 @@ class TransactionIndex:
 class TransactionIndexes:
     """The transaction indexes of one partition, keyed by segment base offset."""
 
-    def __init__(self, directory: Path, file_names: Iterable[str] | None = None) -> None:
-        """``file_names``: the directory's files as just listed (else it is listed here)."""
+    def __init__(self, directory: Path, file_names: Iterable[str] | None = None,
+                 file_created: Callable[[], None] | None = None) -> None:
+        """``file_names``: the directory's files as just listed (else it is listed here).
+        ``file_created`` hears of each new index file: the log's next flush fsyncs the directory
+        (off the event loop, before the recovery point passes the entry; a roll's way)."""
         self._dir = directory
+        self._file_created = file_created
         self._indexes: dict[int, TransactionIndex] = {}
         if file_names is None:
             file_names = (path.name for path in directory.glob("*" + TXN_INDEX_SUFFIX))
@@ -165,11 +169,16 @@ class TransactionIndexes:
         for base in list(self._indexes):
             self._indexes[base] = TransactionIndex(directory, base)
 
-    def append(self, segment_base_offset: int, entry: AbortedTxn) -> None:
+    def append(self, segment_base_offset: int, entry: AbortedTxn) -> bool:
+        """Add ``entry`` to the segment's index; True if its file was created (the directory
+        then needs an fsync before the log's recovery point passes the entry)."""
         index = self._indexes.get(segment_base_offset)
         if index is None:
             index = self._indexes[segment_base_offset] = TransactionIndex(self._dir, segment_base_offset)
-        index.append(entry)
+        created = index.append(entry)
+        if created and self._file_created is not None:
+            self._file_created()
+        return created
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry whose marker is at or above ``offset`` (the log was cut there,
@@ -190,8 +199,8 @@ class TransactionIndexes:
         moved = [e for e in self.all_entries() if start <= e.last_offset < end and e.last_offset in markers]
         for base in [b for b in self._indexes if start <= b < end]:
             self._indexes.pop(base).delete()
-        for entry in moved:
-            self.append(start, entry)
+        if any([self.append(start, entry) for entry in moved]):
+            fsync_dir(self._dir)
 
     def collect(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)``, in marker order.

@@ -16,7 +16,7 @@ says who leads it; a leader that cannot be reached is retried with a bounded bac
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import structlog
@@ -76,13 +76,17 @@ class ReplicaFetchers:
 
     def __init__(self, node_id: int, replica_manager: ReplicaManager, image: Callable[[], MetadataImage],
                  settings: FetcherSettings, truncate: Callable[[Partition, int], None],
-                 start_over: Callable[[Partition, int], None]) -> None:
+                 start_over: Callable[[Partition, int], None],
+                 truncations_durable: Callable[[], Awaitable[None]] | None = None) -> None:
         self.node_id = node_id
         self.rm = replica_manager
         self.image = image
         self.settings = settings
         self.truncate = truncate
         self.start_over = start_over
+        #: Returns once the truncations made so far are durable (their fsyncs and checkpoints
+        #: run off the event loop); every fetcher awaits it before it appends.
+        self.truncations_durable = truncations_durable
         self._fetchers: dict[int, _LeaderFetcher] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -224,6 +228,10 @@ class _LeaderFetcher:
             log.info("replica_fetch_error", leader=self.leader, error=ErrorCode.for_code(reply.error_code).name)
             await self._wait(settings.backoff_ms / 1000)
             return
+        if self.owner.truncations_durable is not None:
+            # A truncation (of the previous answer's, or another fetcher's) is durable before
+            # anything is appended after it: a crash must not skip recovering the new records.
+            await self.owner.truncations_durable()
         for topic in reply.responses:
             for pd in topic.partitions:
                 entry = sent.get((topic.topic, pd.partition_index))

@@ -305,7 +305,7 @@ def test_a_new_clusters_feature_levels_come_before_anything_else(tmp_path: Path)
     """Nothing waits for the bootstrap task: the first write of an activation writes the feature
     levels first, so no broker registers, nor topic is created, on an image without them."""
     async def main() -> None:
-        control, controller, quorum, _ = setup(tmp_path)
+        control, controller, _, _ = setup(tmp_path)
         assert controller.image.features == {}
         code, epoch = await control.register(registration(1))
         assert code == ErrorCode.NONE

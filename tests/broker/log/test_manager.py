@@ -217,6 +217,53 @@ def test_truncate_through_the_manager_rewrites_recovery_points(
     mgr.close()
 
 
+def test_truncation_with_a_checkpoint_task_leaves_the_fsyncs_to_it(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``request_checkpoint`` (the broker's), a follower's truncation fsyncs nothing on
+    the caller's (the event loop's) time; the next round makes it durable: the leader epoch
+    file, the partition directory and the recovery points, lowered to the new log end."""
+    mgr = manager(tmp_path, clock, dirs=1)
+    log = mgr.get_or_create("t", 0)
+    for epoch in range(4):
+        for _ in range(10):
+            log.append_as_leader(make_batch(2), epoch)
+    log.flush()
+    mgr.checkpoint_all()
+    checkpoint = tmp_path / "d0" / "recovery-point-offset-checkpoint"
+    epochs_file = log.dir / "leader-epoch-checkpoint"
+    assert OffsetCheckpointFile(checkpoint).read() == {TopicPartition("t", 0): 80}
+    fsynced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        fsynced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    requests: list[int] = []
+    mgr.request_checkpoint = lambda: requests.append(1)
+    assert mgr.truncate_to("t", 0, 30)
+    assert requests == [1] and fsynced == []
+    # Written (a crashed process finds it), not yet fsynced nor checkpointed.
+    assert epochs_file.read_text().split("\n")[1:-1] == ["2", "0 0", "1 20"]
+    assert OffsetCheckpointFile(checkpoint).read() == {TopicPartition("t", 0): 80}
+    mgr.checkpoint_all()  # the checkpoint task's round
+    assert OffsetCheckpointFile(checkpoint).read() == {TopicPartition("t", 0): 30}
+    assert str(epochs_file) in fsynced and str(log.dir) in fsynced
+    fsynced.clear()
+    mgr.truncate_fully_and_start_at("t", 0, 500)
+    assert requests == [1, 1] and fsynced == []
+    mgr.checkpoint_all()
+    assert OffsetCheckpointFile(checkpoint).read() == {TopicPartition("t", 0): 500}
+    assert str(log.dir) in fsynced
+    mgr.close()
+    again = manager(tmp_path, clock, dirs=1)
+    reopened = again.get("t", 0)
+    assert reopened is not None and reopened.log_start_offset == reopened.log_end_offset == 500
+    again.close()
+
+
 def test_a_locked_dir_cannot_be_opened_twice(tmp_path: Path, clock: Clock) -> None:
     mgr = manager(tmp_path, clock, dirs=1)
     with pytest.raises(LogDirLockedError):

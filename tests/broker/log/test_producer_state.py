@@ -165,6 +165,29 @@ def test_an_abort_is_indexed_with_the_lso_it_leaves(open_log: OpenLog, clock: Cl
     assert (plog.dir / "00000000000000000000.txnindex").stat().st_size == 2 * 34
 
 
+def test_a_new_transaction_index_is_made_durable_by_the_next_flush_not_on_the_append_path(
+    open_log: OpenLog, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first abort of a segment creates its .txnindex: the directory's fsync waits for the
+    log's next flush (a worker thread), as a rolled segment's does, and comes with it."""
+    plog, state = open_state(open_log, clock)
+    plog.flush()
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def observed_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", observed_fsync)
+    append(state, batch(0, txn=True), verification_guard=state.maybe_start_verification(PID, 0, 0))
+    abort(state)
+    assert (plog.dir / "00000000000000000000.txnindex").exists()
+    assert synced == []  # nothing on the append path
+    plog.flush()
+    assert str(plog.dir) in synced
+
+
 def test_unverified_transactional_write_is_refused(open_log: OpenLog, clock: Clock) -> None:
     plog, state = open_state(open_log, clock)
     with pytest.raises(InvalidTxnStateError):
