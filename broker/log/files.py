@@ -84,6 +84,15 @@ def delete_dir_name(tp: TopicPartition) -> str:
     return tp.topic[: _MAX_FILE_NAME - len(tail)] + tail
 
 
+def fsync_file(path: str | Path) -> None:
+    """fsync a file written earlier (without); FileNotFoundError if it is gone."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(path: Path) -> None:
     """Make renames and new files in ``path`` durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

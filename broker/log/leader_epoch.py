@@ -16,6 +16,7 @@ write a file per partition when they load or become leaders. Truncations
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from pathlib import Path
 import structlog
 
 from broker.log.checkpoint import parse_checkpoint_int, read_checkpoint, write_checkpoint
+from broker.log.files import fsync_file
 
 log = structlog.get_logger(__name__)
 
@@ -267,14 +269,8 @@ class LeaderEpochCache:
     def sync_file(self) -> None:
         """fsync the file as last written (a truncation's, written without ``sync``); the
         directory's fsync makes its replacement durable. May run in a worker thread."""
-        try:
-            fd = os.open(self._path, os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            fsync_file(self._path)
 
     def flush(self, *, sync: bool = True) -> None:
         """Write changes not written yet; without ``sync`` the caller makes them durable (``sync``)."""

@@ -9,14 +9,13 @@ have written, so the files stay readable by Kafka's tools.
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Iterable
 from pathlib import Path
 
 import crc32c
 
-from broker.log.files import write_atomically
+from broker.log.files import fsync_file, write_atomically
 from broker.log.producer_entry import NO_OFFSET, BatchMetadata, ProducerStateEntry
 from wire.records import NO_SEQUENCE
 
@@ -57,11 +56,7 @@ def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry], *, sync: b
 
 def sync_snapshot(path: Path) -> None:
     """fsyncs a snapshot written with ``sync=False`` (its directory is the caller's)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_file(path)
 
 
 def read_snapshot(path: Path) -> list[ProducerStateEntry]:

@@ -21,6 +21,7 @@ data, and fetches must not pay a read per request.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import struct
 from collections.abc import Callable, Iterable
@@ -29,7 +30,13 @@ from pathlib import Path
 
 import structlog
 
-from broker.log.files import DELETED_SUFFIX, TXN_INDEX_SUFFIX, fsync_dir, segment_file_name
+from broker.log.files import (
+    DELETED_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    fsync_dir,
+    fsync_file,
+    segment_file_name,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -128,14 +135,8 @@ class TransactionIndex:
         # Cleared first: an entry appended (on the loop) while a worker thread fsyncs is
         # flushed next time rather than forgotten.
         self._dirty = False
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            fsync_file(self.path)
 
     def delete(self) -> None:
         self.path.unlink(missing_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -47,3 +48,17 @@ def open_log(tmp_path: Path, clock: Clock) -> Iterator[OpenLog]:
     yield opener
     for log in opened:
         log.close_handles()
+
+
+@pytest.fixture
+def fsynced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths fsynced from now on, in order (``os.fsync`` still runs)."""
+    paths: list[str] = []
+    real_fsync = os.fsync
+
+    def observed_fsync(fd: int) -> None:
+        paths.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", observed_fsync)
+    return paths

@@ -218,7 +218,7 @@ def test_truncate_through_the_manager_rewrites_recovery_points(
 
 
 def test_truncation_with_a_checkpoint_task_leaves_the_fsyncs_to_it(
-    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, clock: Clock, fsynced: list[str]
 ) -> None:
     """With ``request_checkpoint`` (the broker's), a follower's truncation fsyncs nothing on
     the caller's (the event loop's) time; the next round makes it durable: the leader epoch
@@ -233,14 +233,7 @@ def test_truncation_with_a_checkpoint_task_leaves_the_fsyncs_to_it(
     checkpoint = tmp_path / "d0" / "recovery-point-offset-checkpoint"
     epochs_file = log.dir / "leader-epoch-checkpoint"
     assert OffsetCheckpointFile(checkpoint).read() == {TopicPartition("t", 0): 80}
-    fsynced: list[str] = []
-    real_fsync = os.fsync
-
-    def recording_fsync(fd: int) -> None:
-        fsynced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", recording_fsync)
+    fsynced.clear()  # from here on
     requests: list[int] = []
     mgr.request_checkpoint = lambda: requests.append(1)
     assert mgr.truncate_to("t", 0, 30)

@@ -385,7 +385,7 @@ def test_delete_records_before(open_log: OpenLog) -> None:
 
 
 def test_delete_records_leaves_the_epoch_file_to_the_next_flush(
-    open_log: OpenLog, monkeypatch: pytest.MonkeyPatch
+    open_log: OpenLog, fsynced: list[str]
 ) -> None:
     """DeleteRecords (and retention) run on the event loop: the leader epoch file is cut at
     the new log start by the log's next flush, not fsynced there; reopened, it is cut anyway."""
@@ -395,18 +395,11 @@ def test_delete_records_leaves_the_epoch_file_to_the_next_flush(
     log.flush()
     epochs_file = log.dir / "leader-epoch-checkpoint"
     before = epochs_file.read_text()
-    synced: list[str] = []
-    real_fsync = os.fsync
-
-    def observed_fsync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", observed_fsync)
+    fsynced.clear()  # from here on
     assert log.delete_records_before(95, high_watermark=183) == 95
-    assert synced == [] and epochs_file.read_text() == before
+    assert fsynced == [] and epochs_file.read_text() == before
     log.flush()
-    assert f"{epochs_file}.tmp" in synced  # written whole, fsynced, renamed over it
+    assert f"{epochs_file}.tmp" in fsynced  # written whole, fsynced, renamed over it
     assert epochs_file.read_text().split("\n")[1:-1] == ["2", "2 95", "3 180"]
 
 

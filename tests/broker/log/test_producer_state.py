@@ -3,7 +3,6 @@ offset, the aborted-transaction index, snapshots and reloading after a crash."""
 
 from __future__ import annotations
 
-import os
 import struct
 from pathlib import Path
 
@@ -166,26 +165,19 @@ def test_an_abort_is_indexed_with_the_lso_it_leaves(open_log: OpenLog, clock: Cl
 
 
 def test_a_new_transaction_index_is_made_durable_by_the_next_flush_not_on_the_append_path(
-    open_log: OpenLog, clock: Clock, monkeypatch: pytest.MonkeyPatch
+    open_log: OpenLog, clock: Clock, fsynced: list[str]
 ) -> None:
     """The first abort of a segment creates its .txnindex: the directory's fsync waits for the
     log's next flush (a worker thread), as a rolled segment's does, and comes with it."""
     plog, state = open_state(open_log, clock)
     plog.flush()
-    synced: list[str] = []
-    real_fsync = os.fsync
-
-    def observed_fsync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", observed_fsync)
+    fsynced.clear()  # from here on
     append(state, batch(0, txn=True), verification_guard=state.maybe_start_verification(PID, 0, 0))
     abort(state)
     assert (plog.dir / "00000000000000000000.txnindex").exists()
-    assert synced == []  # nothing on the append path
+    assert fsynced == []  # nothing on the append path
     plog.flush()
-    assert str(plog.dir) in synced
+    assert str(plog.dir) in fsynced
 
 
 def test_unverified_transactional_write_is_refused(open_log: OpenLog, clock: Clock) -> None:
@@ -281,29 +273,22 @@ def test_a_roll_writes_a_snapshot_at_the_new_segment(open_log: OpenLog, clock: C
 
 
 def test_a_rolls_snapshot_is_fsynced_by_the_next_flush_not_on_the_append_path(
-    open_log: OpenLog, clock: Clock, monkeypatch: pytest.MonkeyPatch
+    open_log: OpenLog, clock: Clock, fsynced: list[str]
 ) -> None:
     """As Kafka's UnifiedLog.roll: appends run on the event loop, so the snapshot written at a
     roll is not fsynced there; the flush of the rolled segment (a worker thread) does it."""
     plog, state = open_state(open_log, clock, segment_bytes=300)
-    synced: list[str] = []
-    real_fsync = os.fsync
-
-    def observed_fsync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", observed_fsync)
+    fsynced.clear()  # from here on
     for i in range(6):
         append(state, batch(i))
     snapshots = [plog.dir / f"{offset:020d}.snapshot" for offset in state.snapshot_offsets()]
     assert snapshots and all(p.exists() for p in snapshots)
-    assert not [path for path in synced if path.endswith(".snapshot")]  # nothing on the append path
+    assert not [path for path in fsynced if path.endswith(".snapshot")]  # nothing on the append path
     plog.flush()
-    assert {str(p) for p in snapshots} <= set(synced)
+    assert {str(p) for p in snapshots} <= set(fsynced)
     # ...before the directory, which makes their renames durable.
-    last_dir_sync = max(i for i, path in enumerate(synced) if path == str(plog.dir))
-    assert last_dir_sync > max(synced.index(str(p)) for p in snapshots)
+    last_dir_sync = max(i for i, path in enumerate(fsynced) if path == str(plog.dir))
+    assert last_dir_sync > max(fsynced.index(str(p)) for p in snapshots)
 
 
 def test_a_corrupt_snapshot_is_skipped(open_log: OpenLog, clock: Clock) -> None:
