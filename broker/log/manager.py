@@ -532,11 +532,14 @@ class LogManager:
         """Write the recovery point and log start offset checkpoints of every log directory,
         after making the truncations and deletions since the last round durable."""
         truncated, self._truncated = self._truncated, []
-        for partition_log in truncated:
+        for done, partition_log in enumerate(truncated):
             try:
                 partition_log.sync_truncation()
             except FileNotFoundError:  # deleted meanwhile: its rename is its parent's fsync
                 log.debug("truncation_sync_skipped", partition=partition_log.dir.name)
+            except OSError:  # the disk refused: the next round tries these again
+                self._truncated[:0] = truncated[done:]
+                raise
         while self._dirs_to_sync:
             fsync_dir(self._dirs_to_sync.pop())
         for directory in self._dirs:

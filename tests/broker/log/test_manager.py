@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
@@ -255,6 +256,34 @@ def test_truncation_with_a_checkpoint_task_leaves_the_fsyncs_to_it(
     reopened = again.get("t", 0)
     assert reopened is not None and reopened.log_start_offset == reopened.log_end_offset == 500
     again.close()
+
+
+def test_a_truncation_whose_fsync_failed_is_synced_by_the_next_round(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mgr = manager(tmp_path, clock, dirs=1)
+    fill(mgr, "t", 0, 10)
+    mgr.request_checkpoint = lambda: None
+    assert mgr.truncate_to("t", 0, 4)
+    real_fsync = os.fsync
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(errno.EIO, "I/O error")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(OSError):
+        mgr.checkpoint_all()
+    synced: list[str] = []
+
+    def observed_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", observed_fsync)
+    mgr.checkpoint_all()
+    log = mgr.get("t", 0)
+    assert log is not None and str(log.dir) in synced  # the truncation was kept for this round
+    mgr.close()
 
 
 def test_a_locked_dir_cannot_be_opened_twice(tmp_path: Path, clock: Clock) -> None:
