@@ -484,7 +484,7 @@ class PartitionLog(SegmentChanges):
         max_timestamp, offset_of_max = _largest_timestamp(group, segment.base_offset)
         start = group[0].position
         end = group[-1].position + group[-1].size
-        segment.append(group[-1].last_offset, max_timestamp, offset_of_max, view[start:end])
+        segment.append(group[-1].last_offset, max_timestamp, offset_of_max, view[start:end], group[0].base_offset)
         self._end = _LogEnd(group[-1].last_offset + 1, segment, segment.size)
 
     def roll(self) -> LogSegment:

@@ -189,8 +189,7 @@ class ProducerStateManager:
         """The state at the log end: the newest usable snapshot, then every batch after it.
 
         ``lazily``: read when first used instead (a broker starting with thousands of
-        partitions reads no snapshot of a partition nobody writes to or reads from).
-        """
+        partitions reads no snapshot of a partition nobody writes to or reads from)."""
         manager = cls(plog, config, clock_ms)
         if not lazily:
             manager._reload()
@@ -538,13 +537,14 @@ class ProducerStateManager:
         """The first offset of an undecided transaction, or of a decided one whose marker is
         not yet below the high watermark; None when there is none."""
         self.sync()
+        if not self._ongoing and not self._unreplicated:
+            return None  # every Fetch asks for every partition, and most have no transaction
         for first in [f for f, t in self._unreplicated.items()
                       if t.last_offset is not None and t.last_offset < high_watermark]:
             del self._unreplicated[first]
-        candidates = list(self._ongoing) + list(self._unreplicated)
-        if not candidates:
+        if not self._ongoing and not self._unreplicated:
             return None
-        return max(min(candidates), self._log.log_start_offset)
+        return max(min([*self._ongoing, *self._unreplicated]), self._log.log_start_offset)
 
     def last_stable_offset(self, high_watermark: int) -> int:
         first = self.first_unstable_offset(high_watermark)

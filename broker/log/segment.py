@@ -110,6 +110,8 @@ class LogSegment(SegmentRecovery):
         self._max_timestamp: TimestampOffset | None = None
         self._first_batch_timestamp: int | None = None
         self._max_timestamp_unindexed = False
+        #: (first offset, position) of the last append: where a consumer at the log end reads.
+        self._last_append: tuple[int, int] | None = None
 
     # -- construction -------------------------------------------------------
 
@@ -364,11 +366,13 @@ class LogSegment(SegmentRecovery):
         largest_timestamp: int,
         offset_of_max_timestamp: int,
         batches: bytes | bytearray | memoryview,
+        first_offset: int | None = None,
     ) -> None:
         """Append whole, already validated batches ending at ``largest_offset``.
 
         ``largest_timestamp`` is their largest max timestamp and
-        ``offset_of_max_timestamp`` the last offset of the batch holding it.
+        ``offset_of_max_timestamp`` the last offset of the batch holding it; ``first_offset``,
+        their first offset, lets a read at or after it start there, without the index.
         """
         length = len(batches)
         if not length:
@@ -384,6 +388,7 @@ class LogSegment(SegmentRecovery):
         with self._log.pinned() as fd:
             write_all(fd, batches, position)
         self._size = position + length
+        self._last_append = None if first_offset is None else (first_offset, position)
         if position == 0:
             self._first_batch_timestamp = largest_timestamp
         if largest_timestamp > self.max_timestamp_so_far.timestamp:
@@ -418,6 +423,7 @@ class LogSegment(SegmentRecovery):
         self._size = position
         self._bytes_since_last_index_entry = 0
         self._next_offset = None
+        self._last_append = None
         if position == 0:
             self._created_ms = self._clock_ms()
             self._first_batch_timestamp = None
@@ -458,7 +464,13 @@ class LogSegment(SegmentRecovery):
         self, offset: int, start_position: int = 0
     ) -> tuple[int, RecordBatchHeader] | None:
         """The first batch whose last offset is at or above ``offset``, with its position; None if none."""
-        start = max(self.offset_index.lookup(offset).position, start_position)
+        last_append = self._last_append
+        if last_append is not None and offset >= last_append[0]:
+            # Every batch before the last append ends below ``offset``: a consumer reading what
+            # was just appended (every Fetch of a caught-up one) scans one header.
+            start = max(last_append[1], start_position)
+        else:
+            start = max(self.offset_index.lookup(offset).position, start_position)
         for position, header in self.iter_batches(start):
             if header.last_offset >= offset:
                 return position, header

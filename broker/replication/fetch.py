@@ -169,14 +169,19 @@ async def _read_all(slots: Sequence[FetchSlot], params: FetchParams, pacer: Pace
             continue
         if pacer.tick():
             await pacer.pause()
-        pd.high_watermark = partition.high_watermark
-        pd.last_stable_offset = partition.last_stable_offset
-        pd.log_start_offset = partition.log_start_offset
+        pd.high_watermark = high_watermark = partition.high_watermark
+        pd.last_stable_offset = last_stable_offset = partition.last_stable_offset
+        pd.log_start_offset = log_start_offset = partition.log_start_offset
         # Followers read to the log end; consumers never above the high watermark.
         upper = (None if params.is_from_follower
-                 else (partition.last_stable_offset if read_committed else partition.high_watermark))
+                 else (last_stable_offset if read_committed else high_watermark))
         # read_committed clients drop aborted transactions' records themselves (KIP-98).
         pd.aborted_transactions = [] if read_committed else None
+        if upper is not None and log_start_offset <= fp.fetch_offset == upper:
+            # A consumer that has read everything (most partitions of most Fetches, and every
+            # one while a Fetch waits): nothing to read, and no reason to look at the segments.
+            pd.records = b""
+            continue
         limit = min(fp.partition_max_bytes, budget)
         try:
             data = partition.log.read(fp.fetch_offset, max(limit, 0), upper, min_one_batch=total == 0)

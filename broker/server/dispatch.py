@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from types import ModuleType
@@ -32,7 +33,7 @@ from broker.eventloop.pacing import (
 from broker.quotas.managers import RequestThrottle, client_throttles
 from broker.security.kafka_principal import ANONYMOUS, KafkaPrincipal
 from broker.server.network import CloseConnection, ConnectionInfo, RequestFrame, delay_response
-from broker.server.response_errors import BrokerErrorLog, error_code_counts
+from broker.server.response_errors import BrokerErrorLog, error_code_counts, error_codes
 from broker.transaction.markers import WRITE_TXN_MARKERS_VERSION
 from wire.errors import ErrorCode
 from wire.exceptions import DecodeError, UnsupportedVersionError
@@ -269,8 +270,12 @@ class Dispatcher:
         if throttle_ms > 0 and hasattr(response, "throttle_time_ms"):
             response.throttle_time_ms = throttle_ms
         large = ctx.pacer.entries >= OFF_LOOP_ENTRIES
-        # Counting the error codes of a million entries is work that grows with the request too.
-        codes = await off_loop(error_code_counts, response) if large else error_code_counts(response)
+        codes: Counter[int] | None
+        if large:  # counting the error codes of a million entries grows with the request too
+            codes = await off_loop(error_code_counts, response)
+        else:  # most responses carry no error: no Counter made for them (it cost 4 % of a request)
+            found = error_codes(response)
+            codes = Counter(found) if found else None
         if codes:
             metrics.record_errors(entry.api_key, codes)
             self.error_log.report(
@@ -279,7 +284,7 @@ class Dispatcher:
                 skip=ErrorCode.UNKNOWN_SERVER_ERROR if failure is not None else None,
             )
         if span is not None:
-            tracing.end_request(span, list(codes.elements()), failure)
+            tracing.end_request(span, list(codes.elements()) if codes else [], failure)
         try:
             if large:
                 encoded = await off_loop(encode_response, response, pre.api_version, pre.correlation_id,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -351,3 +352,37 @@ def test_delete_and_rename(tmp_path: Path) -> None:
     segment.delete()
     assert os.listdir(tmp_path) == []
     assert len(region.region.read()) == region.region.length  # pinned past the unlink
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_reads_after_the_last_append_start_there_and_find_what_the_index_finds(tmp_path: Path, seed: int) -> None:
+    """A read at or after the last append's first offset scans from that append instead of
+    the index entry before it. Appends of several batches, reads at every offset, truncations
+    in the middle of an append and at its start: each read finds the batch a linear scan of
+    what was appended finds."""
+    rng = random.Random(seed)
+    segment = new_segment(tmp_path, interval=rng.choice([64, 200, 4096]))
+    layout: list[tuple[int, int, int]] = []  # (base offset, last offset, position) of each batch
+    for step in range(40):
+        offset, group = segment.next_offset, bytearray()
+        first, start, largest = offset, segment.size, T0
+        for i in range(rng.randint(1, 4)):
+            records = rng.randint(1, 5)
+            batch = make_batch(records, base_offset=offset, timestamp=T0 + 100 * step + 10 * i,
+                               value_size=rng.randint(1, 90))
+            largest = read_batch_header(batch, 0).max_timestamp
+            layout.append((offset, offset + records - 1, start + len(group)))
+            group += batch
+            offset += records
+        segment.append(offset - 1, largest, offset - 1, group, first)
+        if rng.random() < 0.2:
+            cut = rng.randint(first, offset - 1)  # within the append just made, or at its start
+            segment.truncate_to(cut)
+            layout = [b for b in layout if b[1] < cut]
+        for wanted in range(BASE, segment.next_offset + 1):
+            expected = next(((b[2], b[0]) for b in layout if b[1] >= wanted), None)
+            found = segment.translate_offset(wanted)
+            assert (None if found is None else (found[0], found[1].base_offset)) == expected, (step, wanted)
+            read = segment.read(wanted, 1 << 20)
+            assert (None if read is None else read.first_offset) == (None if expected is None else expected[1])
+    segment.close()
