@@ -11,7 +11,10 @@ CPU time per request (user + system, all threads, from /proc/PID/stat):
 - Metadata v12 of one topic;
 - Produce v9 of one 100-byte record, acks=1;
 - Produce v9 of one 100-byte record, acks=all, idempotent (a producer id per connection,
-  consecutive sequences).
+  consecutive sequences);
+- Fetch v12 of 16 partitions by a consumer that has read them all (``max_wait_ms=0``, so each
+  is answered at once): what a Fetch costs for every partition it names, as librdkafka's
+  consumers name every assigned partition in every Fetch.
 
 Usage: python scripts/bench_requests.py [--seconds S] [--connections N] [--depth D]
        [--case TEXT] [--profile FILE]  (py-spy record of the broker during the run)
@@ -45,6 +48,11 @@ from wire.generated.api_000_produce import (  # noqa: E402
     ProduceRequestTopicProduceData,
     ProduceResponse,
 )
+from wire.generated.api_001_fetch import (  # noqa: E402
+    FetchRequest,
+    FetchRequestFetchPartition,
+    FetchRequestFetchTopic,
+)
 from wire.generated.api_003_metadata import MetadataRequest, MetadataRequestTopic  # noqa: E402
 from wire.generated.api_018_api_versions import ApiVersionsRequest  # noqa: E402
 from wire.generated.api_019_create_topics import (  # noqa: E402
@@ -58,6 +66,8 @@ from wire.generated.api_022_init_producer_id import (  # noqa: E402
 from wire.records import NewRecord  # noqa: E402
 
 TOPIC = "reqcost"
+#: Empty, so offset 0 is every partition's end: the Fetch case reads nothing.
+FETCH_TOPIC = "reqcost-fetch"
 PARTITIONS = 16
 VALUE = b"v" * 100
 _SIZE = struct.Struct(">i")
@@ -107,6 +117,14 @@ def produce_acks1(conn: int, n: int) -> bytes:
     return encode_request(_produce(conn % PARTITIONS, 1, batch), 9, n, "bench")
 
 
+def fetch_caught_up(conn: int, n: int) -> bytes:
+    body = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=50 << 20, isolation_level=1,
+                        topics=[FetchRequestFetchTopic(topic=FETCH_TOPIC, partitions=[
+                            FetchRequestFetchPartition(partition=p, fetch_offset=0, partition_max_bytes=1 << 20)
+                            for p in range(PARTITIONS)])])
+    return encode_request(body, 12, n, "bench")
+
+
 class Idempotent:
     """Frames of an idempotent producer per connection: its own producer id, sequences from 0."""
 
@@ -126,7 +144,8 @@ class Idempotent:
 
 
 def create_topic(port: int) -> None:
-    body = CreateTopicsRequest([CreateTopicsRequestCreatableTopic(TOPIC, PARTITIONS, 1)])
+    body = CreateTopicsRequest([CreateTopicsRequestCreatableTopic(name, PARTITIONS, 1)
+                                for name in (TOPIC, FETCH_TOPIC)])
     with _connect(port) as sock:
         _roundtrip(sock, encode_request(body, 5, 1, "bench"))
     time.sleep(1.0)
@@ -165,7 +184,7 @@ def drive(port: int, make: FrameMaker, connections: int, depth: int, seconds: fl
                 (size,) = _SIZE.unpack_from(buf)
                 if len(buf) < 4 + size:
                     break
-                if c == 0 and answered == 0 and make is not api_versions and make is not metadata:
+                if c == 0 and answered == 0 and make not in (api_versions, metadata, fetch_caught_up):
                     _, response = decode_response(bytes(buf[4:4 + size]), ProduceResponse, 9)
                     assert isinstance(response, ProduceResponse)
                     code = response.responses[0].partition_responses[0].error_code
@@ -214,6 +233,7 @@ def main() -> None:
                 ("ApiVersions", api_versions),
                 ("Metadata 1 topic", metadata),
                 ("Produce 1 record acks=1", produce_acks1),
+                (f"Fetch {PARTITIONS} partitions, caught up", fetch_caught_up),
             ]
             load = os.getloadavg()[0]
             print(f"load average (1 min) before: {load:.2f}; depth {args.depth}")
