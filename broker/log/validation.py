@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from broker.log.config import LogConfig
 from config import TopicConfig
 from wire.batch_builder import RecordBatchBuilder
-from wire.compression import Compression, decompress
+from wire.compression import Compression, decompress_to_read
 from wire.errors import ErrorCode
 from wire.exceptions import CorruptRecordError, DecodeError
 from wire.legacy_records import upconvert_legacy
@@ -253,7 +253,7 @@ def _check_records(
         codec_id = header.codec_id  # a known codec (_check_batch); the enum is made only to inflate
         if codec_id != Compression.NONE:
             try:
-                records = decompress(codec_id, payload, max_decompressed_bytes)
+                records = decompress_to_read(codec_id, payload, max_decompressed_bytes)
             except CorruptRecordError as ex:
                 raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, f"{topic_partition}: {ex.reason}") from ex
         try:

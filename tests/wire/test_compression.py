@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import struct
+import threading
 import time
 import tracemalloc
 import zlib
@@ -18,10 +19,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wire.compression import (
+    SCRATCH_BYTES,
+    BytesLike,
     Compression,
     UnsupportedCompressionError,
     compress,
     decompress,
+    decompress_to_read,
     fix_legacy_lz4_header,
 )
 from wire.exceptions import CorruptRecordError, DecodeError, DecompressionLimitError
@@ -33,6 +37,17 @@ XERIAL_MAGIC = b"\x82SNAPPY\x00"
 MiB = 1024 * 1024
 GiB = 1024 * MiB
 
+
+def decompress_to_read_bytes(codec: Compression | int, data: BytesLike, max_size: int) -> bytes:
+    """decompress_to_read, its answer copied before the next call can overwrite it."""
+    return bytes(decompress_to_read(codec, data, max_size))
+
+
+#: Both ways to inflate must agree on every input: the same output, the same errors.
+Inflate = Callable[[Compression | int, BytesLike, int], bytes]
+INFLATERS = [decompress, decompress_to_read_bytes]
+inflaters = pytest.mark.parametrize("inflate", INFLATERS, ids=["decompress", "to_read"])
+
 SAMPLES = {
     "empty": b"",
     "one byte": b"x",
@@ -43,21 +58,23 @@ SAMPLES = {
 }
 
 
+@inflaters
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name)
 @pytest.mark.parametrize("sample", list(SAMPLES), ids=str)
-def test_round_trip(codec: Compression, sample: str) -> None:
+def test_round_trip(inflate: Inflate, codec: Compression, sample: str) -> None:
     data = SAMPLES[sample]
     packed = compress(codec, data)
-    assert decompress(codec, packed, len(data)) == data
+    assert inflate(codec, packed, len(data)) == data
     # Any bytes-like input works, and int codec ids too.
-    assert decompress(int(codec), memoryview(bytearray(packed)), len(data)) == data
+    assert inflate(int(codec), memoryview(bytearray(packed)), len(data)) == data
 
 
+@inflaters
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name)
 @settings(max_examples=40, deadline=None)
 @given(data=st.binary(max_size=5000))
-def test_round_trip_hypothesis(codec: Compression, data: bytes) -> None:
-    assert decompress(codec, compress(codec, data), len(data)) == data
+def test_round_trip_hypothesis(inflate: Inflate, codec: Compression, data: bytes) -> None:
+    assert inflate(codec, compress(codec, data), len(data)) == data
 
 
 @pytest.mark.parametrize(
@@ -85,21 +102,23 @@ def test_bad_level(codec: Compression, level: int) -> None:
         compress(codec, b"abc", level)
 
 
+@inflaters
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name)
-def test_limit_is_exact(codec: Compression) -> None:
+def test_limit_is_exact(inflate: Inflate, codec: Compression) -> None:
     data = SAMPLES["multi-block"]
     packed = compress(codec, data)
-    assert decompress(codec, packed, len(data)) == data
+    assert inflate(codec, packed, len(data)) == data
     with pytest.raises(DecompressionLimitError):
-        decompress(codec, packed, len(data) - 1)
+        inflate(codec, packed, len(data) - 1)
     with pytest.raises(DecompressionLimitError):
-        decompress(codec, compress(codec, b"x"), 0)
+        inflate(codec, compress(codec, b"x"), 0)
 
 
+@inflaters
 @pytest.mark.parametrize("codec_id", [5, 6, 7, 8, -1])
-def test_unknown_codec(codec_id: int) -> None:
+def test_unknown_codec(inflate: Inflate, codec_id: int) -> None:
     with pytest.raises(UnsupportedCompressionError, match=f"codec {codec_id}") as info:
-        decompress(codec_id, b"whatever", 100)
+        inflate(codec_id, b"whatever", 100)
     assert isinstance(info.value, CorruptRecordError)
     with pytest.raises(UnsupportedCompressionError):
         compress(codec_id, b"whatever")
@@ -115,46 +134,50 @@ def test_from_attributes() -> None:
 # --- corrupt and truncated input ---------------------------------------------
 
 
+@inflaters
 @pytest.mark.parametrize("codec", COMPRESSED, ids=lambda c: c.name)
-def test_every_truncation_is_corrupt(codec: Compression) -> None:
+def test_every_truncation_is_corrupt(inflate: Inflate, codec: Compression) -> None:
     data = SAMPLES["text"] + os.urandom(200)
     packed = compress(codec, data)
     for cut in range(len(packed)):
         if codec is Compression.SNAPPY and cut == len(XERIAL_MAGIC) + 8:
             continue  # xerial has no end marker: the bare header is a valid empty stream
         with pytest.raises(CorruptRecordError):
-            decompress(codec, packed[:cut], 10 * MiB)
+            inflate(codec, packed[:cut], 10 * MiB)
 
 
+@inflaters
 @pytest.mark.parametrize("codec", COMPRESSED, ids=lambda c: c.name)
-def test_trailing_garbage_is_corrupt(codec: Compression) -> None:
+def test_trailing_garbage_is_corrupt(inflate: Inflate, codec: Compression) -> None:
     packed = compress(codec, SAMPLES["text"])
     with pytest.raises(CorruptRecordError):
-        decompress(codec, packed + b"\x07garbage", 10 * MiB)
+        inflate(codec, packed + b"\x07garbage", 10 * MiB)
 
 
+@inflaters
 @pytest.mark.parametrize("codec", COMPRESSED, ids=lambda c: c.name)
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
-def test_mutations_raise_only_decode_errors(codec: Compression, data: st.DataObject) -> None:
+def test_mutations_raise_only_decode_errors(inflate: Inflate, codec: Compression, data: st.DataObject) -> None:
     packed = bytearray(compress(codec, SAMPLES["text"][:600] + b"\x00\x01" * 50))
     for _ in range(data.draw(st.integers(1, 4))):
         at = data.draw(st.integers(0, len(packed) - 1))
         packed[at] = data.draw(st.integers(0, 255))
     cut = data.draw(st.integers(0, len(packed)))
     try:
-        out = decompress(codec, bytes(packed[:cut]), 4096)
+        out = inflate(codec, bytes(packed[:cut]), 4096)
     except DecodeError:
         return
     assert len(out) <= 4096
 
 
+@inflaters
 @pytest.mark.parametrize("codec", COMPRESSED, ids=lambda c: c.name)
 @settings(max_examples=60, deadline=None)
 @given(junk=st.binary(max_size=300))
-def test_garbage_raises_only_decode_errors(codec: Compression, junk: bytes) -> None:
+def test_garbage_raises_only_decode_errors(inflate: Inflate, codec: Compression, junk: bytes) -> None:
     try:
-        out = decompress(codec, junk, 4096)
+        out = inflate(codec, junk, 4096)
     except DecodeError:
         return
     assert len(out) <= 4096
@@ -268,39 +291,42 @@ def test_legacy_lz4_header_fix(options: dict[str, bool]) -> None:
     assert fix_legacy_lz4_header(b"not a frame") == b"not a frame"
 
 
-def test_zstd_streamed_frames_and_skippable_frames() -> None:
+@inflaters
+def test_zstd_streamed_frames_and_skippable_frames(inflate: Inflate) -> None:
     data = SAMPLES["multi-block"]
     streamer = zstandard.ZstdCompressor(level=3).compressobj()
     unsized = streamer.compress(data) + streamer.flush()
     assert zstandard.frame_content_size(unsized) == -1
-    assert decompress(Compression.ZSTD, unsized, len(data)) == data
+    assert inflate(Compression.ZSTD, unsized, len(data)) == data
     with pytest.raises(DecompressionLimitError):
-        decompress(Compression.ZSTD, unsized, len(data) - 1)
+        inflate(Compression.ZSTD, unsized, len(data) - 1)
     skippable = struct.pack("<II", 0x184D2A53, 3) + b"abc"
     checksummed = zstandard.ZstdCompressor(write_checksum=True).compress(b"tail")
     joined = unsized + skippable + checksummed
-    assert decompress(Compression.ZSTD, joined, len(data) + 4) == data + b"tail"
+    assert inflate(Compression.ZSTD, joined, len(data) + 4) == data + b"tail"
 
 
-def test_zstd_declared_size_rejects_before_inflating() -> None:
+@inflaters
+def test_zstd_declared_size_rejects_before_inflating(inflate: Inflate) -> None:
     # A frame whose header declares far more than the limit is refused outright.
     packed = zstandard.ZstdCompressor().compress(bytes(8 * MiB))
     assert zstandard.frame_content_size(packed) == 8 * MiB
     tracemalloc.start()
     try:
         with pytest.raises(DecompressionLimitError):
-            decompress(Compression.ZSTD, packed, MiB)
+            inflate(Compression.ZSTD, packed, MiB)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert peak < MiB
 
 
-def test_zstd_checksum_mismatch_is_corrupt() -> None:
+@inflaters
+def test_zstd_checksum_mismatch_is_corrupt(inflate: Inflate) -> None:
     packed = bytearray(zstandard.ZstdCompressor(write_checksum=True).compress(b"data" * 100))
     packed[-1] ^= 0xFF
     with pytest.raises(CorruptRecordError):
-        decompress(Compression.ZSTD, bytes(packed), MiB)
+        inflate(Compression.ZSTD, bytes(packed), MiB)
 
 
 # --- decompression bombs --------------------------------------------------------
@@ -371,8 +397,9 @@ def test_bomb_builders_make_valid_streams(codec: Compression) -> None:
     assert decompress(codec, BOMBS[codec](5), 5 * MiB) == bytes(5 * MiB)
 
 
+@inflaters
 @pytest.mark.parametrize("codec", COMPRESSED, ids=lambda c: c.name)
-def test_decompression_bomb(codec: Compression) -> None:
+def test_decompression_bomb(inflate: Inflate, codec: Compression) -> None:
     packed = bomb(codec)
     assert len(packed) < 8 * MiB
     limit = 4 * MiB
@@ -380,7 +407,7 @@ def test_decompression_bomb(codec: Compression) -> None:
     started = time.perf_counter()
     try:
         with pytest.raises(DecompressionLimitError):
-            decompress(codec, packed, limit)
+            inflate(codec, packed, limit)
         elapsed = time.perf_counter() - started
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -405,3 +432,72 @@ def test_lz4_frames_inflate_in_one_call_only_when_they_cannot_pass_the_limit() -
                                  content_checksum=True, store_size=True)
     assert decompress(Compression.LZ4, checked, 1 << 30) == data
     assert decompress(Compression.LZ4, frame + frame, 1 << 30) == data + data
+
+
+# --- zstd into each thread's scratch buffer --------------------------------------
+
+
+def _outcome(inflate: Inflate, data: bytes, limit: int) -> bytes | type[Exception]:
+    try:
+        return inflate(Compression.ZSTD, data, limit)
+    except DecodeError as exc:
+        return type(exc)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_zstd_to_read_answers_what_decompress_answers(data: st.DataObject) -> None:
+    # Sized and unsized frames, with and without checksums, one or two of them, around the
+    # scratch size and the limit; then a few bytes changed and a tail cut.
+    size = data.draw(st.sampled_from([0, 1, 5000, SCRATCH_BYTES - 1, SCRATCH_BYTES, SCRATCH_BYTES + 1]))
+    seed = data.draw(st.integers(0, 255))
+    plain = bytes((seed + i // 7) & 0xFF for i in range(size))
+    frames = []
+    for _ in range(data.draw(st.integers(1, 2))):
+        writer = zstandard.ZstdCompressor(write_content_size=data.draw(st.booleans()),
+                                          write_checksum=data.draw(st.booleans()))
+        frames.append(writer.compress(plain))
+    packed = bytearray(b"".join(frames))
+    for _ in range(data.draw(st.integers(0, 3))):
+        at = data.draw(st.integers(0, len(packed) - 1))
+        packed[at] = data.draw(st.integers(0, 255))
+    cut = bytes(packed[: data.draw(st.integers(max(0, len(packed) - 8), len(packed)))])
+    total = size * len(frames)
+    limit = data.draw(st.sampled_from([total - 1, total, total + 1, SCRATCH_BYTES - 1, SCRATCH_BYTES, 4 * MiB]))
+    limit = max(limit, 0)
+    assert _outcome(decompress_to_read_bytes, cut, limit) == _outcome(decompress, cut, limit)
+
+
+def test_zstd_to_read_reuses_one_buffer_per_thread() -> None:
+    first = compress(Compression.ZSTD, b"first " * 1000)
+    second = compress(Compression.ZSTD, b"second " * 1000)
+    view = decompress_to_read(Compression.ZSTD, first, MiB)
+    assert isinstance(view, memoryview) and view == b"first " * 1000
+    again = decompress_to_read(Compression.ZSTD, second, MiB)
+    assert isinstance(again, memoryview) and again.obj is view.obj
+    # Output that does not fit the scratch buffer is a fresh object.
+    large = bytes(range(256)) * (SCRATCH_BYTES // 256 + 1)
+    assert decompress_to_read(Compression.ZSTD, compress(Compression.ZSTD, large), 8 * MiB) == large
+    # Other codecs answer as decompress does.
+    assert decompress_to_read(Compression.LZ4, compress(Compression.LZ4, b"lz4"), 10) == b"lz4"
+
+
+def test_zstd_to_read_threads_do_not_share_a_buffer() -> None:
+    payloads = [bytes([n]) * (100_000 + n) for n in range(8)]
+    packed = [compress(Compression.ZSTD, p) for p in payloads]
+    failures: list[int] = []
+
+    def reader(n: int) -> None:
+        for _ in range(300):
+            out = decompress_to_read(Compression.ZSTD, packed[n], MiB)
+            time.sleep(0)  # let another thread inflate between the call and the read
+            if out != payloads[n]:
+                failures.append(n)
+
+    threads = [threading.Thread(target=reader, args=(n,)) for n in range(len(payloads))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads)
+    assert failures == []
