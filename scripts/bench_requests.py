@@ -14,7 +14,9 @@ CPU time per request (user + system, all threads, from /proc/PID/stat):
   consecutive sequences);
 - Fetch v12 of 16 partitions by a consumer that has read them all (``max_wait_ms=0``, so each
   is answered at once): what a Fetch costs for every partition it names, as librdkafka's
-  consumers name every assigned partition in every Fetch.
+  consumers name every assigned partition in every Fetch;
+- Produce v9 of one zstd batch of 15 records of 64 KiB (the load benchmark's values and
+  librdkafka's batch), acks=1: what inflating and walking a compressed batch costs.
 
 Usage: python scripts/bench_requests.py [--seconds S] [--connections N] [--depth D]
        [--case TEXT] [--profile FILE]  (py-spy record of the broker during the run)
@@ -39,8 +41,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_brokers import Cormorant, cpu_seconds  # noqa: E402
+from bench_kcat import TextValues  # noqa: E402
+from bench_worker import payload_pool  # noqa: E402
 
 from wire.batch_builder import build_batch  # noqa: E402
+from wire.compression import Compression  # noqa: E402
 from wire.frame import decode_response, encode_request  # noqa: E402
 from wire.generated.api_000_produce import (  # noqa: E402
     ProduceRequest,
@@ -117,6 +122,21 @@ def produce_acks1(conn: int, n: int) -> bytes:
     return encode_request(_produce(conn % PARTITIONS, 1, batch), 9, n, "bench")
 
 
+class ZstdBatches:
+    """A few distinct zstd batches of 15 records of 64 KiB, sent in turn (the frames are large,
+    so the clients cycle through these instead of one frame per request)."""
+
+    distinct = 8
+
+    def __init__(self) -> None:
+        values = TextValues(64 * 1024, payload_pool())
+        self.batches = [build_batch([NewRecord(None, values.value(b * 15 + i)) for i in range(15)],
+                                    compression=Compression.ZSTD) for b in range(self.distinct)]
+
+    def __call__(self, conn: int, n: int) -> bytes:
+        return encode_request(_produce(conn % PARTITIONS, 1, self.batches[n % self.distinct]), 9, n, "bench")
+
+
 def fetch_caught_up(conn: int, n: int) -> bytes:
     body = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=50 << 20, isolation_level=1,
                         topics=[FetchRequestFetchTopic(topic=FETCH_TOPIC, partitions=[
@@ -154,7 +174,7 @@ def create_topic(port: int) -> None:
 def drive(port: int, make: FrameMaker, connections: int, depth: int, seconds: float,
           pid: int) -> tuple[int, float, float]:
     """Runs ``connections`` closed-loop clients for ``seconds``: (requests, wall s, broker CPU s)."""
-    per_conn = 200_000
+    per_conn = getattr(make, "distinct", 200_000)
     frames = [[make(c, n) for n in range(min(per_conn, int(seconds * 40_000 / connections) + 1000))]
               for c in range(connections)]
     socks = [_connect(port) for _ in range(connections)]
@@ -171,8 +191,10 @@ def drive(port: int, make: FrameMaker, connections: int, depth: int, seconds: fl
         sent = 0
         answered = 0
         start_barrier.wait()
-        while sent < min(depth, len(mine)):
-            sock.sendall(mine[sent])
+        # A maker with few distinct frames has them sent in turn (no correlation id is checked).
+        limit = 1 << 62 if hasattr(make, "distinct") else len(mine)
+        while sent < min(depth, limit):
+            sock.sendall(mine[sent % len(mine)])
             sent += 1
         buf = bytearray()
         while answered < sent:
@@ -191,8 +213,8 @@ def drive(port: int, make: FrameMaker, connections: int, depth: int, seconds: fl
                     assert code == 0, f"produce answered error {code}"
                 del buf[:4 + size]
                 answered += 1
-                if not stop.is_set() and sent < len(mine):
-                    sock.sendall(mine[sent])
+                if not stop.is_set() and sent < limit:
+                    sock.sendall(mine[sent % len(mine)])
                     sent += 1
         counts[c] = answered
 
@@ -234,6 +256,7 @@ def main() -> None:
                 ("Metadata 1 topic", metadata),
                 ("Produce 1 record acks=1", produce_acks1),
                 (f"Fetch {PARTITIONS} partitions, caught up", fetch_caught_up),
+                ("Produce zstd 15 x 64 KiB acks=1", ZstdBatches()),
             ]
             load = os.getloadavg()[0]
             print(f"load average (1 min) before: {load:.2f}; depth {args.depth}")
